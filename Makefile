@@ -1,0 +1,30 @@
+# Fresh machine: `make demo` installs everything and runs the main job; `make test` installs
+# everything and runs the tests.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+RLVR := $(VENV)/bin/rlvr
+SHARED ?= ../shared
+
+.PHONY: setup demo test test-slow bench clean
+
+setup: $(VENV)/.rlvr-installed
+
+$(VENV)/.rlvr-installed: pyproject.toml scripts/setup.sh
+	bash scripts/setup.sh $(VENV)
+
+demo: setup
+	$(PY) scripts/gsm8k_self_check.py $(SHARED)/data/gsm8k/test.jsonl runs/demo/gsm8k_refs.jsonl
+	$(RLVR) verify runs/demo/gsm8k_refs.jsonl -o runs/demo/verified.jsonl --workers 2 \
+		--summary --summary-json runs/demo/summary.json
+
+test: setup
+	$(PY) -m pytest -q -m "not slow"
+
+test-slow: setup
+	$(PY) -m pytest -q -m slow
+
+bench: setup
+	$(PY) benchmarks/verify_throughput.py --quick
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs everything rlvr needs into a virtual environment (default .venv) on a fresh machine.
+# torch is installed first as a CPU build when no NVIDIA GPU is present: a bare `torch`
+# requirement would pull a multi-GB CUDA build.
+set -euo pipefail
+VENV="${1:-.venv}"
+PYTHON="${PYTHON:-python3}"
+
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PYTHON" -m venv "$VENV"
+fi
+PIP="$VENV/bin/python -m pip"
+$PIP install --quiet --upgrade pip
+
+if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then
+    $PIP install --quiet "torch>=2.4"
+  else
+    $PIP install --quiet "torch==2.13.0" \
+      || $PIP install --quiet torch --index-url https://download.pytorch.org/whl/cpu
+  fi
+fi
+
+$PIP install --quiet -e ".[train,dev,bench]"
+
+# bubblewrap isolates untrusted code (code tasks); without it the sandbox runs a weaker tier.
+if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1 \
+    || echo "setup: could not install bubblewrap; the code sandbox will run a weaker tier" >&2
+fi
+touch "$VENV/.rlvr-installed"

@@ -1,0 +1,120 @@
+"""The ``rlvr`` command line: one typer app. Each command is a thin shell over a library call."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(
+    name="rlvr",
+    help="Train reasoning into language models with RL from verifiable rewards, and measure it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True)
+
+EXIT_BAD_INPUT = 2
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> "typer.Exit":
+    """Print ``error: message`` to stderr and return the Exit to raise."""
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+@app.command()
+def verify(
+    input: Path = typer.Argument(..., help="JSONL: task_type, completion, reference[, id, "
+                                           "prompt, category, source] per line."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write one JSON result "
+                                          "per input line here (atomically). Default: stdout, "
+                                          "unless --summary is given."),
+    workers: int = typer.Option(1, "--workers", "-w", min=1, help="Verifier processes."),
+    summary: bool = typer.Option(False, "--summary", help="Print reward statistics per "
+                                 "category / source (R10)."),
+    summary_json: Optional[Path] = typer.Option(None, "--summary-json", help="Also write the "
+                                                "summary as JSON here."),
+    timeout: float = typer.Option(2.0, "--timeout", min=0.001, help="Seconds per verifier call."),
+    config: Optional[Path] = typer.Option(None, "--config", help="YAML with a RewardConfig "
+                                          "(weights, format rules, verifier options)."),
+) -> None:
+    """Score completions with the reward pipeline: reward, components, status, extracted."""
+    from rlvr.rewards.config import RewardConfig
+    from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
+    from rlvr.rewards.records_io import InputError, atomic_write, output_row, read_records
+    from rlvr.rewards.summary import summarize, summary_table
+
+    reward_config = _load_reward_config(config, workers=workers, timeout_s=timeout)
+    try:
+        records = read_records(input)
+    except InputError as exc:
+        raise fail(str(exc))
+    except OSError as exc:
+        raise fail(f"{input}: cannot read ({exc.strerror or exc})")
+
+    requests = [ScoreRequest(r.completion, r.reference, r.task_type) for r in records]
+    with RewardPipeline(reward_config) as pipeline:
+        results = _score_with_progress(pipeline, requests)
+
+    rows = [output_row(r, res) for r, res in zip(records, results)]
+    if output is not None:
+        with atomic_write(output) as f:
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    elif not summary:
+        for row in rows:
+            sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+    if summary or summary_json:
+        stats = summarize(results, [r.category for r in records], [r.source for r in records])
+        if summary:
+            Console().print(summary_table(stats, title=f"reward summary: {input}"))
+        if summary_json:
+            with atomic_write(summary_json) as f:
+                json.dump(stats, f, indent=2)
+
+
+def _score_with_progress(pipeline, requests):
+    if len(requests) < 200:
+        return pipeline.score_batch(requests)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    with Progress("verifying", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as progress:
+        task = progress.add_task("verify", total=len(requests))
+        return pipeline.score_batch(requests, lambda n: progress.update(task, completed=n))
+
+
+def _load_reward_config(path: Optional[Path], **overrides):
+    from pydantic import ValidationError
+
+    from rlvr.rewards.config import RewardConfig
+
+    data = {}
+    if path is not None:
+        import yaml
+
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise fail(f"{path}: cannot read config ({exc})")
+        data = data.get("reward", data)
+    data.update(overrides)
+    try:
+        return RewardConfig(**data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise fail(f"{path or 'reward config'}: {problems}")
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

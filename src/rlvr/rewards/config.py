@@ -1,0 +1,115 @@
+"""Configuration of the reward pipeline. The field docs are the user documentation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class RewardConfig(BaseModel):
+    """How completions are scored (R1-R3, R8).
+
+    Example (YAML, under ``reward:`` in a run config)::
+
+        weights: {outcome: 1.0, format: 0.1}
+        format_rule: {math: hash_line}
+        timeout_s: 2.0
+        verifier_options: {math: {allow_last_number: false}}
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    weights: dict[str, float] = Field(
+        default_factory=lambda: {"outcome": 1.0, "format": 0.1},
+        description=(
+            "Weight of each reward component in the aggregated reward. `outcome` (R3, 1.0/0.0) "
+            "must outweigh all other positive weights together, so that a wrong answer in "
+            "perfect format always scores below a right answer in any format. `format` (R2) "
+            "defaults to 0.1 (the documents' range is 0.05-0.2)."
+        ),
+    )
+    aggregator: str = Field(
+        "weighted_sum",
+        description="Name of the aggregator: `weighted_sum` or `outcome_gated` (format counts "
+        "only when the answer is right).",
+    )
+    format_rule: dict[str, str] = Field(
+        default_factory=dict,
+        description="Task type -> format rule name (`think_answer`, `hash_line`, `boxed`, "
+        "`answer_tag`, `marked_answer`, `json`, `regex`, `none`). Unlisted task types use "
+        "their verifier's default rule (math: `marked_answer`).",
+    )
+    format_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Task type -> keyword options of its format rule, e.g. "
+        "`{json: {required_keys: [answer]}}` or `{logic: {pattern: '...'}}`.",
+    )
+    verifier_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Task type -> keyword options of its verifier, e.g. "
+        "`{math: {allow_last_number: true}}`.",
+    )
+    timeout_s: float = Field(
+        2.0,
+        gt=0,
+        description="Wall-time bound of one verifier call in seconds (code tasks add their own "
+        "sandbox limits on top). A call that exceeds it gets status `timeout` and reward 0.",
+    )
+    timeout_overrides_s: dict[str, float] = Field(
+        default_factory=lambda: {"code": 30.0},
+        description="Task type -> verifier wall-time bound in seconds, overriding `timeout_s`.",
+    )
+    workers: int = Field(
+        1,
+        ge=0,
+        description="Verifier worker processes. Every call runs in a worker so that a timeout "
+        "can kill it; 0 runs verifiers in the calling process with no hard time bound "
+        "(debugging only).",
+    )
+
+    plugins: list[str] = Field(
+        default_factory=list,
+        description="Python modules to import, in the trainer and in every verifier worker, "
+        "so that the task types, format rules and aggregators they register "
+        "(`@register_verifier(...)`) can be used by name.",
+    )
+
+    @field_validator("weights")
+    @classmethod
+    def _outcome_dominates(cls, weights: dict[str, float]) -> dict[str, float]:
+        outcome = weights.get("outcome", 0.0)
+        if outcome <= 0:
+            raise ValueError("weights.outcome must be > 0: the outcome reward is the signal")
+        others = sum(w for name, w in weights.items() if name != "outcome" and w > 0)
+        if others >= outcome:
+            raise ValueError(
+                f"weights: non-outcome components sum to {others:g} >= outcome {outcome:g}; "
+                "a wrong answer in perfect format would tie or beat a right one (R2)"
+            )
+        return weights
+
+    @model_validator(mode="after")
+    def _names_exist(self) -> "RewardConfig":
+        from rlvr.rewards.registry import AGGREGATORS, FORMAT_RULES, _load_builtins, load_plugins
+
+        _load_builtins()
+        try:
+            load_plugins(self.plugins)
+        except ImportError as exc:
+            raise ValueError(f"plugins: cannot import {exc.name or exc}") from None
+        if self.aggregator not in AGGREGATORS:
+            raise ValueError(
+                f"aggregator {self.aggregator!r} is unknown; choose from {sorted(AGGREGATORS)}"
+            )
+        for task_type, rule in self.format_rule.items():
+            if rule not in FORMAT_RULES:
+                raise ValueError(
+                    f"format_rule.{task_type}: {rule!r} is unknown; choose from "
+                    f"{sorted(FORMAT_RULES)}"
+                )
+        return self
+
+    def timeout_for(self, task_type: str) -> float:
+        """Wall-time bound in seconds of one verifier call for ``task_type``."""
+        return self.timeout_overrides_s.get(task_type, self.timeout_s)

@@ -1,0 +1,138 @@
+"""The reward pipeline (R1): parser -> verifier[task_type] -> aggregator, one scalar per
+completion, with the reason attached.
+
+Usage::
+
+    pipeline = RewardPipeline(RewardConfig())
+    result = pipeline.score("... #### 18", reference="18", task_type="math")
+    result.reward, result.status, result.components   # 1.1, Status.correct, {...}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from rlvr.rewards.config import RewardConfig
+from rlvr.rewards.pool import VerifierPool, VerifyJob, run_verifier
+from rlvr.rewards.registry import (
+    DEFAULT_FORMAT_RULE,
+    get_aggregator,
+    get_format_rule,
+    get_verifier,
+)
+from rlvr.rewards.types import RewardResult, Verdict
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """One completion to score.
+
+    Attributes:
+        completion: the model's whole output (str).
+        reference: the task's reference (math: answer string; code: tests dict).
+        task_type: a registered task type (``rlvr.rewards.registry.task_types()``).
+    """
+
+    completion: str
+    reference: Any
+    task_type: str = "math"
+
+
+class RewardPipeline:
+    """Scores completions: verifier outcome + format rule, aggregated with configured weights.
+
+    Verifier calls run in a :class:`VerifierPool` (``config.workers`` processes) so each is
+    bounded by ``config.timeout_for(task_type)`` seconds; format rules are cheap, bounded regexes
+    and run in the calling process. Deterministic: the same request always gets the same result
+    (R8), apart from ``seconds``.
+
+    Args:
+        config: the reward configuration; defaults to :class:`RewardConfig()`.
+        pool: an existing pool to share (e.g. between the trainer and evaluation); by default
+            the pipeline creates its own with ``config.workers`` processes on first use.
+
+    Raises:
+        KeyError: (from :meth:`score_batch`) a request names an unregistered task type.
+    """
+
+    def __init__(self, config: RewardConfig | None = None, pool: VerifierPool | None = None):
+        self.config = config or RewardConfig()
+        self._aggregate = get_aggregator(self.config.aggregator)
+        self._pool = pool
+        self._own_pool = pool is None
+
+    # -- public API -------------------------------------------------------------------------
+    def score(self, completion: str, reference: Any, task_type: str = "math") -> RewardResult:
+        """Score one completion. See :meth:`score_batch`."""
+        return self.score_batch([ScoreRequest(completion, reference, task_type)])[0]
+
+    def score_batch(
+        self,
+        requests: Sequence[ScoreRequest],
+        on_result: Callable[[int], None] | None = None,
+    ) -> list[RewardResult]:
+        """Score every request; results in input order.
+
+        ``on_result(n_done)`` is called as verifier calls finish (for progress bars).
+        """
+        for request in requests:
+            get_verifier(request.task_type)  # fail fast, naming the known task types
+        jobs = [self._job(r) for r in requests]
+        if self.config.workers == 0:
+            outcomes = []
+            for n, job in enumerate(jobs, 1):
+                outcomes.append(run_verifier(job))
+                if on_result:
+                    on_result(n)
+        else:
+            outcomes = self.pool.verify_many(jobs, on_result)
+        return [self._result(r, v, s) for r, (v, s) in zip(requests, outcomes)]
+
+    def format_score(self, completion: str, task_type: str) -> float:
+        """The format component (R2) in [0, 1] for ``task_type``'s configured rule."""
+        rule = self.config.format_rule.get(task_type) or DEFAULT_FORMAT_RULE.get(task_type, "none")
+        return get_format_rule(rule)(completion, **self.config.format_options.get(task_type, {}))
+
+    @property
+    def pool(self) -> VerifierPool:
+        if self._pool is None:
+            self._pool = VerifierPool(max(1, self.config.workers))
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the pipeline's own worker processes (a shared pool is left running)."""
+        if self._own_pool and self._pool is not None:
+            self._pool.close()
+
+    def __enter__(self) -> "RewardPipeline":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals --------------------------------------------------------------------------
+    def _job(self, request: ScoreRequest) -> VerifyJob:
+        return VerifyJob(
+            task_type=request.task_type,
+            completion=request.completion,
+            reference=request.reference,
+            options=self.config.verifier_options.get(request.task_type, {}),
+            timeout_s=self.config.timeout_for(request.task_type),
+            plugins=tuple(self.config.plugins),
+        )
+
+    def _result(self, request: ScoreRequest, verdict: Verdict, seconds: float) -> RewardResult:
+        components = {
+            "outcome": verdict.outcome,
+            "format": self.format_score(request.completion, request.task_type),
+        }
+        return RewardResult(
+            reward=self._aggregate(components, self.config.weights),
+            components=components,
+            status=verdict.status,
+            extracted=verdict.extracted,
+            method=verdict.method,
+            detail=verdict.detail,
+            seconds=seconds,
+        )

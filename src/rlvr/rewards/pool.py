@@ -1,0 +1,216 @@
+"""Verifier worker processes with a hard wall-time bound per call.
+
+Why processes: a verifier (sympy simplification, a regex on adversarial text, a sandbox client)
+can hang in C code where no exception can reach it, and ``signal.alarm`` only works in the main
+thread of the main process. A worker that overruns its deadline is killed and replaced; its
+call gets status ``timeout``. This works from any thread of the trainer, from Ray actors and
+from ``rlvr verify --workers N`` alike.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from typing import Any, Callable, Sequence
+
+from rlvr.rewards.types import Status, Verdict
+
+
+@dataclass(frozen=True)
+class VerifyJob:
+    """One verifier call: ``VERIFIERS[task_type](completion, reference, **options)``.
+
+    Attributes:
+        task_type: registered task type (e.g. ``"math"``).
+        completion: the model's whole output.
+        reference: the task's reference (a string for math, a dict for code).
+        options: keyword options for the verifier.
+        timeout_s: wall-time bound of this call in seconds.
+        plugins: modules to import first, so that task types they register exist in the
+            worker process too (see ``RewardConfig.plugins``).
+    """
+
+    task_type: str
+    completion: str
+    reference: Any
+    options: dict[str, Any] = field(default_factory=dict)
+    timeout_s: float = 2.0
+    plugins: tuple[str, ...] = ()
+
+
+def run_verifier(job: VerifyJob) -> tuple[Verdict, float]:
+    """Run one job in this process (no hard time bound). Returns ``(verdict, seconds)``.
+
+    Never raises for a verifier failure: an exception becomes ``Status.error`` with its message.
+    """
+    from rlvr.rewards.registry import get_verifier, load_plugins
+
+    start = time.perf_counter()
+    try:
+        load_plugins(job.plugins)
+        verdict = get_verifier(job.task_type)(job.completion, job.reference, **job.options)
+    except Exception as exc:  # a verifier bug must not take the run down; it is reported
+        verdict = Verdict(Status.error, detail=f"{type(exc).__name__}: {exc}"[:500])
+    return verdict, time.perf_counter() - start
+
+
+def _worker_main(conn: Connection) -> None:
+    # Runs in the child. Builtins were preloaded by the fork server, so a restart after a
+    # timeout costs a fork, not a re-import of sympy.
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, KeyboardInterrupt):
+            return
+        if message is None:
+            return
+        index, job = message
+        verdict, seconds = run_verifier(job)
+        conn.send((index, verdict, seconds))
+
+
+class _Worker:
+    def __init__(self, ctx: mp.context.BaseContext) -> None:
+        self.conn, child = ctx.Pipe(duplex=True)
+        self.process = ctx.Process(target=_worker_main, args=(child,), daemon=True)
+        self.process.start()
+        child.close()
+        self.index: int | None = None
+        self.deadline = 0.0
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.join(timeout=5)
+        self.conn.close()
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+        except OSError:
+            pass
+        self.process.join(timeout=1)
+        if self.process.is_alive():
+            self.kill()
+        else:
+            self.conn.close()
+
+
+class VerifierPool:
+    """A fixed number of verifier worker processes; each call has a wall-time deadline.
+
+    Args:
+        workers: number of worker processes (>= 1). ``None`` uses ``os.cpu_count()``.
+        start_method: multiprocessing start method; ``forkserver`` (default) is safe in a
+            process that already runs threads (torch, the trainer) and makes restarts cheap.
+
+    Thread-safe: concurrent :meth:`verify_many` calls are served one after another.
+
+    Raises:
+        ValueError: if ``workers < 1``.
+    """
+
+    def __init__(self, workers: int | None = 1, start_method: str = "forkserver") -> None:
+        if workers is None:
+            workers = os.cpu_count() or 1
+        if workers < 1:
+            raise ValueError(f"VerifierPool needs workers >= 1, got {workers}")
+        self._ctx = mp.get_context(start_method)
+        if start_method == "forkserver":
+            self._ctx.set_forkserver_preload(["rlvr.rewards.builtin"])
+        self._size = workers
+        self._workers: list[_Worker] = []
+        self._lock = threading.Lock()
+        self.timeouts = 0
+        self.restarts = 0
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def _ensure_started(self) -> None:
+        while len(self._workers) < self._size:
+            self._workers.append(_Worker(self._ctx))
+
+    def _replace(self, worker: _Worker) -> None:
+        worker.kill()
+        self._workers[self._workers.index(worker)] = _Worker(self._ctx)
+        self.restarts += 1
+
+    def verify_many(
+        self,
+        jobs: Sequence[VerifyJob],
+        on_result: Callable[[int], None] | None = None,
+    ) -> list[tuple[Verdict, float]]:
+        """Run every job; return ``(verdict, seconds)`` per job, in input order.
+
+        A job that overruns ``job.timeout_s`` gets ``Status.timeout`` (its worker is killed and
+        replaced); a worker that dies gets ``Status.error``. ``on_result(n_done)`` is called
+        after each finished job (for progress bars).
+        """
+        with self._lock:
+            self._ensure_started()
+            return self._schedule(jobs, on_result)
+
+    def _schedule(self, jobs, on_result) -> list[tuple[Verdict, float]]:
+        results: list[tuple[Verdict, float] | None] = [None] * len(jobs)
+        pending = deque(range(len(jobs)))
+        done = 0
+
+        def finish(index: int, verdict: Verdict, seconds: float) -> None:
+            nonlocal done
+            results[index] = (verdict, seconds)
+            done += 1
+            if on_result:
+                on_result(done)
+
+        while pending or any(w.index is not None for w in self._workers):
+            for worker in self._workers:
+                if worker.index is None and pending:
+                    index = pending.popleft()
+                    worker.index, worker.deadline = index, time.monotonic() + jobs[index].timeout_s
+                    worker.conn.send((index, jobs[index]))
+            busy = [w for w in self._workers if w.index is not None]
+            wait_s = max(0.0, min(w.deadline for w in busy) - time.monotonic())
+            ready = wait([w.conn for w in busy], timeout=wait_s)
+            for worker in busy:
+                if worker.conn in ready:
+                    try:
+                        index, verdict, seconds = worker.conn.recv()
+                    except (EOFError, OSError):
+                        finish(worker.index, Verdict(Status.error, detail="verifier worker died"),
+                               0.0)
+                        self._replace(worker)
+                        continue
+                    worker.index = None
+                    finish(index, verdict, seconds)
+                elif time.monotonic() >= worker.deadline:
+                    index, timeout_s = worker.index, jobs[worker.index].timeout_s
+                    self.timeouts += 1
+                    self._replace(worker)
+                    finish(index, Verdict(Status.timeout, detail=f"exceeded {timeout_s:g} s"),
+                           timeout_s)
+        return results  # type: ignore[return-value]
+
+    def close(self) -> None:
+        """Stop every worker process. The pool restarts them on the next call."""
+        with self._lock:
+            for worker in self._workers:
+                worker.stop()
+            self._workers.clear()
+
+    def __enter__(self) -> "VerifierPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,133 @@
+"""Reading and writing the JSONL records of ``rlvr verify``.
+
+Input: one JSON object per line with ``task_type`` (str), ``completion`` (str), ``reference``
+(math: answer string or number; code: dict), optional ``id``, ``prompt``, ``category``,
+``source``. Output: one JSON object per input record, same order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from rlvr.rewards.registry import task_types
+from rlvr.rewards.types import RewardResult
+
+
+class InputError(ValueError):
+    """A malformed input record. ``str(err)`` names the file, line and field."""
+
+    def __init__(self, path: str | os.PathLike, line: int, message: str):
+        self.path, self.line = str(path), line
+        super().__init__(f"{path}:{line}: {message}")
+
+
+@dataclass(frozen=True)
+class VerifyRecord:
+    """One input line of ``rlvr verify``. ``line`` is 1-based."""
+
+    line: int
+    id: str
+    task_type: str
+    completion: str
+    reference: Any
+    category: str | None = None
+    source: str | None = None
+
+
+def _expect(value: Any, kinds: tuple[type, ...], field: str, path, line: int) -> None:
+    if not isinstance(value, kinds) or isinstance(value, bool):
+        expected = " or ".join(k.__name__ for k in kinds)
+        raise InputError(path, line, f"field '{field}': expected {expected}, got "
+                                     f"{type(value).__name__} {json.dumps(value)[:60]}")
+
+
+def parse_record(text: str, path: str | os.PathLike, line: int, known: set[str]) -> VerifyRecord:
+    """Validate one JSONL line. Raises :class:`InputError` naming the line and field."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(path, line, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(obj, dict):
+        raise InputError(path, line, f"expected a JSON object, got {type(obj).__name__}")
+    for field in ("task_type", "completion", "reference"):
+        if field not in obj or obj[field] is None:
+            raise InputError(path, line, f"missing required field '{field}'")
+    _expect(obj["task_type"], (str,), "task_type", path, line)
+    if obj["task_type"] not in known:
+        raise InputError(path, line, f"field 'task_type': unknown task type "
+                                     f"{obj['task_type']!r}; known: {', '.join(sorted(known))}")
+    _expect(obj["completion"], (str,), "completion", path, line)
+    reference = obj["reference"]
+    if obj["task_type"] == "code":
+        _expect(reference, (dict,), "reference", path, line)
+    elif isinstance(reference, (int, float)) and not isinstance(reference, bool):
+        reference = json.dumps(reference)
+    else:
+        _expect(reference, (str, dict, list), "reference", path, line)
+    for field in ("id", "category", "source"):
+        if obj.get(field) is not None:
+            _expect(obj[field], (str, int), field, path, line)
+    return VerifyRecord(
+        line=line,
+        id=str(obj.get("id", line)),
+        task_type=obj["task_type"],
+        completion=obj["completion"],
+        reference=reference,
+        category=None if obj.get("category") is None else str(obj["category"]),
+        source=None if obj.get("source") is None else str(obj["source"]),
+    )
+
+
+def read_records(path: str | os.PathLike) -> list[VerifyRecord]:
+    """Read and validate every record of a JSONL file before any work starts.
+
+    Blank lines are skipped. Raises :class:`InputError` (first bad line) or ``OSError``.
+    """
+    known = set(task_types())
+    records = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, text in enumerate(f, 1):
+            if text.strip():
+                records.append(parse_record(text, path, line_no, known))
+    return records
+
+
+def output_row(record: VerifyRecord, result: RewardResult) -> dict[str, Any]:
+    """The output object of one record: id, reward, components, status, extracted, category,
+    plus method, detail and seconds for tracing."""
+    return {
+        "id": record.id,
+        "reward": round(result.reward, 6),
+        "components": result.components,
+        "status": result.status.value,
+        "extracted": result.extracted,
+        "category": record.category,
+        "source": record.source,
+        "method": result.method,
+        "detail": result.detail,
+        "seconds": round(result.seconds, 6),
+    }
+
+
+@contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[Any]:
+    """Open a temp file beside ``path``; rename it over ``path`` only if the block succeeds,
+    so a crash or Ctrl-C never leaves a half-written file (the old file, if any, survives)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,128 @@
+"""Name -> function registries of the reward pipeline (R1).
+
+A task type is served by three pluggable parts, each registered under a name so that a new task
+never touches the training loop (open-r1 style: one small function, one decorator):
+
+- a **verifier** ``(completion: str, reference: Any, **options) -> Verdict`` that extracts the
+  final answer (its parser) and judges it against the reference;
+- a **format rule** ``(completion: str, **options) -> float`` in [0, 1];
+- an **aggregator** ``(components: dict[str, float], weights: dict[str, float]) -> float``.
+
+Example::
+
+    @register_verifier("math")
+    def math_outcome(completion: str, reference: str, **options) -> Verdict: ...
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+from rlvr.rewards.types import Verdict
+
+
+class Verifier(Protocol):
+    def __call__(self, completion: str, reference: Any, **options: Any) -> Verdict: ...
+
+
+FormatRule = Callable[..., float]
+Aggregator = Callable[[dict[str, float], dict[str, float]], float]
+
+VERIFIERS: dict[str, Verifier] = {}
+FORMAT_RULES: dict[str, FormatRule] = {}
+AGGREGATORS: dict[str, Aggregator] = {}
+# task type -> name of its default format rule
+DEFAULT_FORMAT_RULE: dict[str, str] = {}
+
+
+def _register(table: dict, kind: str, name: str) -> Callable:
+    def decorator(fn):
+        if name in table and table[name] is not fn:
+            raise ValueError(f"{kind} {name!r} is already registered ({table[name]!r})")
+        table[name] = fn
+        return fn
+
+    return decorator
+
+
+def register_verifier(task_type: str, *, format_rule: str | None = None) -> Callable:
+    """Register ``fn`` as the outcome verifier of ``task_type``.
+
+    Args:
+        task_type: the value of a record's ``task_type`` field, e.g. ``"math"``.
+        format_rule: name of the format rule used for this task type unless the config picks
+            another one.
+
+    Raises:
+        ValueError: if another function is already registered under ``task_type``.
+    """
+    if format_rule is not None:
+        DEFAULT_FORMAT_RULE[task_type] = format_rule
+    return _register(VERIFIERS, "verifier", task_type)
+
+
+def register_format_rule(name: str) -> Callable:
+    """Register a format rule ``(completion, **options) -> float in [0, 1]`` under ``name``."""
+    return _register(FORMAT_RULES, "format rule", name)
+
+
+def register_aggregator(name: str) -> Callable:
+    """Register an aggregator ``(components, weights) -> float`` under ``name``."""
+    return _register(AGGREGATORS, "aggregator", name)
+
+
+def _lookup(table: dict, kind: str, name: str):
+    try:
+        return table[name]
+    except KeyError:
+        known = ", ".join(sorted(table)) or "none"
+        raise KeyError(f"unknown {kind} {name!r}; registered: {known}") from None
+
+
+def get_verifier(task_type: str) -> Verifier:
+    """The verifier registered for ``task_type``. Raises ``KeyError`` naming the known types."""
+    _load_builtins()
+    return _lookup(VERIFIERS, "task_type", task_type)
+
+
+def get_format_rule(name: str) -> FormatRule:
+    """The format rule called ``name``. Raises ``KeyError`` naming the known rules."""
+    _load_builtins()
+    return _lookup(FORMAT_RULES, "format rule", name)
+
+
+def get_aggregator(name: str) -> Aggregator:
+    """The aggregator called ``name``. Raises ``KeyError`` naming the known aggregators."""
+    _load_builtins()
+    return _lookup(AGGREGATORS, "aggregator", name)
+
+
+def task_types() -> list[str]:
+    """Names of all registered task types."""
+    _load_builtins()
+    return sorted(VERIFIERS)
+
+
+_BUILTINS = ("rlvr.rewards.builtin",)
+
+
+def _load_builtins() -> None:
+    # Importing the built-in modules runs their decorators; lazy so that importing the
+    # registry alone stays cheap and free of cycles.
+    import importlib
+
+    for module in _BUILTINS:
+        importlib.import_module(module)
+
+
+def load_plugins(modules: tuple[str, ...] | list[str]) -> None:
+    """Import user modules whose ``@register_*`` decorators add task types, format rules or
+    aggregators. Imports are cached, so calling this per job is cheap.
+
+    Raises:
+        ImportError: a module cannot be imported (its name is in the message).
+    """
+    import importlib
+
+    for module in modules:
+        importlib.import_module(module)

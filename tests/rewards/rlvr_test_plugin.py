@@ -1,0 +1,34 @@
+"""Task types for pipeline tests, loaded through ``RewardConfig.plugins`` so that they exist in
+verifier worker processes too."""
+
+import os
+import time
+
+from rlvr.rewards.registry import register_verifier
+from rlvr.rewards.types import Status, Verdict
+
+
+@register_verifier("test_exact", format_rule="answer_tag")
+def exact(completion: str, reference, **options) -> Verdict:
+    """Correct iff the completion, stripped, equals the reference."""
+    answer = completion.strip()
+    return Verdict(Status.correct if answer == reference else Status.wrong, answer, "bare")
+
+
+@register_verifier("test_sleepy")
+def sleepy(completion: str, reference, seconds: float = 0.0, **options) -> Verdict:
+    """Sleeps ``seconds`` (a verifier that hangs), then says correct."""
+    time.sleep(seconds)
+    return Verdict(Status.correct, completion, "bare")
+
+
+@register_verifier("test_crashy")
+def crashy(completion: str, reference, **options) -> Verdict:
+    """Kills its own process (a verifier that segfaults)."""
+    os._exit(3)
+
+
+@register_verifier("test_raising")
+def raising(completion: str, reference, **options) -> Verdict:
+    """Raises (a verifier bug)."""
+    raise RuntimeError("boom")

@@ -1,0 +1,61 @@
+"""Format rules (R2), one hand-made case per behaviour."""
+
+import pytest
+
+from rlvr.rewards.registry import get_format_rule
+
+
+@pytest.mark.parametrize(
+    "rule, completion, expected",
+    [
+        ("think_answer", "<think>2+2 is 4</think><answer>4</answer>", 1.0),
+        ("think_answer", "<think>2+2 is 4</think>\n<answer> 4 </answer>\n", 1.0),
+        ("think_answer", "<think></think><answer>4</answer>", 0.0),  # empty reasoning
+        ("think_answer", "<answer>4</answer>", 0.0),
+        ("think_answer", "text <think>a</think><answer>4</answer>", 0.0),  # text outside tags
+        ("think_answer", "<think>a</think><answer>4</answer><answer>5</answer>", 0.0),
+        ("hash_line", "3 + 4 = 7\n#### 7", 1.0),
+        ("hash_line", "3 + 4 = 7\n#### 7\n", 1.0),
+        ("hash_line", "#### 7", 0.0),  # no reasoning
+        ("hash_line", "3 + 4 = 7\n#### 7\nmore text", 0.0),  # not the final line
+        ("hash_line", "#### 6\n3 + 4 = 7\n#### 7", 0.0),  # two answer lines
+        ("boxed", "so \\boxed{7}", 1.0),
+        ("boxed", "\\boxed{7} or \\boxed{8}", 0.0),
+        ("boxed", "seven", 0.0),
+        ("answer_tag", "<answer>7</answer>", 1.0),
+        ("answer_tag", "<answer> </answer>", 0.0),
+        ("marked_answer", "work\n#### 7", 1.0),
+        ("marked_answer", "work \\boxed{7}", 1.0),
+        ("marked_answer", "the answer is 7", 0.0),
+        ("json", '{"answer": 7}', 1.0),
+        ("json", 'Here:\n```json\n{"answer": 7}\n```', 1.0),
+        ("json", "[1, 2]", 0.0),
+        ("json", "{bad json}", 0.0),
+    ],
+)
+def test_format_rule(rule, completion, expected):
+    assert get_format_rule(rule)(completion) == expected
+
+
+def test_json_required_keys():
+    rule = get_format_rule("json")
+    assert rule('{"answer": 1, "reason": "x"}', required_keys=("answer", "reason")) == 1.0
+    assert rule('{"answer": 1}', required_keys=("answer", "reason")) == 0.0
+
+
+def test_regex_rule_and_empty_pattern_error():
+    rule = get_format_rule("regex")
+    assert rule("ANSWER: 12", pattern=r"ANSWER: \d+") == 1.0
+    assert rule("answer 12", pattern=r"ANSWER: \d+") == 0.0
+    with pytest.raises(ValueError, match="non-empty 'pattern'"):
+        rule("x")
+
+
+def test_format_rules_are_fast_on_huge_input():
+    import time
+
+    text = "<think>" + "a" * 1_000_000 + "\n#### 5" + "{" * 100_000
+    start = time.perf_counter()
+    for name in ("think_answer", "hash_line", "boxed", "answer_tag", "marked_answer", "json"):
+        get_format_rule(name)(text)
+    assert time.perf_counter() - start < 1.0

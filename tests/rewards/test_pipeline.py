@@ -1,0 +1,101 @@
+"""The reward pipeline around the verifiers: aggregation, config, time bounds, failures."""
+
+import time
+
+import pytest
+from pydantic import ValidationError
+
+from rlvr.rewards import RewardConfig, RewardPipeline, ScoreRequest, Status, VerifierPool, VerifyJob
+
+PLUGIN = ["rlvr_test_plugin"]
+
+
+@pytest.fixture(scope="module")
+def pipeline():
+    with RewardPipeline(RewardConfig(plugins=PLUGIN, workers=2)) as p:
+        yield p
+
+
+def test_weighted_sum_of_outcome_and_format(pipeline):
+    right_tagged = pipeline.score("<answer>7</answer>", "<answer>7</answer>", "test_exact")
+    assert right_tagged.components == {"outcome": 1.0, "format": 1.0}
+    assert right_tagged.reward == pytest.approx(1.1)
+    wrong_tagged = pipeline.score("<answer>8</answer>", "<answer>7</answer>", "test_exact")
+    assert wrong_tagged.components == {"outcome": 0.0, "format": 1.0}
+    assert wrong_tagged.reward == pytest.approx(0.1)
+    right_untagged = pipeline.score("7", "7", "test_exact")
+    assert right_untagged.reward == pytest.approx(1.0)
+    # Outcome dominates (R2): a right answer in no format beats a wrong one in perfect format.
+    assert right_untagged.reward > wrong_tagged.reward
+
+
+def test_outcome_gated_aggregator_gives_wrong_answers_nothing():
+    config = RewardConfig(plugins=PLUGIN, workers=0, aggregator="outcome_gated")
+    wrong = RewardPipeline(config).score("<answer>8</answer>", "<answer>7</answer>", "test_exact")
+    assert wrong.reward == 0.0 and wrong.components["format"] == 1.0
+
+
+def test_batch_keeps_input_order(pipeline):
+    requests = [ScoreRequest(str(i), str(i if i % 3 else -1), "test_exact") for i in range(20)]
+    results = pipeline.score_batch(requests)
+    assert [r.extracted for r in results] == [str(i) for i in range(20)]
+    assert [r.status for r in results] == [
+        Status.wrong if i % 3 == 0 else Status.correct for i in range(20)
+    ]
+
+
+def test_hanging_verifier_times_out_and_pool_recovers():
+    config = RewardConfig(plugins=PLUGIN, workers=1, timeout_s=0.5,
+                          verifier_options={"test_sleepy": {"seconds": 30}})
+    with RewardPipeline(config) as p:
+        start = time.monotonic()
+        result = p.score("x", "x", "test_sleepy")
+        elapsed = time.monotonic() - start
+        assert result.status is Status.timeout and result.reward == 0.0
+        assert elapsed < 5.0
+        # the killed worker was replaced: the next call works
+        assert p.score("y", "y", "test_exact").status is Status.correct
+
+
+def test_crashing_and_raising_verifiers_are_errors_not_crashes(pipeline):
+    crashed, raised, fine = pipeline.score_batch([
+        ScoreRequest("a", "a", "test_crashy"),
+        ScoreRequest("a", "a", "test_raising"),
+        ScoreRequest("a", "a", "test_exact"),
+    ])
+    assert crashed.status is Status.error and "died" in crashed.detail
+    assert raised.status is Status.error and "RuntimeError: boom" in raised.detail
+    assert fine.status is Status.correct
+    assert crashed.reward == raised.reward == 0.0
+
+
+def test_pool_usable_from_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with VerifierPool(workers=1) as pool:
+        job = VerifyJob("test_exact", "5", "5", plugins=tuple(PLUGIN))
+        with ThreadPoolExecutor(4) as ex:
+            outs = list(ex.map(lambda _: pool.verify_many([job])[0][0].status, range(8)))
+    assert outs == [Status.correct] * 8
+
+
+def test_unknown_task_type_names_the_known_ones(pipeline):
+    with pytest.raises(KeyError, match="unknown task_type 'nope'.*math"):
+        pipeline.score("1", "1", "nope")
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"weights": {"outcome": 1.0, "format": 1.0}}, "tie or beat"),
+        ({"weights": {"format": 0.1}}, "outcome must be > 0"),
+        ({"aggregator": "mean"}, "aggregator 'mean' is unknown"),
+        ({"format_rule": {"math": "boxd"}}, "format_rule.math: 'boxd' is unknown"),
+        ({"plugins": ["no_such_module_xyz"]}, "plugins: cannot import"),
+        ({"timeout_s": 0}, "greater than 0"),
+        ({"wieghts": {}}, "Extra inputs are not permitted"),
+    ],
+)
+def test_bad_config_is_rejected_with_the_field(fields, message):
+    with pytest.raises(ValidationError, match=message):
+        RewardConfig(**fields)
