@@ -1,0 +1,86 @@
+"""The algorithm core of rlvr: pure functions, tensors in and tensors out.
+
+No I/O, no model, no config objects. Each variant is a small function in a name -> function
+registry (:mod:`rlvr.algo.registry`), so a config selects it by string:
+
+- :data:`ADVANTAGE_ESTIMATORS` (:mod:`.advantages`): ``grpo``, ``dr_grpo``, ``rloo``,
+  ``reinforce_pp_baseline``.
+- :data:`POLICY_LOSSES` (:mod:`.policy_loss`): ``clip``, ``clip_higher``, ``dual_clip``.
+- :data:`KL_ESTIMATORS` (:mod:`.kl`): ``k1``, ``k2``, ``k3``.
+- :data:`LOSS_AGGREGATIONS` (:mod:`.loss_agg`): ``grpo``, ``bnpo``, ``dapo``, ``dr_grpo``.
+
+Shape conventions, everywhere: N completions in a flat batch (B prompts x G samples,
+prompt-major), T completion-token positions, V vocabulary entries.
+``rewards: FloatTensor[N]``, ``group_ids: LongTensor[N]``, ``advantages: FloatTensor[N]``,
+per-token ``log_probs: FloatTensor[N, T]``, ``mask: BoolTensor[N, T]``,
+``logits: FloatTensor[N, T, V]``. Everything is computed in fp32 (inputs are cast).
+"""
+
+from types import ModuleType as _ModuleType
+
+from rlvr.algo.registry import (
+    ADVANTAGE_ESTIMATORS,
+    KL_ESTIMATORS,
+    LOSS_AGGREGATIONS,
+    POLICY_LOSSES,
+    Registry,
+)
+from rlvr.algo.advantages import (
+    GroupStats,
+    ZeroVarianceGroups,
+    add_reward_noise,
+    compute_advantages,
+    dr_grpo_advantages,
+    group_stats,
+    grpo_advantages,
+    make_group_ids,
+    reinforce_pp_baseline_advantages,
+    rloo_advantages,
+    zero_variance_groups,
+)
+from rlvr.algo.kl import (
+    AdaptiveKLController,
+    FixedKLController,
+    kl_divergence,
+    kl_k1,
+    kl_k2,
+    kl_k3,
+    kl_penalized_rewards,
+)
+from rlvr.algo.policy_loss import (
+    PolicyLossOutput,
+    clip_higher_loss,
+    clip_loss,
+    clipped_surrogate_loss,
+    compute_policy_loss,
+    dual_clip_loss,
+)
+from rlvr.algo.loss_agg import (
+    aggregate_loss,
+    constant_normalizer_sum,
+    global_token_mean,
+    seq_mean_token_mean,
+    token_mean,
+)
+from rlvr.algo.length import (
+    concise_correct_bonus,
+    inference_length_limit,
+    length_penalty,
+    mask_truncated,
+    overlong_penalty,
+)
+from rlvr.algo.entropy import token_entropy
+from rlvr.algo.logprobs import (
+    completion_mask,
+    lengths_to_mask,
+    mask_after_eos,
+    next_token_log_probs,
+    token_log_probs,
+)
+from rlvr.algo.objective import ObjectiveOutput, policy_objective
+from rlvr.algo.utils import masked_mean, masked_sum
+
+__all__ = sorted(
+    name for name, value in dict(globals()).items()
+    if not name.startswith("_") and not isinstance(value, _ModuleType)
+)

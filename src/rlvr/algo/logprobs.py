@@ -1,0 +1,135 @@
+"""Per-token log-probabilities of given tokens, and completion masks.
+
+Layout conventions: a model's ``logits: FloatTensor[N, L, V]`` over ``input_ids: LongTensor[N, L]``
+(prompt + completion) predict the *next* token, so the log-prob of token ``input_ids[:, t+1]``
+sits at ``logits[:, t]``. :func:`token_log_probs` takes already aligned pairs;
+:func:`next_token_log_probs` does the one-position shift. Everything is fp32
+(``log_softmax`` in bf16 loses ~3 significant digits, enough to bias ratios and KL, R13).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+from torch import Tensor
+
+from rlvr.algo.entropy import DEFAULT_CHUNK_BYTES, rows_per_chunk
+from rlvr.algo.utils import as_bool_mask, check_ndim
+
+
+def token_log_probs(
+    logits: Tensor,
+    token_ids: Tensor,
+    *,
+    temperature: float = 1.0,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+) -> Tensor:
+    """``log softmax(logits / temperature)[token_ids]`` per position, in fp32.
+
+    Formula: ``log p(y_t) = z_{t, y_t} / tau - logsumexp(z_t / tau)``, computed as fp32
+    ``log_softmax`` + ``gather`` over chunks of positions, so the fp32 ``[N, T, V]`` block is
+    never materialised whole. ``temperature`` must be the sampling temperature when the result
+    is compared with the sampler's log-probs (the ratio pi_theta / pi_old of the loss).
+
+    Args:
+        logits: FloatTensor[N, T, V] (any float dtype), aligned with ``token_ids``.
+        token_ids: LongTensor[N, T], values in [0, V).
+        temperature: > 0.
+        chunk_bytes: memory budget of one fp32 chunk of logits.
+
+    Returns:
+        FloatTensor[N, T] (fp32), values <= 0; gradients flow to ``logits``.
+
+    Raises:
+        ValueError: on shape mismatch or ``temperature <= 0``.
+    """
+    check_ndim("logits", logits, 3)
+    check_ndim("token_ids", token_ids, 2)
+    if tuple(logits.shape[:2]) != tuple(token_ids.shape):
+        raise ValueError(f"logits {list(logits.shape)} do not align with token_ids {list(token_ids.shape)}")
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    n, t, v = logits.shape
+    flat_logits = logits.reshape(n * t, v)
+    flat_ids = token_ids.reshape(n * t, 1).long()
+    step = rows_per_chunk(v, chunk_bytes)
+    parts = []
+    for i in range(0, n * t, step):
+        logp = torch.log_softmax(flat_logits[i : i + step].float() / temperature, dim=-1)
+        parts.append(logp.gather(-1, flat_ids[i : i + step]).squeeze(-1))
+    out = torch.cat(parts) if parts else flat_logits.new_zeros(0, dtype=torch.float32)
+    return out.reshape(n, t)
+
+
+def next_token_log_probs(logits: Tensor, input_ids: Tensor, **options) -> Tensor:
+    """Log-probs of ``input_ids[:, 1:]`` under ``logits[:, :-1]`` (the causal-LM shift).
+
+    Args:
+        logits: FloatTensor[N, L, V].
+        input_ids: LongTensor[N, L].
+        options: ``temperature``, ``chunk_bytes`` as :func:`token_log_probs`.
+
+    Returns:
+        FloatTensor[N, L - 1] (fp32): entry ``t`` is ``log p(input_ids[:, t + 1] | input_ids[:, :t + 1])``.
+        Pair it with ``mask[:, 1:]`` of a mask over ``input_ids``.
+    """
+    return token_log_probs(logits[:, :-1], input_ids[:, 1:], **options)
+
+
+def completion_mask(attention_mask: Tensor, prompt_end: int | Tensor) -> Tensor:
+    """Mask of the completion tokens of prompt+completion sequences (no prompt, no padding).
+
+    Covers both common layouts: HF ``generate`` output (prompts left-padded to a common width
+    P, then the completions: ``prompt_end = P``) and per-row prompt lengths with right padding
+    (``prompt_end = LongTensor[N]``).
+
+    Args:
+        attention_mask: BoolTensor[N, L] (or 0/1 ints), true on real (non-padding) tokens.
+        prompt_end: index of the first completion token, one int for all rows or LongTensor[N].
+
+    Returns:
+        BoolTensor[N, L]: true where position >= prompt_end and the token is real.
+    """
+    check_ndim("attention_mask", attention_mask, 2)
+    n, length = attention_mask.shape
+    pos = torch.arange(length, device=attention_mask.device).unsqueeze(0)
+    end = torch.as_tensor(prompt_end, device=attention_mask.device).reshape(-1, 1)
+    if end.shape[0] not in (1, n):
+        raise ValueError(f"prompt_end has {end.shape[0]} entries for {n} rows")
+    return as_bool_mask(attention_mask) & (pos >= end)
+
+
+def mask_after_eos(completion_ids: Tensor, eos_token_ids: int | Iterable[int]) -> Tensor:
+    """Mask of completion tokens up to and including the first end-of-sequence token.
+
+    Tokens after the first EOS are padding (generate keeps emitting pad/EOS after a row ends);
+    the EOS itself is kept, since the policy chose to stop and that choice is trained.
+
+    Args:
+        completion_ids: LongTensor[N, T], the generated tokens only.
+        eos_token_ids: one id or several (e.g. ``<|im_end|>`` and ``<|endoftext|>``).
+
+    Returns:
+        BoolTensor[N, T].
+    """
+    check_ndim("completion_ids", completion_ids, 2)
+    ids = [eos_token_ids] if isinstance(eos_token_ids, int) else list(eos_token_ids)
+    is_eos = torch.isin(completion_ids, torch.tensor(ids, device=completion_ids.device))
+    # Number of EOS strictly before each position: 0 means "still inside the completion".
+    eos_before = torch.cumsum(is_eos.long(), dim=1) - is_eos.long()
+    return eos_before == 0
+
+
+def lengths_to_mask(lengths: Tensor, width: int) -> Tensor:
+    """``mask[i, t] = t < lengths[i]`` for right-padded completions.
+
+    Args:
+        lengths: LongTensor[N], tokens per completion (0 <= lengths <= width).
+        width: T, the padded width.
+
+    Returns:
+        BoolTensor[N, width].
+    """
+    check_ndim("lengths", lengths, 1)
+    return torch.arange(width, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(-1)

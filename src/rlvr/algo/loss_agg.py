@@ -1,0 +1,172 @@
+"""Loss aggregation: how per-token losses ``FloatTensor[N, T]`` become one scalar.
+
+The choice decides how much each token weighs in the gradient:
+
+- ``grpo`` (DeepSeekMath, arXiv:2402.03300, eq. 3): mean over each completion's tokens, then
+  mean over completions ("seq-mean-token-mean"). A token of a long completion weighs less
+  (the length bias pointed out by Liu et al. 2025).
+- ``bnpo``: token mean over the local batch, ``sum / number of tokens``.
+- ``dapo`` (Yu et al. 2025, arXiv:2503.14476, Sec. 3.3, token-level policy gradient loss):
+  sum over all tokens of the *global* batch divided by the global token count.
+- ``dr_grpo`` (Liu et al. 2025, arXiv:2503.20783, Dr. GRPO): sum over tokens divided by a
+  constant, ``N * max_completion_length``: every token weighs the same whatever its
+  completion's length, and the weight does not change from batch to batch.
+
+All take ``token_loss: FloatTensor[N, T]`` and ``mask: BoolTensor[N, T]`` and the same keyword
+options (each uses what it needs, so a trainer can pass one set to whichever is configured):
+``global_token_count`` and ``world_size`` (``dapo``), ``max_completion_length`` (``dr_grpo``).
+Return a 0-dim fp32 tensor. Masked positions never contribute, even if they hold NaN.
+
+Registry: :data:`rlvr.algo.registry.LOSS_AGGREGATIONS`, keys ``grpo``, ``bnpo``, ``dapo``,
+``dr_grpo``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from rlvr.algo.registry import LOSS_AGGREGATIONS
+from rlvr.algo.utils import as_bool_mask, check_ndim, check_same_shape, masked_mean, masked_sum
+
+
+def _check(token_loss: Tensor, mask: Tensor) -> Tensor:
+    check_ndim("token_loss", token_loss, 2)
+    check_same_shape(token_loss=token_loss, mask=mask)
+    return as_bool_mask(mask)
+
+
+@LOSS_AGGREGATIONS.register("grpo")
+def seq_mean_token_mean(
+    token_loss: Tensor,
+    mask: Tensor,
+    *,
+    global_token_count: float | None = None,
+    world_size: int = 1,
+    max_completion_length: int | None = None,
+) -> Tensor:
+    """``1/N' * sum_i 1/|o_i| * sum_t loss_{i,t}`` (DeepSeekMath eq. 3).
+
+    N' counts only completions with at least one unmasked token, so a completion masked out
+    entirely (e.g. truncated, see :func:`rlvr.algo.length.mask_truncated`) is dropped rather
+    than averaged in as a zero. The other keyword options are ignored.
+
+    Args:
+        token_loss: FloatTensor[N, T].
+        mask: BoolTensor[N, T].
+
+    Returns:
+        FloatTensor[] (fp32); 0 if nothing is unmasked.
+    """
+    mask = _check(token_loss, mask)
+    per_seq = masked_mean(token_loss, mask, dim=1)
+    return masked_mean(per_seq, mask.any(dim=1))
+
+
+@LOSS_AGGREGATIONS.register("bnpo")
+def token_mean(
+    token_loss: Tensor,
+    mask: Tensor,
+    *,
+    global_token_count: float | None = None,
+    world_size: int = 1,
+    max_completion_length: int | None = None,
+) -> Tensor:
+    """``sum_{i,t} loss_{i,t} / sum_{i,t} mask_{i,t}`` over the local batch.
+
+    Args:
+        token_loss: FloatTensor[N, T].
+        mask: BoolTensor[N, T].
+
+    Returns:
+        FloatTensor[] (fp32); 0 if nothing is unmasked.
+    """
+    mask = _check(token_loss, mask)
+    return masked_mean(token_loss, mask)
+
+
+@LOSS_AGGREGATIONS.register("dapo")
+def global_token_mean(
+    token_loss: Tensor,
+    mask: Tensor,
+    *,
+    global_token_count: float | None = None,
+    world_size: int = 1,
+    max_completion_length: int | None = None,
+) -> Tensor:
+    """DAPO token-level loss: sum over the global batch / global token count.
+
+    Formula (Yu et al. 2025, arXiv:2503.14476, Sec. 3.3)::
+
+        L = 1 / sum_i |o_i| * sum_i sum_t loss_{i,t}     (i over the whole global batch)
+
+    In data-parallel training each rank holds part of the batch and DDP *averages* gradients
+    over ranks; so each rank returns ``local_sum * world_size / global_token_count``, whose
+    rank-average is exactly the global token mean. With gradient accumulation, count the
+    tokens of all micro-batches of the optimizer step in ``global_token_count``.
+
+    Args:
+        token_loss: FloatTensor[N, T].
+        mask: BoolTensor[N, T].
+        global_token_count: completion tokens in the global batch (all ranks and
+            micro-batches); ``None`` uses the local count (then equal to ``bnpo``).
+        world_size: number of data-parallel ranks whose gradients are averaged.
+
+    Returns:
+        FloatTensor[] (fp32).
+
+    Raises:
+        ValueError: if ``global_token_count <= 0`` or ``world_size < 1``.
+    """
+    mask = _check(token_loss, mask)
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    if global_token_count is None:
+        return masked_mean(token_loss, mask)
+    if global_token_count <= 0:
+        raise ValueError(f"global_token_count must be > 0, got {global_token_count}")
+    return masked_sum(token_loss, mask) * (world_size / float(global_token_count))
+
+
+@LOSS_AGGREGATIONS.register("dr_grpo")
+def constant_normalizer_sum(
+    token_loss: Tensor,
+    mask: Tensor,
+    *,
+    global_token_count: float | None = None,
+    world_size: int = 1,
+    max_completion_length: int | None = None,
+) -> Tensor:
+    """Dr. GRPO: ``1/N * sum_i sum_t loss_{i,t} / L_max`` with a constant ``L_max``.
+
+    Formula (Liu et al. 2025, arXiv:2503.20783, Dr. GRPO objective: GRPO without the
+    ``1/|o_i|`` factor; the constant keeps the loss scale comparable). The constant is the
+    configured maximum completion length, never the tensor width (which changes per batch).
+
+    Args:
+        token_loss: FloatTensor[N, T].
+        mask: BoolTensor[N, T].
+        max_completion_length: L_max, the generation cap in tokens (required).
+
+    Returns:
+        FloatTensor[] (fp32).
+
+    Raises:
+        ValueError: if ``max_completion_length`` is missing or < 1.
+    """
+    mask = _check(token_loss, mask)
+    if max_completion_length is None or max_completion_length < 1:
+        raise ValueError(
+            f"dr_grpo needs max_completion_length >= 1 (the generation cap), got {max_completion_length}"
+        )
+    return masked_sum(token_loss, mask) / float(token_loss.shape[0] * max_completion_length)
+
+
+def aggregate_loss(name: str, token_loss: Tensor, mask: Tensor, **options) -> Tensor:
+    """Run the loss aggregation registered as ``name`` (``grpo``, ``bnpo``, ``dapo``,
+    ``dr_grpo``).
+
+    Raises:
+        KeyError: for an unknown name.
+    """
+    return LOSS_AGGREGATIONS.get(name)(token_loss, mask, **options)
