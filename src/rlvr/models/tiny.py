@@ -1,0 +1,74 @@
+"""A tiny randomly initialised causal LM with a character-level tokenizer, built locally.
+
+For tests and the ``smoke`` preset: no download, builds in well under a second, and its
+tokenizer has a chat template like a real instruct model's.
+"""
+
+from __future__ import annotations
+
+import string
+
+SPECIAL_TOKENS = ["<pad>", "<|im_start|>", "<|im_end|>", "<unk>"]
+CHARS = list(string.digits + string.ascii_letters + string.punctuation + " \n")
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + "
+    "message['content'] + '<|im_end|>' + '\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def tiny_tokenizer():
+    """A character-level ``PreTrainedTokenizerFast``: one token per character of
+    digits, ASCII letters, punctuation, space and newline, plus ``<pad>``, ``<|im_start|>``,
+    ``<|im_end|>`` (the end-of-sequence token) and ``<unk>``. Vocabulary size 100."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, decoders
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS + CHARS)}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    core.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core,
+        pad_token="<pad>",
+        eos_token="<|im_end|>",
+        bos_token="<|im_start|>",
+        unk_token="<unk>",
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def tiny_model(tokenizer, seed: int = 0, hidden_size: int = 64, layers: int = 2):
+    """A randomly initialised Llama-architecture causal LM sized for ``tokenizer``.
+
+    Args:
+        tokenizer: supplies vocabulary size and special token ids.
+        seed: torch seed for the initial weights (same seed, same weights).
+        hidden_size: model width (4 heads, 2 key/value heads: grouped-query attention like the
+            default model).
+        layers: number of decoder layers.
+    """
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 2,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        tie_word_embeddings=True,
+    )
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        model = LlamaForCausalLM(config)
+    finally:
+        torch.random.set_rng_state(generator_state)
+    return model
