@@ -1,0 +1,157 @@
+"""Per-run cgroup v1 groups (``pids`` and ``memory``): limits, OOM detection, tree kill.
+
+RLIMIT_NPROC does not bind root, so the process count is capped by a pids cgroup; memory is
+capped for the whole run (all its processes together) by a memory cgroup. Both also give a
+complete list of the run's processes, which is how cleanup finds daemons that left the process
+group. Only cgroup v1 hierarchies mounted at ``/sys/fs/cgroup/<controller>`` are used; on other
+layouts :func:`available` is False and the sandbox runs without cgroups (and says so).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import threading
+import time
+
+ROOT = "/sys/fs/cgroup"
+BASE = "rlvr-sandbox"
+CONTROLLERS = ("pids", "memory")
+
+_counter = itertools.count()
+_lock = threading.Lock()
+
+
+def _base(controller: str) -> str:
+    return os.path.join(ROOT, controller, BASE)
+
+
+def available() -> bool:
+    """True if per-run pids and memory groups can be created here (root, cgroup v1)."""
+    try:
+        for c in CONTROLLERS:
+            if not os.path.isfile(os.path.join(ROOT, c, "cgroup.procs")):
+                return False
+            os.makedirs(_base(c), exist_ok=True)
+        probe = RunCgroup(max_processes=8, memory_bytes=64 << 20)
+        probe.remove()
+        return True
+    except OSError:
+        return False
+
+
+def _write(path: str, value: str) -> None:
+    with open(path, "w") as f:
+        f.write(value)
+
+
+class RunCgroup:
+    """The pids + memory cgroups of one run.
+
+    Args:
+        max_processes: ``pids.max`` (threads count too).
+        memory_bytes: ``memory.limit_in_bytes`` (and the memory+swap limit when present, so the
+            run cannot swap instead of failing).
+
+    Raises:
+        OSError: the groups could not be created or configured (the caller reports a
+            ``sandbox_error``; a half-made group is removed first).
+    """
+
+    def __init__(self, max_processes: int, memory_bytes: int):
+        with _lock:
+            n = next(_counter)
+        self.name = f"{os.getpid()}-{n}-{os.urandom(3).hex()}"
+        self.paths = {c: os.path.join(_base(c), self.name) for c in CONTROLLERS}
+        made = []
+        try:
+            for c, p in self.paths.items():
+                os.mkdir(p, 0o700)
+                made.append(p)
+            _write(os.path.join(self.paths["pids"], "pids.max"), str(int(max_processes)))
+            mem = self.paths["memory"]
+            _write(os.path.join(mem, "memory.limit_in_bytes"), str(int(memory_bytes)))
+            memsw = os.path.join(mem, "memory.memsw.limit_in_bytes")
+            if os.path.exists(memsw):
+                _write(memsw, str(int(memory_bytes)))
+        except OSError:
+            for p in made:
+                try:
+                    os.rmdir(p)
+                except OSError:
+                    pass
+            raise
+
+    @property
+    def procs_files(self) -> list[str]:
+        """The ``cgroup.procs`` files a launcher writes its own pid into before exec."""
+        return [os.path.join(p, "cgroup.procs") for p in self.paths.values()]
+
+    def pids(self) -> set[int]:
+        """Pids of all processes currently in the run's groups."""
+        out: set[int] = set()
+        for p in self.paths.values():
+            try:
+                with open(os.path.join(p, "cgroup.procs")) as f:
+                    out.update(int(x) for x in f.read().split())
+            except (OSError, ValueError):
+                pass
+        return out
+
+    def oom_killed(self) -> bool:
+        """True if the kernel OOM-killed a process of this run (memory limit reached)."""
+        mem = self.paths["memory"]
+        try:
+            with open(os.path.join(mem, "memory.oom_control")) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(value) > 0
+            # Older kernels have no oom_kill counter: having hit the limit is the best signal.
+            with open(os.path.join(mem, "memory.failcnt")) as f:
+                return int(f.read().strip() or 0) > 0
+        except (OSError, ValueError):
+            return False
+
+    def kill_all(self, timeout_s: float = 5.0) -> int:
+        """SIGKILL every process in the groups until they are empty.
+
+        Returns the number of distinct processes killed. Loops because a process may fork
+        while it is being killed (the pids limit bounds how long that can go on).
+        """
+        killed: set[int] = set()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            pids = self.pids()
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.add(pid)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.002)
+        return len(killed)
+
+    def remove(self, timeout_s: float = 5.0) -> bool:
+        """Remove the groups (killing what is left). Returns False if one could not be removed."""
+        self.kill_all(timeout_s)
+        ok = True
+        for p in self.paths.values():
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    os.rmdir(p)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    # EBUSY for a moment while killed processes finish exiting.
+                    if time.monotonic() > deadline:
+                        ok = False
+                        break
+                    self.kill_all(0.05)
+                    time.sleep(0.002)
+        return ok

@@ -1,0 +1,437 @@
+"""The driver that runs INSIDE the sandbox (standalone: standard library + ``codec.py`` only).
+
+Started as ``python3 -I -S driver.py '<limits json>'`` with:
+
+- fd 0: the job, as one JSON document, written by the host and then closed;
+- fd 1: the result channel to the host (only the trusted supervisor writes here);
+- fd 2: the program's stdout and stderr, captured by the host with a cap.
+
+It splits itself in two processes *before* it reads the job:
+
+- the **supervisor** (this process) makes itself non-dumpable (so the other process cannot
+  read its memory, ptrace it or open its file descriptors through ``/proc``), reads the job
+  (which carries the run's nonce and any tests that must run inside the sandbox), and writes
+  the one result record, stamped with the nonce, to fd 1;
+- the **candidate** process drops fds 0 and 1 (its stdout goes to fd 2), receives only the
+  program, the probe expressions and a list of names, runs the program as ``__main__``,
+  evaluates the probes, and then answers remote calls from the supervisor.
+
+So nothing the program does (exit early, patch ``json``, print fake records, return objects with
+a lying ``__eq__``, walk frames) can produce a passing record: probe values are compared by the
+host on decoded plain data, in-sandbox tests run in the supervisor on plain data returned by
+remote calls, and only the supervisor knows the nonce and the expected values.
+"""
+
+import builtins
+import json
+import os
+import resource
+import select
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import codec  # noqa: E402  (the sibling file, bound read-only next to this one)
+
+MAX_MESSAGE = 16 << 20  # bytes accepted from the candidate process in one message
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
+
+
+class CandidateGone(BaseException):
+    """The candidate process died, or broke the protocol; later tests cannot run."""
+
+
+class CandidateError(Exception):
+    """A remote call into the candidate's code raised (the remote type name is the message)."""
+
+
+def _apply_limits(lim):
+    """Set soft = hard rlimits on this process (inherited by the candidate)."""
+    table = {
+        "cpu_s": resource.RLIMIT_CPU,
+        "file_bytes": resource.RLIMIT_FSIZE,
+        "open_files": resource.RLIMIT_NOFILE,
+        "address_space_bytes": resource.RLIMIT_AS,
+        "processes": resource.RLIMIT_NPROC,
+    }
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for key, which in table.items():
+        value = lim.get(key)
+        if value is None:
+            continue
+        soft, hard = resource.getrlimit(which)
+        value = int(value)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(which, (value, value))
+
+
+def _prctl(option, arg):
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(option, arg, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl failed")
+
+
+class _Lines:
+    """Newline-framed messages from a child's pipe, noticing when the child dies."""
+
+    def __init__(self, fd, pid):
+        self.fd, self.pid, self.buf, self.status = fd, pid, bytearray(), None
+
+    def _child_exited(self):
+        if self.status is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = status
+        return self.status is not None
+
+    def readline(self):
+        start = 0
+        while True:
+            i = self.buf.find(b"\n", start)
+            if i >= 0:
+                line = bytes(self.buf[:i])
+                del self.buf[: i + 1]
+                return line
+            start = len(self.buf)
+            if start > MAX_MESSAGE:
+                raise CandidateGone("message too large")
+            # Poll with a short timeout: descendants of the candidate may hold the pipe's
+            # write end open, so EOF alone does not tell us the candidate is gone.
+            ready, _, _ = select.select([self.fd], [], [], 0.02)
+            if ready:
+                chunk = os.read(self.fd, 1 << 16)
+                if not chunk:
+                    raise CandidateGone("closed")
+                self.buf += chunk
+            elif self._child_exited():
+                ready, _, _ = select.select([self.fd], [], [], 0)
+                if not ready:
+                    raise CandidateGone("exited")
+
+
+def _exit_info(status):
+    if status is None:
+        return None
+    if os.WIFSIGNALED(status):
+        return {"signal": os.WTERMSIG(status)}
+    return {"code": os.waitstatus_to_exitcode(status)}
+
+
+# ----------------------------------------------------------------------------- candidate side
+
+
+def _candidate(r_job, w_res, devnull):
+    """Child process: run the untrusted program, report probes, serve remote calls."""
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)  # the program's stdout joins the capped output channel, never fd 1
+    os.close(devnull)
+    rfile = os.fdopen(r_job, "rb")
+    job = json.loads(_read_line_blocking(rfile))
+    import types
+
+    path = os.path.join(os.getcwd(), "prog.py")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(job["program"])
+    module = types.ModuleType("__main__")
+    module.__file__ = path
+    module.__builtins__ = builtins
+    sys.modules["__main__"] = module
+    sys.argv = [path]
+    g = module.__dict__
+
+    def send(text):
+        _flush_std()
+        data = text.encode("utf-8", "replace") + b"\n"
+        while data:
+            data = data[os.write(w_res, data) :]
+
+    def fail(phase, e):
+        send(json.dumps({"phase": phase, "error": {"type": type(e).__name__, "msg": _safe_str(e)}}))
+        os._exit(0)
+
+    try:
+        exec(compile(job["program"], path, "exec"), g)
+    except BaseException as e:  # SystemExit too: leaving before the tests is a failure
+        fail("program_error", e)
+    if job.get("setup"):
+        try:
+            exec(compile(job["setup"], "<setup>", "exec"), g)
+        except BaseException as e:
+            fail("setup_error", e)
+
+    pg = dict(g)
+    if job.get("entry_point"):
+        pg["candidate"] = g.get(job["entry_point"])
+    items = []
+    for src in job.get("probes", []):
+        try:
+            value = eval(compile(src, "<test>", "eval"), pg)
+            items.append('{"v":' + codec.encode(value) + "}")
+        except BaseException as e:
+            items.append(json.dumps({"e": type(e).__name__, "msg": _safe_str(e)}))
+    names = {}
+    for name in job.get("names", []):
+        if name in g:
+            names[name] = _describe(g[name])
+    fds_ok = True
+    try:
+        os.close(os.open("/dev/null", os.O_RDONLY))
+    except OSError:
+        fds_ok = False  # the program exhausted RLIMIT_NOFILE
+    head = json.dumps({"phase": "done", "names": names, "fds_ok": fds_ok})
+    send(head[:-1] + ',"probes":[' + ",".join(items) + "]}")
+
+    while True:  # remote calls from the supervisor
+        line = _read_line_blocking(rfile)
+        if not line:
+            os._exit(0)
+        req = json.loads(line)
+        try:
+            fn = pg[req["f"]]
+            args = codec.decode(json.dumps(req["a"]))
+            kwargs = codec.decode(json.dumps(req["k"]))
+            reply = '{"v":' + codec.encode(fn(*args, **kwargs)) + "}"
+        except BaseException as e:
+            reply = json.dumps({"e": type(e).__name__, "msg": _safe_str(e)})
+        send(reply)
+
+
+def _read_line_blocking(rfile):
+    """One newline-terminated line from the supervisor (b"" at EOF)."""
+    return rfile.readline()
+
+
+def _flush_std():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+
+
+def _safe_str(e):
+    try:
+        return str(e)[:300]
+    except BaseException:
+        return "?"
+
+
+def _describe(value):
+    import types
+
+    if isinstance(value, types.ModuleType):
+        return {"k": "module", "m": getattr(value, "__name__", "")}
+    if callable(value):
+        return {"k": "func"}
+    try:
+        return {"k": "value", "v": json.loads(codec.encode(value))}
+    except BaseException:
+        return {"k": "opaque"}
+
+
+# ---------------------------------------------------------------------------- supervisor side
+
+
+class _Rpc:
+    def __init__(self, w_job, lines):
+        self.w, self.lines = w_job, lines
+
+    def call(self, name, args, kwargs):
+        try:
+            payload = '{"f":' + json.dumps(name) + ',"a":' + codec.encode(list(args))
+            payload += ',"k":' + codec.encode(dict(kwargs)) + "}\n"
+        except codec.EncodeError as e:
+            raise CandidateError(f"argument not encodable: {e}") from None
+        data = payload.encode()
+        try:
+            while data:
+                data = data[os.write(self.w, data) :]
+        except OSError:
+            raise CandidateGone("closed") from None
+        try:
+            reply = json.loads(self.lines.readline())
+        except ValueError:
+            raise CandidateGone("protocol") from None
+        if not isinstance(reply, dict):
+            raise CandidateGone("protocol")
+        if "v" in reply:
+            try:
+                return codec.decode(json.dumps(reply["v"]))
+            except ValueError:
+                raise CandidateError("undecodable result") from None
+        raise _remote_exception(str(reply.get("e")), str(reply.get("msg", "")))
+
+
+def _remote_exception(type_name, msg):
+    # A test may expect e.g. ValueError from the candidate: mirror builtin exception types
+    # (by name only; no object from the candidate is ever rebuilt).
+    base = getattr(builtins, type_name, None)
+    if isinstance(base, type) and issubclass(base, Exception) and base is not Exception:
+        cls = type(type_name, (CandidateError, base), {})
+        return cls(msg)
+    return CandidateError(f"{type_name}: {msg}")
+
+
+class _Remote:
+    """Stands for a function defined by the program; calling it calls it in the candidate."""
+
+    def __init__(self, rpc, name):
+        self._rpc, self._name = rpc, name
+
+    def __call__(self, *args, **kwargs):
+        return self._rpc.call(self._name, args, kwargs)
+
+    def __repr__(self):
+        return f"<remote {self._name}>"
+
+
+def _run_checks(job, cand, rpc):
+    ns = {"__name__": "__rlvr_check__", "__builtins__": builtins}
+    for name, info in cand.get("names", {}).items():
+        kind = info.get("k") if isinstance(info, dict) else None
+        if kind == "func":
+            ns[name] = _Remote(rpc, name)
+        elif kind == "module":
+            mod = str(info.get("m", ""))
+            if mod.partition(".")[0] in sys.stdlib_module_names:  # never import program files
+                try:
+                    import importlib
+
+                    ns[name] = importlib.import_module(mod)
+                except BaseException:
+                    pass
+        elif kind == "value":
+            try:
+                ns[name] = codec.decode(json.dumps(info["v"]))
+            except ValueError:
+                pass
+    results = []
+    gone = False
+    for chk in job.get("checks", []):
+        if gone:
+            results.append({"ok": False, "err": "CandidateGone"})
+            continue
+        try:
+            exec(compile(chk["src"], "<check>", "exec"), ns)
+            if chk.get("kind") == "check":
+                ns["check"](_Remote(rpc, job["entry_point"]))
+            results.append({"ok": True})
+        except CandidateGone:
+            gone = True
+            results.append({"ok": False, "err": "CandidateGone"})
+        except BaseException as e:
+            results.append({"ok": False, "err": f"{type(e).__name__}: {_safe_str(e)}"[:300]})
+    return results
+
+
+def _read_job():
+    chunks = []
+    while True:
+        chunk = os.read(0, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return json.loads(b"".join(chunks))
+
+
+def _sweep_children():
+    """Kill every remaining child (orphans were re-parented to us as subreaper)."""
+    me = str(os.getpid())
+    for _ in range(200):
+        found = False
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    stat = f.read()
+                ppid = stat[stat.rindex(b")") + 2 :].split()[1].decode()
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == me:
+                found = True
+                try:
+                    os.kill(int(entry), signal.SIGKILL)
+                except OSError:
+                    pass
+        while True:
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+        if not found:
+            return
+
+
+def main():
+    limits = json.loads(sys.argv[1])
+    _apply_limits(limits)
+    devnull = os.open("/dev/null", os.O_RDWR)
+    r_job, w_job = os.pipe()
+    r_res, w_res = os.pipe()
+    if limits.get("subreaper"):
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    # Fork before reading the job, so the candidate's memory never holds the nonce or tests.
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(w_job)
+            os.close(r_res)
+            os.close(1)
+            _candidate(r_job, w_res, devnull)
+        finally:
+            os._exit(70)
+    os.close(r_job)
+    os.close(w_res)
+    os.close(devnull)
+    record = {"phase": "driver_error"}
+    try:
+        _prctl(PR_SET_DUMPABLE, 0)
+        os.write(1, b"READY\n")
+        job = _read_job()
+        record["nonce"] = job["nonce"]
+        cand_job = {k: job.get(k) for k in ("program", "setup", "probes", "names", "entry_point")}
+        data = (json.dumps(cand_job) + "\n").encode()
+        lines = _Lines(r_res, pid)
+        try:
+            while data:
+                data = data[os.write(w_job, data) :]
+            cand = json.loads(lines.readline())
+            if not isinstance(cand, dict):
+                raise CandidateGone("protocol")
+        except (CandidateGone, OSError, ValueError) as e:
+            lines._child_exited()
+            record.update(phase="program_exit", why=str(e)[:100], exit=_exit_info(lines.status))
+            cand = None
+        if cand is not None:
+            phase = cand.get("phase")
+            if phase == "done":
+                record.update(
+                    phase="done",
+                    probes=cand.get("probes", []),
+                    fds_ok=bool(cand.get("fds_ok", False)),
+                    checks=_run_checks(job, cand, _Rpc(w_job, lines)) if job.get("checks") else [],
+                )
+            elif phase in ("program_error", "setup_error"):
+                record.update(phase=phase, error=cand.get("error"))
+            else:
+                record.update(phase="program_exit", why="protocol")
+    except BaseException as e:  # a bug or broken infrastructure: never the program's fault
+        record.update(phase="driver_error", error={"type": type(e).__name__, "msg": _safe_str(e)})
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    os.write(1, (json.dumps(record) + "\n").encode())
+    if limits.get("subreaper"):
+        _sweep_children()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

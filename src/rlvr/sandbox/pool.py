@@ -1,0 +1,125 @@
+"""Concurrent sandbox runs, bounded to the usable cores across threads AND processes.
+
+The bound is machine-wide: ``N`` lock files under a shared directory, one ``flock`` per running
+sandbox. Trainer threads, ``rlvr verify --workers`` processes and reward worker processes on the
+same machine therefore share one budget instead of each oversubscribing the CPUs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Iterable, Iterator
+
+from rlvr.sandbox.runner import run_job
+from rlvr.sandbox.types import SandboxJob, SandboxResult, Tier
+
+
+def usable_cores() -> int:
+    """CPUs this process may run on (affinity-aware), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+class SlotLimiter:
+    """At most ``slots`` holders at a time, across threads and processes (``flock`` files).
+
+    Args:
+        slots: number of concurrent holders (default: :func:`usable_cores`).
+        directory: where the lock files live; processes sharing it share the budget
+            (default ``$TMPDIR/rlvr-sandbox-slots``).
+    """
+
+    def __init__(self, slots: int | None = None, directory: str | None = None):
+        self.slots = max(1, int(slots or usable_cores()))
+        self.directory = directory or os.path.join(tempfile.gettempdir(), "rlvr-sandbox-slots")
+        os.makedirs(self.directory, mode=0o700, exist_ok=True)
+        self._local = threading.BoundedSemaphore(self.slots)
+        self._pid = os.getpid()
+
+    @contextlib.contextmanager
+    def acquire(self) -> Iterator[int]:
+        """Hold one slot for the duration of the ``with`` block; yields the slot index."""
+        if self._pid != os.getpid():  # forked: the semaphore's state belongs to the parent
+            self._local = threading.BoundedSemaphore(self.slots)
+            self._pid = os.getpid()
+        with self._local:  # keeps this process's threads from spinning on the locks
+            delay = 0.001
+            while True:
+                for i in range(self.slots):
+                    fd = os.open(os.path.join(self.directory, f"slot-{i}"), os.O_RDWR | os.O_CREAT, 0o600)
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        os.close(fd)
+                        continue
+                    try:
+                        yield i
+                    finally:
+                        os.close(fd)  # closing releases the flock
+                    return
+                time.sleep(delay)  # all slots busy in other processes
+                delay = min(delay * 2, 0.02)
+
+
+class SandboxPool:
+    """Runs sandbox jobs concurrently; usable from many threads and from worker processes.
+
+    Args:
+        workers: threads for :meth:`map` / :meth:`submit` (default: usable cores).
+        limiter: the machine-wide bound (default: a :class:`SlotLimiter` with ``workers`` slots
+            in the shared default directory).
+        tier: force a tier for every run (default: the probed best).
+    """
+
+    def __init__(self, workers: int | None = None, limiter: SlotLimiter | None = None, tier: Tier | None = None):
+        self.workers = max(1, int(workers or usable_cores()))
+        self.limiter = limiter or SlotLimiter(self.workers)
+        self.tier = tier
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def run(self, job: SandboxJob) -> SandboxResult:
+        """Run one job in the calling thread once a slot is free (blocking)."""
+        with self.limiter.acquire():
+            return run_job(job, tier=self.tier)
+
+    def submit(self, job: SandboxJob) -> Future:
+        """Queue one job; returns a Future of its :class:`SandboxResult`."""
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="rlvr-sandbox")
+            return self._executor.submit(self.run, job)
+
+    def map(self, jobs: Iterable[SandboxJob]) -> list[SandboxResult]:
+        """Run all jobs concurrently; results in input order."""
+        return [f.result() for f in [self.submit(j) for j in jobs]]
+
+    def close(self) -> None:
+        """Stop the worker threads (waits for queued jobs)."""
+        with self._lock:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)
+                self._executor = None
+
+
+_default: SandboxPool | None = None
+_default_pid = -1
+_default_lock = threading.Lock()
+
+
+def default_pool() -> SandboxPool:
+    """The process-wide pool (re-created in a forked child)."""
+    global _default, _default_pid
+    with _default_lock:
+        if _default is None or _default_pid != os.getpid():
+            _default = SandboxPool()
+            _default_pid = os.getpid()
+        return _default

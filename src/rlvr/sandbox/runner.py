@@ -1,0 +1,356 @@
+"""Launch one sandboxed run, supervise it from the parent, clean up, and classify the outcome.
+
+The parent (this process) owns every limit that matters for liveness: the wall deadline, the
+output cap and the final kill. It never executes anything the program produced; it only reads
+capped bytes and parses the supervisor's one JSON record (which must carry this run's nonce).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from rlvr.sandbox import cgroups, codec, tiers
+from rlvr.sandbox.types import (
+    CheckOutcome,
+    ProbeOutcome,
+    SandboxJob,
+    SandboxResult,
+    SandboxStatus,
+    Tier,
+)
+
+RESULT_CAP = 64 << 20  # bytes accepted on the supervisor's result channel
+_SH_JOIN_CGROUPS = 'for f in "$@"; do case "$f" in --) shift; break;; esac; echo $$ > "$f" || exit 97; shift; done; exec "$@"'  # noqa: E501
+
+
+def _driver_limits(job: SandboxJob, env: tiers.SandboxEnvironment, tier: Tier) -> dict:
+    lim = job.limits
+    cpu = lim.cpu_s if lim.cpu_s is not None else lim.timeout_s + 1.0
+    out = {
+        "cpu_s": max(1, int(cpu + 0.999)),
+        "file_bytes": lim.max_file_bytes,
+        "open_files": lim.max_open_files,
+        "address_space_bytes": lim.address_space_bytes,
+        # Binds only a non-root uid: in the fallback tier (run as nobody), not under bwrap.
+        "processes": lim.max_processes if (tier is Tier.rlimit and env.drop_to_nobody) else None,
+        # Without a pid namespace, orphans must be re-parented to the supervisor to be found.
+        "subreaper": tier is Tier.rlimit,
+    }
+    if not env.cgroups and lim.address_space_bytes is not None:
+        # No memory cgroup: RLIMIT_AS is the only memory bound left, so make it the real one.
+        out["address_space_bytes"] = min(lim.address_space_bytes, lim.memory_bytes)
+    return out
+
+
+def _command(job, env, tier, workdir) -> tuple[list[str], dict, str | None]:
+    limits_arg = json.dumps(_driver_limits(job, env, tier), separators=(",", ":"))
+    if tier is Tier.bwrap:
+        argv = tiers.bwrap_base_args(env, job.limits.tmpfs_bytes)
+        for k, v in job.env.items():
+            argv += ["--setenv", str(k), str(v)]
+        argv += [env.python, "-I", "-S", "/sandbox/driver.py", limits_arg]
+        return argv, {}, None
+    argv = []
+    if env.drop_to_nobody:
+        argv = ["setpriv", f"--reuid={tiers.NOBODY}", f"--regid={tiers.NOBODY}", "--clear-groups"]
+    argv += [env.python, "-I", "-S", os.path.join(env.stage_dir, "driver.py"), limits_arg]
+    penv = {"PATH": "/usr/bin:/bin", "HOME": workdir, "LANG": "C.UTF-8", "TMPDIR": workdir}
+    penv.update({str(k): str(v) for k, v in job.env.items()})
+    return argv, penv, workdir
+
+
+def _job_payload(job: SandboxJob, nonce: str) -> bytes:
+    return json.dumps(
+        {
+            "nonce": nonce,
+            "program": job.program,
+            "setup": job.setup_code,
+            "probes": list(job.probes),
+            "names": list(job.names),
+            "entry_point": job.entry_point,
+            "checks": [{"src": c.source, "kind": c.kind} for c in job.checks],
+        }
+    ).encode()
+
+
+class _Run:
+    """Mutable state of one supervised run."""
+
+    def __init__(self) -> None:
+        self.ready_at: float | None = None
+        self.record: dict | None = None
+        self.result_buf = bytearray()
+        self.output = bytearray()
+        self.output_over = False
+        self.timed_out = False
+        self.proc_exited_early = False
+
+
+def _parse_result_lines(run: _Run, nonce: str) -> None:
+    while True:
+        i = run.result_buf.find(b"\n")
+        if i < 0:
+            return
+        line = bytes(run.result_buf[:i])
+        del run.result_buf[: i + 1]
+        if run.ready_at is None:
+            if line == b"READY":
+                run.ready_at = time.monotonic()
+            continue
+        if run.record is None:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and rec.get("nonce") == nonce:
+                run.record = rec
+
+
+def _supervise(proc: subprocess.Popen, job: SandboxJob, payload: bytes, nonce: str) -> _Run:
+    lim = job.limits
+    run = _Run()
+    started = time.monotonic()
+    sel = selectors.DefaultSelector()
+    for f in (proc.stdin, proc.stdout, proc.stderr):
+        os.set_blocking(f.fileno(), False)
+    sel.register(proc.stdout, selectors.EVENT_READ, "res")
+    sel.register(proc.stderr, selectors.EVENT_READ, "out")
+    sel.register(proc.stdin, selectors.EVENT_WRITE, "in")
+    pending = memoryview(payload)
+    open_reads = 2
+    try:
+        while run.record is None and open_reads:
+            now = time.monotonic()
+            if run.ready_at is None:
+                deadline = started + lim.startup_timeout_s
+            else:
+                deadline = run.ready_at + lim.timeout_s
+            if now >= deadline:
+                run.timed_out = True
+                break
+            for key, _ in sel.select(min(deadline - now, 0.5)):
+                tag = key.data
+                if tag == "in":
+                    try:
+                        n = os.write(proc.stdin.fileno(), pending[: 1 << 16])
+                        pending = pending[n:]
+                    except BlockingIOError:
+                        continue
+                    except OSError:  # the sandbox is gone; reading tells us the rest
+                        pending = pending[:0]
+                    if not pending:
+                        sel.unregister(proc.stdin)
+                        proc.stdin.close()
+                    continue
+                try:
+                    chunk = os.read(key.fileobj.fileno(), 1 << 16)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    open_reads -= 1
+                    continue
+                if tag == "res":
+                    if len(run.result_buf) + len(chunk) > RESULT_CAP:
+                        run.output_over = True  # only a runaway could do this; treat as a cap
+                        return run
+                    run.result_buf += chunk
+                    _parse_result_lines(run, nonce)
+                else:
+                    room = lim.max_output_bytes - len(run.output)
+                    run.output += chunk[: max(room, 0)]
+                    if len(chunk) > room:
+                        run.output_over = True
+                        return run
+        if run.record is not None:
+            # Give the supervisor a moment to exit on its own (its own sweep, the pid
+            # namespace teardown) and keep collecting output meanwhile.
+            end = time.monotonic() + 1.0
+            while proc.poll() is None and time.monotonic() < end:
+                for key, _ in sel.select(0.01):
+                    if key.data == "out":
+                        try:
+                            chunk = os.read(key.fileobj.fileno(), 1 << 16)
+                        except BlockingIOError:
+                            continue
+                        if not chunk:
+                            sel.unregister(key.fileobj)
+                            continue
+                        room = lim.max_output_bytes - len(run.output)
+                        run.output += chunk[: max(room, 0)]
+                        if len(chunk) > room:
+                            run.output_over = True
+                    elif key.data == "res":
+                        try:
+                            if not os.read(key.fileobj.fileno(), 1 << 16):
+                                sel.unregister(key.fileobj)
+                        except BlockingIOError:
+                            pass
+    finally:
+        sel.close()
+    return run
+
+
+def _kill_tree(proc: subprocess.Popen, cg: cgroups.RunCgroup | None) -> int:
+    """SIGKILL the run's process group and every process in its cgroups; reap the launcher."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    killed = 0
+    if cg is not None:
+        killed = len(cg.pids())
+        cg.remove()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover - a launcher stuck in the kernel
+        proc.kill()
+        proc.wait()
+    for f in (proc.stdin, proc.stdout, proc.stderr):
+        try:
+            f.close()
+        except OSError:
+            pass
+    return killed
+
+
+def _probe_outcomes(raw) -> tuple[ProbeOutcome, ...]:
+    out = []
+    for item in raw if isinstance(raw, list) else []:
+        if isinstance(item, dict) and "v" in item:
+            try:
+                out.append(ProbeOutcome(True, codec.decode(json.dumps(item["v"]))))
+            except ValueError as e:
+                out.append(ProbeOutcome(False, error=f"undecodable: {e}"[:200]))
+        elif isinstance(item, dict):
+            out.append(ProbeOutcome(False, error=str(item.get("e", "error"))[:100]))
+        else:
+            out.append(ProbeOutcome(False, error="malformed"))
+    return tuple(out)
+
+
+def _classify(run: _Run, oom: bool) -> tuple[SandboxStatus, str, dict]:
+    """Map what happened to a status and a short detail. Returns (status, detail, fields)."""
+    S = SandboxStatus
+    rec = run.record
+    if run.output_over:
+        return S.output_limit, "output cap exceeded", {}
+    if rec is not None:
+        phase = rec.get("phase")
+        exit_info = rec.get("exit") or {}
+        fields = {"exit_code": exit_info.get("code", -exit_info.get("signal", 0)) if exit_info else None}
+        if phase == "done":
+            checks = tuple(
+                CheckOutcome(bool(c.get("ok")), str(c.get("error", c.get("err", "")))[:300])
+                for c in rec.get("checks", [])
+                if isinstance(c, dict)
+            )
+            fields.update(probes=_probe_outcomes(rec.get("probes")), checks=checks)
+            if oom and any(c.error == "CandidateGone" for c in checks):
+                return S.memory, "memory limit (OOM kill during tests)", fields
+            if not rec.get("fds_ok", True):
+                return S.runtime_error, "open-file limit exhausted", fields
+            if not all(c.ok for c in checks):
+                return S.wrong_answer, "in-sandbox check failed", fields
+            return S.ok, "ran to completion", fields
+        if phase in ("program_error", "setup_error"):
+            err = rec.get("error") or {}
+            etype = str(err.get("type", "?"))[:60]
+            if etype == "MemoryError":
+                return S.memory, f"{phase}: MemoryError", fields
+            return S.runtime_error, f"{phase}: {etype}", fields
+        if phase == "program_exit":
+            sig = exit_info.get("signal")
+            if oom:
+                return S.memory, "memory limit (OOM kill)", fields
+            if sig == signal.SIGXCPU:
+                return S.timeout, "CPU time limit", fields
+            return S.runtime_error, f"program exited before the tests ({exit_info or rec.get('why')})", fields
+        err = rec.get("error") or {}
+        return S.sandbox_error, f"driver error: {err.get('type')}: {err.get('msg')}", fields
+    if run.timed_out:
+        if run.ready_at is None:
+            return S.sandbox_error, "sandbox did not start in time", {}
+        return S.timeout, "wall time limit", {}
+    if oom:
+        return S.memory, "memory limit (OOM kill)", {}
+    if run.ready_at is not None:
+        return S.runtime_error, "sandbox supervisor killed by the program", {}
+    return S.sandbox_error, "sandbox failed to start", {}
+
+
+def run_job(job: SandboxJob, *, tier: Tier | None = None) -> SandboxResult:
+    """Run ``job`` in a fresh sandbox and return what happened. Blocks; thread-safe.
+
+    Args:
+        job: the program, probes and checks to run, and the limits.
+        tier: force a tier (default: the probed best). Forcing ``bwrap`` where it does not
+            work yields ``sandbox_error`` results.
+
+    Never raises for anything the program does; infrastructure failures come back as
+    ``sandbox_error`` results with the reason in ``detail``.
+    """
+    env = tiers.environment()
+    tier = tier or env.tier
+    t0 = time.monotonic()
+    nonce = secrets.token_hex(16)
+    cg = None
+    workdir = None
+    proc = None
+    try:
+        if env.cgroups:
+            cg = cgroups.RunCgroup(job.limits.max_processes, job.limits.memory_bytes)
+        if tier is Tier.rlimit:
+            workdir = tempfile.mkdtemp(prefix="rlvr-sandbox-run-")
+            if env.drop_to_nobody:
+                os.chown(workdir, tiers.NOBODY, tiers.NOBODY)
+        argv, penv, cwd = _command(job, env, tier, workdir)
+        if cg is not None:
+            # The shell joins the cgroups itself before exec, so no process of the run ever
+            # exists outside them (no preexec_fn: unsafe in threaded callers).
+            argv = ["/bin/sh", "-c", _SH_JOIN_CGROUPS, "sh", *cg.procs_files, "--", *argv]
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=penv,
+            cwd=cwd,
+            start_new_session=True,
+            close_fds=True,
+        )
+        run = _supervise(proc, job, _job_payload(job, nonce), nonce)
+    except OSError as e:
+        if proc is not None:
+            _kill_tree(proc, cg)
+        elif cg is not None:
+            cg.remove()
+        if workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+        return SandboxResult(
+            SandboxStatus.sandbox_error, tier, time.monotonic() - t0, detail=f"launch failed: {e}"
+        )
+    oom = cg.oom_killed() if cg is not None else False
+    killed = _kill_tree(proc, cg)
+    if workdir:
+        shutil.rmtree(workdir, ignore_errors=True)
+    status, detail, fields = _classify(run, oom)
+    if status is SandboxStatus.sandbox_error and run.record is None and run.output:
+        detail += ": " + bytes(run.output[:300]).decode("utf-8", "replace").strip()
+    return SandboxResult(
+        status=status,
+        tier=tier,
+        wall_s=time.monotonic() - t0,
+        output=bytes(run.output).decode("utf-8", "replace"),
+        detail=detail,
+        leftover_killed=killed,
+        **fields,
+    )
