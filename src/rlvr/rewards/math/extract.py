@@ -1,0 +1,370 @@
+"""Finding the final answer in a model completion (and in a dataset reference).
+
+Order of evidence, strongest first:
+
+1. Only the text after the last ``</think>`` counts (reasoning is not an answer); chat-template
+   residue (``<|im_start|>`` ...) and everything after it is cut off.
+2. ``<answer>...</answer>`` tags (the last pair).
+3. ``\\boxed{...}`` / ``\\fbox{...}`` (nested braces, ``\\boxed 7``). Boxes written next to each
+   other (joined only by spaces, commas, "and"/"or") form one list answer; a box followed by
+   prose and a later box was abandoned, so the later one counts. Many different boxes
+   (a "shotgun") are several answers.
+4. ``#### N`` (GSM8K).
+5. Marker phrases: "final answer", "the answer is", "Answer:", 答案是/答案为/最终答案/约为/约等于.
+6. A closing "Therefore/Thus/So/Hence ..." sentence that ends with a value.
+7. A short response that is only an answer.
+8. The last number in the text, only if configured (off by default: credit for a number that
+   merely appears in long reasoning teaches the wrong thing).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rlvr.rewards.types import Extraction, Status
+
+from .normalize import clean_latex, compact, find_group
+
+_RESIDUE_RE = re.compile(r"<\|(?:im_start|im_end|endoftext|eot_id|end_of_text|eos)\|>|</s>")
+_BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
+_TAG_RE = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
+_HASH_RE = re.compile(r"####\s*([^\n]*)")
+_MARKER_RE = re.compile(
+    r"(?i)(?:\b(?:the\s+)?final\s+answer\b(?:\s+is\b|\s*[:：])?"
+    r"|\b(?:the\s+)?(?:correct\s+)?answer\s+(?:is|would\s+be|should\s+be)\b"
+    r"|\banswer\s*[:：]|\banswer\b(?=\s*(?:\$|\\\(|\\\[))"
+    r"|最终答案\s*(?:是|为|：|:)?|答案\s*(?:约为|约等于|应为|是|为|：|:)?"
+    r"|(?:结果|结论)\s*(?:是|为)|约为|约等于)")
+_APPROX_RE = re.compile(r"(?i)约|approximately|approx\.?|about|roughly|\\approx|≈")
+_CONCLUSION_RE = re.compile(r"(?i)(?:^|(?<=[\s.。$]))(?:therefore|thus|hence|so|in conclusion|"
+                            r"consequently)\b|所以|因此|综上所述|综上")
+_HEDGE_RE = re.compile(r"(?i)\b(?:maybe|possibly|perhaps|probably|not sure|either)\b|可能|不确定|也许|或许")
+_COPULA_RE = re.compile(r"(?i)(?:\s(?:is|are|was|equals|be|it's|its)\s)|(?:是|为|等于)")
+_FUNC_WORDS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "exp", "sqrt", "frac", "text",
+               "mod", "pmod", "gcd", "lcm", "max", "min", "det", "arcsin", "arccos", "arctan",
+               "and", "or", "infty", "cdot", "times", "circ", "left", "right", "pmatrix",
+               "bmatrix", "begin", "end", "pct", "percent", "dfrac", "tfrac"}
+_NUMBER_RE = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?\s*%?|(?<![\w.])[-+]?\.\d+%?")
+_ZH_NUMERAL_RE = re.compile(r"(?:百分之|负)?[零〇一二两三四五六七八九十百千万亿点]+")
+_EMPTY_PHRASE_RE = re.compile(r"(?i)\bno (?:real |integer |positive )?(?:solutions?|roots?)\b|"
+                              r"\bempty set\b|无解|没有(?:实数)?解")
+_SHORT_CHARS = 160
+_SHOTGUN = 5
+
+
+@dataclass(frozen=True)
+class _Box:
+    start: int
+    end: int
+    content: str | None     # None: never closed (truncated)
+
+
+def find_boxes(text: str) -> list[_Box]:
+    """All ``\\boxed``/``\\fbox`` occurrences with their contents, in order (linear time)."""
+    boxes = []
+    for m in _BOX_RE.finditer(text):
+        k = m.end()
+        while k < len(text) and text[k] == " ":
+            k += 1
+        if k < len(text) and text[k] == "{":
+            end = find_group(text, k)
+            if end < 0:
+                boxes.append(_Box(m.start(), len(text), None))
+                continue
+            boxes.append(_Box(m.start(), end, text[k + 1:end - 1]))
+        else:
+            mm = re.match(r"[^\s$.,;]+", text[k:])
+            if mm:
+                boxes.append(_Box(m.start(), k + mm.end(), mm.group(0)))
+    return [b for b in boxes if not any(o.start < b.start < o.end for o in boxes)]
+
+
+def _final_part(text: str) -> tuple[str, str | None]:
+    """Split off reasoning: returns (final text, reasoning or None)."""
+    m = _RESIDUE_RE.search(text, 1)
+    if m:
+        text = text[:m.start()]
+    if "</think>" in text:
+        k = text.rfind("</think>")
+        return text[k + len("</think>"):], text[:k].replace("<think>", "")
+    if "<think>" in text:
+        return "", text      # reasoning never closed: the output was cut off
+    return text, None
+
+
+def _is_joiner(between: str) -> bool:
+    """Whether the text between two boxes just lists them (", ", " and ", "\\quad")."""
+    t = re.sub(r"\\text\{([^{}]*)\}", r" \1 ", between)
+    t = re.sub(r"\\(?:quad|qquad|[,;:! ])|\\[()\[\]]|\$|&|\\\\", " ", t)
+    if len(t.strip()) > 40 or re.search(r"[.?!:。？！]|\n\s*\n", t):
+        return False
+    words = re.findall(r"[A-Za-z]+", t)
+    if re.search(r"(?i)\b(?:wait|actually|no|not|but|instead|correct\w*|mistake|recompute|"
+                 r"however|if|when|otherwise|else)\b", t):
+        return False
+    return not words or bool(re.search(r"(?i)\b(?:and|or)\b|[,;和或]", t))
+
+
+def _from_boxes(text: str, boxes: list[_Box]) -> Extraction:
+    last = boxes[-1]
+    if last.content is None:
+        return Extraction(Status.unparsed, method="boxed", reasoning=text[:last.start])
+    group = [last]
+    for prev in reversed(boxes[:-1]):
+        if prev.content is None or not _is_joiner(text[prev.end:group[0].start]):
+            break
+        group.insert(0, prev)
+    contents = [g.content.strip() for g in group]
+    if not any(contents) or any(not c for c in contents):
+        return Extraction(Status.unparsed, method="boxed", reasoning=text[:last.start])
+    distinct_all = {compact(clean_latex(b.content)) for b in boxes if b.content}
+    if len(distinct_all) >= _SHOTGUN and len(distinct_all) > 2 * len(group):
+        return Extraction(Status.multiple_answers, method="boxed",
+                          candidates=tuple(sorted(distinct_all))[:20])
+    uniq = list(dict.fromkeys(contents))
+    answer = uniq[0] if len(uniq) == 1 else ", ".join(uniq)
+    cands = tuple(uniq) if len(uniq) > 1 else ()
+    return Extraction(Status.wrong, answer, "boxed", reasoning=text[:group[0].start], candidates=cands)
+
+
+def _math_spans(seg: str) -> list[tuple[int, int, str]]:
+    spans = []
+    for m in re.finditer(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", seg, re.S):
+        inner = next(g for g in m.groups() if g is not None)
+        spans.append((m.start(), m.end(), inner))
+    return spans
+
+
+def _prose_words(seg: str) -> list[str]:
+    no_math = re.sub(r"\$[^$]*\$|\\\(.*?\\\)|\\text\{[^{}]*\}|\\[A-Za-z]+", " ", seg)
+    return [w for w in re.findall(r"(?<![A-Za-z])[A-Za-z]{3,}(?![A-Za-z])|[\u4e00-\u9fff]{2,}", no_math)
+            if w.lower() not in _FUNC_WORDS and not _ZH_NUMERAL_RE.fullmatch(w)]
+
+
+def _is_prose(seg: str) -> bool:
+    words = _prose_words(seg)
+    return len(words) >= 2 or (len(words) == 1 and re.search(r"[\u4e00-\u9fff]", words[0]) is not None)
+
+
+def _sentence_end(seg: str) -> int:
+    """Index where the first sentence of ``seg`` ends (outside maths)."""
+    i, n, in_math = 0, len(seg), False
+    while i < n:
+        if seg.startswith("$$", i):
+            close = seg.find("$$", i + 2)
+            i = n if close < 0 else close + 2
+            continue
+        c = seg[i]
+        if c == "$":
+            in_math = not in_math
+        elif not in_math:
+            if seg.startswith("\n\n", i) or c in "。！？" or seg.startswith("I hope", i):
+                return i
+            if c == "\n" and seg[:i].strip():
+                return i
+            if c in ".!?" and (i + 1 == n or seg[i + 1] in " \n\t\"'") and not (
+                    c == "." and i > 0 and seg[i - 1] == "\\"):
+                return i
+        i += 1
+    return n
+
+
+def refine(seg: str) -> str | None:
+    """Reduce the text after a marker to the answer itself.
+
+    ``"The largest $n$ is 34"`` -> ``"34"``; ``"Jane started Sphere 3 hours ago"`` -> ``"3"``;
+    pure maths is returned unchanged. ``None`` if prose without a single identifiable value.
+    """
+    seg = seg.strip().lstrip(":：").strip()
+    if seg.startswith("$$") or seg.startswith(r"\["):
+        close = seg.find("$$", 2) if seg.startswith("$$") else seg.find(r"\]")
+        if close > 0:
+            return seg[2:close].strip() or None
+    end = _sentence_end(seg)
+    seg = seg[:end].strip()
+    if not seg:
+        return None
+    if not _is_prose(seg):
+        return seg
+    cop = None
+    for m in _COPULA_RE.finditer(seg):
+        if seg[:m.start()].count("$") % 2 == 0:
+            cop = m
+    if cop is not None:
+        after = seg[cop.end():].strip()
+        if after and not _is_prose(after):
+            return after
+        seg = after or seg
+    spans = _math_spans(seg)
+    distinct = {compact(s[2]) for s in spans}
+    if len(distinct) == 1 and not re.search(r"\d", _strip_spans(seg)):
+        return spans[-1][2]
+    nums = {n.group(0).replace(" ", "") for n in _NUMBER_RE.finditer(_strip_spans(seg))}
+    if len(nums) == 1 and not spans:
+        return nums.pop()
+    if spans and seg.rstrip(" .").endswith("$"):
+        return spans[-1][2]
+    return None
+
+
+def _strip_spans(seg: str) -> str:
+    return re.sub(r"\$[^$]*\$|\\\(.*?\\\)", " ", seg)
+
+
+def _hedged(seg: str) -> bool:
+    return bool(_HEDGE_RE.search(seg)) and len(set(re.findall(r"\d+(?:\.\d+)?", seg))) >= 2
+
+
+def _from_markers(text: str) -> Extraction | None:
+    matches = list(_MARKER_RE.finditer(text.replace("**", "  ")))
+    for m in reversed(matches):
+        seg = text[m.end():]
+        if not seg.strip():
+            continue
+        head = seg[:_sentence_end(seg.strip()) + (len(seg) - len(seg.lstrip()))]
+        if _hedged(head):
+            return Extraction(Status.multiple_answers, method="phrase", reasoning=text[:m.start()])
+        ans = refine(seg)
+        if ans:
+            method = "zh_marker" if re.search(r"[\u4e00-\u9fff]", m.group(0)) else "phrase"
+            approx = bool(_APPROX_RE.search(m.group(0)))
+            return Extraction(Status.wrong, ans, method, approx, reasoning=text[:m.start()])
+    return None
+
+
+def _from_conclusion(text: str) -> Extraction | None:
+    """A final sentence "Therefore, ... is X." counts as a marked answer."""
+    body = text.rstrip()
+    matches = list(_CONCLUSION_RE.finditer(body))
+    if not matches:
+        return None
+    m = matches[-1]
+    seg = body[m.end():].lstrip(" ,，")
+    if seg[_sentence_end(seg):].strip(" .。!\n"):
+        return None      # more sentences follow: not the closing statement
+    ans = refine(seg)
+    if ans:
+        return Extraction(Status.wrong, ans, "phrase", reasoning=body[:m.start()])
+    return None
+
+
+def _from_bare(text: str) -> Extraction | None:
+    t = text.strip()
+    if not t or len(t) > _SHORT_CHARS:
+        return None
+    if _hedged(t):
+        return Extraction(Status.multiple_answers, method="bare")
+    if not _is_prose(t):
+        return Extraction(Status.wrong, t, "bare")
+    spans = _math_spans(t)
+    if len({compact(s[2]) for s in spans}) == 1 and not re.search(r"\d", _strip_spans(t)):
+        return Extraction(Status.wrong, spans[0][2], "bare")
+    ans = refine(t)
+    if ans:
+        return Extraction(Status.wrong, ans, "bare")
+    if _EMPTY_PHRASE_RE.search(t) and not re.search(r"\d", t):
+        return Extraction(Status.wrong, r"\emptyset", "bare")
+    if len(spans) == 1:
+        return Extraction(Status.wrong, spans[0][2], "bare")
+    return None
+
+
+def _last_number(text: str) -> Extraction | None:
+    nums = list(_NUMBER_RE.finditer(text))
+    if not nums:
+        return None
+    return Extraction(Status.wrong, nums[-1].group(0).strip(), "last_number")
+
+
+def extract_answer(completion: str, allow_last_number: bool = False,
+                   max_input_chars: int = 500_000) -> Extraction:
+    """Find the final answer in ``completion`` (see the module docstring for the order).
+
+    Returns an :class:`Extraction` whose status is ``wrong`` ("an answer was found"),
+    ``unparsed`` (nothing stable found: empty box, prose only, truncated) or
+    ``multiple_answers`` (hedges, shotgun boxes). Boxes that list several values are returned
+    as one comma-separated answer with ``candidates`` set; whether that is a hedge depends on
+    the reference and is decided by the verifier. Never raises for any string.
+    """
+    if not isinstance(completion, str) or not completion.strip():
+        return Extraction(Status.unparsed)
+    if len(completion) > max_input_chars:
+        return Extraction(Status.unparsed, method="none", reasoning=None)
+    final, reasoning = _final_part(map_chars_safe(completion))
+    if not final.strip():
+        return Extraction(Status.unparsed, reasoning=reasoning)
+    ex = _extract_final(final, allow_last_number)
+    if reasoning is not None and ex.reasoning is None:
+        ex = Extraction(ex.status, ex.answer, ex.method, ex.approx, reasoning, ex.candidates)
+    return ex
+
+
+def map_chars_safe(text: str) -> str:
+    """Unicode normalisation that keeps ``$``/``\\boxed`` positions meaningful."""
+    return text.replace("\r\n", "\n").replace("＄", "$")
+
+
+def _extract_final(final: str, allow_last_number: bool) -> Extraction:
+    tags = _TAG_RE.findall(final)
+    if tags:
+        inner = tags[-1].strip()
+        if not inner:
+            return Extraction(Status.unparsed, method="answer_tag")
+        ex = _extract_final(inner, False) if (find_boxes(inner) or len(inner) > _SHORT_CHARS) \
+            else _from_bare(inner)
+        if ex is None or ex.status is Status.unparsed:
+            return Extraction(Status.wrong, inner, "answer_tag") if ex is None else ex
+        return Extraction(ex.status, ex.answer, "answer_tag", ex.approx, ex.reasoning, ex.candidates)
+    boxes = find_boxes(final)
+    hashes = list(_HASH_RE.finditer(final))
+    if hashes and (not boxes or hashes[-1].start() > boxes[-1].end):
+        ans = hashes[-1].group(1).strip()
+        if ans:
+            return Extraction(Status.wrong, ans, "hash", reasoning=final[:hashes[-1].start()])
+    if boxes:
+        ex = _from_boxes(final, boxes)
+        later = _from_markers(final[boxes[-1].end:]) if ex.status is Status.wrong else None
+        if later is not None and later.answer and re.search(r"[\d\\]", later.answer):
+            return later
+        return ex
+    for finder in (_from_markers, _from_conclusion, _from_bare):
+        ex = finder(final)
+        if ex is not None:
+            return ex
+    if allow_last_number:
+        ex = _last_number(final)
+        if ex is not None:
+            return ex
+    return Extraction(Status.unparsed, method="none", reasoning=final)
+
+
+def reference_answer(reference: str) -> str:
+    """The answer part of a dataset reference.
+
+    - GSM8K full answer (``"...\\n#### 1,234"``) -> ``"1,234"``
+    - a solution with ``\\boxed{...}`` -> the box content (several different boxes -> their
+      comma-separated list; an unclosed box runs to the end of the text)
+    - a long solution ending "Final Answer: The final answer is $X$" -> ``X``
+    - anything else -> the string itself, stripped.
+    """
+    if not isinstance(reference, str):
+        return ""
+    t = reference.strip()
+    if "####" in t:
+        return t.rsplit("####", 1)[1].strip().splitlines()[0].strip() if t.rsplit("####", 1)[1].strip() else ""
+    boxes = find_boxes(t)
+    if boxes:
+        contents = [b.content if b.content is not None else t[b.start:].split("{", 1)[-1]
+                    for b in boxes]
+        uniq = list(dict.fromkeys(c.strip() for c in contents if c and c.strip()))
+        by_norm = list(dict.fromkeys(compact(clean_latex(c)) for c in uniq))
+        if len(by_norm) == 1:
+            return uniq[0]
+        if uniq:
+            return ", ".join(uniq)
+    if len(t) > 200:
+        ex = _from_markers(t) or _from_conclusion(t)
+        if ex is not None and ex.answer:
+            return ex.answer
+    return t

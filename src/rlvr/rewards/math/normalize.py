@@ -1,0 +1,236 @@
+"""String and LaTeX normalisation of answers.
+
+Everything here is pure string work (no sympy), so it is cheap and runs on every answer before
+any comparison. The goal is that two spellings of the same written answer become the same
+string: ``\\dfrac{1}{2}`` and ``\\frac12``, ``10,\\!000`` and ``10000``, ``x \\leq 5`` and
+``x <= 5`` (both become ``x \\le 5``), unicode ``√5`` and ``\\sqrt{5}``.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Unicode / full-width characters that models emit instead of LaTeX or ASCII.
+_CHAR_MAP = {
+    "，": ",", "：": ":", "。": ".", "；": ";", "（": "(", "）": ")", "［": "[", "］": "]",
+    "＝": "=", "＋": "+", "－": "-", "％": "%", "／": "/", "！": "!", "？": "?",
+    "−": "-", "–": "-", "—": "-", "×": r"\times ", "÷": r"\div ", "·": r"\cdot ",
+    "⋅": r"\cdot ", "π": r"\pi ", "∞": r"\infty ", "≤": r"\le ", "⩽": r"\le ",
+    "≥": r"\ge ", "⩾": r"\ge ", "≠": r"\ne ", "±": r"\pm ", "∓": r"\mp ", "²": "^2",
+    "³": "^3", "°": r"^\circ ", "∪": r"\cup ", "∩": r"\cap ", "∈": r"\in ", "∅": r"\emptyset ",
+    "≈": r"\approx ", "ℝ": r"\mathbb{R}", "√": r"\sqrt", "∖": r"\setminus ", "\u00a0": " ",
+    "\u200b": "", "\u3000": " ", "ⅈ": "i",
+}
+_CHAR_RE = re.compile("|".join(re.escape(k) for k in _CHAR_MAP))
+
+# Commands that a doubled backslash (``\\frac`` written as ``\\\\frac``) may hide.
+_KNOWN_CMDS = (
+    "frac|dfrac|tfrac|cfrac|sqrt|pi|text|cdot|times|left|right|infty|le|ge|leq|geq|neq|ne|"
+    "sin|cos|tan|log|ln|boxed|mathbf|mathrm|circ|pm|begin|end|alpha|beta|theta"
+)
+_DOUBLE_BS_RE = re.compile(r"(?<!\\)\\\\(?=(?:" + _KNOWN_CMDS + r")(?![a-zA-Z]))")
+
+_SPACING_RE = re.compile(r"(?<!\\)\\(?:[,;:! ]|quad|qquad|enspace|thinspace|hspace\{[^{}]*\}|displaystyle|"
+                         r"limits|nolimits)(?![a-zA-Z])")
+_SIZING_RE = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)"
+                        r"(?![a-zA-Z])\s*(\\?[()\[\]|.{}]|\\[lr]?[vV]ert|\\langle|\\rangle)?")
+_TEXT_CMDS_RE = re.compile(r"\\(?:textbf|textnormal|textrm|textit|textsf|texttt|mathrm|mathbf|"
+                           r"mathit|mathsf|mathtt|mbox|operatorname\*?|emph|hbox)\s*\{")
+
+
+def map_chars(s: str) -> str:
+    """Replace unicode maths and full-width punctuation by LaTeX/ASCII equivalents."""
+    return _CHAR_RE.sub(lambda m: _CHAR_MAP[m.group(0)], s)
+
+
+def find_group(s: str, start: int, open_ch: str = "{", close_ch: str = "}") -> int:
+    """Index just past the group opened at ``s[start]`` (which must be ``open_ch``).
+
+    Returns -1 when the group is never closed (truncated output). Escaped braces (``\\{``)
+    are not counted, so ``\\boxed{\\{1,2\\}}`` matches as a whole. Linear time.
+    """
+    depth = 0
+    i, n = start, len(s)
+    while i < n:
+        c = s[i]
+        if c == "\\" and i + 1 < n and s[i + 1] in "{}":
+            i += 2
+            continue
+        if c == open_ch:
+            depth += 1
+        elif c == close_ch:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return -1
+
+
+def _sqrt_parens(s: str) -> str:
+    # "\sqrt(x+1)" (from unicode √(x+1)) -> "\sqrt{x+1}"; "\sqrt5" -> "\sqrt{5}".
+    out, i = [], 0
+    while True:
+        j = s.find(r"\sqrt", i)
+        if j < 0:
+            out.append(s[i:])
+            return "".join(out)
+        k = j + 5
+        out.append(s[i:k])
+        if k < len(s) and s[k] == "(":
+            end = find_group(s, k, "(", ")")
+            if end > 0:
+                out.append("{" + s[k + 1:end - 1] + "}")
+                i = end
+                continue
+        m = re.match(r"\s*(\d+(?:\.\d+)?|[a-zA-Z])", s[k:]) if k < len(s) and s[k] != "[" else None
+        if m and not s[k:].lstrip().startswith("{"):
+            out.append("{" + m.group(1) + "}")
+            i = k + m.end()
+            continue
+        i = k
+
+
+def _frac_shorthand(s: str) -> str:
+    # \frac12 -> \frac{1}{2}; \frac1{72} -> \frac{1}{72}; \frac{9}4 -> \frac{9}{4}
+    s = re.sub(r"\\frac\s*(\d)\s*(\d)", r"\\frac{\1}{\2}", s)
+    s = re.sub(r"\\frac\s*([a-zA-Z0-9])\s*\{", r"\\frac{\1}{", s)
+    s = re.sub(r"\\frac\s*\{([^{}]*)\}\s*([a-zA-Z0-9])", r"\\frac{\1}{\2}", s)
+    return s
+
+
+def strip_math_delims(s: str) -> str:
+    """Remove surrounding ``$..$``, ``$$..$$``, ``\\(..\\)``, ``\\[..\\]`` and stray ``$``.
+
+    Dollar signs left over after removing delimiters are dropped too: in an extracted final
+    answer a lone ``$`` is either a broken delimiter or a currency sign, neither of which
+    changes the value.
+    """
+    s = s.strip()
+    for _ in range(4):
+        before = s
+        for a, b in (("$$", "$$"), ("$", "$"), (r"\(", r"\)"), (r"\[", r"\]")):
+            if s.startswith(a) and s.endswith(b) and len(s) >= len(a) + len(b):
+                s = s[len(a):len(s) - len(b)].strip()
+        if s == before:
+            break
+    s = s.replace(r"\(", " ").replace(r"\)", " ").replace(r"\[", " ").replace(r"\]", " ")
+    s = s.replace(r"\$", " ").replace("$", " ")
+    return s.strip()
+
+
+def clean_latex(s: str) -> str:
+    """Canonical spelling of a LaTeX/plain answer (no semantic change).
+
+    - unicode and full-width symbols -> LaTeX/ASCII; ``\\\\frac`` (doubled backslash) -> ``\\frac``
+    - ``\\dfrac``/``\\tfrac``/``\\cfrac`` -> ``\\frac``; ``\\frac12`` -> ``\\frac{1}{2}``;
+      ``\\sqrt3`` -> ``\\sqrt{3}``
+    - ``\\left``/``\\right``/spacing commands dropped; ``10,\\!000`` and ``1{,}234`` -> plain
+      digits with commas; ``\\textbf``/``\\mathrm``/... -> ``\\text``
+    - relations spelled one way: ``\\le``, ``\\ge``, ``\\ne``, ``<``, ``>``
+    - markdown bold and surrounding maths delimiters removed, whitespace collapsed, trailing
+      sentence punctuation removed.
+
+    Never raises; returns ``""`` for an empty input.
+    """
+    if not s:
+        return ""
+    s = map_chars(s)
+    s = _DOUBLE_BS_RE.sub(r"\\", s)
+    s = s.replace("**", " ").replace("__", " ").replace('\\"', " ").replace('"', " ")
+    s = re.sub(r"(\d)\s*,\\!\s*(?=\d)", r"\1,", s)
+    s = re.sub(r"(\d)\s*\{\s*,\s*\}\s*(?=\d)", r"\1,", s)
+    s = _SIZING_RE.sub(lambda m: m.group(1) or "", s)
+    s = _SPACING_RE.sub(" ", s)
+    s = s.replace("~", " ")
+    s = re.sub(r"\\[dtc]frac(?![a-zA-Z])", r"\\frac", s)
+    s = _frac_shorthand(s)
+    s = _sqrt_parens(s)
+    s = _TEXT_CMDS_RE.sub(r"\\text{", s)
+    s = re.sub(r"\\text\s*\{\s*\}", "", s)
+    s = re.sub(r"\\leq(?:slant)?(?![a-zA-Z])|\\le(?![a-zA-Z])|<=|\\lt(?![a-zA-Z])\s*=", r"\\le ", s)
+    s = re.sub(r"\\geq(?:slant)?(?![a-zA-Z])|\\ge(?![a-zA-Z])|>=|\\gt(?![a-zA-Z])\s*=", r"\\ge ", s)
+    s = re.sub(r"\\neq(?![a-zA-Z])|\\ne(?![a-zA-Z])|!=|=/=", r"\\ne ", s)
+    s = re.sub(r"\\lt(?![a-zA-Z])", "<", s)
+    s = re.sub(r"\\gt(?![a-zA-Z])", ">", s)
+    s = s.replace(r"\%", "%").replace(r"\varnothing", r"\emptyset")
+    s = re.sub(r"\\(?:mathbb|Bbb)\s*\{?\s*R\s*\}?", r"\\mathbb{R}", s)
+    s = s.replace(r"\dots", r"\ldots").replace(r"\cdots", r"\ldots")
+    s = strip_math_delims(s)
+    s = re.sub(r"\s+", " ", s).strip()
+    s = re.sub(r"(?<!\\)[.,;:!。]+$", "", s).strip()
+    return s
+
+
+def compact(s: str) -> str:
+    """Whitespace-free form for exact string comparison (``\\frac{1}{2}`` == ``\\frac {1} {2}``)."""
+    s = re.sub(r"\\text\{([^{}]*)\}", r"\1", s)
+    s = re.sub(r"\s+", "", s)
+    s = s.replace("{", "").replace("}", "")
+    return s
+
+
+def unwrap_command(s: str, cmd: str) -> str | None:
+    """If ``s`` is exactly ``\\cmd{...}``, return the inside, else ``None``."""
+    s = s.strip()
+    prefix = "\\" + cmd
+    if not s.startswith(prefix):
+        return None
+    k = len(prefix)
+    while k < len(s) and s[k] == " ":
+        k += 1
+    if k >= len(s) or s[k] != "{":
+        return None
+    end = find_group(s, k)
+    if end != len(s):
+        return None
+    return s[k + 1:end - 1].strip()
+
+
+def split_top_level(s: str, seps: str = ",;") -> list[str]:
+    """Split ``s`` at separator characters outside any brackets.
+
+    Brackets counted: ``()``, ``[]``, ``{}`` and LaTeX environments. A mismatched interval such
+    as ``[0,1)`` still counts as one bracket level (open by ``[``, closed by ``)``). Returns
+    stripped, non-empty parts.
+    """
+    parts, depth, cur, env = [], 0, [], 0
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        if c == "\\":
+            if s.startswith(r"\begin", i):
+                env += 1
+            elif s.startswith(r"\end", i):
+                env -= 1
+            elif s.startswith(r"\{", i):
+                depth += 1
+            elif s.startswith(r"\}", i):
+                depth = max(0, depth - 1)
+            cur.append(s[i:i + 2])
+            i += 2
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth = max(0, depth - 1)
+        if c in seps and depth == 0 and env <= 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+        i += 1
+    parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def brace_depth(s: str) -> int:
+    """Maximum nesting depth of ``{}``/``()``/``[]`` in ``s`` (used as a guard)."""
+    depth = best = 0
+    for c in s:
+        if c in "{([":
+            depth += 1
+            if depth > best:
+                best = depth
+        elif c in "})]":
+            depth -= 1
+    return best

@@ -1,0 +1,360 @@
+"""Parse an answer string into its mathematical shape.
+
+A final answer is one of: a scalar (number or expression), a sequence (bare list ``1, 2``,
+tuple ``(1, 2)``, interval ``[0, 1)``, set ``\\{1, 2\\}``, the two values of ``a \\pm b``), an
+assignment ``x = 3`` (a *label* on the left, a value on the right), a relation (an equation
+between expressions or an inequality), a set expression (``\\cup``, ``\\setminus``,
+``\\mathbb{R}``, ``\\emptyset``), a matrix, or a piece of text. The comparison rules in
+:mod:`.equivalence` depend on the shape, so it is decided once here, with caching.
+
+Units, currency, ``\\text{...}`` words and degree signs are removed here too, because
+whether a word is a unit depends on what surrounds it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .normalize import clean_latex, find_group, split_top_level, unwrap_command
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A single number or expression (normalised LaTeX); ``percent`` if a % was attached."""
+
+    text: str
+    percent: bool = False
+
+
+@dataclass(frozen=True)
+class Seq:
+    """Several values. ``open``/``close`` are the brackets (``""`` for a bare list)."""
+
+    items: tuple
+    open: str = ""
+    close: str = ""
+    pm: bool = False
+    raw: str = ""
+
+
+@dataclass(frozen=True)
+class Assign:
+    """``label = value`` where the label is a name (``x``, ``f(x)``, ``|AB|``, ``A:B``)."""
+
+    label: str
+    value: object
+    rhs_text: str = ""
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A chain ``parts[0] ops[0] parts[1] ...`` (equations that are not assignments,
+    inequalities)."""
+
+    parts: tuple
+    ops: tuple
+
+
+@dataclass(frozen=True)
+class SetExpr:
+    """A set of reals written with ``\\cup``, ``\\setminus``, ``\\mathbb{R}``, ``\\emptyset``."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """A matrix or vector: rows of parsed entries."""
+
+    rows: tuple
+
+
+@dataclass(frozen=True)
+class Text:
+    """A word answer (``yes``, ``Tuesday``, a sentence), lower-cased, spaces collapsed."""
+
+    text: str
+
+
+_SCALE = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12}
+_SEPARATOR_WORDS = {"and", "or", "and/or", "或", "和", "或者"}
+_UNIT_WORDS_SHORT = {"cm", "mm", "km", "kg", "mg", "ml", "ft", "lb", "lbs", "oz", "mi", "yd",
+                     "hr", "hrs", "mph", "kph", "sec", "min", "rad", "deg", "sq", "cu", "pt",
+                     "m", "in", "s", "h", "g", "l", "mL", "L"}
+_EMPTY_RE = re.compile(r"^(?:there (?:are|is) )?no (?:real |integer |positive )?(?:solutions?|roots?|"
+                       r"values?)(?: exists?)?$|^(?:the )?empty set$|^\\emptyset$|^\\\{\s*\\\}$|^無解$|^无解$",
+                       re.I)
+_REL_OPS = re.compile(r"\\le(?![a-zA-Z])|\\ge(?![a-zA-Z])|\\ne(?![a-zA-Z])|\\in(?![a-zA-Z])|"
+                      r"\\notin(?![a-zA-Z])|<|>|=")
+_THOUSANDS_RE = re.compile(r"(?<![\d.,(\[{])[1-9]\d{0,2}(?:,\d{3})+(?![\d,)\]}])")
+_TRIG_RE = re.compile(r"\\(?:sin|cos|tan|cot|sec|csc)(?![a-zA-Z])")
+_CJK_RE = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _replace_text_groups(s: str) -> str:
+    """Resolve every ``\\text{...}``: separators become commas, scale words become powers of
+    ten, other words are units (dropped) unless the whole answer is text."""
+    out, i = [], 0
+    has_math = bool(re.search(r"[\d\\^=+]", re.sub(r"\\text\{[^{}]*\}", "", s)))
+    while True:
+        j = s.find(r"\text{", i)
+        if j < 0:
+            out.append(s[i:])
+            break
+        end = find_group(s, j + 5)
+        if end < 0:
+            out.append(s[i:])
+            break
+        out.append(s[i:j])
+        inner = s[j + 6:end - 1].strip()
+        low = inner.lower()
+        if low in _SEPARATOR_WORDS:
+            out.append(" , ")
+        elif low in _SCALE:
+            out.append(r" \times 10^{%d}" % _SCALE[low])
+        elif has_math and not re.fullmatch(r"[\d.,\s()+-]+", inner):
+            out.append(" ")
+            unit_power = re.match(r"\s*\^\s*\{?\s*[23]\s*\}?", s[end:])
+            if unit_power:          # "5\text{ cm}^2": the square belongs to the unit
+                end += unit_power.end()
+        else:
+            out.append(inner)
+        i = end
+    return "".join(out)
+
+
+def _strip_units(s: str) -> tuple[str, bool]:
+    """Remove currency signs, trailing unit words and degree signs; detect percent."""
+    percent = False
+    s = re.sub(r"[€£¥元]|\\euro|\bUSD\b|\bdollars?\b|\bcents?\b", " ", s).strip()
+    s = re.sub(r"[（(][^()（）]*[\u4e00-\u9fff][^()（）]*[)）]", " ", s).strip()
+    m = re.search(r"\s*(?:%|\bpercent\b|\bper cent\b|\bpct\b)\s*$", s)
+    if m:
+        percent, s = True, s[:m.start()].strip()
+    if _TRIG_RE.search(s):
+        s = re.sub(r"(\d+(?:\.\d+)?)\s*\^\s*\{?\s*\\circ\s*\}?", r"(\1\\pi/180)", s)
+    s = re.sub(r"\^\s*\{?\s*\\circ\s*\}?", "", s)
+    s = re.sub(r"\\circ(?![a-zA-Z])", "", s)
+    for _ in range(3):
+        m = re.search(r"(?<=[\d}).\s])\s*([A-Za-z]{2,}|[A-Za-z]+(?:\^\{?[23]\}?|\^\s*\d)|"
+                      r"[A-Za-z]+/[A-Za-z]+|[\u4e00-\u9fff]+)\s*$", s)
+        if not m or not re.search(r"\d", s[:m.start()]):
+            break
+        word = m.group(1)
+        base = re.sub(r"\^.*$", "", word)
+        if (len(base) >= 3 and base.lower() not in _SEPARATOR_WORDS) or base in _UNIT_WORDS_SHORT \
+                or "^" in word or "/" in word or _CJK_RE.match(word):
+            if s[:m.start()].rstrip().endswith("\\"):
+                break
+            s = s[:m.start()].strip()
+        else:
+            break
+    return s, percent
+
+
+def is_label(s: str) -> bool:
+    """Whether ``s`` names a quantity rather than computing one: ``x``, ``a_{37}``, ``f(x)``,
+    ``|AB|``, ``A:B``, ``\\frac{NO}{BO}``, ``V_1:V_2``, ``P(A)``. Sums, products with numbers
+    and powers are not labels (``a + 3z``, ``x^2/4``)."""
+    t = s.replace(" ", "")
+    if not t or len(t) > 40:
+        return False
+    t = re.sub(r"_\{[^{}]*\}|_\\?[A-Za-z0-9]", "", t)
+    t = re.sub(r"(?<=[A-Za-z}])\([^()]*\)", "", t)
+    t = re.sub(r"\\(?:frac|overline|angle|triangle|vec|mathbf|mathrm|operatorname|text|hat|bar)", "", t)
+    t = re.sub(r"[{}|:/'()]|\\prime|\\\|", "", t)
+    if not t or t in ("e", r"\pi", "i"):
+        return False
+    return bool(re.fullmatch(r"(?:[A-Za-z]|\\[A-Za-z]+)+", t))
+
+
+def _bracketed(s: str) -> tuple[str, str, str] | None:
+    """``(open, inside, close)`` when one bracket pair encloses all of ``s``."""
+    if s.startswith(r"\{") and s.endswith(r"\}"):
+        inner = s[2:-2]
+        depth = 0
+        for k in range(len(inner) - 1):
+            if inner[k:k + 2] == r"\{":
+                depth += 1
+            elif inner[k:k + 2] == r"\}":
+                depth -= 1
+                if depth < 0:
+                    return None
+        return "{", inner, "}"
+    if len(s) < 2 or s[0] not in "([" or s[-1] not in ")]":
+        return None
+    depth = 0
+    for k, c in enumerate(s):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0 and k != len(s) - 1:
+                return None
+    return s[0], s[1:-1], s[-1]
+
+
+def _split_relation(s: str) -> tuple[list[str], list[str]]:
+    parts, ops, depth, last = [], [], 0, 0
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c in "({[":
+            depth += 1
+        elif c in ")}]":
+            depth -= 1
+        elif depth == 0:
+            m = _REL_OPS.match(s, i)
+            if m and not (c == "\\" and i > 0 and s[i - 1] == "\\"):
+                parts.append(s[last:i].strip())
+                ops.append(m.group(0))
+                last = i = m.end()
+                continue
+        if c == "\\":
+            m2 = re.match(r"\\[A-Za-z]+", s[i:])
+            if m2 and not _REL_OPS.match(s, i):
+                i += m2.end()
+                continue
+        i += 1
+    parts.append(s[last:].strip())
+    return parts, ops
+
+
+@lru_cache(maxsize=8192)
+def parse_answer(raw: str):
+    """Parse an extracted answer into :class:`Scalar` / :class:`Seq` / :class:`Assign` /
+    :class:`Relation` / :class:`SetExpr` / :class:`Matrix` / :class:`Text`.
+
+    Never raises; an empty string gives ``Text("")``.
+    """
+    return _parse(clean_latex(raw), 0)
+
+
+def _parse(s: str, depth: int):
+    s = s.strip()
+    if depth > 8:
+        return Scalar(s)
+    for cmd in ("boxed", "fbox"):
+        inner = unwrap_command(s, cmd)
+        if inner is not None:
+            return _parse(clean_latex(inner), depth + 1)
+    if r"\approx" in s:
+        before = s.split(r"\approx")[0].strip()
+        s = before if before else s.replace(r"\approx", "").strip()
+    text = _as_text(s)
+    if text is not None:
+        return text
+    s = _replace_text_groups(s)
+    s, percent = _strip_units(s)
+    s = s.strip().rstrip(".").strip()
+    if _EMPTY_RE.match(s):
+        return SetExpr(r"\emptyset")
+    s = _separators_to_commas(s)
+    if ", " not in s:   # 1,234,567 is one number unless the commas are list separators
+        s = _THOUSANDS_RE.sub(lambda m: m.group(0).replace(",", ""), s)
+    if s.startswith("{") and find_group(s, 0) == len(s):
+        return _parse(s[1:-1], depth + 1)   # bare braces are grouping: {1,2} is a list
+    items = split_top_level(s, ",;")
+    if len(items) > 1:
+        return _make_seq(items, "", "", s, depth)
+    if not items:
+        return Text("")
+    return _parse_single(items[0], percent, depth)
+
+
+def _as_text(s: str) -> Text | None:
+    inner = unwrap_command(s, "text")
+    candidate = inner if inner is not None else s
+    if inner is not None and re.fullmatch(r"[\d\s.,+-]+", inner):
+        return None
+    words = re.sub(r"\\text\{([^{}]*)\}", r"\1", candidate).strip()
+    if re.fullmatch(r"[A-Za-z][A-Za-z'\s.-]*[A-Za-z.]|[A-Za-z]{2,}", words) and not re.search(
+            r"(?<![A-Za-z])(?:and|or)(?![A-Za-z])", words):
+        if len(words) >= 3 or inner is not None or words.lower() in ("no", "ok"):
+            return Text(" ".join(words.lower().rstrip(".").split()))
+    return None
+
+
+def _separators_to_commas(s: str) -> str:
+    s = re.sub(r"(?<=[\d)\]}$])\s*(?:or|and)\s*(?=[A-Za-z(\[\\\-\d$])", " , ", s)
+    s = re.sub(r"\s+(?:and|or|以及|或者|或|和)\s+|(?:以及|或者|或|和)", " , ", s)
+    s = re.sub(r"^\s*,|,\s*$", "", s)
+    s = re.sub(r",\s*,", ",", s)
+    return s.strip()
+
+
+def _make_seq(items, open_, close, raw, depth):
+    parsed = tuple(_parse(it, depth + 1) for it in items)
+    return Seq(_group_assignments(parsed), open_, close, raw=raw)
+
+
+def _group_assignments(items: tuple) -> tuple:
+    """``p=5, q=2, p=7, q=2`` -> ``((5, 2), (7, 2))``; ``x=1, x=2`` -> ``(1, 2)``."""
+    if len(items) < 2 or not all(isinstance(it, Assign) for it in items):
+        return items
+    labels = [it.label.replace(" ", "") for it in items]
+    if len(set(labels)) == 1:
+        return tuple(it.value for it in items)
+    first = labels.index(labels[0], 1) if labels.count(labels[0]) > 1 else None
+    if first and len(labels) % first == 0 and all(
+            labels[k] == labels[k % first] for k in range(len(labels))):
+        groups = [items[k:k + first] for k in range(0, len(items), first)]
+        return tuple(Seq(tuple(g.value for g in grp), "(", ")") for grp in groups)
+    return items
+
+
+def _parse_single(s: str, percent: bool, depth: int):
+    if re.match(r"\\begin\{[pbvBV]?matrix\}|\\begin\{array\}", s):
+        m = _parse_matrix(s, depth)
+        if m is not None:
+            return m
+    br = _bracketed(s)
+    if br is not None:
+        open_, inner, close = br
+        if re.match(r"\s*\\begin\{", inner) and open_ == "(":
+            return _parse(inner, depth + 1)
+        items = split_top_level(inner, ",;")
+        if len(items) >= 2 or open_ == "{":
+            return _make_seq(items, open_, close, s, depth)
+        if open_ == "(" and close == ")":
+            return _parse(inner, depth + 1)
+    if re.search(r"\\cup|\\cap|\\setminus|\\mathbb\{R\}|\\emptyset", s):
+        return SetExpr(s)
+    if r"\pm" in s or r"\mp" in s:
+        plus = s.replace(r"\mp", "-").replace(r"\pm", "+", 1).replace(r"\pm", "+")
+        minus = s.replace(r"\mp", "+").replace(r"\pm", "-", 1).replace(r"\pm", "-")
+        plus, minus = re.sub(r"^\s*\+", "", plus), minus
+        return Seq((_parse(plus, depth + 1), _parse(minus, depth + 1)), pm=True, raw=s)
+    parts, ops = _split_relation(s)
+    if ops:
+        return _relation(parts, ops, depth)
+    return Scalar(s, percent)
+
+
+def _relation(parts: list[str], ops: list[str], depth: int):
+    if any(not p for p in parts):
+        return Scalar(" ".join(parts))
+    if all(op == "=" for op in ops):
+        if len(parts) >= 3:
+            return Assign(parts[0], _parse(parts[-1], depth + 1), parts[-1])
+        if is_label(parts[0]) or not re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", parts[0])):
+            # "x = 3", "f(x) = 1"; or a computation "\frac{1}{2} \cdot 20 = 10": the value counts
+            return Assign(parts[0], _parse(parts[1], depth + 1), parts[1])
+        if is_label(parts[1]) and re.fullmatch(r"[-\d\s.]+", parts[0]):
+            return Assign(parts[1], _parse(parts[0], depth + 1), parts[0])
+    if ops == [r"\in"] and is_label(parts[0]):
+        return _parse(parts[1], depth + 1)
+    return Relation(tuple(parts), tuple(ops))
+
+
+def _parse_matrix(s: str, depth: int) -> Matrix | None:
+    m = re.match(r"\\begin\{([pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}\s*$", s, re.S)
+    if not m:
+        return None
+    body = m.group(2).strip()
+    body = re.sub(r"\\\\\s*$", "", body)
+    rows = [r for r in re.split(r"\\\\", body) if r.strip()]
+    parsed = tuple(tuple(_parse(c, depth + 1) for c in r.split("&")) for r in rows)
+    return Matrix(parsed)

@@ -1,0 +1,247 @@
+"""The sympy side: guarded LaTeX -> sympy conversion and value comparison.
+
+sympy is slow and some inputs make it hang (``9^{9^{9^{9}}}`` is evaluated eagerly as an
+integer with hundreds of millions of digits), so every string is checked by :func:`is_safe`
+before it reaches latex2sympy, and comparisons evaluate numerically at high precision (at
+fixed sample points when there are free variables) instead of calling ``simplify``. All of this
+is deterministic: the sample points are constants, not random draws.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import sympy
+from sympy import I, Float, Rational, Symbol
+
+from .numbers import TooLarge, eval_arith
+from .normalize import brace_depth, find_group
+
+MAX_SYMPY_CHARS = 1500
+MAX_DEPTH = 40
+MAX_EXP = 20_000
+_PREC = 40                       # decimal digits used for numeric comparison
+_REL_TOL = Float("1e-25", _PREC)  # exact vs exact: must agree to ~25 digits
+_SAMPLE_TOL = 1e-12              # expressions with variables, compared at sample points
+# Deterministic sample values for free variables (positive, irrational-looking, away from
+# the usual poles 0, 1, pi/2...). Variable k gets _SAMPLES[(j + k) % len] at point j.
+_SAMPLES = ("0.7318", "1.4142", "2.2361", "0.4472", "3.1623", "1.7321", "2.6458")
+
+_cc = None
+
+
+def _conversion_config():
+    global _cc
+    if _cc is None:
+        from latex2sympy2_extended.latex2sympy2 import ConversionConfig
+        _cc = ConversionConfig(interpret_as_mixed_fractions=False, lowercase_symbols=False)
+    return _cc
+
+
+def _exponents(s: str):
+    """Yield the text of every exponent (after ``^``) in ``s``."""
+    for m in re.finditer(r"\^", s):
+        k = m.end()
+        while k < len(s) and s[k] == " ":
+            k += 1
+        if k < len(s) and s[k] == "{":
+            end = find_group(s, k)
+            yield s[k + 1:end - 1] if end > 0 else s[k:]
+        else:
+            mm = re.match(r"-?\d+|\\?[a-zA-Z]+|.", s[k:])
+            yield mm.group(0) if mm else ""
+
+
+def is_safe(s: str) -> bool:
+    """Whether ``s`` can be handed to latex2sympy/sympy without risk of a blow-up.
+
+    Rejects long strings, deep nesting, power towers (an exponent that itself contains ``^``
+    or ``!``), numeric exponents above ``MAX_EXP`` and factorials of large arguments.
+    """
+    if len(s) > MAX_SYMPY_CHARS or brace_depth(s) > MAX_DEPTH:
+        return False
+    for exp in _exponents(s):
+        if "^" in exp or "!" in exp or r"\exp" in exp:
+            return False
+        try:
+            v = eval_arith(exp)
+        except TooLarge:
+            return False
+        if v is not None and abs(v) > MAX_EXP:
+            return False
+    for m in re.finditer(r"(\d+)\s*!", s):
+        if len(m.group(1)) > 4 or int(m.group(1)) > 3000:
+            return False
+    if re.search(r"[)}]\s*!", s) or r"\exp" in s and "^" in s:
+        return False
+    return True
+
+
+def _post_process(expr):
+    """Map the imaginary unit and Euler's number spelled as plain symbols."""
+    try:
+        subs = {}
+        for sym in expr.free_symbols:
+            if sym.name == "i":
+                subs[sym] = I
+        if subs:
+            expr = expr.xreplace(subs)
+    except Exception:
+        pass
+    return expr
+
+
+def _decimals_to_rationals(s: str) -> str:
+    # 10.5 -> \frac{105}{10}: decimals inside an expression are exact in maths.
+    def rep(m):
+        whole, frac = m.group(1), m.group(2)
+        return r"(\frac{%s}{1%s})" % (whole + frac, "0" * len(frac))
+    return re.sub(r"(?<![\d.])(\d+)\.(\d+)(?![\d.])", rep, s)
+
+
+@lru_cache(maxsize=4096)
+def to_sympy(s: str):
+    """Convert normalised LaTeX to a sympy object, or ``None`` if unsafe/unparseable.
+
+    Decimals are converted to exact rationals first; ``i`` becomes the imaginary unit.
+    Cached: references are converted once.
+    """
+    if not s or not is_safe(s):
+        return None
+    try:
+        from latex2sympy2_extended import latex2sympy
+        expr = latex2sympy(_decimals_to_rationals(s), normalization_config=None,
+                           conversion_config=_conversion_config())
+    except Exception:
+        return None
+    return _post_process(expr) if isinstance(expr, sympy.Basic) else expr
+
+
+def numeric_value(expr):
+    """High-precision numeric value of a constant sympy expression, or ``None``."""
+    try:
+        if expr.free_symbols:
+            return None
+        v = sympy.N(expr, _PREC)
+        if v.has(sympy.zoo, sympy.nan, sympy.oo, -sympy.oo):
+            return None
+        re_, im_ = v.as_real_imag()
+        if not (re_.is_Number and im_.is_Number):
+            return None
+        return complex(re_, im_) if im_ != 0 else re_
+    except Exception:
+        return None
+
+
+def close(a, b, rel) -> bool:
+    """``|a - b| <= rel * max(|a|, |b|)`` (with an absolute floor for values near 0)."""
+    try:
+        diff = abs(a - b)
+        scale = max(abs(a), abs(b))
+        if scale == 0:
+            return diff == 0
+        return diff <= rel * scale or diff <= Float("1e-300")
+    except Exception:
+        return False
+
+
+def exact_equal(a, b) -> bool | None:
+    """Whether two sympy values are equal (constants: to ~25 digits; with variables:
+    at 4 deterministic sample points to 1e-12 relative). ``None`` when undecidable."""
+    try:
+        if a == b:
+            return True
+        syms = sorted((a.free_symbols | b.free_symbols), key=lambda s: s.name)
+    except Exception:
+        return None
+    if not syms:
+        va, vb = numeric_value(a), numeric_value(b)
+        if va is None or vb is None:
+            return None
+        return bool(close(_to_mp(va), _to_mp(vb), _REL_TOL))
+    return _sample_equal(a, b, syms)
+
+
+def _to_mp(v):
+    if isinstance(v, complex):
+        return sympy.Float(v.real, _PREC) + I * sympy.Float(v.imag, _PREC)
+    return v
+
+
+_HEAVY = (sympy.Sum, sympy.Product, sympy.Integral, sympy.Derivative, sympy.Limit)
+
+
+def _heavy(*exprs) -> bool:
+    """Unevaluated sums/integrals with symbolic bounds: numeric sampling is slow and unreliable."""
+    try:
+        return any(e.has(*_HEAVY) for e in exprs)
+    except Exception:
+        return True
+
+
+def _sample_equal(a, b, syms) -> bool | None:
+    if _heavy(a, b):
+        return None
+    agree = 0
+    for j in range(4):
+        point = {s: Float(_SAMPLES[(j + k) % len(_SAMPLES)], 30) for k, s in enumerate(syms)}
+        try:
+            va = complex(sympy.N(a.xreplace(point), 30))
+            vb = complex(sympy.N(b.xreplace(point), 30))
+        except Exception:
+            continue
+        if any(map(lambda z: z != z or abs(z) == float("inf"), (va, vb))):
+            continue
+        if abs(va - vb) > _SAMPLE_TOL * max(abs(va), abs(vb), 1e-12):
+            return False
+        agree += 1
+    return True if agree >= 2 else None
+
+
+def proportional(a, b) -> bool | None:
+    """Whether ``a = c * b`` for a nonzero constant ``c`` (equations ``a = 0``, ``b = 0``
+    describe the same set). Checked at sample points. ``None`` when undecidable."""
+    try:
+        syms = sorted((a.free_symbols | b.free_symbols), key=lambda s: s.name)
+    except Exception:
+        return None
+    if not syms or _heavy(a, b):
+        return None
+    ratios = []
+    for j in range(5):
+        point = {s: Float(_SAMPLES[(j + k) % len(_SAMPLES)], 30) for k, s in enumerate(syms)}
+        try:
+            va = complex(sympy.N(a.xreplace(point), 30))
+            vb = complex(sympy.N(b.xreplace(point), 30))
+        except Exception:
+            continue
+        if abs(vb) < 1e-12:
+            if abs(va) < 1e-12:
+                continue
+            return False
+        ratios.append(va / vb)
+    if len(ratios) < 2 or abs(ratios[0]) < 1e-12:
+        return None if len(ratios) < 2 else False
+    return all(abs(r - ratios[0]) <= 1e-9 * abs(ratios[0]) for r in ratios)
+
+
+def relation_set(rel):
+    """Solution set (a sympy ``Set`` over the reals) of a univariate relation, or ``None``."""
+    try:
+        syms = rel.free_symbols
+        if len(syms) != 1:
+            return None
+        (x,) = syms
+        xr = Symbol(x.name, real=True)
+        return rel.xreplace({x: xr}).as_set()
+    except Exception:
+        return None
+
+
+def as_rational(expr) -> Rational | None:
+    """The value as an exact sympy ``Rational`` when it is one."""
+    try:
+        return expr if expr.is_Rational else None
+    except Exception:
+        return None

@@ -1,0 +1,142 @@
+"""Entry point of the math outcome verifier (R3, R6, R7, R8).
+
+>>> verify_math("So the answer is \\\\boxed{\\\\frac{1}{2}}.", "0.5").status
+<Status.correct: 'correct'>
+
+:func:`verify_math` is pure and deterministic (no randomness at all; numeric checks use fixed
+sample points), never raises, and guards every expensive step (input length, sympy inputs that
+could explode), so it can run inside the training loop.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from rlvr.rewards.types import Extraction, Status, Verdict
+
+from .equivalence import Outcome, Policy, compare
+from .extract import extract_answer as _extract
+from .extract import reference_answer
+from .normalize import clean_latex
+from .structure import parse_answer
+
+__all__ = ["MathVerifyConfig", "extract_answer", "reference_answer", "verify_math"]
+
+
+@dataclass(frozen=True)
+class MathVerifyConfig:
+    """Settings of the math verifier. The defaults implement the project's labelling policy
+    (``shared/cases/README.md``); change them only deliberately.
+
+    Attributes:
+        allow_last_number: when the completion has no marked answer (no box, no ``####``, no
+            "the answer is", no answer tags) and is not a short answer-only response, credit
+            the last number in the text. Off by default: a value that merely occurs in long
+            reasoning is not an answer, and rewarding it teaches the model to hedge.
+        exact_sig_digits: a decimal response to an exact reference (integer, fraction,
+            radical, pi, e) counts only if its relative error is below ``5 * 10^-n``; with
+            9, ``0.333333333`` passes for ``1/3`` and ``3.14`` fails for ``\\pi``.
+        rounded_reference_tolerance: a reference written as a decimal with ``d`` decimals is
+            treated as rounded and accepts any response within ``0.5 * 10^-d`` of it
+            (``3.14`` accepts ``3.14159`` and ``\\pi``, rejects ``3.15`` and ``3.1``). When
+            False, decimal references are treated as exact values.
+        max_input_chars: completions longer than this are not searched at all and score
+            ``unparsed`` (guard against pathological outputs; 500k characters by default).
+        max_answer_chars: extracted answers longer than this are compared as strings only.
+    """
+
+    allow_last_number: bool = False
+    exact_sig_digits: int = 9
+    rounded_reference_tolerance: bool = True
+    max_input_chars: int = 500_000
+    max_answer_chars: int = 2_000
+
+    @property
+    def policy(self) -> Policy:
+        return Policy(self.exact_sig_digits, self.rounded_reference_tolerance)
+
+
+_DEFAULT = MathVerifyConfig()
+
+
+def extract_answer(completion: str, config: MathVerifyConfig = _DEFAULT) -> Extraction:
+    """Find the final answer of ``completion`` (see :mod:`.extract` for the rules).
+
+    Never raises; non-string input gives ``Status.unparsed``.
+    """
+    return _extract(completion, config.allow_last_number, config.max_input_chars)
+
+
+_LETTER_RE = re.compile(r"(?<![A-Za-z\\])\(?([A-J])\)?(?![A-Za-z])")
+
+
+def _choice_letter(ref: str) -> str | None:
+    t = re.sub(r"\\text\{([^{}]*)\}", r"\1", clean_latex(ref)).strip().strip("().").strip()
+    return t if re.fullmatch(r"[A-J]", t) else None
+
+
+def _response_letters(answer: str) -> list[str]:
+    t = re.sub(r"\\text(?:bf)?\{([^{}]*)\}", r"\1", clean_latex(answer)).strip()
+    single = re.fullmatch(r"\(?([A-Ja-j])\)?", t.strip(". "))
+    if single:
+        return [single.group(1).upper()]
+    t = re.sub(r"(?i)\b(?:option|choice)\s+", "", t)
+    return list(dict.fromkeys(_LETTER_RE.findall(t)))
+
+
+def _compare_choice(letter: str, answer: str) -> Outcome:
+    letters = _response_letters(answer)
+    if len(letters) > 1:
+        return Outcome(False, f"several choices: {', '.join(letters)}", True)
+    if not letters:
+        return Outcome(False, "no choice letter in the answer")
+    return Outcome(letters[0] == letter, f"choice {letters[0]} vs {letter}")
+
+
+@lru_cache(maxsize=16384)
+def _judge(ref: str, answer: str, policy: Policy, max_chars: int) -> Outcome:
+    letter = _choice_letter(ref)
+    if letter is not None:
+        return _compare_choice(letter, answer)
+    if len(answer) > max_chars or len(ref) > max_chars:
+        same = clean_latex(answer) == clean_latex(ref)
+        return Outcome(same, "long answer: string comparison")
+    return compare(parse_answer(ref), parse_answer(answer), policy)
+
+
+def verify_math(completion: str, reference: str, config: MathVerifyConfig = _DEFAULT) -> Verdict:
+    """Judge ``completion`` against ``reference``.
+
+    ``reference`` may be a bare answer (``"1/2"``), a GSM8K solution (``"...#### 18"``) or a
+    solution with a boxed answer; see :func:`reference_answer`.
+
+    Returns a :class:`Verdict` with status ``correct``/``wrong``; ``unparsed`` when no final
+    answer can be extracted (empty box, prose only, truncated); ``multiple_answers`` when
+    several different answers are offered for a single-valued reference; ``error`` (with the
+    exception in ``detail``) if something unexpected happens internally, or when the
+    reference itself is empty. Never raises.
+    """
+    try:
+        return _verify(completion, reference, config)
+    except Exception as exc:  # the reward must never crash the trainer (R6)
+        return Verdict(Status.error, None, "none", f"internal error: {type(exc).__name__}: {exc}"[:200])
+
+
+def _verify(completion: str, reference: str, config: MathVerifyConfig) -> Verdict:
+    ref = reference_answer(reference if isinstance(reference, str) else str(reference))
+    if not ref.strip():
+        return Verdict(Status.error, None, "none", "empty reference")
+    ex = extract_answer(completion if isinstance(completion, str) else "", config)
+    if ex.status is Status.multiple_answers:
+        shown = "; ".join(ex.candidates[:5])
+        return Verdict(Status.multiple_answers, ex.answer, ex.method,
+                       f"several candidate answers{': ' + shown if shown else ''}")
+    if not ex.found:
+        return Verdict(Status.unparsed, None, ex.method, "no final answer found")
+    out = _judge(ref.strip(), ex.answer.strip(), config.policy, config.max_answer_chars)
+    if out.multiple:
+        return Verdict(Status.multiple_answers, ex.answer, ex.method, out.detail)
+    status = Status.correct if out.equal else Status.wrong
+    return Verdict(status, ex.answer, ex.method, out.detail)
