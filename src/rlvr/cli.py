@@ -22,6 +22,18 @@ err = Console(stderr=True)
 EXIT_BAD_INPUT = 2
 
 
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", help="Print the version and exit."),
+) -> None:
+    """rlvr: RLVR + GRPO training, verifiable rewards, and test-time evaluation."""
+    if version:
+        from rlvr import __version__
+
+        typer.echo(__version__)
+        raise typer.Exit(0)
+
+
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> "typer.Exit":
     """Print ``error: message`` to stderr and return the Exit to raise."""
     err.print(f"[bold red]error:[/] {message}", highlight=False)
@@ -73,7 +85,9 @@ def verify(
     if summary or summary_json:
         stats = summarize(results, [r.category for r in records], [r.source for r in records])
         if summary:
-            Console().print(summary_table(stats, title=f"reward summary: {input}"))
+            # a pipe or CI log gets a wide table rather than rich's 80-column default
+            out = Console(width=None if sys.stdout.isatty() else 160)
+            out.print(summary_table(stats, title=f"reward summary: {input}"))
         if summary_json:
             with atomic_write(summary_json) as f:
                 json.dump(stats, f, indent=2)

@@ -5,14 +5,13 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from rlvr.rewards.math.verifier import MathVerifyConfig, verify_math
 from rlvr.rewards.registry import register_verifier
 from rlvr.rewards.types import Verdict
 
 
 @lru_cache(maxsize=64)
-def _config(options: tuple[tuple[str, Any], ...]):
-    from rlvr.rewards.math.verifier import MathVerifyConfig
-
+def _config(options: tuple[tuple[str, Any], ...]) -> MathVerifyConfig:
     return MathVerifyConfig(**dict(options))
 
 
@@ -25,6 +24,4 @@ def math_outcome(completion: str, reference: Any, **options: Any) -> Verdict:
     Raises:
         TypeError: an option is not a ``MathVerifyConfig`` field.
     """
-    from rlvr.rewards.math.verifier import verify_math
-
     return verify_math(completion, str(reference), _config(tuple(sorted(options.items()))))

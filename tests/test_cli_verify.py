@@ -1,0 +1,91 @@
+"""`rlvr verify` end to end: output shape and order, summaries, malformed input, atomic writes."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from rlvr.cli import app
+
+runner = CliRunner()
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    return path
+
+
+def test_verify_writes_one_result_per_line_in_order(tmp_path):
+    rows = [
+        {"id": "a", "task_type": "math", "completion": "2 + 2 = 4\n#### 4", "reference": "4",
+         "category": "add"},
+        {"id": "b", "task_type": "math", "completion": "2 + 3 = 6\n#### 6", "reference": "5",
+         "category": "add"},
+        {"task_type": "math", "completion": "so \\boxed{\\frac{1}{2}}", "reference": "0.5"},
+    ]
+    inp = write_jsonl(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    result = runner.invoke(app, ["verify", str(inp), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    got = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [g["id"] for g in got] == ["a", "b", "3"]  # missing id -> line number
+    assert [g["status"] for g in got] == ["correct", "wrong", "correct"]
+    assert got[0]["reward"] == pytest.approx(1.1) and got[1]["reward"] == pytest.approx(0.1)
+    assert got[0]["components"] == {"outcome": 1.0, "format": 1.0}
+    assert got[1]["extracted"] == "6" and got[0]["category"] == "add"
+
+
+def test_summary_json_counts_per_category(tmp_path):
+    rows = [{"task_type": "math", "completion": c, "reference": "3", "category": cat}
+            for c, cat in [("#### 3", "x"), ("#### 4", "x"), ("no answer here at all, sorry", "y")]]
+    inp = write_jsonl(tmp_path / "in.jsonl", rows)
+    summary = tmp_path / "summary.json"
+    result = runner.invoke(app, ["verify", str(inp), "--summary", "--summary-json", str(summary)])
+    assert result.exit_code == 0, result.output
+    assert "reward summary" in result.output
+    stats = json.loads(summary.read_text())
+    assert stats["by_category"]["x"]["count"] == 2
+    assert stats["by_category"]["x"]["correct"] == 0.5
+    assert stats["by_category"]["y"]["parse_failure"] == 1.0
+    assert stats["overall"]["count"] == 3
+
+
+@pytest.mark.parametrize(
+    "bad_line, message",
+    [
+        ("{not json", "in.jsonl:2: invalid JSON"),
+        ('{"task_type": "math", "completion": "x"}', "in.jsonl:2: missing required field 'reference'"),
+        ('{"task_type": "math", "reference": "1"}', "in.jsonl:2: missing required field 'completion'"),
+        ('{"task_type": "poetry", "completion": "x", "reference": "1"}',
+         "in.jsonl:2: field 'task_type': unknown task type 'poetry'"),
+        ('{"task_type": "math", "completion": 5, "reference": "1"}',
+         "in.jsonl:2: field 'completion': expected str"),
+        ('[1, 2]', "in.jsonl:2: expected a JSON object"),
+    ],
+)
+def test_malformed_line_exits_2_naming_line_and_field(tmp_path, bad_line, message):
+    good = {"task_type": "math", "completion": "#### 1", "reference": "1"}
+    inp = write_jsonl(tmp_path / "in.jsonl", [good, bad_line, good])
+    out = tmp_path / "out.jsonl"
+    out.write_text("previous results\n")
+    result = runner.invoke(app, ["verify", str(inp), "-o", str(out)])
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())
+    assert out.read_text() == "previous results\n"  # nothing overwritten or half-written
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_missing_input_file_exits_2(tmp_path):
+    result = runner.invoke(app, ["verify", str(tmp_path / "nope.jsonl")])
+    assert result.exit_code == 2 and "cannot read" in result.output
+
+
+def test_console_entry_point_runs_as_a_process(tmp_path):
+    inp = write_jsonl(tmp_path / "in.jsonl",
+                      [{"task_type": "math", "completion": "#### 1,234", "reference": "1234"}])
+    proc = subprocess.run([sys.executable, "-m", "rlvr.cli", "verify", str(inp), "--workers", "2"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["status"] == "correct"
