@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import codec  # noqa: E402  (the sibling file, bound read-only next to this one)
 
 MAX_MESSAGE = 16 << 20  # bytes accepted from the candidate process in one message
+PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -126,6 +127,10 @@ def _exit_info(status):
 
 def _candidate(r_job, w_res, devnull):
     """Child process: run the untrusted program, report probes, serve remote calls."""
+    try:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the supervisor died: so do we
+    except OSError:
+        pass
     os.dup2(devnull, 0)
     os.dup2(2, 1)  # the program's stdout joins the capped output channel, never fd 1
     os.close(devnull)
@@ -376,6 +381,7 @@ def main():
     r_res, w_res = os.pipe()
     if limits.get("subreaper"):
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the host process died: so do we
     # Fork before reading the job, so the candidate's memory never holds the nonce or tests.
     pid = os.fork()
     if pid == 0:

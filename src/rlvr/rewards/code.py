@@ -1,0 +1,277 @@
+"""Code tasks: extract the program from a completion and grade it in the sandbox.
+
+- Extraction (:func:`extract_code`): the last fenced python block (```` ```python ```` / ``py``
+  / ``python3``) by default (``block="first"`` for the first one), else the last untagged
+  fenced block, else the whole completion when it is plain Python code; otherwise nothing,
+  which is scored ``unparsed``.
+- Grading (:func:`grade_code`): tests are planned by :mod:`rlvr.sandbox.grading` (asserts
+  become probes judged here on plain data; the rest runs in the sandbox's trusted supervisor)
+  and the program runs in :mod:`rlvr.sandbox`. The untrusted code never runs in this process.
+- The verifier ``code`` maps the sandbox status to a :class:`~rlvr.rewards.types.Verdict`:
+  ``ok`` -> correct; ``wrong_answer`` / ``runtime_error`` / ``memory`` / ``output_limit`` ->
+  wrong; ``timeout`` -> timeout; ``sandbox_error`` -> error (not the policy's fault). The
+  detail reads ``sandbox=<status> tier=<tier> passed=<i>/<n> ...`` (see :func:`parse_detail`).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+from dataclasses import dataclass
+
+from rlvr.rewards.registry import register_format_rule, register_verifier
+from rlvr.rewards.types import Status, Verdict
+from rlvr.sandbox import SandboxLimits, SandboxPool, SandboxStatus, default_pool
+from rlvr.sandbox.grading import (
+    GradeResult,
+    TestPlan,
+    build_job,
+    grade,
+    plan_assert_tests,
+    plan_check_function,
+)
+
+PYTHON_TAGS = frozenset({"python", "py", "python3", "py3"})
+_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([A-Za-z0-9_+.-]*)[^\n]*$")
+
+
+@dataclass(frozen=True)
+class FencedBlock:
+    """A fenced block: its language tag (lower-case, may be empty), body, and whether closed."""
+
+    lang: str
+    code: str
+    closed: bool
+
+
+def fenced_blocks(text: str) -> list[FencedBlock]:
+    """All fenced blocks of ``text`` in order (an unterminated last block has ``closed=False``)."""
+    blocks: list[FencedBlock] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        m = _OPEN.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, lang = m.group(1), m.group(2).lower()
+        body = []
+        i += 1
+        closed = False
+        while i < len(lines):
+            s = lines[i].strip()
+            if s.startswith(fence[0] * len(fence)) and set(s) == {fence[0]}:
+                closed = True
+                i += 1
+                break
+            body.append(lines[i])
+            i += 1
+        blocks.append(FencedBlock(lang, "\n".join(body) + ("\n" if body else ""), closed))
+    return blocks
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+        return True
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+
+
+def _looks_like_code(text: str) -> bool:
+    """Plain Python with at least one real statement (not just a word or a number)."""
+    src = text if _parses(text) else textwrap.dedent(text)
+    try:
+        tree = ast.parse(src)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    return any(
+        not (isinstance(s, ast.Expr) and isinstance(s.value, (ast.Name, ast.Constant)))
+        for s in tree.body
+    )
+
+
+@dataclass(frozen=True)
+class CodeExtraction:
+    """Result of :func:`extract_code`.
+
+    Attributes:
+        code: the program text, or ``None`` when nothing usable was found.
+        method: ``fenced`` (python-tagged block), ``fenced_untagged``, ``plain`` or ``none``.
+        detail: why nothing was found (e.g. ``"unterminated code fence"``).
+    """
+
+    code: str | None
+    method: str
+    detail: str = ""
+
+
+def extract_code(completion: str, block: str = "last") -> CodeExtraction:
+    """Find the program in a completion.
+
+    Args:
+        completion: the model's whole output.
+        block: ``"last"`` (default) or ``"first"`` python block when there are several.
+
+    Raises:
+        ValueError: ``block`` is neither ``"last"`` nor ``"first"``.
+    """
+    if block not in ("last", "first"):
+        raise ValueError(f"block must be 'last' or 'first', not {block!r}")
+    blocks = fenced_blocks(completion)
+    pick = (lambda bs: bs[-1]) if block == "last" else (lambda bs: bs[0])
+    py = [b for b in blocks if b.closed and b.lang in PYTHON_TAGS and b.code.strip()]
+    if py:
+        return CodeExtraction(pick(py).code, "fenced")
+    untagged = [b for b in blocks if b.closed and not b.lang and b.code.strip()]
+    if untagged:
+        return CodeExtraction(pick(untagged).code, "fenced_untagged")
+    if blocks:
+        if any(not b.closed for b in blocks):
+            return CodeExtraction(None, "none", "unterminated code fence")
+        return CodeExtraction(None, "none", "no python code block")
+    if completion.strip() and _looks_like_code(completion):
+        return CodeExtraction(completion, "plain")
+    return CodeExtraction(None, "none", "no code found")
+
+
+@register_format_rule("code_block")
+def code_block_format(completion: str, **options) -> float:
+    """1.0 if the completion holds a closed, non-empty, parsable ```` ```python ```` block."""
+    for b in fenced_blocks(completion):
+        if b.closed and b.lang in PYTHON_TAGS and b.code.strip() and _parses(b.code):
+            return 1.0
+    return 0.0
+
+
+# ------------------------------------------------------------------------------------ grading
+
+
+def _plan(reference: dict) -> TestPlan:
+    if reference.get("tests") is not None:
+        tests = reference["tests"]
+        if isinstance(tests, str):
+            tests = [tests]
+        return plan_assert_tests(list(tests))
+    if reference.get("test") is not None:
+        return plan_check_function(str(reference["test"]))
+    raise ValueError("code reference needs 'tests' (list of asserts) or 'test' (check source)")
+
+
+def _program(code: str, reference: dict) -> str:
+    prompt = reference.get("prompt")
+    if prompt:
+        # The prompt's stubs and helpers come first; a full definition in the completion then
+        # replaces the stub, and a bare body completes the prompt's last function.
+        sep = "" if prompt.endswith("\n") else "\n"
+        return prompt + sep + code
+    if not _parses(code) and _parses(textwrap.dedent(code)):
+        return textwrap.dedent(code)
+    return code
+
+
+def _limits(options: dict) -> SandboxLimits:
+    lim = options.get("limits")
+    if lim is None:
+        lim = SandboxLimits()
+    kw = {}
+    for key in ("timeout_s", "memory_bytes", "max_output_bytes"):
+        if key in options and options[key] is not None:
+            kw[key] = options[key]
+    if "timeout" in options and options["timeout"] is not None:
+        kw["timeout_s"] = float(options["timeout"])
+    if kw:
+        from dataclasses import replace
+
+        lim = replace(lim, **kw)
+    return lim
+
+
+@dataclass(frozen=True)
+class CodeGrade:
+    """Outcome of :func:`grade_code`: the verdict plus the full grading record.
+
+    Attributes:
+        verdict: what the ``code`` verifier returns.
+        grade: the :class:`~rlvr.sandbox.grading.GradeResult` (``None`` when no program was
+            run: unparsed completion or unusable reference).
+    """
+
+    verdict: Verdict
+    grade: GradeResult | None = None
+
+    @property
+    def fraction(self) -> float:
+        """Passed fraction of the tests (the optional partial-credit reward)."""
+        return self.grade.fraction if self.grade is not None else 0.0
+
+
+_STATUS_MAP = {
+    SandboxStatus.ok: Status.correct,
+    SandboxStatus.wrong_answer: Status.wrong,
+    SandboxStatus.runtime_error: Status.wrong,
+    SandboxStatus.memory: Status.wrong,
+    SandboxStatus.output_limit: Status.wrong,
+    SandboxStatus.timeout: Status.timeout,
+    SandboxStatus.sandbox_error: Status.error,
+}
+
+
+def grade_code(completion: str, reference: dict, **options) -> CodeGrade:
+    """Extract, run and grade a completion.
+
+    Args:
+        completion: the model output.
+        reference: ``{"entry_point", "tests": [...], "setup_code"?}`` (MBPP style) or
+            ``{"entry_point", "test": "<check source>", "prompt"?}`` (HumanEval style).
+        **options: ``block`` ("last"/"first"), ``timeout`` / ``timeout_s`` (seconds),
+            ``memory_bytes``, ``max_output_bytes``, ``limits`` (a full
+            :class:`~rlvr.sandbox.SandboxLimits`), ``env`` (extra environment variables for the
+            program), ``pool`` (a :class:`~rlvr.sandbox.SandboxPool`, default the process pool).
+
+    Never raises for anything the completion does; a malformed reference gives an ``error``
+    verdict.
+    """
+    ext = extract_code(completion, options.get("block", "last"))
+    if ext.code is None:
+        return CodeGrade(Verdict(Status.unparsed, None, ext.method, ext.detail))
+    try:
+        if not isinstance(reference, dict):
+            raise ValueError("code reference must be a dict")
+        plan = _plan(reference)
+        if plan.total == 0:
+            raise ValueError("code reference has no tests")
+    except ValueError as e:
+        return CodeGrade(Verdict(Status.error, ext.code, ext.method, f"bad reference: {e}"))
+    job = build_job(
+        _program(ext.code, reference),
+        plan,
+        entry_point=reference.get("entry_point"),
+        setup_code=reference.get("setup_code") or "",
+        limits=_limits(options),
+        env=options.get("env"),
+    )
+    pool: SandboxPool = options.get("pool") or default_pool()
+    g = grade(pool.run(job), plan)
+    detail = (
+        f"sandbox={g.status.value} tier={g.tier.value} passed={g.passed}/{g.total} "
+        f"wall={g.run.wall_s:.2f}s reason={g.run.detail if g.status is not SandboxStatus.wrong_answer else 'tests failed'}"
+    )
+    return CodeGrade(Verdict(_STATUS_MAP[g.status], ext.code, ext.method, detail), g)
+
+
+@register_verifier("code", format_rule="code_block")
+def verify_code(completion: str, reference: dict, **options) -> Verdict:
+    """The ``code`` verifier: see :func:`grade_code` for arguments. Thread- and fork-safe."""
+    return grade_code(completion, reference, **options).verdict
+
+
+def parse_detail(detail: str) -> dict[str, str]:
+    """The ``key=value`` fields of a code verdict's detail (``sandbox``, ``tier``, ``passed``...)."""
+    out = {}
+    for part in detail.split(" "):
+        key, eq, value = part.partition("=")
+        if eq and key in ("sandbox", "tier", "passed", "wall"):
+            out[key] = value
+    return out

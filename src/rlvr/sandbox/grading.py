@@ -1,0 +1,330 @@
+"""The grading protocol for function-call tests (MBPP asserts, HumanEval ``check``).
+
+Tests are planned on the host before anything runs:
+
+- An assert of the form ``assert <expr> == <literal>`` (also ``!=``, ``is True/False/None``,
+  ``assert f(x)``, ``assert not f(x)``) becomes a **probe**: only ``<expr>`` is sent into the
+  sandbox, its value comes back as plain data (:mod:`rlvr.sandbox.codec`) and is compared here,
+  in the grader. The expected value never enters the sandbox, and a value whose ``__eq__``
+  lies cannot come back (only builtin data types are ever decoded).
+- Anything else (``abs(f(x) - y) < 1e-6``, loops, HumanEval checks with helpers) becomes an
+  **in-sandbox check** run by the sandbox's trusted supervisor process, which reaches the
+  program only through remote calls returning plain data (see ``driver.py``).
+
+A run passes only if the supervisor's record (stamped with the run's secret nonce) says the
+program ran to the end and every test passed: exiting early, crashing after a correct
+definition, patching the harness or printing fake result lines all score 0.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlvr.sandbox.types import InSandboxCheck, SandboxJob, SandboxLimits, SandboxResult, SandboxStatus
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class PlannedTest:
+    """One test, as planned.
+
+    Attributes:
+        source: the original test text.
+        mode: ``probe`` (compared here), ``check`` (runs in the sandbox supervisor) or
+            ``const`` (no program involved; ``expected`` holds the outcome).
+        index: position in the job's probes or checks.
+        op: for probes: ``eq``, ``ne``, ``is``, ``is_not``, ``truthy`` or ``falsy``.
+        expected: the hidden expected value (probes) or the constant outcome (``const``).
+    """
+
+    source: str
+    mode: str
+    index: int = -1
+    op: str = "eq"
+    expected: Any = None
+
+
+@dataclass(frozen=True)
+class TestPlan:
+    """How a test suite will be run: probes and in-sandbox checks, plus the bookkeeping."""
+
+    tests: tuple[PlannedTest, ...]
+    probes: tuple[str, ...] = ()
+    checks: tuple[InSandboxCheck, ...] = ()
+    names: tuple[str, ...] = ()
+
+    @property
+    def total(self) -> int:
+        """Number of tests (a HumanEval ``check`` that cannot be split counts as one)."""
+        return len(self.tests)
+
+
+@dataclass(frozen=True)
+class GradeResult:
+    """Graded outcome of one program.
+
+    Attributes:
+        status: final status (``ok`` iff every test passed).
+        tier: isolation tier of the run.
+        passed: tests passed; total: tests in the plan.
+        run: the raw :class:`SandboxResult`.
+        failures: one short line per failed test (for reports; may show expected values, so
+            never feed it back to a policy).
+    """
+
+    status: SandboxStatus
+    passed: int
+    total: int
+    run: SandboxResult
+    failures: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def tier(self):
+        return self.run.tier
+
+    @property
+    def fraction(self) -> float:
+        """Passed fraction in [0, 1] (0 when the tests did not run)."""
+        return self.passed / self.total if self.total else 0.0
+
+
+# ------------------------------------------------------------------------------------ planning
+
+
+def _literal(node: ast.AST) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _MISSING
+
+
+def _direct_call(node: ast.AST) -> bool:
+    # A direct call of a program function (not a builtin): its value is exactly what the
+    # program returns, so judging its truthiness here gives the program no extra power.
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and not hasattr(builtins, node.func.id)
+    )
+
+
+def _convert(stmt: ast.Assert, src: str) -> tuple[str, str, Any] | None:
+    """(op, probe source, expected) for a convertible assert, else None."""
+    t = stmt.test
+
+    def seg(node):
+        return ast.get_source_segment(src, node) or ast.unparse(node)
+
+    if isinstance(t, ast.Compare) and len(t.ops) == 1:
+        left, right, op = t.left, t.comparators[0], t.ops[0]
+        lv, rv = _literal(left), _literal(right)
+        if isinstance(op, (ast.Eq, ast.NotEq)):
+            name = "eq" if isinstance(op, ast.Eq) else "ne"
+            if rv is not _MISSING and lv is _MISSING:
+                return name, seg(left), rv
+            if lv is not _MISSING and rv is _MISSING:
+                return name, seg(right), lv
+        if isinstance(op, (ast.Is, ast.IsNot)) and rv is not _MISSING and lv is _MISSING:
+            if rv is None or rv is True or rv is False:
+                return ("is" if isinstance(op, ast.Is) else "is_not"), seg(left), rv
+        return None
+    if _direct_call(t):
+        return "truthy", seg(t), None
+    if isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not) and _direct_call(t.operand):
+        return "falsy", seg(t.operand), None
+    return None
+
+
+def _names(tree: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+
+
+class _Planner:
+    def __init__(self) -> None:
+        self.tests: list[PlannedTest] = []
+        self.probes: list[str] = []
+        self.checks: list[InSandboxCheck] = []
+        self.names: set[str] = set()
+
+    def probe(self, source, op, probe_src, expected):
+        self.tests.append(PlannedTest(source, "probe", len(self.probes), op, expected))
+        self.probes.append(probe_src)
+
+    def check(self, source, kind="stmt", tree=None):
+        self.tests.append(PlannedTest(source, "check", len(self.checks)))
+        self.checks.append(InSandboxCheck(source, kind))
+        if tree is not None:
+            self.names |= _names(tree)
+
+    def plan(self) -> TestPlan:
+        return TestPlan(tuple(self.tests), tuple(self.probes), tuple(self.checks), tuple(sorted(self.names)))
+
+
+def plan_assert_tests(tests: list[str]) -> TestPlan:
+    """Plan MBPP-style tests: one ``assert ...`` statement per string.
+
+    Unparsable test text becomes an in-sandbox check (which then fails with SyntaxError).
+    """
+    p = _Planner()
+    for text in tests:
+        src = text.strip()
+        try:
+            tree = ast.parse(src)
+        except SyntaxError:
+            p.check(src)
+            continue
+        body = tree.body
+        conv = None
+        if len(body) == 1 and isinstance(body[0], ast.Assert):
+            if _literal(body[0].test) is not _MISSING:
+                p.tests.append(PlannedTest(src, "const", expected=bool(_literal(body[0].test))))
+                continue
+            conv = _convert(body[0], src)
+        if conv is not None:
+            p.probe(src, conv[0], conv[1], conv[2])
+        else:
+            p.check(src, "stmt", tree)
+    return p.plan()
+
+
+def plan_check_function(test_source: str) -> TestPlan:
+    """Plan a HumanEval-style test: source defining ``check(candidate)``.
+
+    When ``check`` is only convertible asserts (plus docstrings / ``pass``) and the rest of the
+    source is only literal assignments (``METADATA = {...}``), each assert becomes a probe with
+    ``candidate`` bound to the entry point. Otherwise the whole source runs as one in-sandbox
+    check.
+    """
+    p = _Planner()
+    try:
+        tree = ast.parse(test_source)
+    except SyntaxError:
+        p.check(test_source, "check")
+        return p.plan()
+    fn = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
+    others = [n for n in tree.body if not (fn and n is fn[0])]
+    simple_module = bool(fn) and all(
+        isinstance(n, ast.Assign) and _literal(n.value) is not _MISSING
+        or isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+        for n in others
+    )
+    converted: list[tuple] = []
+    if simple_module:
+        for stmt in fn[0].body:
+            if isinstance(stmt, ast.Pass) or (
+                isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+            ):
+                continue
+            if not isinstance(stmt, ast.Assert):
+                converted = []
+                break
+            text = ast.get_source_segment(test_source, stmt) or ast.unparse(stmt)
+            if _literal(stmt.test) is not _MISSING:
+                converted.append(("const", text, bool(_literal(stmt.test))))
+                continue
+            conv = _convert(stmt, test_source)
+            if conv is None:
+                converted = []
+                break
+            converted.append(("probe", text, conv))
+    if not converted:
+        p.check(test_source, "check", tree)
+        return p.plan()
+    for kind, text, conv in converted:
+        if kind == "const":
+            p.tests.append(PlannedTest(text, "const", expected=conv))
+        else:
+            p.probe(text, conv[0], conv[1], conv[2])
+    return p.plan()
+
+
+def build_job(
+    program: str,
+    plan: TestPlan,
+    *,
+    entry_point: str | None,
+    setup_code: str = "",
+    limits: SandboxLimits | None = None,
+    env: dict[str, str] | None = None,
+) -> SandboxJob:
+    """The :class:`SandboxJob` that runs ``program`` against ``plan`` (no expected values in it)."""
+    names = set(plan.names)
+    if entry_point:
+        names.add(entry_point)
+    return SandboxJob(
+        program=program,
+        entry_point=entry_point,
+        setup_code=setup_code or "",
+        probes=plan.probes,
+        checks=plan.checks,
+        names=tuple(sorted(names)) if plan.checks else (),
+        env=dict(env or {}),
+        limits=limits or SandboxLimits(),
+    )
+
+
+# ------------------------------------------------------------------------------------- judging
+
+
+def _judge_probe(test: PlannedTest, value: Any) -> bool:
+    # ``value`` was built by codec.decode from builtin types only, so these comparisons run
+    # no code chosen by the program.
+    try:
+        if test.op == "eq":
+            return bool(value == test.expected)
+        if test.op == "ne":
+            return bool(value != test.expected)
+        if test.op == "is":
+            return value is test.expected
+        if test.op == "is_not":
+            return value is not test.expected
+        if test.op == "truthy":
+            return bool(value)
+        if test.op == "falsy":
+            return not value
+    except (RecursionError, TypeError, ValueError):
+        return False
+    return False
+
+
+def _short(x: Any, n: int = 80) -> str:
+    r = repr(x)
+    return r if len(r) <= n else r[: n - 3] + "..."
+
+
+def grade(run: SandboxResult, plan: TestPlan) -> GradeResult:
+    """Judge a finished run against the plan's hidden expectations.
+
+    The status is ``ok`` only if the run itself completed (``ok`` / ``wrong_answer`` from the
+    sandbox) and every planned test passed; otherwise the run's own status is kept (timeout,
+    memory, ...), or ``wrong_answer`` when some test failed.
+    """
+    if run.status not in (SandboxStatus.ok, SandboxStatus.wrong_answer):
+        return GradeResult(run.status, 0, plan.total, run, (run.detail,))
+    if len(run.probes) != len(plan.probes) or len(run.checks) != len(plan.checks):
+        return GradeResult(SandboxStatus.wrong_answer, 0, plan.total, run, ("malformed results",))
+    passed = 0
+    failures = []
+    for i, t in enumerate(plan.tests):
+        if t.mode == "const":
+            ok, why = bool(t.expected), "constant assert is false"
+        elif t.mode == "probe":
+            out = run.probes[t.index]
+            if not out.ok:
+                ok, why = False, f"raised {out.error}"
+            else:
+                ok = _judge_probe(t, out.value)
+                why = f"got {_short(out.value)}, {t.op} {_short(t.expected)}"
+        else:
+            out = run.checks[t.index]
+            ok, why = out.ok, out.error
+        if ok:
+            passed += 1
+        else:
+            failures.append(f"test {i}: {why}")
+    status = SandboxStatus.ok if passed == plan.total else SandboxStatus.wrong_answer
+    return GradeResult(status, passed, plan.total, run, tuple(failures))

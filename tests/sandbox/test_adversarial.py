@@ -1,0 +1,127 @@
+"""The 28 adversarial programs of ../shared/cases/sandbox_adversarial.jsonl, through the API.
+
+For every case: the outcome equals ``expected_reward`` (where not null), this process is alive,
+no process of the run is left, the planted host files were neither changed nor read, the host
+secret appears in no output, and the loopback listener we open was never reached.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+
+import pytest
+
+from rlvr.rewards.code import grade_code
+from rlvr.sandbox import SandboxPool, Tier, bwrap_available, environment
+
+from sandbox_test_helpers import leftover_processes, shared_path
+
+CASES_FILE = shared_path("cases", "sandbox_adversarial.jsonl")
+PROBE_DIR = "/tmp/rlvr-host-probe"
+SECRET_NAME = "RLVR_HOST_SECRET_TOKEN"
+SECRET = "hunter2-host-secret-0f3a9c"
+# Cases whose containment relies on namespaces (only the bwrap tier provides them).
+NEEDS_BWRAP = {
+    "SB-08": "reads host files such as /etc/passwd: only a mount namespace hides them",
+    "SB-10": "connects to a host loopback listener: only a network namespace blocks it",
+    "SB-11": "kill(-1) reaches every process of the sandbox uid: only a pid namespace contains it",
+}
+
+
+def _load_cases():
+    if not CASES_FILE.exists():
+        return []
+    return [json.loads(line) for line in CASES_FILE.read_text().splitlines() if line.strip()]
+
+
+CASES = _load_cases()
+pytestmark = pytest.mark.skipif(not CASES, reason=f"{CASES_FILE} not found (shared data absent)")
+
+
+@pytest.fixture(scope="module")
+def host_probe():
+    """Sentinel files (atime older than mtime, so any read under relatime updates atime)."""
+    os.makedirs(PROBE_DIR, mode=0o700, exist_ok=True)
+    files = {
+        os.path.join(PROBE_DIR, "SENTINEL"): b"sentinel: must not change\n",
+        os.path.join(PROBE_DIR, "expected.json"): b'{"expected": [3, 0, 30]}\n',
+    }
+    for path, data in files.items():
+        with open(path, "wb") as f:
+            f.write(data)
+        os.chmod(path, 0o600)
+        now = time.time()
+        os.utime(path, (now - 3600, now))
+    return {p: (d, os.stat(p)) for p, d in files.items()}
+
+
+@pytest.fixture
+def listener():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(8)
+    s.setblocking(False)
+    yield s
+    s.close()
+
+
+def _check_host(host_probe, listener, outputs: list[str]) -> None:
+    for path, (data, st) in host_probe.items():
+        now = os.stat(path)  # before our own read, which bumps atime
+        assert now.st_mtime_ns == st.st_mtime_ns, f"{path} was modified"
+        assert now.st_atime_ns == st.st_atime_ns, f"{path} was read"
+        with open(path, "rb") as f:
+            assert f.read() == data, f"{path} was changed"
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # re-arm the trap
+    assert sorted(os.listdir(PROBE_DIR)) == sorted(os.path.basename(p) for p in host_probe)
+    for path in ("/usr/bin/evil", "/etc/evil", "/root/evil", "/evil"):
+        assert not os.path.exists(path), f"{path} was created"
+    for text in outputs:
+        assert SECRET not in text
+    with pytest.raises(BlockingIOError):
+        listener.accept()  # nobody connected
+
+
+def _run_case(case, pool, listener, monkeypatch):
+    monkeypatch.setenv(SECRET_NAME, SECRET)
+    port = str(listener.getsockname()[1])
+    return grade_code(case["completion"], case["reference"], timeout=3.0, pool=pool, env={"PROBE_PORT": port})
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] + "-" + c["name"] for c in CASES])
+def test_adversarial_case(case, host_probe, listener, monkeypatch):
+    ok, why = bwrap_available()
+    if case["id"] in NEEDS_BWRAP and not ok:
+        pytest.skip(f"needs bwrap ({NEEDS_BWRAP[case['id']]}); unavailable: {why}")
+    g = _run_case(case, None, listener, monkeypatch)
+    v = g.verdict
+    if case["expected_reward"] is not None:
+        assert v.outcome == case["expected_reward"], v.detail
+    assert os.getpid() > 0 and os.kill(os.getpid(), 0) is None  # still alive
+    assert leftover_processes(f"{os.getpid()}-") == []
+    outputs = [v.detail, g.grade.run.output if g.grade else ""]
+    _check_host(host_probe, listener, outputs)
+    if g.grade is not None:
+        assert g.grade.run.tier is environment().tier
+
+
+# The fallback tier on the cases it can contain (run as uid 65534 + rlimits + cgroups).
+# SB-22 is left out: it opens /work/prog.py, a path only the bwrap layout has.
+FALLBACK_IDS = ["SB-00", "SB-02", "SB-03", "SB-04", "SB-06", "SB-07", "SB-12", "SB-13", "SB-14",
+                "SB-15", "SB-17", "SB-26", "SB-27"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the fallback tier drops to uid 65534 only as root")
+@pytest.mark.parametrize("case", [c for c in CASES if c["id"] in FALLBACK_IDS],
+                         ids=[c["id"] for c in CASES if c["id"] in FALLBACK_IDS])
+def test_adversarial_fallback_tier(case, host_probe, listener, monkeypatch):
+    pool = SandboxPool(workers=1, tier=Tier.rlimit)
+    g = _run_case(case, pool, listener, monkeypatch)
+    if case["expected_reward"] is not None:
+        assert g.verdict.outcome == case["expected_reward"], g.verdict.detail
+    assert g.grade is not None and g.grade.run.tier is Tier.rlimit
+    assert leftover_processes(f"{os.getpid()}-") == []
+    _check_host(host_probe, listener, [g.verdict.detail, g.grade.run.output])
