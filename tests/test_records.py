@@ -1,5 +1,6 @@
 """Task record: validation and JSON round-trip (R23)."""
 
+import dataclasses
 import json
 
 import pytest
@@ -49,7 +50,14 @@ def test_missing_field_is_named(field):
 
 @pytest.mark.parametrize(
     "field,value",
-    [("id", 7), ("prompt", None), ("reference", True), ("reference", None), ("difficulty", 3), ("metadata", [])],
+    [
+        ("id", 7),
+        ("prompt", None),
+        ("reference", True),
+        ("reference", None),
+        ("difficulty", 3),
+        ("metadata", []),
+    ],
 )
 def test_mistyped_field_is_named(field, value):
     with pytest.raises(RecordError, match=f"Task.{field}"):
@@ -69,5 +77,5 @@ def test_empty_and_unknown_fields():
 
 def test_is_frozen():
     task = Task.from_dict(FULL)
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         task.prompt = "x"

@@ -65,17 +65,22 @@ class Task:
         for name in self._REQUIRED_STR:
             value = getattr(self, name)
             if not isinstance(value, str):
-                raise RecordError(f"Task.{name} must be a string, got {_type_name(value)}: {value!r}")
+                raise RecordError(
+                    f"Task.{name} must be a string, got {_type_name(value)}: {value!r}"
+                )
             if not value.strip():
                 raise RecordError(f"Task.{name} must not be empty")
         for name in self._OPTIONAL_STR:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
-                raise RecordError(f"Task.{name} must be a string or null, got {_type_name(value)}: {value!r}")
+                raise RecordError(
+                    f"Task.{name} must be a string or null, got {_type_name(value)}: {value!r}"
+                )
         ref = self.reference
         if isinstance(ref, bool) or not isinstance(ref, _REFERENCE_TYPES):
             raise RecordError(
-                f"Task.reference must be a string, number, list or dict, got {_type_name(ref)}: {ref!r}"
+                "Task.reference must be a string, number, list or dict, "
+                f"got {_type_name(ref)}: {ref!r}"
             )
         if isinstance(ref, str) and not ref.strip():
             raise RecordError("Task.reference must not be empty")
@@ -87,7 +92,7 @@ class Task:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Task":
+    def from_dict(cls, data: dict[str, Any]) -> Task:
         """Build a task from its dict form (the inverse of :meth:`to_dict`).
 
         Raises:
@@ -115,7 +120,7 @@ class Task:
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
     @classmethod
-    def from_json(cls, line: str) -> "Task":
+    def from_json(cls, line: str) -> Task:
         """Parse one JSON line.
 
         Raises:

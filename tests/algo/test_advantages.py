@@ -77,7 +77,9 @@ def test_std_scale_batch():
 
 def test_std_scale_none_equals_dr_grpo():
     rewards, groups = t(1, 0, 0, 1), make_group_ids(1, 4)
-    torch.testing.assert_close(grpo_advantages(rewards, groups, std_scale="none"), t(0.5, -0.5, -0.5, 0.5))
+    torch.testing.assert_close(
+        grpo_advantages(rewards, groups, std_scale="none"), t(0.5, -0.5, -0.5, 0.5)
+    )
     torch.testing.assert_close(dr_grpo_advantages(rewards, groups), t(0.5, -0.5, -0.5, 0.5))
 
 

@@ -61,14 +61,19 @@ def test_entropy_by_hand_and_chunked():
     torch.testing.assert_close(token_entropy(logits, chunk_bytes=1), out)
     assert token_entropy(logits.bfloat16()).dtype == torch.float32
     # temperature -> infinity approaches uniform
-    assert token_entropy(logits, temperature=1e6)[0, 1].item() == pytest.approx(math.log(4), abs=1e-3)
+    assert token_entropy(logits, temperature=1e6)[0, 1].item() == pytest.approx(
+        math.log(4), abs=1e-3
+    )
 
 
 def test_completion_mask_excludes_prompt_and_padding():
     # left-padded prompt block of width 3, then completions right-padded
     attention = torch.tensor([[0, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]])
     out = completion_mask(attention, 3)
-    assert out.tolist() == [[False, False, False, True, True, False], [False, False, False, True, True, True]]
+    assert out.tolist() == [
+        [False, False, False, True, True, False],
+        [False, False, False, True, True, True],
+    ]
     # per-row prompt lengths (right padding)
     out = completion_mask(attention.new_ones(2, 4), torch.tensor([1, 3]))
     assert out.tolist() == [[False, True, True, True], [False, False, False, True]]
@@ -76,9 +81,17 @@ def test_completion_mask_excludes_prompt_and_padding():
 
 def test_mask_after_eos_keeps_the_first_eos():
     ids = torch.tensor([[5, 6, 2, 2, 0], [5, 5, 5, 5, 5], [9, 3, 4, 3, 2]])
-    assert mask_after_eos(ids, 2).int().tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 1, 1, 1, 1]]
+    assert mask_after_eos(ids, 2).int().tolist() == [
+        [1, 1, 1, 0, 0],
+        [1, 1, 1, 1, 1],
+        [1, 1, 1, 1, 1],
+    ]
     assert mask_after_eos(ids, [2, 3]).int().tolist()[2] == [1, 1, 0, 0, 0]
 
 
 def test_lengths_to_mask():
-    assert lengths_to_mask(torch.tensor([0, 2, 3]), 3).int().tolist() == [[0, 0, 0], [1, 1, 0], [1, 1, 1]]
+    assert lengths_to_mask(torch.tensor([0, 2, 3]), 3).int().tolist() == [
+        [0, 0, 0],
+        [1, 1, 0],
+        [1, 1, 1],
+    ]

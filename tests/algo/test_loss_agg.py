@@ -49,7 +49,10 @@ def test_data_parallel_dapo_equals_global_token_mean():
     x = torch.tensor([[1.0, 2.0, 3.0], [4.0, 0.0, 0.0], [5.0, 6.0, 0.0]])
     m = torch.tensor([[1, 1, 1], [1, 0, 0], [1, 1, 0]], dtype=torch.bool)
     total = int(m.sum())
-    ranks = [aggregate_loss("dapo", x[a:b], m[a:b], global_token_count=total, world_size=2) for a, b in ((0, 1), (1, 3))]
+    ranks = [
+        aggregate_loss("dapo", x[a:b], m[a:b], global_token_count=total, world_size=2)
+        for a, b in ((0, 1), (1, 3))
+    ]
     assert (sum(ranks) / 2).item() == pytest.approx(x[m].sum().item() / total)
 
 

@@ -5,7 +5,13 @@ import math
 import pytest
 import torch
 
-from rlvr.algo import ADVANTAGE_ESTIMATORS, Registry, compute_advantages, policy_objective, token_entropy
+from rlvr.algo import (
+    ADVANTAGE_ESTIMATORS,
+    Registry,
+    compute_advantages,
+    policy_objective,
+    token_entropy,
+)
 
 
 def test_kl_term_by_hand():
@@ -14,7 +20,12 @@ def test_kl_term_by_hand():
     lp = torch.tensor([[math.log(0.5)]], requires_grad=True)
     ref = torch.tensor([[math.log(0.25)]])
     out = policy_objective(
-        lp, lp.detach(), torch.zeros(1), torch.ones(1, 1, dtype=torch.bool), ref_log_probs=ref, kl_coef=0.1
+        lp,
+        lp.detach(),
+        torch.zeros(1),
+        torch.ones(1, 1, dtype=torch.bool),
+        ref_log_probs=ref,
+        kl_coef=0.1,
     )
     assert out.loss.item() == pytest.approx(0.1 * (0.5 + math.log(2) - 1), abs=1e-7)
     assert out.metrics["kl"].item() == pytest.approx(0.193147, abs=1e-6)
@@ -25,7 +36,9 @@ def test_kl_term_by_hand():
 def test_kl_is_reported_but_not_added_with_zero_coef():
     lp = torch.tensor([[math.log(0.5)]], requires_grad=True)
     ref = torch.tensor([[math.log(0.25)]])
-    out = policy_objective(lp, lp.detach(), torch.zeros(1), torch.ones(1, 1, dtype=torch.bool), ref_log_probs=ref)
+    out = policy_objective(
+        lp, lp.detach(), torch.zeros(1), torch.ones(1, 1, dtype=torch.bool), ref_log_probs=ref
+    )
     assert out.loss.item() == 0.0 and out.metrics["kl"].item() > 0
 
 
@@ -48,7 +61,9 @@ def test_padding_nan_never_reaches_loss_or_gradient():
     lp = torch.tensor([[-1.0, float("nan")]], requires_grad=True)
     ref = torch.tensor([[-1.5, float("nan")]])
     mask = torch.tensor([[True, False]])
-    out = policy_objective(lp, lp.detach(), torch.tensor([1.0]), mask, ref_log_probs=ref, kl_coef=0.1)
+    out = policy_objective(
+        lp, lp.detach(), torch.tensor([1.0]), mask, ref_log_probs=ref, kl_coef=0.1
+    )
     (grad,) = torch.autograd.grad(out.loss, lp)
     assert torch.isfinite(out.loss) and torch.isfinite(grad).all() and grad[0, 1] == 0
 

@@ -16,15 +16,6 @@ per-token ``log_probs: FloatTensor[N, T]``, ``mask: BoolTensor[N, T]``,
 ``logits: FloatTensor[N, T, V]``. Everything is computed in fp32 (inputs are cast).
 """
 
-from types import ModuleType as _ModuleType
-
-from rlvr.algo.registry import (
-    ADVANTAGE_ESTIMATORS,
-    KL_ESTIMATORS,
-    LOSS_AGGREGATIONS,
-    POLICY_LOSSES,
-    Registry,
-)
 from rlvr.algo.advantages import (
     GroupStats,
     ZeroVarianceGroups,
@@ -38,6 +29,7 @@ from rlvr.algo.advantages import (
     rloo_advantages,
     zero_variance_groups,
 )
+from rlvr.algo.entropy import token_entropy
 from rlvr.algo.kl import (
     AdaptiveKLController,
     FixedKLController,
@@ -47,13 +39,19 @@ from rlvr.algo.kl import (
     kl_k3,
     kl_penalized_rewards,
 )
-from rlvr.algo.policy_loss import (
-    PolicyLossOutput,
-    clip_higher_loss,
-    clip_loss,
-    clipped_surrogate_loss,
-    compute_policy_loss,
-    dual_clip_loss,
+from rlvr.algo.length import (
+    concise_correct_bonus,
+    inference_length_limit,
+    length_penalty,
+    mask_truncated,
+    overlong_penalty,
+)
+from rlvr.algo.logprobs import (
+    completion_mask,
+    lengths_to_mask,
+    mask_after_eos,
+    next_token_log_probs,
+    token_log_probs,
 )
 from rlvr.algo.loss_agg import (
     aggregate_loss,
@@ -62,25 +60,72 @@ from rlvr.algo.loss_agg import (
     seq_mean_token_mean,
     token_mean,
 )
-from rlvr.algo.length import (
-    concise_correct_bonus,
-    inference_length_limit,
-    length_penalty,
-    mask_truncated,
-    overlong_penalty,
-)
-from rlvr.algo.entropy import token_entropy
-from rlvr.algo.logprobs import (
-    completion_mask,
-    lengths_to_mask,
-    mask_after_eos,
-    next_token_log_probs,
-    token_log_probs,
-)
 from rlvr.algo.objective import ObjectiveOutput, policy_objective
+from rlvr.algo.policy_loss import (
+    PolicyLossOutput,
+    clip_higher_loss,
+    clip_loss,
+    clipped_surrogate_loss,
+    compute_policy_loss,
+    dual_clip_loss,
+)
+from rlvr.algo.registry import (
+    ADVANTAGE_ESTIMATORS,
+    KL_ESTIMATORS,
+    LOSS_AGGREGATIONS,
+    POLICY_LOSSES,
+    Registry,
+)
 from rlvr.algo.utils import masked_mean, masked_sum
 
-__all__ = sorted(
-    name for name, value in dict(globals()).items()
-    if not name.startswith("_") and not isinstance(value, _ModuleType)
-)
+__all__ = [
+    "ADVANTAGE_ESTIMATORS",
+    "AdaptiveKLController",
+    "FixedKLController",
+    "GroupStats",
+    "KL_ESTIMATORS",
+    "LOSS_AGGREGATIONS",
+    "ObjectiveOutput",
+    "POLICY_LOSSES",
+    "PolicyLossOutput",
+    "Registry",
+    "ZeroVarianceGroups",
+    "add_reward_noise",
+    "aggregate_loss",
+    "clip_higher_loss",
+    "clip_loss",
+    "clipped_surrogate_loss",
+    "completion_mask",
+    "compute_advantages",
+    "compute_policy_loss",
+    "concise_correct_bonus",
+    "constant_normalizer_sum",
+    "dr_grpo_advantages",
+    "dual_clip_loss",
+    "global_token_mean",
+    "group_stats",
+    "grpo_advantages",
+    "inference_length_limit",
+    "kl_divergence",
+    "kl_k1",
+    "kl_k2",
+    "kl_k3",
+    "kl_penalized_rewards",
+    "length_penalty",
+    "lengths_to_mask",
+    "make_group_ids",
+    "mask_after_eos",
+    "mask_truncated",
+    "masked_mean",
+    "masked_sum",
+    "next_token_log_probs",
+    "overlong_penalty",
+    "policy_objective",
+    "reinforce_pp_baseline_advantages",
+    "rloo_advantages",
+    "seq_mean_token_mean",
+    "token_entropy",
+    "token_log_probs",
+    "token_mean",
+    "zero_variance_groups",
+]

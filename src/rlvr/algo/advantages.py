@@ -68,7 +68,9 @@ class ZeroVarianceGroups(NamedTuple):
     num_groups: int
 
 
-def make_group_ids(num_prompts: int, group_size: int, device: torch.device | str | None = None) -> Tensor:
+def make_group_ids(
+    num_prompts: int, group_size: int, device: torch.device | str | None = None
+) -> Tensor:
     """Group ids for the flat layout of ``num_prompts`` prompts x ``group_size`` samples.
 
     Completions are assumed ordered prompt-major: ``[p0s0, p0s1, ..., p1s0, ...]``.

@@ -33,7 +33,9 @@ def _entropy_fp32(z: Tensor) -> Tensor:
     return logz - (p * z).sum(-1)
 
 
-def token_entropy(logits: Tensor, *, temperature: float = 1.0, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Tensor:
+def token_entropy(
+    logits: Tensor, *, temperature: float = 1.0, chunk_bytes: int = DEFAULT_CHUNK_BYTES
+) -> Tensor:
     """Entropy of each position's next-token distribution, in nats.
 
     Args:

@@ -40,7 +40,8 @@ def overlong_penalty(lengths: Tensor, max_length: int, cache_length: int) -> Ten
     """
     if max_length < 1 or not 0 <= cache_length <= max_length:
         raise ValueError(
-            f"need max_length >= 1 and 0 <= cache_length <= max_length, got {max_length}, {cache_length}"
+            "need max_length >= 1 and 0 <= cache_length <= max_length, "
+            f"got {max_length}, {cache_length}"
         )
     check_ndim("lengths", lengths, 1)
     n = as_fp32(lengths)
@@ -86,7 +87,9 @@ def length_penalty(lengths: Tensor, max_length: int, coef: float) -> Tensor:
     return -coef * as_fp32(lengths) / float(max_length)
 
 
-def concise_correct_bonus(lengths: Tensor, correct: Tensor, group_ids: Tensor, coef: float = 1.0) -> Tensor:
+def concise_correct_bonus(
+    lengths: Tensor, correct: Tensor, group_ids: Tensor, coef: float = 1.0
+) -> Tensor:
     """Group-relative length reward favouring concise correct answers.
 
     Formula (Kimi Team 2025, "Kimi k1.5", arXiv:2501.12599, the length penalty of its RL
@@ -119,12 +122,16 @@ def concise_correct_bonus(lengths: Tensor, correct: Tensor, group_ids: Tensor, c
     gmax = torch.full((k,), -torch.inf, device=n.device).scatter_reduce(0, stats.index, n, "amax")
     gmin = torch.full((k,), torch.inf, device=n.device).scatter_reduce(0, stats.index, n, "amin")
     span = (gmax - gmin)[stats.index]
-    lam = torch.where(span > 0, 0.5 - (n - gmin[stats.index]) / span.clamp(min=1e-12), torch.zeros_like(n))
+    lam = torch.where(
+        span > 0, 0.5 - (n - gmin[stats.index]) / span.clamp(min=1e-12), torch.zeros_like(n)
+    )
     bonus = torch.where(as_bool_mask(correct), lam, lam.clamp(max=0.0))
     return coef * bonus
 
 
-def inference_length_limit(lengths: Tensor | list[int], quantile: float = 0.9, factor: float = 1.2) -> int:
+def inference_length_limit(
+    lengths: Tensor | list[int], quantile: float = 0.9, factor: float = 1.2
+) -> int:
     """Generation cap for inference: the P90 of training generation lengths x 1.2 (R19).
 
     Args:

@@ -9,7 +9,7 @@ sits at ``logits[:, t]``. :func:`token_log_probs` takes already aligned pairs;
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 from torch import Tensor
@@ -47,7 +47,9 @@ def token_log_probs(
     check_ndim("logits", logits, 3)
     check_ndim("token_ids", token_ids, 2)
     if tuple(logits.shape[:2]) != tuple(token_ids.shape):
-        raise ValueError(f"logits {list(logits.shape)} do not align with token_ids {list(token_ids.shape)}")
+        raise ValueError(
+            f"logits {list(logits.shape)} do not align with token_ids {list(token_ids.shape)}"
+        )
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     n, t, v = logits.shape
@@ -71,7 +73,8 @@ def next_token_log_probs(logits: Tensor, input_ids: Tensor, **options) -> Tensor
         options: ``temperature``, ``chunk_bytes`` as :func:`token_log_probs`.
 
     Returns:
-        FloatTensor[N, L - 1] (fp32): entry ``t`` is ``log p(input_ids[:, t + 1] | input_ids[:, :t + 1])``.
+        FloatTensor[N, L - 1] (fp32): entry ``t`` is
+        ``log p(input_ids[:, t + 1] | input_ids[:, :t + 1])``.
         Pair it with ``mask[:, 1:]`` of a mask over ``input_ids``.
     """
     return token_log_probs(logits[:, :-1], input_ids[:, 1:], **options)

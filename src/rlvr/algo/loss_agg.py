@@ -23,7 +23,6 @@ Registry: :data:`rlvr.algo.registry.LOSS_AGGREGATIONS`, keys ``grpo``, ``bnpo``,
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from rlvr.algo.registry import LOSS_AGGREGATIONS
@@ -157,7 +156,8 @@ def constant_normalizer_sum(
     mask = _check(token_loss, mask)
     if max_completion_length is None or max_completion_length < 1:
         raise ValueError(
-            f"dr_grpo needs max_completion_length >= 1 (the generation cap), got {max_completion_length}"
+            "dr_grpo needs max_completion_length >= 1 (the generation cap), "
+            f"got {max_completion_length}"
         )
     return masked_sum(token_loss, mask) / float(token_loss.shape[0] * max_completion_length)
 

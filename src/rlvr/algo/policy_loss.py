@@ -62,7 +62,9 @@ def _broadcast_advantages(advantages: Tensor, like: Tensor) -> Tensor:
     adv = as_fp32(advantages).detach()
     if adv.dim() == 1:
         if adv.shape[0] != like.shape[0]:
-            raise ValueError(f"advantages has {adv.shape[0]} rows but log_probs has {like.shape[0]}")
+            raise ValueError(
+                f"advantages has {adv.shape[0]} rows but log_probs has {like.shape[0]}"
+            )
         return adv.unsqueeze(-1).expand_as(like)
     check_same_shape(advantages=adv, log_probs=like)
     return adv
@@ -151,18 +153,29 @@ def clipped_surrogate_loss(
 
 
 @POLICY_LOSSES.register("clip")
-def clip_loss(log_probs, old_log_probs, advantages, mask, *, eps: float = 0.2, **options) -> PolicyLossOutput:
+def clip_loss(
+    log_probs, old_log_probs, advantages, mask, *, eps: float = 0.2, **options
+) -> PolicyLossOutput:
     """Symmetric PPO/GRPO clip, ``clip(r, 1 - eps, 1 + eps)`` (PPO eq. 7; DeepSeekMath eq. 3).
 
     Shapes as :func:`clipped_surrogate_loss`; ``options`` (``eps_high``, ``dual_clip``) pass
     through, ``eps`` sets ``eps_low``.
     """
-    return clipped_surrogate_loss(log_probs, old_log_probs, advantages, mask, eps_low=eps, **options)
+    return clipped_surrogate_loss(
+        log_probs, old_log_probs, advantages, mask, eps_low=eps, **options
+    )
 
 
 @POLICY_LOSSES.register("clip_higher")
 def clip_higher_loss(
-    log_probs, old_log_probs, advantages, mask, *, eps_low: float = 0.2, eps_high: float = 0.28, **options
+    log_probs,
+    old_log_probs,
+    advantages,
+    mask,
+    *,
+    eps_low: float = 0.2,
+    eps_high: float = 0.28,
+    **options,
 ) -> PolicyLossOutput:
     """Decoupled clip range ``clip(r, 1 - eps_low, 1 + eps_high)`` (DAPO, arXiv:2503.14476,
     Sec. 3.1, eps_low = 0.2, eps_high = 0.28). Shapes as :func:`clipped_surrogate_loss`."""
@@ -173,7 +186,14 @@ def clip_higher_loss(
 
 @POLICY_LOSSES.register("dual_clip")
 def dual_clip_loss(
-    log_probs, old_log_probs, advantages, mask, *, eps: float = 0.2, dual_clip: float = 3.0, **options
+    log_probs,
+    old_log_probs,
+    advantages,
+    mask,
+    *,
+    eps: float = 0.2,
+    dual_clip: float = 3.0,
+    **options,
 ) -> PolicyLossOutput:
     """Dual-clip PPO, c = 3 by default (Ye et al. 2020, arXiv:1912.09729). Shapes as
     :func:`clipped_surrogate_loss`; ``eps_high`` may be passed for clip-higher + dual-clip."""
@@ -182,7 +202,9 @@ def dual_clip_loss(
     )
 
 
-def compute_policy_loss(name: str, log_probs, old_log_probs, advantages, mask, **options) -> PolicyLossOutput:
+def compute_policy_loss(
+    name: str, log_probs, old_log_probs, advantages, mask, **options
+) -> PolicyLossOutput:
     """Run the policy loss registered as ``name`` (``clip``, ``clip_higher``, ``dual_clip``).
 
     Raises:

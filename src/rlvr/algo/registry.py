@@ -18,7 +18,8 @@ The registries are filled by importing their modules; :func:`Registry.get` impor
 from __future__ import annotations
 
 import difflib
-from typing import Callable, Generic, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
 
 F = TypeVar("F", bound=Callable)
 

@@ -11,7 +11,7 @@ from torch import Tensor
 
 
 def as_fp32(x: Tensor) -> Tensor:
-    """``x`` as float32 (a no-op for float32 input); the algorithm core computes only in fp32 (R13)."""
+    """``x`` as float32 (no-op for float32 input); the algorithm core computes in fp32 (R13)."""
     return x if x.dtype == torch.float32 else x.float()
 
 
@@ -46,7 +46,9 @@ def masked_sum(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
         FloatTensor (fp32): the masked sum.
     """
     check_same_shape(x=x, mask=mask)
-    masked = torch.where(as_bool_mask(mask), as_fp32(x), torch.zeros((), dtype=torch.float32, device=x.device))
+    masked = torch.where(
+        as_bool_mask(mask), as_fp32(x), torch.zeros((), dtype=torch.float32, device=x.device)
+    )
     return masked.sum() if dim is None else masked.sum(dim)
 
 
