@@ -105,25 +105,14 @@ def _score_with_progress(pipeline, requests):
 
 
 def _load_reward_config(path: Optional[Path], **overrides):
-    from pydantic import ValidationError
-
+    from rlvr.configio import ConfigError, load_config
     from rlvr.rewards.config import RewardConfig
 
-    data = {}
-    if path is not None:
-        import yaml
-
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise fail(f"{path}: cannot read config ({exc})")
-        data = data.get("reward", data)
-    data.update(overrides)
+    sets = [f"{key}={value}" for key, value in overrides.items()]
     try:
-        return RewardConfig(**data)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise fail(f"{path or 'reward config'}: {problems}")
+        return load_config(RewardConfig, path, sets, section="reward")
+    except ConfigError as exc:
+        raise fail(str(exc))
 
 
 def main() -> None:  # pragma: no cover - console entry point

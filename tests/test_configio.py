@@ -1,0 +1,50 @@
+"""Config loading: YAML + --set overrides, and errors that name the field and the fix."""
+
+import pytest
+
+from rlvr.configio import ConfigError, apply_overrides, load_config, parse_override
+from rlvr.rewards.config import RewardConfig
+
+
+def test_parse_override_parses_values_as_yaml():
+    assert parse_override("reward.timeout_s=0.5") == (["reward", "timeout_s"], 0.5)
+    assert parse_override("a.b=true") == (["a", "b"], True)
+    assert parse_override("a=[1, 2]") == (["a"], [1, 2])
+    assert parse_override("a=x=y") == (["a"], "x=y")
+    with pytest.raises(ConfigError, match="expected KEY=VALUE"):
+        parse_override("novalue")
+
+
+def test_overrides_apply_in_order_and_create_nested_keys():
+    data = {"weights": {"outcome": 1.0}}
+    apply_overrides(data, ["weights.format=0.2", "format_rule.math=boxed", "weights.format=0.05"])
+    assert data == {"weights": {"outcome": 1.0, "format": 0.05}, "format_rule": {"math": "boxed"}}
+
+
+def test_yaml_file_with_section_and_overrides(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("reward:\n  timeout_s: 3\n  weights: {outcome: 1.0, format: 0.2}\n")
+    config = load_config(RewardConfig, path, ["timeout_s=4"], section="reward")
+    assert config.timeout_s == 4.0 and config.weights["format"] == 0.2
+
+
+def test_typo_names_the_closest_valid_key(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("timeout_sec: 3\n")
+    with pytest.raises(ConfigError, match=r"run.yaml: timeout_sec: unknown key; did you mean "
+                                          r"'timeout_s'\?"):
+        load_config(RewardConfig, path)
+
+
+def test_wrong_type_names_field_and_value():
+    with pytest.raises(ConfigError, match=r"config: workers: .*integer.*\(got 'many'\)"):
+        load_config(RewardConfig, None, ["workers=many"])
+
+
+def test_unreadable_and_invalid_files(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(RewardConfig, tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1,\n")
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_config(RewardConfig, bad)
