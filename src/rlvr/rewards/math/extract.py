@@ -28,7 +28,6 @@ from .normalize import clean_latex, compact, find_group
 
 _RESIDUE_RE = re.compile(r"<\|(?:im_start|im_end|endoftext|eot_id|end_of_text|eos)\|>|</s>")
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
-_TAG_RE = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
 _HASH_RE = re.compile(r"####\s*([^\n]*)")
 _MARKER_RE = re.compile(
     r"(?i)(?:\b(?:the\s+)?final\s+answer\b(?:\s+is\b|\s*[:：])?"
@@ -50,6 +49,9 @@ _ZH_NUMERAL_RE = re.compile(r"(?:百分之|负)?[零〇一二两三四五六七�
 _EMPTY_PHRASE_RE = re.compile(r"(?i)\bno (?:real |integer |positive )?(?:solutions?|roots?)\b|"
                               r"\bempty set\b|无解|没有(?:实数)?解")
 _SHORT_CHARS = 160
+_MAX_GROUP = 100          # boxes listed together beyond this are not read one by one
+_MAX_MARKERS = 6          # only the last few marker phrases can hold the final answer
+_MAX_SEGMENT = 3000       # an answer sentence longer than this is not an answer
 _SHOTGUN = 5
 
 
@@ -60,24 +62,50 @@ class _Box:
     content: str | None     # None: never closed (truncated)
 
 
+def _brace_partners(text: str) -> dict[int, int]:
+    """Map each unescaped ``{`` to its matching ``}`` (one linear pass with a stack)."""
+    partners, stack = {}, []
+    for m in re.finditer(r"\\[{}]|[{}]", text):
+        tok = m.group(0)
+        if len(tok) == 2:
+            continue
+        if tok == "{":
+            stack.append(m.start())
+        elif stack:
+            partners[stack.pop()] = m.start()
+    return partners
+
+
 def find_boxes(text: str) -> list[_Box]:
-    """All ``\\boxed``/``\\fbox`` occurrences with their contents, in order (linear time)."""
-    boxes = []
+    """All outermost ``\\boxed``/``\\fbox`` occurrences with their contents, in order.
+
+    Linear time even for adversarial inputs (thousands of unclosed boxes). A box that is never
+    closed gets ``content=None`` (truncated output).
+    """
+    if "boxed" not in text and "fbox" not in text:
+        return []
+    partners = _brace_partners(text)
+    boxes, reach = [], -1
     for m in _BOX_RE.finditer(text):
+        if m.start() < reach:
+            continue          # nested inside the previous box
         k = m.end()
         while k < len(text) and text[k] == " ":
             k += 1
         if k < len(text) and text[k] == "{":
-            end = find_group(text, k)
-            if end < 0:
+            close = partners.get(k)
+            if close is None:
                 boxes.append(_Box(m.start(), len(text), None))
+                reach = len(text)
                 continue
-            boxes.append(_Box(m.start(), end, text[k + 1:end - 1]))
+            boxes.append(_Box(m.start(), close + 1, text[k + 1:close]))
+            reach = close + 1
         else:
-            mm = re.match(r"[^\s$.,;]+", text[k:])
+            mm = re.match(r"[^\s$.,;{}]{1,50}", text[k:k + 50])
             if mm:
                 boxes.append(_Box(m.start(), k + mm.end(), mm.group(0)))
-    return [b for b in boxes if not any(o.start < b.start < o.end for o in boxes)]
+                reach = k + mm.end()
+    return boxes
 
 
 def _final_part(text: str) -> tuple[str, str | None]:
@@ -111,14 +139,14 @@ def _from_boxes(text: str, boxes: list[_Box]) -> Extraction:
     if last.content is None:
         return Extraction(Status.unparsed, method="boxed", reasoning=text[:last.start])
     group = [last]
-    for prev in reversed(boxes[:-1]):
+    for prev in reversed(boxes[-_MAX_GROUP:-1]):
         if prev.content is None or not _is_joiner(text[prev.end:group[0].start]):
             break
         group.insert(0, prev)
     contents = [g.content.strip() for g in group]
     if not any(contents) or any(not c for c in contents):
         return Extraction(Status.unparsed, method="boxed", reasoning=text[:last.start])
-    distinct_all = {compact(clean_latex(b.content)) for b in boxes if b.content}
+    distinct_all = {re.sub(r"\s+", "", b.content) for b in boxes if b.content}
     if len(distinct_all) >= _SHOTGUN and len(distinct_all) > 2 * len(group):
         return Extraction(Status.multiple_answers, method="boxed",
                           candidates=tuple(sorted(distinct_all))[:20])
@@ -218,8 +246,8 @@ def _hedged(seg: str) -> bool:
 
 def _from_markers(text: str) -> Extraction | None:
     matches = list(_MARKER_RE.finditer(text.replace("**", "  ")))
-    for m in reversed(matches):
-        seg = text[m.end():]
+    for m in reversed(matches[-_MAX_MARKERS:]):
+        seg = text[m.end():m.end() + _MAX_SEGMENT]
         if not seg.strip():
             continue
         head = seg[:_sentence_end(seg.strip()) + (len(seg) - len(seg.lstrip()))]
@@ -241,6 +269,8 @@ def _from_conclusion(text: str) -> Extraction | None:
         return None
     m = matches[-1]
     seg = body[m.end():].lstrip(" ,，")
+    if len(seg) > _MAX_SEGMENT:
+        return None
     if seg[_sentence_end(seg):].strip(" .。!\n"):
         return None      # more sentences follow: not the closing statement
     ans = refine(seg)
@@ -306,9 +336,10 @@ def map_chars_safe(text: str) -> str:
 
 
 def _extract_final(final: str, allow_last_number: bool) -> Extraction:
-    tags = _TAG_RE.findall(final)
-    if tags:
-        inner = tags[-1].strip()
+    close = final.rfind("</answer>")
+    open_ = final.rfind("<answer>", 0, close) if close >= 0 else -1
+    if open_ >= 0:
+        inner = final[open_ + len("<answer>"):close].strip()
         if not inner:
             return Extraction(Status.unparsed, method="answer_tag")
         ex = _extract_final(inner, False) if (find_boxes(inner) or len(inner) > _SHORT_CHARS) \

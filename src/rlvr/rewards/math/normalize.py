@@ -136,6 +136,7 @@ def clean_latex(s: str) -> str:
         return ""
     s = map_chars(s)
     s = _DOUBLE_BS_RE.sub(r"\\", s)
+    s = re.sub(r"(?<=[\w)}])\s*\*\*\s*(?=[\w({-])", "^", s)   # Python power 9**9
     s = s.replace("**", " ").replace("__", " ").replace('\\"', " ").replace('"', " ")
     s = re.sub(r"(\d)\s*,\\!\s*(?=\d)", r"\1,", s)
     s = re.sub(r"(\d)\s*\{\s*,\s*\}\s*(?=\d)", r"\1,", s)
@@ -157,7 +158,8 @@ def clean_latex(s: str) -> str:
     s = s.replace(r"\dots", r"\ldots").replace(r"\cdots", r"\ldots")
     s = strip_math_delims(s)
     s = re.sub(r"\s+", " ", s).strip()
-    s = re.sub(r"(?<!\\)[.,;:!。]+$", "", s).strip()
+    s = re.sub(r"(?<!\\)[.,;:。]+$", "", s).strip()
+    s = re.sub(r"(?<![\d)}\s!])!+$", "", s).strip()     # "5!" is a factorial, "yes!" is not
     return s
 
 

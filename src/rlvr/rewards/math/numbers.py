@@ -307,6 +307,6 @@ def eval_arith(text: str) -> Fraction | None:
     p = _Parser(toks)
     try:
         v = p.expr()
-    except (SyntaxError, ZeroDivisionError, RecursionError):
+    except (SyntaxError, ZeroDivisionError, RecursionError, ValueError, OverflowError):
         return None
     return v if p.peek() is None else None

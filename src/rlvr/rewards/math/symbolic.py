@@ -53,6 +53,31 @@ def _exponents(s: str):
             yield mm.group(0) if mm else ""
 
 
+def _nested_powers_ok(s: str) -> bool:
+    """``(2^{20000})^{20000}``: a power of a group that itself contains a power multiplies the
+    exponents; allow it only for small outer exponents."""
+    for m in re.finditer(r"[)}]\s*\^", s):
+        close = m.start()
+        depth, k = 0, close
+        while k >= 0:
+            if s[k] in ")}":
+                depth += 1
+            elif s[k] in "({":
+                depth -= 1
+                if depth == 0:
+                    break
+            k -= 1
+        if "^" in s[max(k, 0):close]:
+            exp = next(_exponents(s[m.end() - 1:]), "")
+            try:
+                v = eval_arith(exp)
+            except TooLarge:
+                return False
+            if v is not None and abs(v) > 10:
+                return False
+    return True
+
+
 def is_safe(s: str) -> bool:
     """Whether ``s`` can be handed to latex2sympy/sympy without risk of a blow-up.
 
@@ -70,6 +95,10 @@ def is_safe(s: str) -> bool:
             return False
         if v is not None and abs(v) > MAX_EXP:
             return False
+    if not _nested_powers_ok(s):
+        return False
+    if re.search(r"\\binom\s*\{?\s*\d{5,}|\\binom\s*\{[^{}]*\}\s*\{?\s*\d{5,}", s):
+        return False
     for m in re.finditer(r"(\d+)\s*!", s):
         if len(m.group(1)) > 4 or int(m.group(1)) > 3000:
             return False

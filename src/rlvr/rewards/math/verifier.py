@@ -97,12 +97,12 @@ def _compare_choice(letter: str, answer: str) -> Outcome:
 
 @lru_cache(maxsize=16384)
 def _judge(ref: str, answer: str, policy: Policy, max_chars: int) -> Outcome:
+    if len(answer) > max_chars or len(ref) > max_chars:
+        same = re.sub(r"\s+", "", answer) == re.sub(r"\s+", "", ref)
+        return Outcome(same, "long answer: string comparison")
     letter = _choice_letter(ref)
     if letter is not None:
         return _compare_choice(letter, answer)
-    if len(answer) > max_chars or len(ref) > max_chars:
-        same = clean_latex(answer) == clean_latex(ref)
-        return Outcome(same, "long answer: string comparison")
     return compare(parse_answer(ref), parse_answer(answer), policy)
 
 
