@@ -410,6 +410,9 @@ def _real_set(node):
         return None if any(v is None for v in vals) else sympy.FiniteSet(*vals)
     if isinstance(node, Relation):
         return _relation_to_set(node)
+    if isinstance(node, Seq) and node.open == "" and all(isinstance(i, Relation) for i in node.items):
+        sets = [_relation_to_set(i) for i in node.items]     # "x < 1 or x > 2"
+        return None if any(x is None for x in sets) else sympy.Union(*sets)
     return None
 
 

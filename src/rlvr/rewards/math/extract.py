@@ -210,11 +210,11 @@ def refine(seg: str) -> str | None:
         if close > 0:
             return seg[2:close].strip() or None
     end = _sentence_end(seg)
-    seg = seg[:end].strip()
+    seg = seg[:end].strip().strip("*").strip()
     if not seg:
         return None
     if not _is_prose(seg):
-        return seg
+        return _unwrap_math(seg)
     cop = None
     for m in _COPULA_RE.finditer(seg):
         if seg[:m.start()].count("$") % 2 == 0:
@@ -234,6 +234,14 @@ def refine(seg: str) -> str | None:
     if spans and seg.rstrip(" .").endswith("$"):
         return spans[-1][2]
     return None
+
+
+def _unwrap_math(seg: str) -> str:
+    """``$x = 7$`` -> ``x = 7`` when one maths span is the whole segment."""
+    m = re.fullmatch(r"\$\$([^$]+)\$\$|\$([^$]+)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", seg, re.S)
+    if not m:
+        return seg
+    return next(g for g in m.groups() if g is not None).strip()
 
 
 def _strip_spans(seg: str) -> str:
@@ -325,8 +333,9 @@ def extract_answer(completion: str, allow_last_number: bool = False,
     if not final.strip():
         return Extraction(Status.unparsed, reasoning=reasoning)
     ex = _extract_final(final, allow_last_number)
-    if reasoning is not None and ex.reasoning is None:
-        ex = Extraction(ex.status, ex.answer, ex.method, ex.approx, reasoning, ex.candidates)
+    if reasoning is not None:
+        joined = reasoning if not ex.reasoning else reasoning + "\n" + ex.reasoning
+        ex = Extraction(ex.status, ex.answer, ex.method, ex.approx, joined, ex.candidates)
     return ex
 
 

@@ -326,7 +326,8 @@ def _parse_single(s: str, percent: bool, depth: int):
         plus = s.replace(r"\mp", "-").replace(r"\pm", "+", 1).replace(r"\pm", "+")
         minus = s.replace(r"\mp", "+").replace(r"\pm", "-", 1).replace(r"\pm", "-")
         plus, minus = re.sub(r"^\s*\+", "", plus), minus
-        return Seq((_parse(plus, depth + 1), _parse(minus, depth + 1)), pm=True, raw=s)
+        items = _group_assignments((_parse(plus, depth + 1), _parse(minus, depth + 1)))
+        return Seq(items, pm=True, raw=s)
     parts, ops = _split_relation(s)
     if ops:
         return _relation(parts, ops, depth)

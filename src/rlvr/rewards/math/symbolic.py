@@ -35,7 +35,7 @@ def _conversion_config():
     global _cc
     if _cc is None:
         from latex2sympy2_extended.latex2sympy2 import ConversionConfig
-        _cc = ConversionConfig(interpret_as_mixed_fractions=False, lowercase_symbols=False)
+        _cc = ConversionConfig(interpret_as_mixed_fractions=True, lowercase_symbols=False)
     return _cc
 
 

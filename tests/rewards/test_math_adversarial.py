@@ -1,0 +1,99 @@
+"""Pathological and adversarial inputs: every call must finish fast, never raise, and never
+credit a wrong answer. Bounds are generous (2 s) so slow CI machines do not flake."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from rlvr.rewards.math.verifier import MathVerifyConfig, verify_math
+from rlvr.rewards.types import Status
+
+BOUND_S = 2.0
+
+PATHOLOGICAL = {
+    "power tower": (r"\boxed{9^{9^{9^{9}}}}", "1"),
+    "tower of tens": (r"\boxed{10^{10^{10}}}", "1"),
+    "python power tower": ("9**9**9**9", "1"),
+    "huge exponent": (r"\boxed{2^{1000000000}}", "1"),
+    "huge symbolic exponent": (r"\boxed{x^{1000000000}}", "x"),
+    "nested huge power": (r"\boxed{(2^{20000})^{20000}}", "1"),
+    "e tower": (r"\boxed{e^{e^{e^{e^{10}}}}}", "1"),
+    "huge factorial": (r"\boxed{100000000!}", "1"),
+    "factorial of a power": (r"\boxed{(10^{5})!}", "1"),
+    "huge binomial": (r"\boxed{\binom{1000000}{500000}}", "1"),
+    "10k nested braces": (r"\boxed{" + "{" * 10_000 + "1" + "}" * 10_000 + "}", "1"),
+    "10k nested parens": (r"\boxed{" + "(" * 10_000 + "1" + ")" * 10_000 + "}", "1"),
+    "deep fractions": (r"\boxed{" + r"\frac{1}{" * 300 + "2" + "}" * 300 + "}", "1"),
+    "1 MB of letters": ("a" * 1_000_000, "1"),
+    "1 MB of unclosed boxes": (r"\boxed{" * 150_000, "1"),
+    "many markers": ("The answer is " * 30_000, "1"),
+    "many dollars": ("$" * 400_000, "1"),
+    "many answer tags": ("<answer>" * 50_000, "1"),
+    "100k-digit number": (r"\boxed{" + "7" * 100_000 + "}", "8"),
+    "long list": (r"\boxed{" + ", ".join(map(str, range(600))) + "}", "3"),
+    "many sqrt(": (r"\boxed{" + r"\sqrt(" * 1000 + "}", "1"),
+    "big integer literal vs power": (r"\boxed{2^{100}}", "1267650600228229401496703205377"),
+}
+
+
+@pytest.mark.parametrize("name", list(PATHOLOGICAL))
+def test_pathological_inputs_are_fast_and_not_credited(name: str) -> None:
+    response, reference = PATHOLOGICAL[name]
+    start = time.perf_counter()
+    verdict = verify_math(response, reference)
+    elapsed = time.perf_counter() - start
+    assert elapsed < BOUND_S, (name, elapsed)
+    assert verdict.status is not Status.correct, (name, verdict)
+    assert verdict.status is not Status.error, (name, verdict)
+
+
+def test_identical_huge_expression_is_still_accepted() -> None:
+    tower = r"\frac{5^{5^{5^{5}}} - 5}{16}"
+    start = time.perf_counter()
+    assert verify_math(rf"\boxed{{{tower}}}", tower).status is Status.correct
+    assert time.perf_counter() - start < BOUND_S
+
+
+def test_long_correct_output_with_single_box() -> None:
+    filler = "Let me reconsider the problem. " * 4000
+    response = filler + r"So the answer is \boxed{7}. " + filler
+    assert verify_math(response, "7").status is Status.correct
+
+
+def test_input_above_limit_is_unparsed() -> None:
+    cfg = MathVerifyConfig(max_input_chars=1000)
+    assert verify_math("x" * 2000 + r"\boxed{1}", "1", cfg).status is Status.unparsed
+
+
+@pytest.mark.parametrize("bad", [None, 12, b"\\boxed{1}", ["1"]])
+def test_non_string_inputs_never_raise(bad) -> None:
+    verdict = verify_math(bad, "1")  # type: ignore[arg-type]
+    assert verdict.status in (Status.unparsed, Status.error, Status.wrong)
+
+
+def test_empty_reference_is_an_error_not_a_pass() -> None:
+    assert verify_math(r"\boxed{1}", "").status is Status.error
+
+
+def test_random_garbage_never_raises_and_is_deterministic() -> None:
+    rng = random.Random(1234)
+    alphabet = list("0123456789+-*/^()[]{}\\$=<>,.;: abcxyz") + [
+        r"\frac", r"\sqrt", r"\boxed{", r"\pi", r"\infty", r"\cup", r"\text{", r"\begin{pmatrix}",
+        r"\end{pmatrix}", r"\\", "&", r"\pm", "</think>", "####", "答案是", "%", "!", "e", "i"]
+    for _ in range(400):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40)))
+        ref = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12)))
+        start = time.perf_counter()
+        first = verify_math(text, ref)
+        assert time.perf_counter() - start < BOUND_S, (text, ref)
+        assert first == verify_math(text, ref)
+        assert not first.detail.startswith("internal error"), (text, ref, first)
+
+
+def test_padding_does_not_change_the_reward() -> None:
+    base = verify_math(r"\boxed{12}", "12")
+    padded = verify_math("Let me think. " * 500 + r"\boxed{12}", "12")
+    assert base.status is padded.status is Status.correct
