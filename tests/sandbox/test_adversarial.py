@@ -96,7 +96,8 @@ def test_adversarial_case(case, host_probe, listener, monkeypatch):
     ok, why = bwrap_available()
     if case["id"] in NEEDS_BWRAP and not ok:
         pytest.skip(f"needs bwrap ({NEEDS_BWRAP[case['id']]}); unavailable: {why}")
-    g = _run_case(case, None, listener, monkeypatch)
+    with SandboxPool(workers=1) as pool:  # closing it also kills its pre-started sandbox
+        g = _run_case(case, pool, listener, monkeypatch)
     v = g.verdict
     if case["expected_reward"] is not None:
         assert v.outcome == case["expected_reward"], v.detail
@@ -118,8 +119,8 @@ FALLBACK_IDS = ["SB-00", "SB-02", "SB-03", "SB-04", "SB-06", "SB-07", "SB-12", "
 @pytest.mark.parametrize("case", [c for c in CASES if c["id"] in FALLBACK_IDS],
                          ids=[c["id"] for c in CASES if c["id"] in FALLBACK_IDS])
 def test_adversarial_fallback_tier(case, host_probe, listener, monkeypatch):
-    pool = SandboxPool(workers=1, tier=Tier.rlimit)
-    g = _run_case(case, pool, listener, monkeypatch)
+    with SandboxPool(workers=1, tier=Tier.rlimit) as pool:
+        g = _run_case(case, pool, listener, monkeypatch)
     if case["expected_reward"] is not None:
         assert g.verdict.outcome == case["expected_reward"], g.verdict.detail
     assert g.grade is not None and g.grade.run.tier is Tier.rlimit

@@ -36,9 +36,39 @@ def available() -> bool:
             os.makedirs(_base(c), exist_ok=True)
         probe = RunCgroup(max_processes=8, memory_bytes=64 << 20)
         probe.remove()
+        reap_stale()
         return True
     except OSError:
         return False
+
+
+def reap_stale() -> int:
+    """Kill and remove run groups left by dead processes (e.g. a verifier worker killed
+    mid-run). Groups are named ``<owner pid>-...``. Returns how many groups were removed."""
+    removed = 0
+    for c in CONTROLLERS:
+        try:
+            names = os.listdir(_base(c))
+        except OSError:
+            continue
+        for name in names:
+            owner = name.split("-", 1)[0]
+            if not owner.isdigit() or os.path.exists(f"/proc/{owner}"):
+                continue
+            path = os.path.join(_base(c), name)
+            try:
+                with open(os.path.join(path, "cgroup.procs")) as f:
+                    for pid in f.read().split():
+                        try:
+                            os.kill(int(pid), signal.SIGKILL)
+                        except (OSError, ValueError):
+                            pass
+                time.sleep(0.01)
+                os.rmdir(path)
+                removed += 1
+            except OSError:
+                pass
+    return removed
 
 
 def _write(path: str, value: str) -> None:

@@ -16,8 +16,11 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Iterable, Iterator
 
-from rlvr.sandbox.runner import run_job
-from rlvr.sandbox.types import SandboxJob, SandboxResult, Tier
+import atexit
+import weakref
+
+from rlvr.sandbox.runner import Launched, execute, launch, launch_key
+from rlvr.sandbox.types import SandboxJob, SandboxResult, SandboxStatus, Tier
 
 
 def usable_cores() -> int:
@@ -72,24 +75,82 @@ class SlotLimiter:
 class SandboxPool:
     """Runs sandbox jobs concurrently; usable from many threads and from worker processes.
 
+    Each job gets its own fresh sandbox, used once. With ``prestart`` (default) the pool keeps
+    up to ``workers`` sandboxes already started (interpreter up, waiting for a job), so a job
+    does not wait for namespace setup and interpreter start-up; a pre-started sandbox only
+    takes a job started with the same limits, environment and tier.
+
     Args:
-        workers: threads for :meth:`map` / :meth:`submit` (default: usable cores).
-        limiter: the machine-wide bound (default: a :class:`SlotLimiter` with ``workers`` slots
-            in the shared default directory).
+        workers: threads for :meth:`map` / :meth:`submit`, and machine-wide slots of the default
+            limiter (default: usable cores).
+        limiter: the machine-wide bound on running programs (default: a :class:`SlotLimiter`
+            with ``workers`` slots in the shared default directory).
         tier: force a tier for every run (default: the probed best).
+        prestart: keep pre-started sandboxes (see above).
+        max_idle_s: a pre-started sandbox idle longer than this (seconds) is replaced.
     """
 
-    def __init__(self, workers: int | None = None, limiter: SlotLimiter | None = None, tier: Tier | None = None):
+    def __init__(
+        self,
+        workers: int | None = None,
+        limiter: SlotLimiter | None = None,
+        tier: Tier | None = None,
+        prestart: bool = True,
+        max_idle_s: float = 300.0,
+    ):
         self.workers = max(1, int(workers or usable_cores()))
         self.limiter = limiter or SlotLimiter(self.workers)
         self.tier = tier
+        self.prestart = prestart
+        self.max_idle_s = max_idle_s
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._warm: list[Launched] = []
+        self._pid = os.getpid()
+        _live_pools.add(self)
+
+    def _take_warm(self, key) -> Launched | None:
+        stale = []
+        found = None
+        with self._lock:
+            if self._pid != os.getpid():  # forked: those sandboxes belong to the parent
+                self._warm, self._pid = [], os.getpid()
+            now = time.monotonic()
+            for sb in list(self._warm):
+                if not sb.alive() or now - sb.spawned_at > self.max_idle_s:
+                    self._warm.remove(sb)
+                    stale.append(sb)
+                elif found is None and sb.key == key:
+                    self._warm.remove(sb)
+                    found = sb
+        for sb in stale:
+            sb.discard()
+        return found
+
+    def _refill(self, job: SandboxJob) -> None:
+        with self._lock:
+            if len(self._warm) >= self.workers:
+                return
+        try:
+            sb = launch(job, tier=self.tier)
+        except OSError:
+            return  # the run itself will report the problem
+        with self._lock:
+            self._warm.append(sb)
 
     def run(self, job: SandboxJob) -> SandboxResult:
         """Run one job in the calling thread once a slot is free (blocking)."""
         with self.limiter.acquire():
-            return run_job(job, tier=self.tier)
+            sb = self._take_warm(launch_key(job, self.tier)) if self.prestart else None
+            if sb is None:
+                try:
+                    sb = launch(job, tier=self.tier)
+                except OSError as e:
+                    tier = self.tier or launch_key(job)[0]
+                    return SandboxResult(SandboxStatus.sandbox_error, tier, detail=f"launch failed: {e}")
+            if self.prestart:
+                self._refill(job)  # starts in the background while this job runs
+            return execute(sb, job)
 
     def submit(self, job: SandboxJob) -> Future:
         """Queue one job; returns a Future of its :class:`SandboxResult`."""
@@ -103,11 +164,32 @@ class SandboxPool:
         return [f.result() for f in [self.submit(j) for j in jobs]]
 
     def close(self) -> None:
-        """Stop the worker threads (waits for queued jobs)."""
+        """Stop the worker threads (waits for queued jobs) and kill pre-started sandboxes."""
         with self._lock:
-            if self._executor is not None:
-                self._executor.shutdown(wait=True)
-                self._executor = None
+            executor, self._executor = self._executor, None
+            warm, self._warm = (self._warm if self._pid == os.getpid() else []), []
+        if executor is not None:
+            executor.shutdown(wait=True)
+        for sb in warm:
+            sb.discard()
+
+    def __enter__(self) -> "SandboxPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+_live_pools: "weakref.WeakSet[SandboxPool]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all_pools() -> None:
+    for pool in list(_live_pools):
+        try:
+            pool.close()
+        except Exception:  # pragma: no cover - best effort at interpreter exit
+            pass
 
 
 _default: SandboxPool | None = None

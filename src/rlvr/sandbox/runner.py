@@ -91,7 +91,7 @@ class _Run:
         self.output = bytearray()
         self.output_over = False
         self.timed_out = False
-        self.proc_exited_early = False
+        self.started_at = time.monotonic()
 
 
 def _parse_result_lines(run: _Run, nonce: str) -> None:
@@ -114,10 +114,13 @@ def _parse_result_lines(run: _Run, nonce: str) -> None:
                 run.record = rec
 
 
-def _supervise(proc: subprocess.Popen, job: SandboxJob, payload: bytes, nonce: str) -> _Run:
+def _supervise(
+    proc: subprocess.Popen, job: SandboxJob, payload: bytes, nonce: str, spawned_at: float
+) -> _Run:
     lim = job.limits
     run = _Run()
-    started = time.monotonic()
+    # A pre-started sandbox may have been waiting long: its start-up clock is not the job's.
+    startup_deadline = max(spawned_at + lim.startup_timeout_s, time.monotonic() + 1.0)
     sel = selectors.DefaultSelector()
     for f in (proc.stdin, proc.stdout, proc.stderr):
         os.set_blocking(f.fileno(), False)
@@ -130,7 +133,7 @@ def _supervise(proc: subprocess.Popen, job: SandboxJob, payload: bytes, nonce: s
         while run.record is None and open_reads:
             now = time.monotonic()
             if run.ready_at is None:
-                deadline = started + lim.startup_timeout_s
+                deadline = startup_deadline
             else:
                 deadline = run.ready_at + lim.timeout_s
             if now >= deadline:
@@ -171,29 +174,25 @@ def _supervise(proc: subprocess.Popen, job: SandboxJob, payload: bytes, nonce: s
                         run.output_over = True
                         return run
         if run.record is not None:
-            # Give the supervisor a moment to exit on its own (its own sweep, the pid
-            # namespace teardown) and keep collecting output meanwhile.
+            # Let the supervisor finish on its own (its sweep, the pid namespace teardown):
+            # the result channel reaches EOF when it is gone. Keep collecting output meanwhile.
             end = time.monotonic() + 1.0
-            while proc.poll() is None and time.monotonic() < end:
-                for key, _ in sel.select(0.01):
-                    if key.data == "out":
-                        try:
-                            chunk = os.read(key.fileobj.fileno(), 1 << 16)
-                        except BlockingIOError:
-                            continue
-                        if not chunk:
-                            sel.unregister(key.fileobj)
-                            continue
+            res_open = proc.stdout in [k.fileobj for k in sel.get_map().values()]
+            while res_open and time.monotonic() < end:
+                for key, _ in sel.select(max(0.0, end - time.monotonic())):
+                    try:
+                        chunk = os.read(key.fileobj.fileno(), 1 << 16)
+                    except BlockingIOError:
+                        continue
+                    if not chunk:
+                        sel.unregister(key.fileobj)
+                        if key.data == "res":
+                            res_open = False
+                    elif key.data == "out":
                         room = lim.max_output_bytes - len(run.output)
                         run.output += chunk[: max(room, 0)]
                         if len(chunk) > room:
                             run.output_over = True
-                    elif key.data == "res":
-                        try:
-                            if not os.read(key.fileobj.fileno(), 1 << 16):
-                                sel.unregister(key.fileobj)
-                        except BlockingIOError:
-                            pass
     finally:
         sel.close()
     return run
@@ -287,24 +286,50 @@ def _classify(run: _Run, oom: bool) -> tuple[SandboxStatus, str, dict]:
     return S.sandbox_error, "sandbox failed to start", {}
 
 
-def run_job(job: SandboxJob, *, tier: Tier | None = None) -> SandboxResult:
-    """Run ``job`` in a fresh sandbox and return what happened. Blocks; thread-safe.
+class Launched:
+    """A started sandbox waiting for its one job (see :func:`launch` / :func:`execute`).
 
-    Args:
-        job: the program, probes and checks to run, and the limits.
-        tier: force a tier (default: the probed best). Forcing ``bwrap`` where it does not
-            work yields ``sandbox_error`` results.
+    Attributes:
+        key: the launch parameters it was started with; a job may only run in a sandbox
+            whose key equals :func:`launch_key` of that job.
+        spawned_at: ``time.monotonic()`` at spawn.
+    """
 
-    Never raises for anything the program does; infrastructure failures come back as
-    ``sandbox_error`` results with the reason in ``detail``.
+    def __init__(self, key, tier, proc, cg, workdir, spawned_at):
+        self.key, self.tier, self.proc, self.cg = key, tier, proc, cg
+        self.workdir, self.spawned_at = workdir, spawned_at
+
+    def alive(self) -> bool:
+        """True while the sandbox process has not exited."""
+        return self.proc.poll() is None
+
+    def discard(self) -> None:
+        """Kill the sandbox and release everything it holds (idempotent)."""
+        if self.proc is not None:
+            _kill_tree(self.proc, self.cg)
+            self.proc = None
+        if self.workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+
+
+def launch_key(job: SandboxJob, tier: Tier | None = None) -> tuple:
+    """What a pre-started sandbox must match to take ``job`` (tier, limits, environment)."""
+    return (tier or tiers.environment().tier, job.limits, tuple(sorted(job.env.items())))
+
+
+def launch(job: SandboxJob, *, tier: Tier | None = None) -> Launched:
+    """Start a sandbox for jobs like ``job`` (only its limits, env and tier matter).
+
+    The sandbox starts its interpreter and then waits for a job on stdin, so it can be started
+    ahead of time; it runs exactly one job, never more.
+
+    Raises:
+        OSError: the cgroups, work dir or process could not be created.
     """
     env = tiers.environment()
     tier = tier or env.tier
-    t0 = time.monotonic()
-    nonce = secrets.token_hex(16)
-    cg = None
-    workdir = None
-    proc = None
+    cg = workdir = None
     try:
         if env.cgroups:
             cg = cgroups.RunCgroup(job.limits.max_processes, job.limits.memory_bytes)
@@ -317,6 +342,7 @@ def run_job(job: SandboxJob, *, tier: Tier | None = None) -> SandboxResult:
             # The shell joins the cgroups itself before exec, so no process of the run ever
             # exists outside them (no preexec_fn: unsafe in threaded callers).
             argv = ["/bin/sh", "-c", _SH_JOIN_CGROUPS, "sh", *cg.procs_files, "--", *argv]
+        spawned_at = time.monotonic()
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -327,30 +353,67 @@ def run_job(job: SandboxJob, *, tier: Tier | None = None) -> SandboxResult:
             start_new_session=True,
             close_fds=True,
         )
-        run = _supervise(proc, job, _job_payload(job, nonce), nonce)
-    except OSError as e:
-        if proc is not None:
-            _kill_tree(proc, cg)
-        elif cg is not None:
+    except OSError:
+        if cg is not None:
             cg.remove()
         if workdir:
             shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    return Launched(launch_key(job, tier), tier, proc, cg, workdir, spawned_at)
+
+
+def execute(sandbox: Launched, job: SandboxJob) -> SandboxResult:
+    """Run ``job`` in the started ``sandbox``, then destroy the sandbox. Blocks; thread-safe.
+
+    Never raises for anything the program does; infrastructure failures come back as
+    ``sandbox_error`` results with the reason in ``detail``.
+
+    Raises:
+        ValueError: the sandbox was started for different limits / env / tier.
+    """
+    if sandbox.key != launch_key(job, sandbox.tier):
+        raise ValueError("sandbox was launched with different limits, env or tier")
+    nonce = secrets.token_hex(16)
+    t0 = sandbox.spawned_at
+    try:
+        run = _supervise(sandbox.proc, job, _job_payload(job, nonce), nonce, sandbox.spawned_at)
+    except OSError as e:
+        sandbox.discard()
         return SandboxResult(
-            SandboxStatus.sandbox_error, tier, time.monotonic() - t0, detail=f"launch failed: {e}"
+            SandboxStatus.sandbox_error, sandbox.tier, time.monotonic() - t0, detail=f"supervise failed: {e}"
         )
-    oom = cg.oom_killed() if cg is not None else False
-    killed = _kill_tree(proc, cg)
-    if workdir:
-        shutil.rmtree(workdir, ignore_errors=True)
+    oom = sandbox.cg.oom_killed() if sandbox.cg is not None else False
+    killed = len(sandbox.cg.pids()) if sandbox.cg is not None else 0
+    sandbox.discard()
     status, detail, fields = _classify(run, oom)
     if status is SandboxStatus.sandbox_error and run.record is None and run.output:
         detail += ": " + bytes(run.output[:300]).decode("utf-8", "replace").strip()
     return SandboxResult(
         status=status,
-        tier=tier,
-        wall_s=time.monotonic() - t0,
+        tier=sandbox.tier,
+        wall_s=time.monotonic() - max(t0, run.started_at),
         output=bytes(run.output).decode("utf-8", "replace"),
         detail=detail,
         leftover_killed=killed,
         **fields,
     )
+
+
+def run_job(job: SandboxJob, *, tier: Tier | None = None) -> SandboxResult:
+    """Run ``job`` in a fresh sandbox and return what happened. Blocks; thread-safe.
+
+    Args:
+        job: the program, probes and checks to run, and the limits.
+        tier: force a tier (default: the probed best). Forcing ``bwrap`` where it does not
+            work yields ``sandbox_error`` results.
+
+    Never raises for anything the program does; infrastructure failures come back as
+    ``sandbox_error`` results with the reason in ``detail``.
+    """
+    try:
+        sandbox = launch(job, tier=tier)
+    except OSError as e:
+        return SandboxResult(
+            SandboxStatus.sandbox_error, tier or tiers.environment().tier, detail=f"launch failed: {e}"
+        )
+    return execute(sandbox, job)
