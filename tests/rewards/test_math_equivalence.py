@@ -37,6 +37,10 @@ NUMERIC = [
     (r"\boxed{6!}", "720", C),
     (r"\boxed{\binom{5}{2}}", "10", C),
     (r"\boxed{100}", "99", W),
+    (r"\boxed{0.\overline{3}}", r"\frac13", C),          # repeating decimal
+    (r"\boxed{0.1\overline{6}}", r"\frac16", C),
+    (r"\boxed{\frac{1}{2^{64}}}", "5.421010862427522e-20", C),   # rounded scientific reference
+    (r"\boxed{5.42 \times 10^{-20}}", "5.421010862427522e-20", W),
 ]
 
 TOLERANCE = [
@@ -119,7 +123,9 @@ MATRICES = [
     (r"\boxed{\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}}", r"\begin{bmatrix}1&2\\3&4\end{bmatrix}", C),
     (r"\boxed{\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}}", r"\begin{pmatrix}1&2\\4&3\end{pmatrix}", W),
     (r"\boxed{\begin{pmatrix} 0.5 \\ 1 \end{pmatrix}}", r"\begin{pmatrix}\frac12\\1\end{pmatrix}", C),
-    (r"\boxed{\begin{pmatrix} 1 \\ 2 \end{pmatrix}}", r"\begin{pmatrix}1&2\end{pmatrix}", W),
+    (r"\boxed{\begin{pmatrix} 1 \\ 2 \end{pmatrix}}", r"\begin{pmatrix}1&2\\3&4\end{pmatrix}", W),
+    (r"\boxed{\begin{pmatrix} -1 \\ 2 \end{pmatrix}}", "(-1, 2)", C),      # vector as a tuple
+    (r"\boxed{(2, -1)}", r"\begin{pmatrix} -1 \\ 2 \end{pmatrix}", W),
 ]
 
 CHOICES_TEXT_MISC = [

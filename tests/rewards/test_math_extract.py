@@ -96,6 +96,8 @@ def test_chat_template_residue_is_cut() -> None:
     ("<answer>7 or 8</answer>", "7"),
     ("It is maybe 5, possibly 6.", "5"),
     ("答案是5或6", "5"),
+    ("The answer is 5, but it could also be 6.", "5"),
+    ("The answer is 5. Alternatively, it might be 6.", "5"),
     ("我觉得可能是5，也可能是6", "5"),
     (" ".join(f"\\boxed{{{k}}}" for k in range(1, 30)) + " Final answer: \\boxed{7}", "7"),
 ])

@@ -334,9 +334,14 @@ def _unordered(ref_items, resp_items, policy) -> Outcome:
 
 
 def _compare_matrices(ref, resp, policy) -> Outcome:
-    ref, resp = _to_matrix(ref), _to_matrix(resp)
-    if ref is None or resp is None:
-        return _no("matrix vs non-matrix")
+    ref_m, resp_m = _to_matrix(ref), _to_matrix(resp)
+    if ref_m is None or resp_m is None:
+        a, b = _vector_entries(ref_m or ref), _vector_entries(resp_m or resp)
+        if a is None or b is None or len(a) != len(b):
+            return _no("matrix vs non-matrix")
+        ok = all(compare(x, y, policy).equal for x, y in zip(a, b))
+        return Outcome(ok, "vector vs tuple: " + ("same entries" if ok else "entries differ"))
+    ref, resp = ref_m, resp_m
     if len(ref.rows) != len(resp.rows) or any(len(a) != len(b) for a, b in zip(ref.rows, resp.rows)):
         return _no("matrix shapes differ")
     for ra, rb in zip(ref.rows, resp.rows):
@@ -351,6 +356,19 @@ def _to_matrix(node):
         return node
     if isinstance(node, Seq) and len(node.items) == 1 and isinstance(node.items[0], Matrix):
         return node.items[0]
+    return None
+
+
+def _vector_entries(node):
+    """Entries of a single-row/column matrix or of a tuple, in order; else ``None``."""
+    if isinstance(node, Matrix):
+        if all(len(r) == 1 for r in node.rows):
+            return [r[0] for r in node.rows]
+        if len(node.rows) == 1:
+            return list(node.rows[0])
+        return None
+    if isinstance(node, Seq) and node.open in ("(", "[", "") and len(node.items) > 1:
+        return list(node.items)
     return None
 
 

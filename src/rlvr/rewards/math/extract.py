@@ -38,7 +38,8 @@ _MARKER_RE = re.compile(
 _APPROX_RE = re.compile(r"(?i)约|approximately|approx\.?|about|roughly|\\approx|≈")
 _CONCLUSION_RE = re.compile(r"(?i)(?:^|(?<=[\s.。$]))(?:therefore|thus|hence|so|in conclusion|"
                             r"consequently)\b|所以|因此|综上所述|综上")
-_HEDGE_RE = re.compile(r"(?i)\b(?:maybe|possibly|perhaps|probably|not sure|either)\b|可能|不确定|也许|或许")
+_HEDGE_RE = re.compile(r"(?i)\b(?:maybe|possibly|perhaps|probably|not sure|either|alternatively|"
+                       r"(?:could|might) (?:also )?be)\b|可能|不确定|也许|或许")
 _COPULA_RE = re.compile(r"(?i)(?:\s(?:is|are|was|equals|be|it's|its)\s)|(?:是|为|等于)")
 _FUNC_WORDS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "exp", "sqrt", "frac", "text",
                "mod", "pmod", "gcd", "lcm", "max", "min", "det", "arcsin", "arccos", "arctan",
@@ -259,7 +260,8 @@ def _from_markers(text: str) -> Extraction | None:
         if not seg.strip():
             continue
         head = seg[:_sentence_end(seg.strip()) + (len(seg) - len(seg.lstrip()))]
-        if _hedged(head):
+        # a hedge in the answer sentence or right after it ("5. Or it might be 6.")
+        if _hedged(head) or _hedged(seg[:len(head) + 300]) and _HEDGE_RE.search(seg[len(head):len(head) + 300]):
             return Extraction(Status.multiple_answers, method="phrase", reasoning=text[:m.start()])
         ans = refine(seg)
         if ans:

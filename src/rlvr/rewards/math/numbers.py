@@ -51,6 +51,7 @@ _THOUSANDS_RE = re.compile(r"[+-]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?")
 _SCI_RE = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(?:[eE]\s*([+-]?\d+)|(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{?\s*([+-]?\d+)\s*\}?)")
 _FRAC_RE = re.compile(r"([+-]?)\\frac\{\s*([+-]?\d+)\s*\}\{\s*([+-]?\d+)\s*\}")
 _SLASH_RE = re.compile(r"([+-]?\d+)\s*/\s*([+-]?\d+)")
+_REPEATING_RE = re.compile(r"([+-]?)(\d*)\.(\d*)\\overline\{(\d+)\}")
 _PERCENT_RE = re.compile(r"\s*(?:%|\\%|percent|per cent|pct)\s*$", re.I)
 _SCALE_WORDS = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12, "万": 4, "亿": 8}
 
@@ -100,7 +101,14 @@ def _parse_core(t: str) -> Num | None:
         if abs(exp) > 400:
             return None
         mant = _decimal(m.group(1))
-        return Num(mant.value * Fraction(10) ** exp, None) if mant else None
+        if mant is None:
+            return None
+        # 5.42e-20 is rounded at the 22nd decimal; 1 \times 10^3 is exact
+        dec = None if mant.decimals is None else mant.decimals - exp
+        return Num(mant.value * Fraction(10) ** exp, dec)
+    m = _REPEATING_RE.fullmatch(t)
+    if m:
+        return _repeating(m)
     for rx in (_FRAC_RE,):
         m = rx.fullmatch(t)
         if m:
@@ -118,6 +126,14 @@ def _parse_core(t: str) -> Num | None:
         if base is not None:
             return Num(base.value * 10 ** _SCALE_WORDS[m.group(2)], None)
     return chinese_number(t)
+
+
+def _repeating(m: re.Match) -> Num:
+    """``0.1\\overline{6}`` = 1/6: fixed part plus the repeating block over 99..9."""
+    sign, whole, fixed, block = m.group(1), m.group(2) or "0", m.group(3), m.group(4)
+    value = Fraction(int(whole)) + (Fraction(int(fixed), 10 ** len(fixed)) if fixed else 0)
+    value += Fraction(int(block), (10 ** len(block) - 1) * 10 ** len(fixed))
+    return Num(-value if sign == "-" else value)
 
 
 _ZH_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6,
