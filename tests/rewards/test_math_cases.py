@@ -52,7 +52,7 @@ def _params():
         yield pytest.param(case, id=case["id"], marks=marks)
 
 
-@pytest.mark.parametrize("case", _params())
+@pytest.mark.parametrize("case", list(_params()))
 def test_case_verdict(case: dict) -> None:
     verdict = verify_math(case["response"], case["reference"])
     got = verdict.status is Status.correct
