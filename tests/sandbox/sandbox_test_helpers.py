@@ -38,3 +38,15 @@ def leftover_processes(cgroup_prefix: str) -> list[int]:
         if f"/rlvr-sandbox/{cgroup_prefix}" in cg or b"driver.py" in cmd and b"rlvr-sandbox" in cmd:
             found.append(int(entry))
     return found
+
+
+def assert_no_leftovers() -> None:
+    """No process of this test process's runs is alive.
+
+    The process-wide default pool keeps pre-started (idle, job-less) sandboxes on purpose;
+    it is closed first so that only real leftovers would remain.
+    """
+    from rlvr.sandbox import default_pool
+
+    default_pool().close()
+    assert leftover_processes(f"{os.getpid()}-") == []

@@ -17,7 +17,7 @@ import pytest
 from rlvr.rewards.code import grade_code
 from rlvr.sandbox import SandboxPool, Tier, bwrap_available, environment
 
-from sandbox_test_helpers import leftover_processes, shared_path
+from sandbox_test_helpers import assert_no_leftovers, shared_path
 
 CASES_FILE = shared_path("cases", "sandbox_adversarial.jsonl")
 PROBE_DIR = "/tmp/rlvr-host-probe"
@@ -102,7 +102,7 @@ def test_adversarial_case(case, host_probe, listener, monkeypatch):
     if case["expected_reward"] is not None:
         assert v.outcome == case["expected_reward"], v.detail
     assert os.getpid() > 0 and os.kill(os.getpid(), 0) is None  # still alive
-    assert leftover_processes(f"{os.getpid()}-") == []
+    assert_no_leftovers()
     outputs = [v.detail, g.grade.run.output if g.grade else ""]
     _check_host(host_probe, listener, outputs)
     if g.grade is not None:
@@ -124,5 +124,5 @@ def test_adversarial_fallback_tier(case, host_probe, listener, monkeypatch):
     if case["expected_reward"] is not None:
         assert g.verdict.outcome == case["expected_reward"], g.verdict.detail
     assert g.grade is not None and g.grade.run.tier is Tier.rlimit
-    assert leftover_processes(f"{os.getpid()}-") == []
+    assert_no_leftovers()
     _check_host(host_probe, listener, [g.verdict.detail, g.grade.run.output])

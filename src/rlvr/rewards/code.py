@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
+import warnings
 from dataclasses import dataclass
 
 from rlvr.rewards.registry import register_format_rule, register_verifier
@@ -71,9 +72,16 @@ def fenced_blocks(text: str) -> list[FencedBlock]:
     return blocks
 
 
+def _parse(code: str) -> ast.Module:
+    # Completions may hold invalid escapes etc.: their SyntaxWarnings are not ours to print.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(code)
+
+
 def _parses(code: str) -> bool:
     try:
-        ast.parse(code)
+        _parse(code)
         return True
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return False
@@ -83,7 +91,7 @@ def _looks_like_code(text: str) -> bool:
     """Plain Python with at least one real statement (not just a word or a number)."""
     src = text if _parses(text) else textwrap.dedent(text)
     try:
-        tree = ast.parse(src)
+        tree = _parse(src)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return False
     return any(

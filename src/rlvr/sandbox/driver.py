@@ -65,7 +65,11 @@ def _apply_limits(lim):
         value = int(value)
         if hard != resource.RLIM_INFINITY:
             value = min(value, hard)
-        resource.setrlimit(which, (value, value))
+        # CPU: SIGXCPU at the soft limit, SIGKILL one second later (if SIGXCPU is ignored).
+        top = value + 1 if which == resource.RLIMIT_CPU else value
+        if hard != resource.RLIM_INFINITY:
+            top = min(top, hard)
+        resource.setrlimit(which, (value, top))
 
 
 def _prctl(option, arg):
@@ -80,13 +84,13 @@ class _Lines:
     """Newline-framed messages from a child's pipe, noticing when the child dies."""
 
     def __init__(self, fd, pid):
-        self.fd, self.pid, self.buf, self.status = fd, pid, bytearray(), None
+        self.fd, self.pid, self.buf, self.status, self.cpu = fd, pid, bytearray(), None, None
 
     def _child_exited(self):
         if self.status is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            pid, status, usage = os.wait4(self.pid, os.WNOHANG)
             if pid:
-                self.status = status
+                self.status, self.cpu = status, usage.ru_utime + usage.ru_stime
         return self.status is not None
 
     def readline(self):
@@ -114,12 +118,12 @@ class _Lines:
                     raise CandidateGone("exited")
 
 
-def _exit_info(status):
+def _exit_info(status, cpu=None):
     if status is None:
         return None
     if os.WIFSIGNALED(status):
-        return {"signal": os.WTERMSIG(status)}
-    return {"code": os.waitstatus_to_exitcode(status)}
+        return {"signal": os.WTERMSIG(status), "cpu": cpu}
+    return {"code": os.waitstatus_to_exitcode(status), "cpu": cpu}
 
 
 # ----------------------------------------------------------------------------- candidate side
@@ -411,8 +415,11 @@ def main():
             if not isinstance(cand, dict):
                 raise CandidateGone("protocol")
         except (CandidateGone, OSError, ValueError) as e:
-            lines._child_exited()
-            record.update(phase="program_exit", why=str(e)[:100], exit=_exit_info(lines.status))
+            for _ in range(100):  # EOF can come just before the exit status is reapable
+                if lines._child_exited():
+                    break
+                select.select([], [], [], 0.005)
+            record.update(phase="program_exit", why=str(e)[:100], exit=_exit_info(lines.status, lines.cpu))
             cand = None
         if cand is not None:
             phase = cand.get("phase")

@@ -17,6 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Iterable, Iterator
 
 import atexit
+import queue
 import weakref
 
 from rlvr.sandbox.runner import Launched, execute, launch, launch_key
@@ -107,6 +108,7 @@ class SandboxPool:
         self._lock = threading.Lock()
         self._warm: list[Launched] = []
         self._pid = os.getpid()
+        self._refills: queue.SimpleQueue | None = None
         _live_pools.add(self)
 
     def _take_warm(self, key) -> Launched | None:
@@ -128,20 +130,44 @@ class SandboxPool:
         return found
 
     def _refill(self, job: SandboxJob) -> None:
+        # Pre-started sandboxes are spawned by one long-lived thread of this pool: bwrap's
+        # --die-with-parent (PR_SET_PDEATHSIG) fires when the spawning *thread* exits, so a
+        # sandbox spawned from a short-lived caller thread would die while waiting.
         with self._lock:
+            if self._pid != os.getpid():
+                self._warm, self._refills, self._pid = [], None, os.getpid()
             if len(self._warm) >= self.workers:
                 return
-        try:
-            sb = launch(job, tier=self.tier)
-        except OSError:
-            return  # the run itself will report the problem
-        with self._lock:
-            self._warm.append(sb)
+            if self._refills is None:
+                self._refills = queue.SimpleQueue()
+                threading.Thread(
+                    target=self._launcher, args=(self._refills,), name="rlvr-sandbox-prestart", daemon=True
+                ).start()
+            self._refills.put(job)
+
+    def _launcher(self, requests: queue.SimpleQueue) -> None:
+        while True:
+            job = requests.get()
+            if job is None:
+                return
+            with self._lock:
+                if len(self._warm) >= self.workers:
+                    continue
+            try:
+                sb = launch(job, tier=self.tier)
+            except OSError:
+                continue  # a later run launches its own and reports the problem
+            with self._lock:
+                if requests is self._refills:
+                    self._warm.append(sb)
+                    continue
+            sb.discard()  # the pool was closed meanwhile
 
     def run(self, job: SandboxJob) -> SandboxResult:
         """Run one job in the calling thread once a slot is free (blocking)."""
         with self.limiter.acquire():
             sb = self._take_warm(launch_key(job, self.tier)) if self.prestart else None
+            warm = sb is not None
             if sb is None:
                 try:
                     sb = launch(job, tier=self.tier)
@@ -150,7 +176,15 @@ class SandboxPool:
                     return SandboxResult(SandboxStatus.sandbox_error, tier, detail=f"launch failed: {e}")
             if self.prestart:
                 self._refill(job)  # starts in the background while this job runs
-            return execute(sb, job)
+            result = execute(sb, job)
+            if warm and result.status is SandboxStatus.sandbox_error:
+                # A pre-started sandbox that died while idle is not the job's problem: retry
+                # once in a fresh one.
+                try:
+                    result = execute(launch(job, tier=self.tier), job)
+                except OSError:
+                    pass
+            return result
 
     def submit(self, job: SandboxJob) -> Future:
         """Queue one job; returns a Future of its :class:`SandboxResult`."""
@@ -168,6 +202,9 @@ class SandboxPool:
         with self._lock:
             executor, self._executor = self._executor, None
             warm, self._warm = (self._warm if self._pid == os.getpid() else []), []
+            if self._refills is not None and self._pid == os.getpid():
+                self._refills.put(None)
+            self._refills = None
         if executor is not None:
             executor.shutdown(wait=True)
         for sb in warm:

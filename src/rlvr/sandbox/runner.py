@@ -236,7 +236,7 @@ def _probe_outcomes(raw) -> tuple[ProbeOutcome, ...]:
     return tuple(out)
 
 
-def _classify(run: _Run, oom: bool) -> tuple[SandboxStatus, str, dict]:
+def _classify(run: _Run, oom: bool, cpu_limit_s: float) -> tuple[SandboxStatus, str, dict]:
     """Map what happened to a status and a short detail. Returns (status, detail, fields)."""
     S = SandboxStatus
     rec = run.record
@@ -245,7 +245,8 @@ def _classify(run: _Run, oom: bool) -> tuple[SandboxStatus, str, dict]:
     if rec is not None:
         phase = rec.get("phase")
         exit_info = rec.get("exit") or {}
-        fields = {"exit_code": exit_info.get("code", -exit_info.get("signal", 0)) if exit_info else None}
+        code = exit_info.get("code", -(exit_info.get("signal") or 0)) if exit_info else None
+        fields = {"exit_code": code}
         if phase == "done":
             checks = tuple(
                 CheckOutcome(bool(c.get("ok")), str(c.get("error", c.get("err", "")))[:300])
@@ -270,7 +271,8 @@ def _classify(run: _Run, oom: bool) -> tuple[SandboxStatus, str, dict]:
             sig = exit_info.get("signal")
             if oom:
                 return S.memory, "memory limit (OOM kill)", fields
-            if sig == signal.SIGXCPU:
+            cpu = exit_info.get("cpu") or 0.0
+            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= cpu_limit_s - 0.05):
                 return S.timeout, "CPU time limit", fields
             return S.runtime_error, f"program exited before the tests ({exit_info or rec.get('why')})", fields
         err = rec.get("error") or {}
@@ -385,7 +387,7 @@ def execute(sandbox: Launched, job: SandboxJob) -> SandboxResult:
     oom = sandbox.cg.oom_killed() if sandbox.cg is not None else False
     killed = len(sandbox.cg.pids()) if sandbox.cg is not None else 0
     sandbox.discard()
-    status, detail, fields = _classify(run, oom)
+    status, detail, fields = _classify(run, oom, _driver_limits(job, tiers.environment(), sandbox.tier)["cpu_s"])
     if status is SandboxStatus.sandbox_error and run.record is None and run.output:
         detail += ": " + bytes(run.output[:300]).decode("utf-8", "replace").strip()
     return SandboxResult(

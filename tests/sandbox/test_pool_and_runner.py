@@ -1,0 +1,159 @@
+"""Runner and pool behaviour: tiers, cleanup, concurrency bound, worker processes."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import threading
+import time
+
+import pytest
+
+from rlvr.sandbox import (
+    SandboxJob,
+    SandboxLimits,
+    SandboxPool,
+    SandboxStatus,
+    SlotLimiter,
+    Tier,
+    environment,
+    run_job,
+)
+
+from sandbox_test_helpers import assert_no_leftovers
+
+JOB = SandboxJob(program="def add(a, b):\n    return a + b\nprint('hello')\n", entry_point="add",
+                 probes=("add(1, 2)", "add((1,), (2,))", "add('a', 1)"))
+
+
+def _check(r):
+    assert r.status is SandboxStatus.ok, r.detail
+    assert [p.value for p in r.probes[:2]] == [3, (1, 2)]
+    assert not r.probes[2].ok and r.probes[2].error == "TypeError"
+    assert r.output == "hello\n"
+
+
+def test_run_job_default_tier():
+    r = run_job(JOB)
+    _check(r)
+    assert r.tier is environment().tier
+    assert_no_leftovers()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the fallback tier test expects root (drops to 65534)")
+def test_run_job_fallback_tier():
+    r = run_job(JOB, tier=Tier.rlimit)
+    _check(r)
+    assert r.tier is Tier.rlimit
+
+
+def test_program_sees_empty_environment_and_extra_env(monkeypatch):
+    monkeypatch.setenv("RLVR_TEST_SECRET", "s3cr3t")
+    job = SandboxJob(program="import os\nprint(sorted(os.environ))\nprint(os.environ.get('X'))",
+                     env={"X": "42"})
+    r = run_job(job)
+    assert r.status is SandboxStatus.ok
+    assert "RLVR_TEST_SECRET" not in r.output and "42" in r.output
+
+
+def test_output_cap_and_wall_timeout():
+    r = run_job(SandboxJob(program="while True: print('x' * 1000)"))
+    assert r.status is SandboxStatus.output_limit and len(r.output) <= JOB.limits.max_output_bytes
+    t0 = time.monotonic()
+    r = run_job(SandboxJob(program="import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+                                   "signal.setitimer(signal.ITIMER_REAL, 0)\ntime.sleep(60)",
+                           limits=SandboxLimits(timeout_s=1.0)))
+    assert r.status is SandboxStatus.timeout and time.monotonic() - t0 < 5
+
+
+def test_cpu_limit_without_wall_timeout():
+    r = run_job(SandboxJob(program="while True: pass", limits=SandboxLimits(timeout_s=30, cpu_s=1)))
+    assert r.status is SandboxStatus.timeout and r.wall_s < 10
+
+
+def test_daemon_is_killed_after_the_run():
+    prog = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+            "        time.sleep(60)\n    os._exit(0)\n")
+    r = run_job(SandboxJob(program=prog))
+    assert r.status is SandboxStatus.ok
+    assert_no_leftovers()
+
+
+def test_slot_limiter_bounds_concurrency(tmp_path):
+    lim = SlotLimiter(2, str(tmp_path))
+    active, peak = [0], [0]
+    lock = threading.Lock()
+
+    def work():
+        with lim.acquire():
+            with lock:
+                active[0] += 1
+                peak[0] = max(peak[0], active[0])
+            time.sleep(0.05)
+            with lock:
+                active[0] -= 1
+
+    ts = [threading.Thread(target=work) for _ in range(6)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert peak[0] == 2
+
+
+def _hold_slot(directory, ready, release):
+    lim = SlotLimiter(1, directory)
+    with lim.acquire():
+        ready.set()
+        release.wait(10)
+
+
+def test_slot_limiter_is_shared_across_processes(tmp_path):
+    ctx = mp.get_context("fork")
+    ready, release = ctx.Event(), ctx.Event()
+    p = ctx.Process(target=_hold_slot, args=(str(tmp_path), ready, release))
+    p.start()
+    assert ready.wait(10)
+    got = []
+    t = threading.Thread(target=lambda: got.append(SlotLimiter(1, str(tmp_path)).acquire().__enter__()))
+    t.daemon = True
+    t.start()
+    t.join(0.3)
+    assert got == []  # the other process holds the only slot
+    release.set()
+    t.join(5)
+    p.join(5)
+    assert got == [0]
+
+
+def _verify_in_child(q):
+    from rlvr.rewards.code import verify_code
+
+    ref = {"entry_point": "add", "tests": ["assert add(1, 2) == 3"]}
+    q.put(verify_code("```python\ndef add(a, b):\n    return a + b\n```", ref).outcome)
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+def test_verifier_from_worker_processes(method):
+    from rlvr.rewards.code import verify_code
+
+    # Warm the default pool in this process first: a forked child must not reuse its sandboxes.
+    verify_code("```python\ndef add(a, b):\n    return a + b\n```",
+                {"entry_point": "add", "tests": ["assert add(1, 2) == 3"]})
+    ctx = mp.get_context(method)
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_verify_in_child, args=(q,)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    outs = [q.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(10)
+    assert outs == [1.0, 1.0]
+
+
+def test_pool_map_and_prestart_cleanup():
+    jobs = [SandboxJob(program=f"def f():\n    return {i}\n", entry_point="f", probes=("f()",)) for i in range(6)]
+    with SandboxPool(workers=2) as pool:
+        rs = pool.map(jobs)
+    assert [r.probes[0].value for r in rs] == list(range(6))
+    assert_no_leftovers()
