@@ -1,0 +1,48 @@
+"""Rollout engines behind one protocol (issue 8): ``create_engine(name, model)`` then
+``engine.generate(prompt_ids, SamplingParams(...)) -> RolloutOutput``.
+
+Engines: ``torch`` (CPU default, :mod:`rlvr.rollout.torch_engine`), ``hf`` (transformers
+``generate``, the reference, :mod:`rlvr.rollout.hf`).
+"""
+
+from rlvr.rollout.engine import (
+    RolloutEngine,
+    UnknownEngineError,
+    create_engine,
+    engine_names,
+    register_engine,
+)
+from rlvr.rollout.types import (
+    FINISH_LENGTH,
+    FINISH_STOP,
+    RolloutOutput,
+    RolloutTiming,
+    SamplingParams,
+    SamplingParamsError,
+)
+
+# Importing the modules registers their engines.
+from rlvr.rollout import hf as _hf  # noqa: E402,F401
+from rlvr.rollout import torch_engine as _torch_engine  # noqa: E402,F401
+from rlvr.rollout.hf import HFEngine  # noqa: E402
+from rlvr.rollout.torch_engine import TorchEngine, UnsupportedModelError  # noqa: E402
+
+DEFAULT_ENGINE = "torch"
+
+__all__ = [
+    "DEFAULT_ENGINE",
+    "FINISH_LENGTH",
+    "FINISH_STOP",
+    "HFEngine",
+    "RolloutEngine",
+    "RolloutOutput",
+    "RolloutTiming",
+    "SamplingParams",
+    "SamplingParamsError",
+    "TorchEngine",
+    "UnknownEngineError",
+    "UnsupportedModelError",
+    "create_engine",
+    "engine_names",
+    "register_engine",
+]

@@ -1,0 +1,239 @@
+"""The rollout engine protocol, the engine registry, and helpers every engine shares.
+
+An engine turns prompt token ids into sampled completions (:class:`RolloutOutput`). Engines are
+registered by name (``hf``, ``torch``; ``vllm`` lives elsewhere) and built with
+:func:`create_engine`::
+
+    engine = create_engine("torch", model, pad_token_id=tokenizer.pad_token_id)
+    out = engine.generate(prompt_ids, SamplingParams(temperature=1.2, top_p=0.9, n=8, seed=0))
+
+Weights: the CPU engines keep a reference to the live policy model (the trainer's object), so a
+policy update is visible to the next ``generate``. Engines that keep their own copy (the
+``torch`` engine's bf16 weights, the ``hf`` engine with a ``dtype``) refresh it automatically
+when the model's parameters changed in place (detected through tensor version counters), and
+``update_weights`` forces a refresh or loads a ``state_dict`` / another model's weights.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+
+import torch
+from torch import Tensor
+
+from rlvr.rollout.types import (
+    FINISH_LENGTH,
+    FINISH_STOP,
+    RolloutOutput,
+    RolloutTiming,
+    SamplingParams,
+)
+
+
+@runtime_checkable
+class RolloutEngine(Protocol):
+    """What the trainer calls. See :mod:`rlvr.rollout.types` for the output conventions."""
+
+    name: str
+
+    def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutOutput:
+        """Sample ``params.n`` completions for each prompt (token ids, no padding).
+
+        Raises:
+            ValueError: empty prompt list, an empty prompt, or a token id out of the vocabulary.
+        """
+        ...
+
+    def update_weights(self, source: Any = None) -> None:
+        """Make the next ``generate`` use new policy weights: ``None`` re-reads the live model,
+        a ``Mapping`` is loaded as a ``state_dict``, an ``nn.Module`` is copied from."""
+        ...
+
+
+EngineFactory = Callable[..., RolloutEngine]
+_ENGINES: dict[str, EngineFactory] = {}
+
+
+class UnknownEngineError(ValueError):
+    """No engine is registered under the requested name; the message lists the known ones."""
+
+
+def register_engine(name: str) -> Callable[[EngineFactory], EngineFactory]:
+    """Class decorator: register an engine factory under ``name``.
+
+    The factory is called as ``factory(model, pad_token_id=..., **options)``.
+
+    Raises:
+        ValueError: ``name`` is already registered.
+    """
+
+    def decorator(factory: EngineFactory) -> EngineFactory:
+        if name in _ENGINES:
+            raise ValueError(f"rollout engine {name!r} is already registered")
+        _ENGINES[name] = factory
+        return factory
+
+    return decorator
+
+
+def engine_names() -> list[str]:
+    """Registered engine names, sorted."""
+    return sorted(_ENGINES)
+
+
+def create_engine(name: str, model, *, pad_token_id: int | None = None, **options) -> RolloutEngine:
+    """Build the engine registered as ``name`` over ``model`` (a transformers causal LM).
+
+    Args:
+        name: registry name, e.g. ``"torch"`` or ``"hf"``.
+        model: the policy model; CPU engines keep a reference to it (see the module doc).
+        pad_token_id: id used to right-pad completions; default ``model.config.pad_token_id``,
+            then its ``eos_token_id``, then 0.
+        options: engine-specific keyword options (see each engine's class doc).
+
+    Raises:
+        UnknownEngineError: ``name`` is not registered (the message suggests the closest name).
+    """
+    if name not in _ENGINES:
+        close = difflib.get_close_matches(name, list(_ENGINES), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UnknownEngineError(
+            f"unknown rollout engine {name!r}{hint}; known: {', '.join(engine_names())}"
+        )
+    return _ENGINES[name](model, pad_token_id=pad_token_id, **options)
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def default_pad_token_id(model, pad_token_id: int | None) -> int:
+    """``pad_token_id`` if given, else the model config's pad id, else its first eos id, else 0."""
+    if pad_token_id is not None:
+        return int(pad_token_id)
+    config = getattr(model, "config", None)
+    for attr in ("pad_token_id", "eos_token_id"):
+        value = getattr(config, attr, None)
+        if isinstance(value, (list, tuple)):
+            value = value[0] if value else None
+        if value is not None:
+            return int(value)
+    return 0
+
+
+def check_prompts(prompt_ids: Sequence[Sequence[int]], vocab_size: int) -> list[list[int]]:
+    """Validate prompts and return them as lists of ints.
+
+    Raises:
+        ValueError: no prompts, an empty prompt, or an id outside ``[0, vocab_size)``; the
+            message names the prompt index.
+    """
+    if isinstance(prompt_ids, Tensor):
+        prompt_ids = prompt_ids.tolist()
+    prompts = [list(map(int, p)) for p in prompt_ids]
+    if not prompts:
+        raise ValueError("prompt_ids is empty: give at least one prompt")
+    for i, prompt in enumerate(prompts):
+        if not prompt:
+            raise ValueError(f"prompt_ids[{i}] is empty")
+        bad = [t for t in prompt if not 0 <= t < vocab_size]
+        if bad:
+            raise ValueError(f"prompt_ids[{i}] has token id {bad[0]} outside [0, {vocab_size})")
+    return prompts
+
+
+def left_pad(prompts: list[list[int]], pad_token_id: int) -> tuple[Tensor, Tensor]:
+    """Left-pad prompts to a common length.
+
+    Returns:
+        ``(input_ids LongTensor[B, L], attention_mask BoolTensor[B, L])`` with
+        ``L = max(len(p))``; the mask is True on real tokens.
+    """
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.bool)
+    for i, prompt in enumerate(prompts):
+        ids[i, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
+        mask[i, width - len(prompt):] = True
+    return ids, mask
+
+
+def first_stop_lengths(tokens: Tensor, stop_token_ids: Sequence[int]) -> tuple[Tensor, Tensor]:
+    """Completion lengths of right-aligned generation output, cut after the first stop token.
+
+    Args:
+        tokens: LongTensor[N, T] generated tokens (anything after a stop token is ignored).
+        stop_token_ids: ids that end a completion.
+
+    Returns:
+        ``(lengths LongTensor[N], stopped BoolTensor[N])``: length includes the stop token;
+        ``stopped`` is True where a stop token occurred.
+    """
+    n, t = tokens.shape
+    if not stop_token_ids or t == 0:
+        return torch.full((n,), t, dtype=torch.long), torch.zeros(n, dtype=torch.bool)
+    is_stop = torch.isin(tokens, torch.tensor(list(stop_token_ids), dtype=tokens.dtype))
+    stopped = is_stop.any(dim=1)
+    first = is_stop.to(torch.int8).argmax(dim=1)
+    lengths = torch.where(stopped, first + 1, torch.full_like(first, t))
+    return lengths, stopped
+
+
+def build_output(
+    tokens: Tensor,
+    logprobs: Tensor,
+    lengths: Tensor,
+    stopped: Tensor,
+    n: int,
+    pad_token_id: int,
+    timing: RolloutTiming,
+) -> RolloutOutput:
+    """Assemble a :class:`RolloutOutput`: trim to ``max(lengths)``, pad and mask past each length.
+
+    Args:
+        tokens: LongTensor[N, T'] with T' >= max(lengths); rows in output order.
+        logprobs: FloatTensor[N, T'].
+        lengths: LongTensor[N] completion lengths (tokens).
+        stopped: BoolTensor[N], True for finish reason ``"stop"``.
+        n: samples per prompt (``prompt_index = row // n``).
+        pad_token_id: written past each length.
+        timing: its ``tokens_generated`` is set to ``lengths.sum()``.
+    """
+    width = int(lengths.max()) if lengths.numel() else 0
+    mask = torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)
+    ids = tokens[:, :width].masked_fill(~mask, pad_token_id)
+    lps = logprobs[:, :width].float().masked_fill(~mask, 0.0)
+    timing.tokens_generated = int(lengths.sum())
+    return RolloutOutput(
+        completion_ids=ids.long(),
+        completion_mask=mask,
+        logprobs=lps,
+        prompt_index=torch.arange(tokens.shape[0]) // n,
+        finish_reason=[FINISH_STOP if s else FINISH_LENGTH for s in stopped.tolist()],
+        lengths=lengths.long(),
+        timing=timing,
+        pad_token_id=pad_token_id,
+    )
+
+
+def params_version(model) -> int:
+    """Sum of the parameters' version counters: changes whenever a parameter is modified in
+    place (optimizer steps, ``load_state_dict``, ``copy_``), so a cached copy knows it is stale."""
+    return sum(p._version for p in model.parameters())
+
+
+def load_weights_into(model, source: Any) -> None:
+    """Copy weights into ``model`` from a ``state_dict`` mapping or another ``nn.Module``.
+
+    Raises:
+        TypeError: ``source`` is neither.
+    """
+    if isinstance(source, torch.nn.Module):
+        source = source.state_dict()
+    if not isinstance(source, Mapping):
+        raise TypeError(f"update_weights takes None, a state_dict or an nn.Module, "
+                        f"not {type(source).__name__}")
+    with torch.no_grad():
+        model.load_state_dict(source)

@@ -1,0 +1,177 @@
+"""``hf``: transformers ``generate``, the reference engine.
+
+Sampling follows transformers' own logits processors (temperature, top-k, then top-p) and its
+global RNG, seeded per call inside ``torch.random.fork_rng`` so the caller's RNG state is left
+untouched. ``generate`` does not return the untruncated tempered log-probs the trainer needs, so
+they are computed afterwards by one teacher-forced forward pass over prompt + completion (rows
+in chunks, fp32 log-softmax): ``log_softmax(logits / T)[token]``, T = 1 when greedy.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any, Sequence
+
+import torch
+from torch import Tensor
+
+from rlvr.algo.logprobs import token_log_probs
+from rlvr.rollout.engine import (
+    build_output,
+    check_prompts,
+    default_pad_token_id,
+    first_stop_lengths,
+    left_pad,
+    load_weights_into,
+    params_version,
+    register_engine,
+)
+from rlvr.rollout.types import RolloutOutput, RolloutTiming, SamplingParams
+
+
+class _FirstTokenClock:
+    """A transformers streamer that only notes when the first generated token arrives (the
+    first ``put`` is the prompt, the second the first new token)."""
+
+    def __init__(self) -> None:
+        self.puts = 0
+        self.first_token_at: float | None = None
+
+    def put(self, value) -> None:
+        self.puts += 1
+        if self.puts == 2:
+            self.first_token_at = time.perf_counter()
+
+    def end(self) -> None:
+        pass
+
+
+@register_engine("hf")
+class HFEngine:
+    """Rollouts through ``model.generate``.
+
+    Args:
+        model: a transformers causal LM (the live policy; kept by reference).
+        pad_token_id: completion padding id (default from the model config).
+        dtype: run generation on a copy of the model in this dtype (e.g. ``torch.bfloat16``);
+            ``None`` (default) runs the model itself. A copy is refreshed when the live model's
+            parameters change in place, or on ``update_weights``.
+        compute_logprobs: fill ``RolloutOutput.logprobs`` with an extra forward pass (default
+            True); False leaves zeros (for throughput measurements of ``generate`` alone).
+        logprob_batch_rows: rows per forward pass when computing log-probs.
+    """
+
+    name = "hf"
+
+    def __init__(self, model, *, pad_token_id: int | None = None, dtype: torch.dtype | None = None,
+                 compute_logprobs: bool = True, logprob_batch_rows: int = 16):
+        self.model = model
+        self.pad_token_id = default_pad_token_id(model, pad_token_id)
+        self.dtype = dtype
+        self.compute_logprobs = compute_logprobs
+        self.logprob_batch_rows = logprob_batch_rows
+        self._copy = None
+        self._version = -1
+
+    def update_weights(self, source: Any = None) -> None:
+        """Load ``source`` (``state_dict`` or module) into the live model when given, then
+        refresh the dtype copy if there is one.
+
+        Raises:
+            TypeError: ``source`` is not None, a mapping or a module.
+        """
+        if source is not None:
+            load_weights_into(self.model, source)
+        if self.dtype is not None:
+            self._copy = copy.deepcopy(self.model).eval()
+            # Cast parameters only: ``Module.to`` would also cast buffers such as the rotary
+            # ``inv_freq``, and bf16 rotary frequencies visibly change the model's outputs.
+            for param in self._copy.parameters():
+                param.data = param.data.to(self.dtype)
+            self._version = params_version(self.model)
+
+    def _runner(self):
+        if self.dtype is None:
+            return self.model
+        if self._copy is None or params_version(self.model) != self._version:
+            self.update_weights()
+        return self._copy
+
+    def _generation_config(self, params: SamplingParams):
+        from transformers import GenerationConfig
+
+        sampling = {}
+        if not params.greedy:
+            sampling = dict(temperature=float(params.temperature), top_p=float(params.top_p),
+                            top_k=params.top_k or None)
+        return GenerationConfig(
+            do_sample=not params.greedy,
+            max_new_tokens=params.max_new_tokens,
+            # Greedy rows of one prompt are identical: generate once, repeat afterwards.
+            num_return_sequences=1 if params.greedy else params.n,
+            # An empty list, not None: None would fall back to the model's default eos.
+            eos_token_id=list(params.stop_token_ids),
+            pad_token_id=self.pad_token_id,
+            **sampling,
+        )
+
+    @torch.no_grad()
+    def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutOutput:
+        """Sample ``params.n`` completions per prompt with ``model.generate``.
+
+        Raises:
+            ValueError: empty prompts or token ids outside the vocabulary.
+        """
+        model = self._runner()
+        prompts = check_prompts(prompt_ids, model.config.vocab_size)
+        ids, mask = left_pad(prompts, self.pad_token_id)
+        clock = _FirstTokenClock()
+        was_training = model.training
+        model.eval()
+        start = time.perf_counter()
+        try:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(params.resolved_seed())
+                sequences = model.generate(input_ids=ids, attention_mask=mask.long(),
+                                           generation_config=self._generation_config(params),
+                                           streamer=clock)
+        finally:
+            model.train(was_training)
+        end = time.perf_counter()
+        first = clock.first_token_at or end
+        timing = RolloutTiming(prefill_seconds=first - start, decode_seconds=end - first)
+        completion = sequences[:, ids.shape[1]:]
+        if params.greedy:
+            completion = completion.repeat_interleave(params.n, dim=0)
+        lengths, stopped = first_stop_lengths(completion, params.stop_token_ids)
+        logprobs = torch.zeros(completion.shape, dtype=torch.float32)
+        if self.compute_logprobs and completion.shape[1] > 0:
+            logprobs = self._logprobs(model, ids, mask, completion, lengths, params)
+        return build_output(completion, logprobs, lengths, stopped, params.n, self.pad_token_id,
+                            timing)
+
+    def _logprobs(self, model, ids: Tensor, mask: Tensor, completion: Tensor, lengths: Tensor,
+                  params: SamplingParams) -> Tensor:
+        """FloatTensor[N, T]: tempered log-probs of ``completion`` by teacher forcing."""
+        n = params.n
+        width = ids.shape[1]
+        full = torch.cat([ids.repeat_interleave(n, 0), completion], dim=1)
+        comp_mask = torch.arange(completion.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)
+        attention = torch.cat([mask.repeat_interleave(n, 0), comp_mask], dim=1)
+        positions = (attention.long().cumsum(1) - 1).clamp_(min=0)
+        temperature = 1.0 if params.greedy else params.temperature
+        parts = []
+        was_training = model.training
+        model.eval()
+        try:
+            for i in range(0, full.shape[0], self.logprob_batch_rows):
+                rows = slice(i, i + self.logprob_batch_rows)
+                logits = model(input_ids=full[rows], attention_mask=attention[rows].long(),
+                               position_ids=positions[rows]).logits
+                predicting = logits[:, width - 1: -1]  # logits at t predict token t + 1
+                parts.append(token_log_probs(predicting, completion[rows],
+                                             temperature=temperature))
+        finally:
+            model.train(was_training)
+        return torch.cat(parts)

@@ -1,0 +1,437 @@
+"""``torch``: the CPU default rollout engine, a batched decoder written for this workload.
+
+It runs the policy's own weights (Llama-family architectures: Llama, SmolLM2, Qwen2; RMSNorm,
+rotary positions, grouped-query attention, SwiGLU) through a lean forward pass instead of the
+transformers module tree, because at decode time (one token per row) the per-module overhead,
+not the matmuls, dominates transformers' ``generate`` on a 2-core CPU:
+
+- **bf16 weights copy** (AMX runs bf16 matmuls ~5x faster than fp32), with q/k/v fused into one
+  matmul and gate/up into another. The copy is refreshed when the live model's parameters change
+  (their version counters move: optimizer steps, ``load_state_dict``) or on ``update_weights``.
+- **Static KV cache**: one pre-allocated tensor ``[layers, 2, rows, kv_heads, max_len, head_dim]``
+  per batch; prompts are left-padded so every row writes its next key/value in the same column.
+  Position ids come from the per-row prompt lengths, so padding never shifts rotary positions.
+- **Prefill once per prompt**: the ``n`` samples of a prompt share its prefill; the prompt's
+  cache is then copied n-fold into the rows of its group.
+- **Finished rows leave the batch**: once an eighth of the batch has hit a stop token, the
+  surviving rows' cache is compacted to the front and decoding continues on the smaller batch.
+- **Length buckets** (R42): prompts are sorted by length and decoded in batches of at most
+  ``max_batch_size`` rows, which bounds KV memory and padding.
+- **Sampling in fp32** with one seeded ``torch.Generator`` per call (:mod:`rlvr.rollout.sampling`).
+
+Numerics follow transformers' Llama in the same dtype (RMSNorm in fp32, residual stream in the
+compute dtype, softmax attention with fp32 accumulation), so greedy decoding matches the ``hf``
+engine token for token in fp32 and, short of near-ties, in bf16.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from rlvr.rollout.engine import (
+    build_output,
+    check_prompts,
+    default_pad_token_id,
+    left_pad,
+    load_weights_into,
+    params_version,
+    register_engine,
+)
+from rlvr.rollout.sampling import sample_next
+from rlvr.rollout.types import RolloutOutput, RolloutTiming, SamplingParams
+
+_SUPPORTED = ("llama", "qwen2", "mistral")
+
+
+class UnsupportedModelError(ValueError):
+    """The ``torch`` engine does not implement this architecture (use the ``hf`` engine)."""
+
+
+def check_supported(config) -> None:
+    """Raise :class:`UnsupportedModelError` unless ``config`` describes a decoder this engine runs:
+    model type in llama / qwen2 / mistral, SiLU MLP, no sliding window."""
+    kind = getattr(config, "model_type", None)
+    if kind not in _SUPPORTED:
+        raise UnsupportedModelError(
+            f"torch engine supports model types {', '.join(_SUPPORTED)}, not {kind!r}; "
+            f"use engine 'hf'")
+    if getattr(config, "hidden_act", "silu") != "silu":
+        raise UnsupportedModelError(f"torch engine needs hidden_act 'silu', not {config.hidden_act!r}")
+    if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
+        if kind == "mistral":
+            raise UnsupportedModelError("torch engine does not implement sliding-window attention")
+
+
+@dataclass
+class _Layer:
+    """One decoder layer's weights in the compute dtype (``[out, in]`` like ``nn.Linear``)."""
+
+    ln1: Tensor  # [H]
+    wqkv: Tensor  # [(Hq + 2 Hkv) D, H]
+    bqkv: Tensor | None  # [(Hq + 2 Hkv) D] (Qwen2 has q/k/v biases)
+    wo: Tensor  # [H, Hq D]
+    ln2: Tensor  # [H]
+    wgu: Tensor  # [2 I, H]: gate rows then up rows
+    wdown: Tensor  # [H, I]
+
+
+class DecoderWeights:
+    """A compute-dtype snapshot of a Llama-family model's weights plus its rotary table.
+
+    Attributes:
+        embed: [V, H] token embeddings; lm_head: [V, H]; norm: [H] final RMSNorm weight.
+        layers: list of per-layer weights; eps: RMSNorm epsilon.
+        heads, kv_heads, head_dim, intermediate: attention / MLP sizes.
+    """
+
+    def __init__(self, model, dtype: torch.dtype):
+        check_supported(model.config)
+        cfg = model.config
+        inner = model.model
+        self.dtype = dtype
+        self.heads = cfg.num_attention_heads
+        self.kv_heads = getattr(cfg, "num_key_value_heads", None) or self.heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.heads
+        self.intermediate = cfg.intermediate_size
+        self.eps = float(cfg.rms_norm_eps)
+        self.vocab_size = cfg.vocab_size
+        self._rotary = inner.rotary_emb
+        with torch.no_grad():
+            self.embed = self._cast(inner.embed_tokens.weight)
+            self.lm_head = (self.embed if model.lm_head.weight is inner.embed_tokens.weight
+                            else self._cast(model.lm_head.weight))
+            self.norm = self._cast(inner.norm.weight)
+            self.layers = [self._layer(block) for block in inner.layers]
+        self._probe = torch.zeros(1, dtype=dtype)  # tells the rotary module the output dtype
+
+    def _cast(self, t: Tensor) -> Tensor:
+        return t.detach().to(self.dtype).contiguous()
+
+    def _layer(self, block) -> _Layer:
+        att, mlp = block.self_attn, block.mlp
+        projections = (att.q_proj, att.k_proj, att.v_proj)
+        bias = None
+        if att.q_proj.bias is not None:
+            bias = self._cast(torch.cat([p.bias for p in projections]))
+        return _Layer(
+            ln1=self._cast(block.input_layernorm.weight),
+            wqkv=self._cast(torch.cat([p.weight for p in projections])),
+            bqkv=bias,
+            wo=self._cast(att.o_proj.weight),
+            ln2=self._cast(block.post_attention_layernorm.weight),
+            wgu=self._cast(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])),
+            wdown=self._cast(mlp.down_proj.weight),
+        )
+
+    def rotary(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """``(cos, sin)`` of shape ``positions.shape + [D]`` in the compute dtype, from the
+        model's own rotary module (so any rope scaling it implements applies).
+
+        Computed per call rather than looked up in a table: the vectorised fp32 cos / sin
+        round the last bit differently depending on tensor shape, and calling the module on the
+        same ``[rows, length]`` positions as transformers does keeps bf16 greedy decoding
+        identical to the ``hf`` engine.
+        """
+        cos, sin = self._rotary(self._probe, positions.view(-1, positions.shape[-1]))
+        return cos.view(*positions.shape, -1), sin.view(*positions.shape, -1)
+
+
+def _rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
+    # Same op order as transformers' LlamaRMSNorm: normalise in fp32, cast, then scale.
+    xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * xf.to(x.dtype)
+
+
+def _rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+def _mlp(h: Tensor, layer: _Layer, intermediate: int) -> Tensor:
+    gate_up = F.linear(h, layer.wgu)
+    return F.linear(F.silu(gate_up[..., :intermediate]) * gate_up[..., intermediate:], layer.wdown)
+
+
+def _decode_attention(queries: Tensor, keys: Tensor, values: Tensor, visible: Tensor | None
+                      ) -> Tensor:
+    """Attention of one new token per row over its cached keys / values.
+
+    Args:
+        queries: [R, Hq, D]; keys, values: [R, Hkv, t, D] (strided views of the cache).
+        visible: BoolTensor[R, 1, 1, t] key mask, or None when every key is visible.
+
+    Returns:
+        [R, Hq * D].
+
+    With a mask, the G query heads that share a kv head become G query "positions" of that
+    kv head ([R, Hkv, G, D]): keys and values are read once per kv head and never repeated.
+    These are the two layouts transformers uses, so bf16 rounding matches it exactly.
+    """
+    rows, heads, dim = queries.shape
+    if visible is None:
+        att = F.scaled_dot_product_attention(queries.unsqueeze(2), keys, values, enable_gqa=True)
+    else:
+        kv_heads = keys.shape[1]
+        grouped = queries.view(rows, kv_heads, heads // kv_heads, dim)
+        att = F.scaled_dot_product_attention(grouped, keys, values, attn_mask=visible)
+    return att.reshape(rows, heads * dim)
+
+
+class KVCache:
+    """Pre-allocated keys and values: ``data[layer, 0 | 1, row, kv_head, column, dim]``.
+
+    Args:
+        weights: supplies layer count, kv heads, head dim and dtype.
+        rows: batch rows; length: columns (prompt width + new tokens - 1).
+    """
+
+    def __init__(self, weights: DecoderWeights, rows: int, length: int):
+        self.data = torch.empty(len(weights.layers), 2, rows, weights.kv_heads, length,
+                                weights.head_dim, dtype=weights.dtype)
+
+    def compact(self, keep: Tensor, columns: int) -> None:
+        """Move rows ``keep`` (LongTensor, ascending) to the front, copying ``columns`` columns."""
+        self.data[:, :, : keep.numel(), :, :columns] = self.data[:, :, keep, :, :columns]
+
+
+class Decoder:
+    """The forward passes of :class:`TorchEngine` over a :class:`DecoderWeights` snapshot."""
+
+    def __init__(self, weights: DecoderWeights):
+        self.w = weights
+
+    def prefill(self, ids: Tensor, mask: Tensor, cache: KVCache, group: int) -> Tensor:
+        """Run left-padded prompts and write their keys / values into ``cache``.
+
+        Args:
+            ids: LongTensor[B, L] left-padded prompt ids; mask: BoolTensor[B, L] real tokens.
+            cache: holds ``B * group`` rows; prompt b fills rows ``b*group .. b*group+group-1``.
+            group: samples per prompt (n).
+
+        Returns:
+            FloatTensor[B, V] (compute dtype): logits for each prompt's next token.
+        """
+        w = self.w
+        b, length = ids.shape
+        positions = (mask.long().cumsum(1) - 1).clamp_(min=0)
+        cos, sin = (t.unsqueeze(1) for t in w.rotary(positions))  # [B, 1, L, D]
+        causal = torch.ones(length, length, dtype=torch.bool).tril_()
+        # Pad queries may see themselves, so no softmax row is empty (an empty row is NaN,
+        # and NaN values would leak into real rows through 0 * NaN in the next layer).
+        visible = None  # no padding: plain causal attention
+        if not bool(mask.all()):
+            visible = causal & (mask.unsqueeze(1) | torch.eye(length, dtype=torch.bool))
+            visible = visible.unsqueeze(1)  # [B, 1, L, L]
+        x = w.embed[ids]
+        qd, kd = w.heads * w.head_dim, w.kv_heads * w.head_dim
+        for i, layer in enumerate(w.layers):
+            qkv = F.linear(_rms_norm(x, layer.ln1, w.eps), layer.wqkv, layer.bqkv)
+            q = _rope(qkv[..., :qd].view(b, length, w.heads, w.head_dim).transpose(1, 2), cos, sin)
+            k = _rope(qkv[..., qd:qd + kd].view(b, length, w.kv_heads, w.head_dim).transpose(1, 2),
+                      cos, sin)
+            v = qkv[..., qd + kd:].view(b, length, w.kv_heads, w.head_dim).transpose(1, 2)
+            slots = cache.data[i, :, :, :, :length].unflatten(1, (b, group))  # [2, B, n, Hkv, L, D]
+            slots[0].copy_(k.unsqueeze(1).expand_as(slots[0]))
+            slots[1].copy_(v.unsqueeze(1).expand_as(slots[1]))
+            if visible is None:
+                att = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            else:
+                att = F.scaled_dot_product_attention(q, k, v, attn_mask=visible, enable_gqa=True)
+            x = x + F.linear(att.transpose(1, 2).reshape(b, length, qd), layer.wo)
+            x = x + _mlp(_rms_norm(x, layer.ln2, w.eps), layer, w.intermediate)
+        return F.linear(_rms_norm(x[:, -1], w.norm, w.eps), w.lm_head)
+
+    def step(self, tokens: Tensor, positions: Tensor, column: int, key_mask: Tensor,
+             cache: KVCache) -> Tensor:
+        """One decode step for the first ``R = tokens.numel()`` cache rows.
+
+        Args:
+            tokens: LongTensor[R], the last sampled token of each row.
+            positions: LongTensor[R], its rotary position (prompt length + tokens so far - 1).
+            column: cache column to write (the same for every row: prompts are left-padded).
+            key_mask: BoolTensor[R, column + 1], True on cache columns a row may attend to;
+                None when no row has padding (every column is visible).
+            cache: the batch's KV cache.
+
+        Returns:
+            FloatTensor[R, V] (compute dtype): next-token logits.
+        """
+        w = self.w
+        rows = tokens.numel()
+        cos, sin = w.rotary(positions.unsqueeze(1))  # [R, 1, D]
+        visible = None if key_mask is None else key_mask.view(rows, 1, 1, column + 1)
+        x = w.embed[tokens]
+        qd, kd = w.heads * w.head_dim, w.kv_heads * w.head_dim
+        for i, layer in enumerate(w.layers):
+            qkv = F.linear(_rms_norm(x, layer.ln1, w.eps), layer.wqkv, layer.bqkv)
+            # q and k rotate together: one set of elementwise ops instead of two.
+            qk = _rope(qkv[:, :qd + kd].view(rows, w.heads + w.kv_heads, w.head_dim), cos, sin)
+            keys = cache.data[i, 0, :rows, :, : column + 1]
+            values = cache.data[i, 1, :rows, :, : column + 1]
+            keys[:, :, column] = qk[:, w.heads:]
+            values[:, :, column] = qkv[:, qd + kd:].view(rows, w.kv_heads, w.head_dim)
+            att = _decode_attention(qk[:, : w.heads], keys, values, visible)
+            x = x + F.linear(att, layer.wo)
+            x = x + _mlp(_rms_norm(x, layer.ln2, w.eps), layer, w.intermediate)
+        return F.linear(_rms_norm(x, w.norm, w.eps), w.lm_head)
+
+
+@dataclass
+class _Batch:
+    """Decode state of one bucket: slot s of the live batch is output row ``rows[s]``."""
+
+    rows: Tensor  # LongTensor[R] output row of each live slot
+    positions: Tensor  # LongTensor[R] rotary position of the next token fed
+    key_mask: Tensor  # BoolTensor[R, columns]
+    done: Tensor  # BoolTensor[R] slot finished but not yet compacted away
+    tokens: Tensor  # LongTensor[R] last sampled token
+
+
+@register_engine("torch")
+class TorchEngine:
+    """Batched CPU decoder (see the module doc).
+
+    Args:
+        model: a transformers Llama-family causal LM (any parameter dtype); the engine keeps a
+            reference and snapshots its weights in ``dtype``.
+        pad_token_id: completion padding id (default from the model config).
+        dtype: compute dtype, ``torch.bfloat16`` (default, fast on AMX) or ``torch.float32``.
+        max_batch_size: rows (prompts x n) decoded together at most; more prompts are split into
+            length-sorted buckets.
+        compact_fraction: compact the batch once this fraction of its rows has finished.
+
+    Raises:
+        UnsupportedModelError: the architecture is not Llama-family.
+    """
+
+    name = "torch"
+
+    def __init__(self, model, *, pad_token_id: int | None = None,
+                 dtype: torch.dtype = torch.bfloat16, max_batch_size: int = 256,
+                 compact_fraction: float = 0.125):
+        check_supported(model.config)
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self.model = model
+        self.pad_token_id = default_pad_token_id(model, pad_token_id)
+        self.dtype = dtype
+        self.max_batch_size = max_batch_size
+        self.compact_fraction = compact_fraction
+        self._decoder: Decoder | None = None
+        self._version = -1
+
+    def update_weights(self, source: Any = None) -> None:
+        """Re-snapshot the weights: from the live model (``None``), or after loading
+        ``source`` (a ``state_dict`` or ``nn.Module``) into the live model.
+
+        Raises:
+            TypeError: ``source`` is not None, a mapping or a module.
+        """
+        if source is not None:
+            load_weights_into(self.model, source)
+        self._decoder = Decoder(DecoderWeights(self.model, self.dtype))
+        self._version = params_version(self.model)
+
+    def _current_decoder(self) -> Decoder:
+        if self._decoder is None or params_version(self.model) != self._version:
+            self.update_weights()
+        return self._decoder
+
+    @torch.no_grad()
+    def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutOutput:
+        """Sample ``params.n`` completions per prompt; see :class:`RolloutEngine`.
+
+        Raises:
+            ValueError: empty prompts or token ids outside the vocabulary.
+        """
+        decoder = self._current_decoder()
+        prompts = check_prompts(prompt_ids, decoder.w.vocab_size)
+        generator = torch.Generator().manual_seed(params.resolved_seed())
+        n, total = params.n, len(prompts) * params.n
+        tokens = torch.full((total, params.max_new_tokens), self.pad_token_id, dtype=torch.long)
+        logprobs = torch.zeros(total, params.max_new_tokens)
+        lengths = torch.full((total,), params.max_new_tokens, dtype=torch.long)
+        stopped = torch.zeros(total, dtype=torch.bool)
+        timing = RolloutTiming()
+        out = (tokens, logprobs, lengths, stopped)
+        for bucket in self._buckets(prompts, n):
+            self._generate_bucket(decoder, [prompts[i] for i in bucket], bucket, params,
+                                  generator, out, timing)
+        return build_output(tokens, logprobs, lengths, stopped, n, self.pad_token_id, timing)
+
+    def _buckets(self, prompts: list[list[int]], n: int) -> list[list[int]]:
+        """Prompt indices grouped into length-sorted batches of at most max_batch_size rows."""
+        per_batch = max(1, self.max_batch_size // n)
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+        return [order[i:i + per_batch] for i in range(0, len(order), per_batch)]
+
+    def _generate_bucket(self, decoder: Decoder, prompts: list[list[int]], prompt_rows: list[int],
+                         params: SamplingParams, generator: torch.Generator,
+                         out: tuple[Tensor, ...], timing: RolloutTiming) -> None:
+        """Prefill, then decode until every row stopped or hit max_new_tokens; writes results
+        into ``out = (tokens, logprobs, lengths, stopped)`` at the bucket's output rows."""
+        n = params.n
+        start = time.perf_counter()
+        ids, mask = left_pad(prompts, self.pad_token_id)
+        width = ids.shape[1]
+        padded = not bool(mask.all())
+        cache = KVCache(decoder.w, len(prompts) * n, width + params.max_new_tokens - 1)
+        first_logits = decoder.prefill(ids, mask, cache, n).repeat_interleave(n, dim=0)
+        rows = (torch.tensor(prompt_rows).unsqueeze(1) * n + torch.arange(n)).flatten()
+        key_mask = torch.ones(rows.numel(), cache.data.shape[4], dtype=torch.bool)
+        key_mask[:, :width] = mask.repeat_interleave(n, dim=0)
+        batch = _Batch(rows=rows, positions=mask.sum(1).repeat_interleave(n),
+                       key_mask=key_mask, done=torch.zeros(rows.numel(), dtype=torch.bool),
+                       tokens=rows)
+        self._record(batch, first_logits, 0, params, generator, out)
+        timing.prefill_seconds += time.perf_counter() - start
+        start = time.perf_counter()
+        for step in range(1, params.max_new_tokens):
+            if bool(batch.done.all()):
+                break
+            batch = self._maybe_compact(batch, cache, width + step - 1)
+            column = width + step - 1
+            # Without padding, no mask: cheaper, and the same kernel transformers picks.
+            key_mask = batch.key_mask[:, : column + 1] if padded else None
+            logits = decoder.step(batch.tokens, batch.positions, column, key_mask, cache)
+            batch.positions += 1
+            self._record(batch, logits, step, params, generator, out)
+        timing.decode_seconds += time.perf_counter() - start
+
+    @staticmethod
+    def _record(batch: _Batch, logits: Tensor, step: int, params: SamplingParams,
+                generator: torch.Generator, out: tuple[Tensor, ...]) -> None:
+        """Sample the step's tokens, store them for live rows, mark rows that stopped."""
+        tokens, logprobs, lengths, stopped = out
+        sampled, logp = sample_next(logits, params, generator)
+        live = ~batch.done
+        rows = batch.rows[live]
+        tokens[rows, step] = sampled[live]
+        logprobs[rows, step] = logp[live]
+        if params.stop_token_ids:
+            hit = live & torch.isin(sampled, torch.tensor(params.stop_token_ids))
+            if bool(hit.any()):
+                lengths[batch.rows[hit]] = step + 1
+                stopped[batch.rows[hit]] = True
+                batch.done |= hit
+        batch.tokens = sampled
+
+    def _maybe_compact(self, batch: _Batch, cache: KVCache, columns: int) -> _Batch:
+        """Drop finished rows once they are ``compact_fraction`` of the batch (copying the
+        cache costs about as much as a couple of decode steps for those rows, so not every step)."""
+        dead = int(batch.done.sum())
+        if dead == 0 or dead < self.compact_fraction * batch.rows.numel():
+            return batch
+        keep = (~batch.done).nonzero().squeeze(1)
+        cache.compact(keep, columns)
+        return _Batch(rows=batch.rows[keep], positions=batch.positions[keep],
+                      key_mask=batch.key_mask[keep], done=batch.done[keep],
+                      tokens=batch.tokens[keep])
