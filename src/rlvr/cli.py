@@ -115,6 +115,63 @@ def _load_reward_config(path: Optional[Path], **overrides):
         raise fail(str(exc))
 
 
+@app.command()
+def train(
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Run config YAML "
+                                          "(default: configs/arithmetic.yaml settings)."),
+    set_: list[str] = typer.Option([], "--set", help="Override KEY=VALUE (dotted keys), "
+                                   "e.g. --set grpo.steps=10. Repeatable."),
+    output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Run directory "
+                                              "(default runs/<name>-<timestamp>)."),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this "
+                                          "directory from its last checkpoint."),
+) -> None:
+    """SFT cold start + GRPO, ending with a baseline vs trained validation table."""
+    from rlvr.train.run import Run, results_table, run_dir_for
+
+    run_config = _load_run_config(resume / "config.yaml" if resume else config, set_)
+    if output_dir is not None:
+        run_config.output_dir = str(output_dir)
+    run_dir = resume or run_dir_for(run_config)
+    _check_run_inputs(run_config)
+    err.print(f"[bold]rlvr train[/] -> {run_dir}")
+    err.print(_yaml(run_config.model_dump(mode="json")), highlight=False)
+    results = Run(run_config, run_dir, resume=resume is not None).train()
+    Console(width=None if sys.stdout.isatty() else 120).print(results_table(results))
+    print(f"pass@1 gain: {results['gain_pass_at_1'] * 100:+.1f} points; wall time "
+          f"{results['wall_seconds'] / 60:.1f} min; run dir {run_dir}")
+
+
+def _yaml(data) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def _load_run_config(path: Optional[Path], overrides: list[str]):
+    from rlvr.configio import ConfigError, load_config
+    from rlvr.train.config import RunConfig
+
+    if path is None:
+        default = Path("configs/arithmetic.yaml")
+        path = default if default.is_file() else None
+    try:
+        return load_config(RunConfig, path, overrides)
+    except ConfigError as exc:
+        raise fail(str(exc))
+
+
+def _check_run_inputs(config) -> None:
+    """Fail before any work on inputs that cannot work (exit 2)."""
+    from rlvr.models.loader import DEFAULT_MODEL, TINY_RANDOM
+
+    if config.data.path and not Path(config.data.path).exists():
+        raise fail(f"data.path: {config.data.path} does not exist")
+    name = config.model.name
+    if name not in (DEFAULT_MODEL, TINY_RANDOM) and not Path(name).exists() and "/" not in name:
+        raise fail(f"model.name: {name!r} is neither a known model, a local path nor a hub id")
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app()
 

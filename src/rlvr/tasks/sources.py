@@ -1,0 +1,128 @@
+"""Load train / validation :class:`~rlvr.records.Task` lists for a run's ``data`` section.
+
+File sources read a local path (the hub is not reachable offline):
+- ``gsm8k``: ``question`` / ``answer`` records; the reference is the whole answer (the math
+  verifier reads its ``#### N``); the worked solution for SFT is the answer with GSM8K's
+  calculator notes ``<<48/2=24>>`` removed.
+- ``math500``: ``problem`` / ``solution`` / ``answer``.
+- ``jsonl``: the project's task record format (``rlvr.records.Task`` fields).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+from rlvr.records import RecordError, Task
+
+_CALCULATOR_NOTE = re.compile(r"<<[^<>]*>>")
+
+
+class DataError(ValueError):
+    """Task data could not be loaded; the message names the file, line and field."""
+
+
+def gsm8k_solution(answer: str) -> str:
+    """GSM8K answer text in the target output format: calculator notes removed, the final
+    ``#### N`` line kept (with thousands separators dropped)."""
+    text = _CALCULATOR_NOTE.sub("", answer)
+    head, _, final = text.rpartition("####")
+    return f"{head.rstrip()}\n#### {final.strip().replace(',', '')}"
+
+
+def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}:{line_no}: invalid JSON ({exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise DataError(f"{path}:{line_no}: expected a JSON object")
+            rows.append((line_no, obj))
+    return rows
+
+
+def _field(obj: dict, name: str, path: Path, line: int) -> str:
+    value = obj.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise DataError(f"{path}:{line}: field '{name}': expected a non-empty string")
+    return value
+
+
+def load_gsm8k(path: Path, split: str) -> list[Task]:
+    """GSM8K records from ``path`` (a file, or a directory holding ``train.jsonl`` /
+    ``test.jsonl``; validation uses ``test.jsonl``)."""
+    if path.is_dir():
+        path = path / ("train.jsonl" if split == "train" else "test.jsonl")
+    tasks = []
+    for line, obj in _read_jsonl(path):
+        answer = _field(obj, "answer", path, line)
+        if "####" not in answer:
+            raise DataError(f"{path}:{line}: field 'answer': no final '#### N' line")
+        tasks.append(Task(id=f"gsm8k-{path.stem}-{line}", prompt=_field(obj, "question", path,
+                          line), reference=answer, task_type="math", source="gsm8k",
+                          category="gsm8k", solution=gsm8k_solution(answer)))
+    return tasks
+
+
+def load_math500(path: Path, split: str) -> list[Task]:
+    """MATH-500 records (``problem``, ``solution``, ``answer``, ``subject``, ``level``)."""
+    if path.is_dir():
+        path = path / "test.jsonl"
+    return [Task(id=str(obj.get("unique_id", f"math500-{line}")),
+                 prompt=_field(obj, "problem", path, line),
+                 reference=_field(obj, "answer", path, line), task_type="math", source="math500",
+                 category=str(obj.get("subject", "math")), difficulty=str(obj.get("level", "")) or None,
+                 solution=obj.get("solution"))
+            for line, obj in _read_jsonl(path)]
+
+
+def load_task_file(path: Path) -> list[Task]:
+    """Tasks in the project's JSONL task format. Raises :class:`DataError` naming the line."""
+    tasks = []
+    for line, obj in _read_jsonl(path):
+        try:
+            tasks.append(Task.from_dict(obj))
+        except RecordError as exc:
+            raise DataError(f"{path}:{line}: {exc}") from None
+    return tasks
+
+
+def load_tasks(data, seed: int) -> tuple[list[Task], list[Task]]:
+    """``(train, validation)`` task lists for a :class:`rlvr.train.config.DataConfig`.
+
+    Sizes are capped by ``data.train_size`` / ``data.val_size``; file sources are shuffled
+    with ``seed`` before the cap (deterministically). For ``jsonl`` the validation set is a
+    seeded hold-out of ``val_size`` tasks from the file.
+
+    Raises:
+        DataError: missing file, malformed record, or too few tasks.
+    """
+    if data.source == "arithmetic":
+        from rlvr.tasks.arithmetic import generate
+
+        return (generate(data.mixture, data.train_size, seed=seed, split="train"),
+                generate(data.mixture, data.val_size, seed=seed + 1, split="validation"))
+    path = Path(data.path)
+    if not path.exists():
+        raise DataError(f"data.path: {path} does not exist")
+    if data.source == "jsonl":
+        tasks = load_task_file(path)
+        random.Random(seed).shuffle(tasks)
+        if len(tasks) <= data.val_size:
+            raise DataError(f"{path}: {len(tasks)} tasks, need more than data.val_size="
+                            f"{data.val_size}")
+        return tasks[data.val_size:][: data.train_size], tasks[: data.val_size]
+    loader = {"gsm8k": load_gsm8k, "math500": load_math500}[data.source]
+    train, val = loader(path, "train"), loader(path, "validation")
+    random.Random(seed).shuffle(train)
+    random.Random(seed + 1).shuffle(val)
+    return train[: data.train_size], val[: data.val_size]

@@ -1,0 +1,70 @@
+"""Checkpoints: model, tokenizer, optimizer, scheduler, RNG states, step and data position,
+written atomically (temp dir, then rename) so a run killed at any moment leaves the last
+complete checkpoint usable."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+STATE_FILE = "trainer_state.pt"
+
+
+def save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizer, scheduler,
+                    extra: dict, keep: int = 2) -> Path:
+    """Write ``run_dir/checkpoints/step-NNNNNN`` atomically; keep the newest ``keep``.
+
+    ``extra`` (JSON-serialisable: data position, metrics history...) is stored with the
+    trainer state. Returns the checkpoint directory.
+    """
+    root = run_dir / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step-{step:06d}"
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        torch.save({"step": step, "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
+                    "python_rng": random.getstate(), "extra": extra}, tmp / STATE_FILE)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for old in sorted(p for p in root.glob("step-*") if p.is_dir())[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest complete checkpoint of a run (temp dirs of an interrupted save are
+    ignored), or ``None``."""
+    done = [p for p in (run_dir / "checkpoints").glob("step-*")
+            if (p / STATE_FILE).is_file() and (p / "config.json").is_file()]
+    return max(done, default=None)
+
+
+def load_trainer_state(checkpoint: Path, optimizer, scheduler) -> dict:
+    """Restore optimizer, scheduler and RNG states; return ``{"step": ..., "extra": ...}``."""
+    state = torch.load(checkpoint / STATE_FILE, weights_only=False)
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    torch.set_rng_state(state["torch_rng"])
+    random.setstate(state["python_rng"])
+    return {"step": state["step"], "extra": state["extra"]}
+
+
+def write_json_atomic(path: Path, data) -> None:
+    """``json.dump`` to a temp file beside ``path``, then rename over it."""
+    from rlvr.rewards.records_io import atomic_write
+
+    with atomic_write(path) as f:
+        json.dump(data, f, indent=2, default=str)

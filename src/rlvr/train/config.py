@@ -1,0 +1,150 @@
+"""The run config: one YAML file describes a run (R41). Field docs are the user documentation.
+
+Sections: ``model``, ``data``, ``sft`` (cold start, R17), ``grpo`` (loop sizes, optimiser,
+sampling), ``algo`` (the pure-function choices: advantage, policy loss, KL), ``rollout``,
+``reward`` (:class:`rlvr.rewards.config.RewardConfig`), ``eval``, ``checkpoint``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rlvr.models.loader import DEFAULT_MODEL
+from rlvr.rewards.config import RewardConfig
+
+DEFAULT_INSTRUCTION = (
+    "Solve the problem. Write each calculation on its own line, then give the final answer "
+    "on a last line of the form '#### <answer>'."
+)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelConfig(_Section):
+    name: str = Field(DEFAULT_MODEL, description="`smollm2-135m-instruct` (embedded default), "
+                      "`tiny-random` (tests), or any Hugging Face causal LM path / hub id.")
+    bf16: bool = Field(True, description="Forward passes in bf16 autocast (fp32 master "
+                       "weights; log-probs, advantages and KL in fp32, R13).")
+    lora_rank: int = Field(0, ge=0, description="LoRA rank via peft; 0 = full fine-tuning.")
+    lora_alpha: float = Field(32.0, gt=0, description="LoRA alpha (scaling = alpha / rank).")
+
+
+class DataConfig(_Section):
+    source: Literal["arithmetic", "gsm8k", "math500", "jsonl"] = Field(
+        "arithmetic", description="Task source. `arithmetic` is generated; the others read "
+        "`path` (GSM8K: a directory with train.jsonl / test.jsonl, or one file).")
+    path: str | None = Field(None, description="Data file or directory for file sources.")
+    mixture: str = Field("2d+-2d", description="Arithmetic difficulty mixture, e.g. "
+                         "`2d+-2d:0.6,2dx1d:0.4` (see rlvr.tasks.arithmetic.PRESETS).")
+    train_size: int = Field(2000, ge=1, description="Training problems.")
+    val_size: int = Field(200, ge=1, description="Held-out validation problems (R28).")
+    instruction: str = Field(DEFAULT_INSTRUCTION, description="Text appended to every "
+                             "question in the user turn: asks for the target output format.")
+    one_shot: bool = Field(False, description="Prepend one worked example (a user/assistant "
+                           "exchange) to every prompt.")
+
+
+class SFTConfig(_Section):
+    enabled: bool = Field(True, description="Run the SFT cold start before GRPO (R17).")
+    examples: int = Field(1000, ge=1, description="Worked solutions to train on (only those "
+                          "whose final answer verifies are kept).")
+    epochs: int = Field(1, ge=1)
+    batch_size: int = Field(16, ge=1, description="Sequences per optimizer step.")
+    learning_rate: float = Field(5e-5, gt=0, description="Peak LR (linear warm-up over 5% "
+                                 "of steps, then linear decay). Higher than GRPO's (R20).")
+    max_length: int = Field(320, ge=16, description="Max tokens of prompt + solution.")
+
+
+class GRPOConfig(_Section):
+    steps: int = Field(40, ge=0, description="GRPO steps (each: rollout, reward, update).")
+    prompts_per_step: int = Field(8, ge=1, description="Prompts (groups) per step.")
+    group_size: int = Field(8, ge=2, description="G completions per prompt (R12: 4-8 math, "
+                            "8-16 code). Must be >= 2 for a group-relative advantage.")
+    learning_rate: float = Field(2e-6, gt=0, description="AdamW LR (constant after warm-up).")
+    warmup_steps: int = Field(0, ge=0)
+    weight_decay: float = Field(0.0, ge=0)
+    max_grad_norm: float = Field(1.0, gt=0, description="Global gradient-norm clip.")
+    micro_batch_size: int = Field(16, ge=1, description="Completions per forward/backward; "
+                                  "gradients are accumulated over the step's completions.")
+    mu: int = Field(1, ge=1, description="Policy updates per rollout batch (with mu > 1 the "
+                    "old log-probs are kept from before the first update).")
+    temperature: float = Field(1.0, gt=0, description="Training sampling temperature (R18 "
+                               "suggests 1.2-1.5 for exploration on large models).")
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_new_tokens: int = Field(96, ge=1, description="Completion length cap in tokens; a "
+                                "completion that hits it is 'truncated' (R19).")
+
+
+class AlgoConfig(_Section):
+    advantage: str = Field("grpo", description="Advantage estimator: grpo, dr_grpo, rloo, "
+                           "reinforce_pp_baseline.")
+    std_scale: Literal["group", "batch", "none"] = Field("group", description="Std used by "
+                                                         "the grpo advantage.")
+    policy_loss: str = Field("clip", description="clip, clip_higher, dual_clip.")
+    clip_eps: float = Field(0.2, gt=0, description="Clip epsilon (eps_low for clip_higher).")
+    clip_eps_high: float = Field(0.28, gt=0, description="eps_high of clip_higher (DAPO).")
+    loss_agg: str = Field("grpo", description="grpo, bnpo, dapo, dr_grpo.")
+    kl_coef: float = Field(0.01, ge=0, description="beta of the KL penalty to the frozen "
+                           "reference (R15: sweep 0.001, 0.003, 0.01, 0.03). 0 = no reference.")
+    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3")
+    reward_noise: float = Field(0.0, ge=0, description="Gaussian reward noise sigma (R14).")
+
+
+class RolloutConfig(_Section):
+    engine: str = Field("torch", description="Rollout engine: `torch` (fast CPU decoder) or "
+                        "`hf` (transformers generate).")
+
+
+class EvalConfig(_Section):
+    every: int = Field(10, ge=0, description="Validate every K GRPO steps (0 = start and end "
+                       "only). Greedy pass@1 and mean reward on the validation set.")
+    max_new_tokens: int = Field(128, ge=1)
+    batch_size: int = Field(64, ge=1, description="Prompts per generation call.")
+    base_model: bool = Field(False, description="Also evaluate the model before SFT.")
+
+
+class CheckpointConfig(_Section):
+    every: int = Field(0, ge=0, description="Checkpoint every K GRPO steps (0 = at the end).")
+    keep: int = Field(2, ge=1, description="Checkpoints kept (oldest removed first).")
+
+
+class RunConfig(_Section):
+    """A whole run. Load with :func:`rlvr.configio.load_config`; saved resolved as
+    ``config.yaml`` in the run directory."""
+
+    name: str = Field("arithmetic", description="Run name (used in the default run dir).")
+    seed: int = Field(0, description="Seeds data, sampling and initialisation: the same seed "
+                      "on the same machine gives the same numbers.")
+    output_dir: str | None = Field(None, description="Run directory; default "
+                                   "runs/<name>-<timestamp>.")
+    threads: int = Field(0, ge=0, description="torch intra-op threads (0 = all cores).")
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)
+    grpo: GRPOConfig = Field(default_factory=GRPOConfig)
+    algo: AlgoConfig = Field(default_factory=AlgoConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+
+    @model_validator(mode="after")
+    def _check_names(self) -> "RunConfig":
+        from rlvr.algo.registry import ADVANTAGE_ESTIMATORS, LOSS_AGGREGATIONS, POLICY_LOSSES
+        from rlvr.rollout import engine_names
+
+        for section, field, registry in (("algo", "advantage", ADVANTAGE_ESTIMATORS.names()),
+                                         ("algo", "policy_loss", POLICY_LOSSES.names()),
+                                         ("algo", "loss_agg", LOSS_AGGREGATIONS.names()),
+                                         ("rollout", "engine", engine_names())):
+            value = getattr(getattr(self, section), field)
+            if value not in registry:
+                raise ValueError(f"{section}.{field}: {value!r} is unknown; choose from "
+                                 f"{sorted(registry)}")
+        if self.data.source != "arithmetic" and not self.data.path:
+            raise ValueError(f"data.path: required for data.source={self.data.source!r}")
+        return self

@@ -1,0 +1,236 @@
+"""One GRPO step, as data (R16): rollout -> reward -> advantage -> policy update.
+
+DeepSeekMath (Shao et al. 2024, arXiv:2402.03300) eq. 3: for each prompt sample G completions
+from pi_old, score them, A_i = (R_i - mean) / (std + eps), and maximise the clipped surrogate
+minus beta * KL(pi_theta || pi_ref). The algorithm pieces are the pure functions of
+:mod:`rlvr.algo`; this module only moves tensors between them and the model.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from rlvr.algo.advantages import add_reward_noise, compute_advantages, zero_variance_groups
+from rlvr.algo.objective import policy_objective
+from rlvr.records import Task
+from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
+from rlvr.rewards.types import RewardResult, Status
+from rlvr.rollout import RolloutOutput, SamplingParams
+from rlvr.train.config import RunConfig
+from rlvr.train.policy import SequenceBatch, build_sequences, completion_log_probs
+
+
+@dataclass
+class RolloutBatch:
+    """Everything about one step's completions (the record that flows through a step).
+
+    Attributes:
+        tasks: the B tasks of the step.
+        rollout: the engine output, N = B * G rows (``prompt_index`` maps rows to tasks).
+        texts: N decoded completions.
+        results: N reward results (reward, components, status).
+        rewards: FloatTensor[N] (fp32).
+        advantages: FloatTensor[N] (fp32); 0 for zero-variance groups and excluded rows.
+        train_rows: LongTensor[n] rows that carry gradient (non-zero-variance groups, no
+            verifier infrastructure error).
+        sequences: prompt + completion ids of ``train_rows``.
+    """
+
+    tasks: list[Task]
+    rollout: RolloutOutput
+    texts: list[str]
+    results: list[RewardResult]
+    rewards: Tensor
+    advantages: Tensor
+    train_rows: Tensor
+    sequences: SequenceBatch | None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def _micro_weight(loss_agg: str, mask: Tensor, total_rows: int, total_tokens: int) -> float:
+    # The loss of a micro-batch is aggregated locally; weigh it so that the accumulated
+    # gradient equals the gradient of the aggregation over the whole step.
+    if loss_agg in ("bnpo",):
+        return float(mask.sum()) / max(total_tokens, 1)
+    if loss_agg == "dapo":
+        return 1.0  # given the global token count directly
+    return mask.shape[0] / max(total_rows, 1)
+
+
+class GRPOStep:
+    """Runs GRPO steps for a policy, its reference and a rollout engine.
+
+    Args:
+        config: the run config (``grpo``, ``algo``, ``model.bf16`` are used).
+        policy: the trainable model (fp32 master weights).
+        reference: frozen reference model, or ``None`` when ``algo.kl_coef == 0``.
+        engine: rollout engine sharing ``policy``'s weights.
+        tokenizer: decodes completions.
+        rewards: the reward pipeline.
+        optimizer, scheduler: torch optimizer and LR scheduler of ``policy``.
+        stop_token_ids: token ids that end a completion.
+    """
+
+    def __init__(self, config: RunConfig, policy, reference, engine, tokenizer,
+                 rewards: RewardPipeline, optimizer, scheduler, stop_token_ids):
+        self.config, self.policy, self.reference = config, policy, reference
+        self.engine, self.tokenizer, self.rewards = engine, tokenizer, rewards
+        self.optimizer, self.scheduler = optimizer, scheduler
+        self.stop_token_ids = stop_token_ids
+        self.noise = torch.Generator().manual_seed(config.seed + 17)
+
+    # -- phases -----------------------------------------------------------------------------
+    def rollout(self, tasks: list[Task], prompts: list[list[int]], step: int) -> RolloutOutput:
+        g = self.config.grpo
+        params = SamplingParams(temperature=g.temperature, top_p=g.top_p,
+                                max_new_tokens=g.max_new_tokens, n=g.group_size,
+                                stop_token_ids=self.stop_token_ids,
+                                seed=self.config.seed * 1_000_003 + step)
+        self.engine.update_weights(self.policy)
+        return self.engine.generate(prompts, params)
+
+    def score(self, tasks: list[Task], out: RolloutOutput) -> tuple[list[str], list[RewardResult]]:
+        texts = [self.tokenizer.decode(out.completion(r), skip_special_tokens=True)
+                 for r in range(out.num_rows)]
+        index = out.prompt_index.tolist()
+        requests = [ScoreRequest(t, tasks[i].reference, tasks[i].task_type)
+                    for t, i in zip(texts, index)]
+        return texts, self.rewards.score_batch(requests)
+
+    def advantages(self, rewards: Tensor, group_ids: Tensor, valid: Tensor) -> tuple[Tensor, Tensor, int]:
+        """Advantages [N], the rows to train on, and the number of zero-variance groups.
+
+        Rows whose verifier failed (status ``error``: infrastructure, not the policy's fault)
+        are excluded from their group's statistics rather than scored 0 (R14 logic)."""
+        a = self.config.algo
+        r = rewards.clone()
+        if a.reward_noise > 0:
+            r = add_reward_noise(r, a.reward_noise, self.noise)
+        # Excluded rows get their own singleton groups: zero variance, zero advantage.
+        ids = torch.where(valid, group_ids, group_ids.max() + 1 + torch.arange(len(r)))
+        zero = zero_variance_groups(rewards.where(valid, torch.zeros_like(rewards)), ids)
+        options = {"std_scale": a.std_scale} if a.advantage == "grpo" else {}
+        adv = compute_advantages(a.advantage, r, ids, **options)
+        adv = torch.where(valid & ~zero.mask, adv, torch.zeros_like(adv))
+        n_zero = len(set(group_ids[zero.mask & valid].tolist()))
+        rows = torch.nonzero(valid & ~zero.mask).flatten()
+        return adv, rows, n_zero
+
+    def update(self, batch: RolloutBatch) -> dict[str, float]:
+        """``grpo.mu`` optimizer steps on the batch's train rows; returns update metrics."""
+        g, a, seqs = self.config.grpo, self.config.algo, batch.sequences
+        adv = batch.advantages[batch.train_rows]
+        total_rows, total_tokens = len(batch.train_rows), int(seqs.completion_mask.sum())
+        old = None
+        if g.mu > 1:
+            old = self._log_probs(self.policy, seqs)
+        ref = self._log_probs(self.reference, seqs) if a.kl_coef > 0 else None
+        metrics: dict[str, list[float]] = {}
+        for _ in range(g.mu):
+            self.optimizer.zero_grad(set_to_none=True)
+            for start in range(0, total_rows, g.micro_batch_size):
+                rows = slice(start, start + g.micro_batch_size)
+                micro = seqs.rows(rows)
+                logp = completion_log_probs(self.policy, micro, temperature=g.temperature,
+                                            bf16=self.config.model.bf16)
+                out = policy_objective(
+                    logp, logp.detach() if old is None else old[rows], adv[rows],
+                    micro.completion_mask,
+                    ref_log_probs=None if ref is None else ref[rows], kl_coef=a.kl_coef,
+                    kl_estimator=a.kl_estimator, policy_loss=a.policy_loss,
+                    policy_loss_options=self._loss_options(), loss_agg=a.loss_agg,
+                    loss_agg_options=self._agg_options(total_tokens))
+                weight = _micro_weight(a.loss_agg, micro.completion_mask, total_rows, total_tokens)
+                (out.loss * weight).backward()
+                for k, v in out.metrics.items():
+                    metrics.setdefault(k, []).append(float(v))
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), g.max_grad_norm)
+            metrics.setdefault("grad_norm", []).append(float(grad_norm))
+            if torch.isfinite(grad_norm):
+                self.optimizer.step()
+            else:
+                metrics.setdefault("nonfinite_skipped", []).append(1.0)
+        self.scheduler.step()
+        return {k: sum(v) / len(v) for k, v in metrics.items()}
+
+    # -- the step ---------------------------------------------------------------------------
+    def run(self, tasks: list[Task], prompts: list[list[int]], step: int) -> RolloutBatch:
+        """One whole step; ``batch.metrics`` holds the step's metrics (R10, R35, R36)."""
+        t0 = time.perf_counter()
+        out = self.rollout(tasks, prompts, step)
+        t1 = time.perf_counter()
+        texts, results = self.score(tasks, out)
+        t2 = time.perf_counter()
+        rewards = torch.tensor([r.reward for r in results], dtype=torch.float32)
+        valid = torch.tensor([r.status is not Status.error for r in results])
+        adv, rows, n_zero = self.advantages(rewards, out.prompt_index, valid)
+        seqs = None
+        if len(rows):
+            idx = rows.tolist()
+            seqs = build_sequences([prompts[int(out.prompt_index[i])] for i in idx],
+                                   out.completion_ids[rows], out.completion_mask[rows],
+                                   self.tokenizer.pad_token_id)
+        batch = RolloutBatch(tasks, out, texts, results, rewards, adv, rows, seqs)
+        update = self.update(batch) if seqs is not None else {"skipped_update": 1.0}
+        t3 = time.perf_counter()
+        batch.metrics = self._metrics(batch, n_zero, update, (t1 - t0, t2 - t1, t3 - t2))
+        return batch
+
+    # -- helpers ----------------------------------------------------------------------------
+    @torch.no_grad()
+    def _log_probs(self, model, seqs: SequenceBatch) -> Tensor:
+        parts = [completion_log_probs(model, seqs.rows(slice(i, i + self.config.grpo.micro_batch_size)),
+                                      temperature=self.config.grpo.temperature,
+                                      bf16=self.config.model.bf16)
+                 for i in range(0, seqs.input_ids.shape[0], self.config.grpo.micro_batch_size)]
+        return torch.cat(parts)
+
+    def _loss_options(self) -> dict:
+        a = self.config.algo
+        if a.policy_loss == "clip_higher":
+            return {"eps_low": a.clip_eps, "eps_high": a.clip_eps_high}
+        return {"eps": a.clip_eps}
+
+    def _agg_options(self, total_tokens: int) -> dict:
+        a = self.config.algo
+        if a.loss_agg == "dr_grpo":
+            return {"max_completion_length": self.config.grpo.max_new_tokens}
+        if a.loss_agg == "dapo":
+            return {"global_token_count": total_tokens}
+        return {}
+
+    def _metrics(self, batch: RolloutBatch, n_zero: int, update: dict, phases) -> dict:
+        out, results, n = batch.rollout, batch.results, len(batch.results)
+        lengths = out.lengths.float()
+        statuses = [r.status for r in results]
+        metrics = {
+            "reward_mean": float(batch.rewards.mean()),
+            "reward_std": float(batch.rewards.std()) if n > 1 else 0.0,
+            "accuracy": sum(s is Status.correct for s in statuses) / n,
+            "format_error_rate": sum(r.components.get("format", 0) <= 0 for r in results) / n,
+            "parse_failure_rate": sum(s is Status.unparsed for s in statuses) / n,
+            "multiple_answer_rate": sum(s is Status.multiple_answers for s in statuses) / n,
+            "verifier_errors": sum(s in (Status.error, Status.timeout) for s in statuses),
+            "zero_variance_fraction": n_zero / max(len(batch.tasks), 1),
+            "length_mean": float(lengths.mean()),
+            "length_max": float(lengths.max()),
+            "truncation_rate": sum(f == "length" for f in out.finish_reason) / n,
+            "train_rows": len(batch.train_rows),
+            "lr": self.optimizer.param_groups[0]["lr"],
+            "seconds_rollout": phases[0],
+            "seconds_reward": phases[1],
+            "seconds_update": phases[2],
+            "tokens_per_second": float(lengths.sum()) / max(phases[0], 1e-9),
+        }
+        by_category: dict[str, list[float]] = {}
+        for task_i, r in zip(out.prompt_index.tolist(), results):
+            by_category.setdefault(batch.tasks[task_i].category or "-", []).append(r.reward)
+        if len(by_category) > 1:
+            for cat, values in by_category.items():
+                metrics[f"reward_mean/{cat}"] = sum(values) / len(values)
+        metrics.update(update)
+        return metrics

@@ -1,0 +1,235 @@
+"""The main job: SFT cold start, then GRPO, with validation before and after (R28) and
+everything on disk in the run directory (config.yaml, metrics.jsonl, samples.jsonl,
+validation.jsonl, checkpoints/, results.json)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import time
+from datetime import datetime
+from pathlib import Path
+
+import torch
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from rlvr.rewards.pipeline import RewardPipeline
+from rlvr.train.checkpoint import (latest_checkpoint, load_trainer_state, save_checkpoint,
+                                   write_json_atomic)
+from rlvr.train.config import RunConfig
+
+console = Console(stderr=True)
+
+
+class TaskSampler:
+    """Deterministic epoch-wise shuffled stream of training tasks; its position is part of a
+    checkpoint (``state``) so a resumed run sees the same prompts."""
+
+    def __init__(self, n: int, seed: int, position: int = 0):
+        self.n, self.seed, self.position = n, seed, position
+
+    def _order(self, epoch: int) -> list[int]:
+        order = list(range(self.n))
+        random.Random(self.seed * 7919 + epoch).shuffle(order)
+        return order
+
+    def next(self, k: int) -> list[int]:
+        out = []
+        for _ in range(k):
+            epoch, i = divmod(self.position, self.n)
+            out.append(self._order(epoch)[i])
+            self.position += 1
+        return out
+
+
+def run_dir_for(config: RunConfig) -> Path:
+    if config.output_dir:
+        return Path(config.output_dir)
+    return Path("runs") / f"{config.name}-{datetime.now():%Y%m%d-%H%M%S}"
+
+
+def _append_jsonl(path: Path, rows: list[dict]) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False, default=float) + "\n")
+
+
+class Run:
+    """Holds the models, data and sinks of one run. ``train()`` is the whole job."""
+
+    def __init__(self, config: RunConfig, run_dir: Path, resume: bool = False):
+        self.config, self.run_dir, self.resume = config, run_dir, resume
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if not resume:
+            with open(run_dir / "config.yaml", "w", encoding="utf-8") as f:
+                yaml.safe_dump(config.model_dump(mode="json"), f, sort_keys=False)
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        torch.manual_seed(config.seed)
+        random.seed(config.seed)
+        self.rewards = RewardPipeline(config.reward)
+
+    # -- setup ------------------------------------------------------------------------------
+    def load(self) -> None:
+        from rlvr.models import load_model_and_tokenizer
+        from rlvr.tasks.sources import load_tasks
+        from rlvr.train.prompting import prompt_ids, stop_token_ids
+
+        c = self.config
+        t0 = time.perf_counter()
+        self.policy, self.tokenizer = load_model_and_tokenizer(c.model.name, seed=c.seed)
+        console.print(f"model {c.model.name}: {sum(p.numel() for p in self.policy.parameters()):,}"
+                      f" parameters, loaded in {time.perf_counter() - t0:.1f} s")
+        self.train_tasks, self.val_tasks = load_tasks(c.data, c.seed)
+        encode = lambda t: prompt_ids(self.tokenizer, t, c.data.instruction, c.data.one_shot)  # noqa: E731
+        self.train_prompts = [encode(t) for t in self.train_tasks]
+        self.val_prompts = [encode(t) for t in self.val_tasks]
+        self.stop_ids = stop_token_ids(self.tokenizer)
+        console.print(f"data {c.data.source}: {len(self.train_tasks)} train, "
+                      f"{len(self.val_tasks)} validation tasks")
+
+    def engine(self):
+        from rlvr.rollout import create_engine
+
+        return create_engine(self.config.rollout.engine, self.policy,
+                             pad_token_id=self.tokenizer.pad_token_id)
+
+    # -- phases -----------------------------------------------------------------------------
+    def validate(self, label: str, step: int) -> dict:
+        from rlvr.train.validate import validate
+
+        self.policy.eval()
+        result, samples = validate(self._engine, self.tokenizer, self.val_tasks, self.val_prompts,
+                                   self.rewards, max_new_tokens=self.config.eval.max_new_tokens,
+                                   stop_token_ids=self.stop_ids,
+                                   batch_size=self.config.eval.batch_size)
+        self.policy.train()
+        row = {"label": label, "step": step, **result.__dict__}
+        _append_jsonl(self.run_dir / "validation.jsonl", [row])
+        _append_jsonl(self.run_dir / "validation_samples.jsonl",
+                      [{"label": label, "step": step, **s} for s in samples[:20]])
+        console.print(f"[bold]validation[/] {label} (step {step}): pass@1 "
+                      f"{result.pass_at_1:.1%}, reward {result.mean_reward:.3f}, format "
+                      f"{result.format_rate:.1%}, length {result.mean_length:.1f}, "
+                      f"{result.seconds:.0f} s")
+        return row
+
+    def sft(self) -> dict:
+        from rlvr.train.sft import run_sft, verified_examples
+
+        c = self.config
+        pool = self.train_tasks[: c.sft.examples]
+        examples, rejected = verified_examples(pool, self.rewards)
+        index = {t.id: i for i, t in enumerate(self.train_tasks)}
+        prompts = [self.train_prompts[index[t.id]] for t in examples]
+        console.print(f"sft: {len(examples)} verified examples, {rejected} rejected")
+        report = run_sft(self.policy, self.tokenizer, examples, prompts, c.sft, c.seed,
+                         c.model.bf16, rejected=rejected, log=console.print)
+        self._engine.update_weights(self.policy)
+        return report.__dict__
+
+    def grpo(self, start_step: int, sampler: TaskSampler, history: dict) -> None:
+        from rlvr.train.grpo import GRPOStep
+
+        c = self.config
+        reference = None
+        if c.algo.kl_coef > 0:
+            reference = copy.deepcopy(self.policy).eval().requires_grad_(False)
+        step_fn = GRPOStep(c, self.policy, reference, self._engine, self.tokenizer,
+                           self.rewards, self.optimizer, self.scheduler, self.stop_ids)
+        for step in range(start_step + 1, c.grpo.steps + 1):
+            idx = sampler.next(c.grpo.prompts_per_step)
+            batch = step_fn.run([self.train_tasks[i] for i in idx],
+                                [self.train_prompts[i] for i in idx], step)
+            m = {"step": step, **batch.metrics}
+            _append_jsonl(self.run_dir / "metrics.jsonl", [m])
+            _append_jsonl(self.run_dir / "samples.jsonl", [
+                {"step": step, "completion": batch.texts[r], "reward": res.reward,
+                 "components": res.components, "status": res.status.value,
+                 "extracted": res.extracted}
+                for r, res in list(enumerate(batch.results))[:: max(1, len(batch.results) // 4)]])
+            console.print(f"step {step}/{c.grpo.steps} reward {m['reward_mean']:.3f} acc "
+                          f"{m['accuracy']:.1%} zero-var {m['zero_variance_fraction']:.0%} "
+                          f"len {m['length_mean']:.0f} kl {m.get('kl', 0):.4f} clip "
+                          f"{m.get('clip_frac', 0):.3f} | rollout {m['seconds_rollout']:.1f}s "
+                          f"reward {m['seconds_reward']:.1f}s update {m['seconds_update']:.1f}s")
+            if c.eval.every and step % c.eval.every == 0 and step < c.grpo.steps:
+                history["validation"].append(self.validate("grpo", step))
+            if c.checkpoint.every and step % c.checkpoint.every == 0:
+                self.checkpoint(step, sampler, history)
+
+    def checkpoint(self, step: int, sampler: TaskSampler, history: dict) -> None:
+        save_checkpoint(self.run_dir, step, self.policy, self.tokenizer, self.optimizer,
+                        self.scheduler, {"sampler_position": sampler.position,
+                                         "history": history}, keep=self.config.checkpoint.keep)
+
+    # -- the job ----------------------------------------------------------------------------
+    def train(self) -> dict:
+        """SFT (unless disabled or resuming), GRPO, final validation; returns results."""
+        c, start = self.config, time.perf_counter()
+        self.load()
+        self._engine = self.engine()
+        history: dict = {"validation": []}
+        start_step, position = 0, 0
+        checkpoint = latest_checkpoint(self.run_dir) if self.resume else None
+        if checkpoint is not None:
+            from transformers import AutoModelForCausalLM
+
+            self.policy = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
+            self._engine = self.engine()
+        self._optimizer_for_grpo()
+        if checkpoint is not None:
+            state = load_trainer_state(checkpoint, self.optimizer, self.scheduler)
+            start_step, position = state["step"], state["extra"]["sampler_position"]
+            history = state["extra"]["history"]
+            console.print(f"resumed from {checkpoint} at step {start_step}")
+        else:
+            if c.eval.base_model:
+                history["validation"].append(self.validate("base", 0))
+            if c.sft.enabled:
+                history["sft"] = self.sft()
+            history["validation"].append(self.validate("before_grpo", 0))
+        sampler = TaskSampler(len(self.train_tasks), c.seed, position)
+        self.grpo(start_step, sampler, history)
+        final = self.validate("trained", c.grpo.steps)
+        history["validation"].append(final)
+        self.checkpoint(c.grpo.steps, sampler, history)
+        results = self._results(history, time.perf_counter() - start)
+        write_json_atomic(self.run_dir / "results.json", results)
+        self.rewards.close()
+        return results
+
+    def _optimizer_for_grpo(self) -> None:
+        g = self.config.grpo
+        self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=g.learning_rate,
+                                           weight_decay=g.weight_decay)
+        warm = max(1, g.warmup_steps)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: min(1.0, (s + 1) / warm))
+
+    def _results(self, history: dict, seconds: float) -> dict:
+        rows = {v["label"]: v for v in history["validation"]}
+        baseline = rows.get("before_grpo") or rows.get("base")
+        trained = rows["trained"]
+        return {"baseline": baseline, "trained": trained, "base_model": rows.get("base"),
+                "sft": history.get("sft"),
+                "gain_pass_at_1": trained["pass_at_1"] - (baseline or trained)["pass_at_1"],
+                "wall_seconds": seconds, "run_dir": str(self.run_dir)}
+
+
+def results_table(results: dict) -> Table:
+    """Baseline (the model that entered GRPO) vs trained, same validation set and settings."""
+    table = Table(title=f"validation ({results['trained']['n']} held-out problems, greedy)")
+    for col in ("model", "pass@1", "mean reward", "format", "truncated", "mean length"):
+        table.add_column(col, justify="left" if col == "model" else "right")
+    for name, row in (("base (no SFT)", results.get("base_model")),
+                      ("baseline (entered GRPO)", results.get("baseline")),
+                      ("trained (GRPO)", results["trained"])):
+        if row:
+            table.add_row(name, f"{row['pass_at_1']:.1%}", f"{row['mean_reward']:.3f}",
+                          f"{row['format_rate']:.1%}", f"{row['truncation_rate']:.1%}",
+                          f"{row['mean_length']:.1f}")
+    return table

@@ -1,0 +1,107 @@
+"""SFT cold start (R17): supervised fine-tuning on verified worked solutions.
+
+Only solutions whose final answer the reward pipeline verifies as correct are used; the
+others are counted and reported as rejected. The loss is the token-mean negative
+log-likelihood of the solution (and its end-of-turn token) given the chat-formatted prompt.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass
+
+import torch
+
+from rlvr.records import Task
+from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
+from rlvr.train.policy import autocast
+
+
+@dataclass(frozen=True)
+class SFTReport:
+    """What the cold start did: examples kept / rejected, steps, final loss, seconds."""
+
+    kept: int
+    rejected: int
+    steps: int
+    first_loss: float
+    final_loss: float
+    seconds: float
+
+
+def verified_examples(tasks: list[Task], rewards: RewardPipeline) -> tuple[list[Task], int]:
+    """Tasks whose ``solution`` verifies correct against their own reference, and the number
+    rejected (no solution, or a solution that does not verify)."""
+    with_solution = [t for t in tasks if t.solution]
+    results = rewards.score_batch([ScoreRequest(t.solution, t.reference, t.task_type)
+                                   for t in with_solution])
+    kept = [t for t, r in zip(with_solution, results) if r.status.value == "correct"]
+    return kept, len(tasks) - len(kept)
+
+
+def _encode(tokenizer, prompt: list[int], solution: str, end_ids: list[int],
+            max_length: int) -> tuple[list[int], list[int]]:
+    answer = tokenizer(solution, add_special_tokens=False).input_ids + end_ids
+    ids = (prompt + answer)[:max_length]
+    labels = ([-100] * len(prompt) + answer)[:max_length]
+    return ids, labels
+
+
+def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], config,
+            seed: int, bf16: bool, rejected: int = 0, log=print) -> SFTReport:
+    """Fine-tune ``model`` in place on ``examples`` (with their chat ``prompts``).
+
+    Args:
+        config: :class:`rlvr.train.config.SFTConfig`.
+        rejected: solutions rejected before SFT (reported).
+        log: called with a progress string every few steps.
+    """
+    start = time.perf_counter()
+    end_ids = [tokenizer.convert_tokens_to_ids("<|im_end|>")]
+    data = [_encode(tokenizer, p, t.solution, end_ids, config.max_length)
+            for t, p in zip(examples, prompts)]
+    steps_per_epoch = math.ceil(len(data) / config.batch_size)
+    total = steps_per_epoch * config.epochs
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.0)
+    warmup = max(1, total // 20)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(total - warmup, 1))))
+    rng = random.Random(seed)
+    losses: list[float] = []
+    model.train()
+    for epoch in range(config.epochs):
+        order = list(range(len(data)))
+        rng.shuffle(order)
+        for b in range(steps_per_epoch):
+            batch = [data[i] for i in order[b * config.batch_size:(b + 1) * config.batch_size]]
+            loss = _step(model, batch, tokenizer.pad_token_id, bf16)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(loss.item())
+            if len(losses) % 10 == 0 or len(losses) == total:
+                log(f"sft step {len(losses)}/{total} loss {losses[-1]:.4f}")
+    return SFTReport(len(examples), rejected, len(losses), losses[0] if losses else float("nan"),
+                     losses[-1] if losses else float("nan"), time.perf_counter() - start)
+
+
+def _step(model, batch: list[tuple[list[int], list[int]]], pad_id: int, bf16: bool):
+    width = max(len(ids) for ids, _ in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(batch), width), -100, dtype=torch.long)
+    attention = torch.zeros((len(batch), width), dtype=torch.long)
+    for row, (x, y) in enumerate(batch):  # right padding: positions start at 0 for every row
+        ids[row, :len(x)] = torch.tensor(x)
+        labels[row, :len(y)] = torch.tensor(y)
+        attention[row, :len(x)] = 1
+    with autocast(bf16):
+        logits = model(input_ids=ids, attention_mask=attention, use_cache=False).logits
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    target = labels[:, 1:]
+    mask = target != -100
+    nll = -logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return (nll * mask).sum() / mask.sum().clamp(min=1)
