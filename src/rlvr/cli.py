@@ -127,7 +127,7 @@ def train(
                                           "directory from its last checkpoint."),
 ) -> None:
     """SFT cold start + GRPO, ending with a baseline vs trained validation table."""
-    from rlvr.train.run import Run, results_table, run_dir_for
+    from rlvr.train.run import Run, RunInputError, results_table, run_dir_for
 
     run_config = _load_run_config(resume / "config.yaml" if resume else config, set_)
     if output_dir is not None:
@@ -136,7 +136,10 @@ def train(
     _check_run_inputs(run_config)
     err.print(f"[bold]rlvr train[/] -> {run_dir}")
     err.print(_yaml(run_config.model_dump(mode="json")), highlight=False)
-    results = Run(run_config, run_dir, resume=resume is not None).train()
+    try:
+        results = Run(run_config, run_dir, resume=resume is not None).train()
+    except RunInputError as exc:
+        raise fail(str(exc))
     Console(width=None if sys.stdout.isatty() else 120).print(results_table(results))
     print(f"pass@1 gain: {results['gain_pass_at_1'] * 100:+.1f} points; wall time "
           f"{results['wall_seconds'] / 60:.1f} min; run dir {run_dir}")

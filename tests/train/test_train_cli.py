@@ -51,3 +51,11 @@ def test_bad_input_exits_2_before_any_work(tmp_path, args, message):
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())
     assert not (tmp_path / "r").exists()
+
+
+def test_data_that_cannot_be_generated_exits_2(tmp_path):
+    result = runner.invoke(app, ["train", "--config", SMOKE, "-o", str(tmp_path / "r"),
+                                 "--set", "data.train_size=5000"])
+    assert result.exit_code == 2, result.output
+    assert "data: level '1dop1d' ran out of distinct train problems" in " ".join(result.output.split())
+    assert not (tmp_path / "r").exists()

@@ -24,6 +24,10 @@ from rlvr.train.config import RunConfig
 console = Console(stderr=True)
 
 
+class RunInputError(ValueError):
+    """The run cannot start: bad data or a model that does not load (the CLI exits 2)."""
+
+
 class TaskSampler:
     """Deterministic epoch-wise shuffled stream of training tasks; its position is part of a
     checkpoint (``state``) so a resumed run sees the same prompts."""
@@ -45,6 +49,14 @@ class TaskSampler:
         return out
 
 
+def write_yaml_atomic(path: Path, data: dict) -> None:
+    """The resolved config as YAML, written atomically (R41)."""
+    from rlvr.rewards.records_io import atomic_write
+
+    with atomic_write(path) as f:
+        yaml.safe_dump(data, f, sort_keys=False)
+
+
 def run_dir_for(config: RunConfig) -> Path:
     if config.output_dir:
         return Path(config.output_dir)
@@ -62,10 +74,6 @@ class Run:
 
     def __init__(self, config: RunConfig, run_dir: Path, resume: bool = False):
         self.config, self.run_dir, self.resume = config, run_dir, resume
-        run_dir.mkdir(parents=True, exist_ok=True)
-        if not resume:
-            with open(run_dir / "config.yaml", "w", encoding="utf-8") as f:
-                yaml.safe_dump(config.model_dump(mode="json"), f, sort_keys=False)
         if config.threads:
             torch.set_num_threads(config.threads)
         torch.manual_seed(config.seed)
@@ -78,12 +86,20 @@ class Run:
         from rlvr.tasks.sources import load_tasks
         from rlvr.train.prompting import prompt_ids, stop_token_ids
 
+        from rlvr.models.loader import ModelLoadError
+
         c = self.config
+        try:  # data first: it is cheap and the likelier mistake
+            self.train_tasks, self.val_tasks = load_tasks(c.data, c.seed)
+        except ValueError as exc:
+            raise RunInputError(f"data: {exc}") from exc
         t0 = time.perf_counter()
-        self.policy, self.tokenizer = load_model_and_tokenizer(c.model.name, seed=c.seed)
+        try:
+            self.policy, self.tokenizer = load_model_and_tokenizer(c.model.name, seed=c.seed)
+        except ModelLoadError as exc:
+            raise RunInputError(f"model.name: {exc}") from exc
         console.print(f"model {c.model.name}: {sum(p.numel() for p in self.policy.parameters()):,}"
                       f" parameters, loaded in {time.perf_counter() - t0:.1f} s")
-        self.train_tasks, self.val_tasks = load_tasks(c.data, c.seed)
         encode = lambda t: prompt_ids(self.tokenizer, t, c.data.instruction, c.data.one_shot)  # noqa: E731
         self.train_prompts = [encode(t) for t in self.train_tasks]
         self.val_prompts = [encode(t) for t in self.val_tasks]
@@ -171,6 +187,9 @@ class Run:
         """SFT (unless disabled or resuming), GRPO, final validation; returns results."""
         c, start = self.config, time.perf_counter()
         self.load()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if not self.resume:
+            write_yaml_atomic(self.run_dir / "config.yaml", c.model_dump(mode="json"))
         self._engine = self.engine()
         history: dict = {"validation": []}
         start_step, position = 0, 0
