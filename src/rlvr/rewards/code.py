@@ -11,6 +11,10 @@
   ``ok`` -> correct; ``wrong_answer`` / ``runtime_error`` / ``memory`` / ``output_limit`` ->
   wrong; ``timeout`` -> timeout; ``sandbox_error`` -> error (not the policy's fault). The
   detail reads ``sandbox=<status> tier=<tier> passed=<i>/<n> ...`` (see :func:`parse_detail`).
+- Reward: all tests pass = 1.0 else 0.0 (default); with the option ``partial_credit=True``
+  (``RewardConfig(verifier_options={"code": {"partial_credit": True}})``) the verdict's
+  ``score`` is the passed fraction of the tests instead (0.0 when nothing ran or the run
+  timed out / hit a limit before reporting).
 """
 
 from __future__ import annotations
@@ -233,7 +237,9 @@ def grade_code(completion: str, reference: dict, **options) -> CodeGrade:
         completion: the model output.
         reference: ``{"entry_point", "tests": [...], "setup_code"?}`` (MBPP style) or
             ``{"entry_point", "test": "<check source>", "prompt"?}`` (HumanEval style).
-        **options: ``block`` ("last"/"first"), ``timeout`` / ``timeout_s`` (seconds),
+        **options: ``partial_credit`` (bool, default False: when True the verdict's ``score``
+            is the passed fraction of the tests), ``block`` ("last"/"first"),
+            ``timeout`` / ``timeout_s`` (seconds),
             ``memory_bytes``, ``max_output_bytes``, ``limits`` (a full
             :class:`~rlvr.sandbox.SandboxLimits`), ``env`` (extra environment variables for the
             program), ``pool`` (a :class:`~rlvr.sandbox.SandboxPool`, default the process pool).
@@ -241,9 +247,11 @@ def grade_code(completion: str, reference: dict, **options) -> CodeGrade:
     Never raises for anything the completion does; a malformed reference gives an ``error``
     verdict.
     """
+    partial = bool(options.get("partial_credit", False))
     ext = extract_code(completion, options.get("block", "last"))
     if ext.code is None:
-        return CodeGrade(Verdict(Status.unparsed, None, ext.method, ext.detail))
+        return CodeGrade(Verdict(Status.unparsed, None, ext.method, ext.detail,
+                                 score=0.0 if partial else None))
     try:
         if not isinstance(reference, dict):
             raise ValueError("code reference must be a dict")
@@ -266,7 +274,11 @@ def grade_code(completion: str, reference: dict, **options) -> CodeGrade:
         f"sandbox={g.status.value} tier={g.tier.value} passed={g.passed}/{g.total} "
         f"wall={g.run.wall_s:.2f}s reason={g.run.detail if g.status is not SandboxStatus.wrong_answer else 'tests failed'}"
     )
-    return CodeGrade(Verdict(_STATUS_MAP[g.status], ext.code, ext.method, detail), g)
+    status = _STATUS_MAP[g.status]
+    # Partial credit never applies to infrastructure failures (``error``): those samples are
+    # excluded from the group statistics, so their score must not look like a policy outcome.
+    score = g.fraction if partial and status is not Status.error else None
+    return CodeGrade(Verdict(status, ext.code, ext.method, detail, score=score), g)
 
 
 @register_verifier("code", format_rule="code_block")

@@ -75,16 +75,22 @@ class Verdict:
         extracted: the extracted final answer (``None`` if none).
         method: the extraction method (see :class:`Extraction`).
         detail: a short human-readable reason (e.g. ``"numeric: 0.5 == 1/2"``).
+        score: the outcome in [0, 1] when a verifier gives partial credit (e.g. the code
+            verifier's passed fraction of the tests with ``partial_credit=True``); ``None``
+            (the default) means 1.0 if correct else 0.0.
     """
 
     status: Status
     extracted: str | None = None
     method: str = "none"
     detail: str = ""
+    score: float | None = None
 
     @property
     def outcome(self) -> float:
-        """Outcome reward (R3): 1.0 if correct, else 0.0."""
+        """Outcome reward (R3): ``score`` when set, else 1.0 if correct and 0.0 otherwise."""
+        if self.score is not None:
+            return float(self.score)
         return 1.0 if self.status is Status.correct else 0.0
 
 

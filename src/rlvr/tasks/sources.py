@@ -6,6 +6,13 @@ File sources read a local path (the hub is not reachable offline):
   calculator notes ``<<48/2=24>>`` removed.
 - ``math500``: ``problem`` / ``solution`` / ``answer``.
 - ``jsonl``: the project's task record format (``rlvr.records.Task`` fields).
+- ``mbpp``: MBPP code tasks (:mod:`rlvr.tasks.code`); ``path`` is ``mbpp.jsonl`` (full set),
+  ``sanitized-mbpp.json`` (sanitized set) or their directory (full set). Train = task ids
+  601-974, validation = 511-600 (the MBPP README's splits); the test ids are never loaded here.
+- ``humaneval``: HumanEval code tasks; ``path`` is ``HumanEval.jsonl`` or its directory.
+  HumanEval has no train split (it is an evaluation set): validation is a seeded hold-out of
+  ``val_size`` problems and training uses the rest, disjoint from it, as for ``jsonl``. Use it
+  for pipeline checks and experiments only; numbers from such a run are not HumanEval scores.
 """
 
 from __future__ import annotations
@@ -96,12 +103,24 @@ def load_task_file(path: Path) -> list[Task]:
     return tasks
 
 
+def _hold_out(tasks: list[Task], path: Path, data, seed: int) -> tuple[list[Task], list[Task]]:
+    """Seeded shuffle, then ``val_size`` tasks for validation and the rest (capped) for
+    training; the two are disjoint."""
+    tasks = list(tasks)
+    random.Random(seed).shuffle(tasks)
+    if len(tasks) <= data.val_size:
+        raise DataError(f"{path}: {len(tasks)} tasks, need more than data.val_size="
+                        f"{data.val_size}")
+    return tasks[data.val_size:][: data.train_size], tasks[: data.val_size]
+
+
 def load_tasks(data, seed: int) -> tuple[list[Task], list[Task]]:
     """``(train, validation)`` task lists for a :class:`rlvr.train.config.DataConfig`.
 
     Sizes are capped by ``data.train_size`` / ``data.val_size``; file sources are shuffled
-    with ``seed`` before the cap (deterministically). For ``jsonl`` the validation set is a
-    seeded hold-out of ``val_size`` tasks from the file.
+    with ``seed`` before the cap (deterministically). For ``jsonl`` and ``humaneval`` the
+    validation set is a seeded hold-out of ``val_size`` tasks from the file; ``mbpp`` uses its
+    train (601-974) and validation (511-600) ids.
 
     Raises:
         DataError: missing file, malformed record, or too few tasks.
@@ -115,12 +134,21 @@ def load_tasks(data, seed: int) -> tuple[list[Task], list[Task]]:
     if not path.exists():
         raise DataError(f"data.path: {path} does not exist")
     if data.source == "jsonl":
-        tasks = load_task_file(path)
-        random.Random(seed).shuffle(tasks)
-        if len(tasks) <= data.val_size:
-            raise DataError(f"{path}: {len(tasks)} tasks, need more than data.val_size="
-                            f"{data.val_size}")
-        return tasks[data.val_size:][: data.train_size], tasks[: data.val_size]
+        return _hold_out(load_task_file(path), path, data, seed)
+    if data.source == "humaneval":
+        from rlvr.tasks.code import load_humaneval
+
+        return _hold_out(load_humaneval(path), path, data, seed)
+    if data.source == "mbpp":
+        from rlvr.tasks.code import load_mbpp
+
+        train, val = load_mbpp(path, "train"), load_mbpp(path, "validation")
+        if not train or not val:
+            raise DataError(f"{path}: no MBPP tasks in the {'train' if not train else 'validation'}"
+                            " split (task ids 601-974 / 511-600)")
+        random.Random(seed).shuffle(train)
+        random.Random(seed + 1).shuffle(val)
+        return train[: data.train_size], val[: data.val_size]
     loader = {"gsm8k": load_gsm8k, "math500": load_math500}[data.source]
     train, val = loader(path, "train"), loader(path, "validation")
     random.Random(seed).shuffle(train)

@@ -34,7 +34,7 @@ class ModelConfig(_Section):
 
 
 class DataConfig(_Section):
-    source: Literal["arithmetic", "gsm8k", "math500", "jsonl"] = Field(
+    source: Literal["arithmetic", "gsm8k", "math500", "jsonl", "humaneval", "mbpp"] = Field(
         "arithmetic", description="Task source. `arithmetic` is generated; the others read "
         "`path` (GSM8K: a directory with train.jsonl / test.jsonl, or one file).")
     path: str | None = Field(None, description="Data file or directory for file sources.")
