@@ -1,18 +1,21 @@
 """Next-token sampling in fp32 over a large vocabulary, cheaply.
 
-``torch.softmax`` + ``torch.multinomial`` (and a full sort for top-p) cost tens of milliseconds
-per decode step over a 49k vocabulary. Here one step is a few streaming passes over the fp32
-logits and one uniform random number per row:
+``torch.multinomial`` (a full cumsum over the vocabulary per row) and a full sort for top-p
+cost tens of milliseconds per decode step over a 49k vocabulary. Here one step is one fused
+``softmax`` (fp32), one blocked reduction and one uniform random number per row:
 
-- inverse-CDF sampling: ``cdf = cumsum(exp(z - max))``; the token is the first index whose
-  cdf exceeds ``u * cdf[-1]`` (``u ~ U[0, 1)``, ``searchsorted``). No normalisation pass, no
-  per-token random numbers (a Gumbel-max race would need V random draws per row).
-- top-k: ``torch.topk`` (a partial selection), then the same inverse CDF over the k survivors.
+- two-level inverse CDF: the vocabulary is cut into blocks of ``BLOCK`` tokens; a row's
+  uniform ``u`` first picks a block from the cumulative block sums, then a token from the
+  cumulative sum inside that one block. A sequential cumsum over all 49k entries (the slow
+  part of multinomial) is never computed, and no per-token random numbers are drawn (a
+  Gumbel-max race would need V random draws per row).
+- top-k: ``torch.topk`` (a partial selection), then an inverse CDF over the k survivors.
 - top-p: a partial sort first (the top 64, then 1024 candidates); only rows whose nucleus is
   still not covered fall back to a full sort.
 
-The recorded log-prob is always ``log_softmax(z)`` of the drawn token with ``z = logits / T``
-over the *whole* vocabulary (see :mod:`rlvr.rollout.types`).
+The recorded log-prob is ``log softmax(logits / T)`` of the drawn token over the *whole*
+vocabulary (see :mod:`rlvr.rollout.types`), i.e. the log of the fp32 probability it was drawn
+from before any truncation.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from torch import Tensor
 
 from rlvr.rollout.types import SamplingParams
 
+BLOCK = 128
+CHUNK_ELEMENTS = 64 * 49152  # fp32 probabilities per chunk (12 MiB)
 # Candidate counts tried for top-p before a full sort (a partial topk is much cheaper).
 _TOP_P_CANDIDATES = (64, 1024)
 
@@ -31,7 +36,7 @@ def sample_next(logits: Tensor, params: SamplingParams, generator: torch.Generat
     """Draw one token per row.
 
     Args:
-        logits: FloatTensor[N, V], any float dtype (converted to fp32).
+        logits: FloatTensor[N, V], any float dtype (softmax runs in fp32).
         params: temperature / top_p / top_k (``temperature == 0``: argmax).
         generator: source of the one uniform draw per row (unused when greedy).
 
@@ -39,84 +44,97 @@ def sample_next(logits: Tensor, params: SamplingParams, generator: torch.Generat
         ``(tokens LongTensor[N], logprobs FloatTensor[N])``; logprobs are fp32
         ``log_softmax(logits / T)`` of the drawn tokens (T = 1 when greedy).
     """
-    z = logits.float()
+    chunk = max(1, CHUNK_ELEMENTS // logits.shape[-1])
+    if logits.shape[0] > chunk:
+        # Row chunks keep each fp32 buffer small (cache-resident, and below glibc's mmap
+        # threshold, so no page faults on every allocation). One generator, drawn in row
+        # order, so results do not depend on the chunking.
+        parts = [sample_next(logits[i:i + chunk], params, generator)
+                 for i in range(0, logits.shape[0], chunk)]
+        return torch.cat([t for t, _ in parts]), torch.cat([lp for _, lp in parts])
     if params.greedy:
-        tokens = z.argmax(dim=-1)
-        return tokens, _token_logprob(z, tokens)
-    if params.temperature != 1.0:
-        z = z / params.temperature
-    vocab = z.shape[-1]
+        tokens = logits.argmax(dim=-1)
+        chosen = logits.gather(1, tokens.unsqueeze(1)).squeeze(1).float()
+        return tokens, chosen - torch.logsumexp(logits.float(), dim=-1)
+    scaled = logits if params.temperature == 1.0 else logits.float() / params.temperature
+    probs = torch.softmax(scaled, dim=-1, dtype=torch.float32)
+    vocab = probs.shape[-1]
     top_k = params.top_k if 0 < params.top_k < vocab else 0
     if top_k == 0 and params.top_p >= 1.0:
-        tokens = _sample_full(z, generator)
+        tokens = _sample_blocked(probs, generator)
+    elif top_k:
+        tokens = _sample_top_k(probs, top_k, params.top_p, generator)
     else:
-        tokens = _sample_truncated(z, top_k, params.top_p, generator)
-    return tokens, _token_logprob(z, tokens)
+        tokens = _sample_top_p(probs, params.top_p, generator)
+    return tokens, probs.gather(1, tokens.unsqueeze(1)).squeeze(1).log()
 
 
-def _token_logprob(z: Tensor, tokens: Tensor) -> Tensor:
-    """``log_softmax(z)[tokens]`` per row, fp32 (one logsumexp pass)."""
-    return z.gather(1, tokens.unsqueeze(1)).squeeze(1) - torch.logsumexp(z, dim=-1)
+def _uniform(rows: int, generator: torch.Generator | None) -> Tensor:
+    return torch.rand(rows, 1, generator=generator, dtype=torch.float32)
 
 
-def _inverse_cdf(weights: Tensor, generator: torch.Generator | None) -> Tensor:
-    """Index drawn with probability proportional to ``weights`` (FloatTensor[N, K], >= 0, each
-    row with a positive entry). ``u < cdf[-1]`` and zero-weight entries add nothing to the cdf,
-    so a zero-weight index can never be returned."""
+def _pick(weights: Tensor, target: Tensor) -> Tensor:
+    """First index whose cumulative weight exceeds ``target`` (FloatTensor[N, 1]).
+
+    ``target`` is clamped just below the row total, so rounding can never select past the end
+    or land on a trailing zero-weight entry (searchsorted's ``right=True`` skips entries that
+    add nothing to the cumulative sum)."""
     cdf = weights.cumsum(dim=-1)
-    u = torch.rand(weights.shape[0], 1, generator=generator, dtype=cdf.dtype) * cdf[:, -1:]
-    index = torch.searchsorted(cdf, u, right=True).squeeze(1)
-    return index.clamp_(max=weights.shape[-1] - 1)
+    total = cdf[:, -1:]
+    target = torch.minimum(target, total * (1 - 2**-22))
+    return torch.searchsorted(cdf, target, right=True).squeeze(1).clamp_(max=weights.shape[-1] - 1)
 
 
-def _sample_full(z: Tensor, generator: torch.Generator | None) -> Tensor:
-    weights = (z - z.max(dim=-1, keepdim=True).values).exp_()
-    return _inverse_cdf(weights, generator)
+def _sample_blocked(probs: Tensor, generator: torch.Generator | None) -> Tensor:
+    """Inverse-CDF draw from FloatTensor[N, V] probabilities via per-block sums."""
+    rows, vocab = probs.shape
+    pad = (-vocab) % BLOCK
+    if pad:
+        probs = torch.nn.functional.pad(probs, (0, pad))
+    blocks = probs.view(rows, -1, BLOCK)
+    block_mass = blocks.sum(dim=-1)  # [N, V / BLOCK]
+    u = _uniform(rows, generator)
+    block_cdf = block_mass.cumsum(dim=-1)
+    target = u * block_cdf[:, -1:]
+    block = _pick(block_mass, target)
+    before = (block_cdf.gather(1, block.unsqueeze(1)) - block_mass.gather(1, block.unsqueeze(1)))
+    inside = blocks[torch.arange(rows), block]  # [N, BLOCK]
+    token = block * BLOCK + _pick(inside, target - before)
+    return token.clamp_(max=vocab - 1)
 
 
-def _nucleus_keep(sorted_weights: Tensor, total: Tensor, top_p: float) -> Tensor:
-    """Keep mask over descending weights: a token stays if the mass *before* it is < top_p
-    (the smallest prefix reaching top_p). ``total``: FloatTensor[N, 1], the normaliser."""
-    before = sorted_weights.cumsum(dim=-1) - sorted_weights
+def _nucleus_keep(sorted_probs: Tensor, total: Tensor | float, top_p: float) -> Tensor:
+    """Keep mask over descending probabilities: a token stays if the mass *before* it is
+    < top_p x total (the smallest prefix reaching top_p)."""
+    before = sorted_probs.cumsum(dim=-1) - sorted_probs
     return before < top_p * total
 
 
-def _sample_truncated(z: Tensor, top_k: int, top_p: float, generator: torch.Generator | None
-                      ) -> Tensor:
-    """Top-k and / or top-p sampling. As in transformers, top-p applies to the distribution
-    renormalised over the top-k survivors when both are set."""
-    z_max = z.max(dim=-1, keepdim=True).values
-    if top_k:
-        values, index = z.topk(top_k, dim=-1)
-        weights = (values - z_max).exp_()
-        if top_p < 1.0:
-            weights = weights * _nucleus_keep(weights, weights.sum(-1, keepdim=True), top_p)
-        return index.gather(1, _inverse_cdf(weights, generator).unsqueeze(1)).squeeze(1)
-    return _sample_top_p(z, z_max, top_p, generator)
-
-
-def _sample_top_p(z: Tensor, z_max: Tensor, top_p: float, generator: torch.Generator | None
+def _sample_top_k(probs: Tensor, top_k: int, top_p: float, generator: torch.Generator | None
                   ) -> Tensor:
-    total = (z - z_max).exp_().sum(dim=-1, keepdim=True)
-    rows = z.shape[0]
-    # Per-row candidate sets; rows covered by a small partial sort are finished there.
+    """Top-k (then top-p over the renormalised top-k survivors, as transformers does)."""
+    values, index = probs.topk(top_k, dim=-1)
+    if top_p < 1.0:
+        values = values * _nucleus_keep(values, values.sum(-1, keepdim=True), top_p)
+    u = _uniform(probs.shape[0], generator)
+    pick = _pick(values, u * values.sum(-1, keepdim=True))
+    return index.gather(1, pick.unsqueeze(1)).squeeze(1)
+
+
+def _sample_top_p(probs: Tensor, top_p: float, generator: torch.Generator | None) -> Tensor:
+    """Nucleus sampling with a growing partial sort (most rows finish at 64 candidates)."""
+    rows, vocab = probs.shape
     tokens = torch.empty(rows, dtype=torch.long)
     todo = torch.arange(rows)
-    uniforms = torch.rand(rows, 1, generator=generator, dtype=z.dtype)
-    for k in (*_TOP_P_CANDIDATES, z.shape[-1]):
-        k = min(k, z.shape[-1])
-        values, index = z[todo].topk(k, dim=-1)
-        weights = (values - z_max[todo]).exp_()
-        covered = weights.sum(-1, keepdim=True) >= top_p * total[todo]
-        if k == z.shape[-1]:
-            covered = torch.ones_like(covered)
-        done = covered.squeeze(1)
-        if done.any():
-            w = weights[done] * _nucleus_keep(weights[done], total[todo][done], top_p)
-            cdf = w.cumsum(dim=-1)
-            pick = torch.searchsorted(cdf, uniforms[todo][done] * cdf[:, -1:], right=True)
-            pick = pick.clamp_(max=k - 1)
-            tokens[todo[done]] = index[done].gather(1, pick).squeeze(1)
+    uniforms = _uniform(rows, generator)
+    for k in (*_TOP_P_CANDIDATES, vocab):
+        k = min(k, vocab)
+        values, index = probs[todo].topk(k, dim=-1)
+        done = values.sum(-1) >= top_p if k < vocab else torch.ones(len(todo), dtype=torch.bool)
+        if bool(done.any()):
+            kept = values[done] * _nucleus_keep(values[done], 1.0, top_p)
+            pick = _pick(kept, uniforms[todo][done] * kept.sum(-1, keepdim=True))
+            tokens[todo[done]] = index[done].gather(1, pick.unsqueeze(1)).squeeze(1)
         todo = todo[~done]
         if todo.numel() == 0:
             break

@@ -26,6 +26,7 @@ engine token for token in fp32 and, short of near-ties, in bf16.
 
 from __future__ import annotations
 
+import ctypes
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -49,6 +50,26 @@ from rlvr.rollout.types import RolloutOutput, RolloutTiming, SamplingParams
 _SUPPORTED = ("llama", "qwen2", "mistral")
 
 
+def keep_freed_memory() -> bool:
+    """Ask glibc to serve allocations up to 32 MiB from its heap and to keep freed memory.
+
+    By default glibc returns large blocks (>= 128 KiB-ish) to the OS on free and maps fresh,
+    zeroed pages on the next allocation, so every decode step page-faults through its
+    activations and fp32 logits (measured: softmax over [64, 49152] 8 ms -> 1.6 ms). The
+    setting is process-wide (it trades retained memory for speed) and a no-op off glibc.
+
+    Returns:
+        True if glibc accepted both settings.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        return bool(libc.mallopt(m_mmap_threshold, 32 << 20)) and bool(
+            libc.mallopt(m_trim_threshold, 1 << 30))
+    except (OSError, AttributeError):
+        return False
+
+
 class UnsupportedModelError(ValueError):
     """The ``torch`` engine does not implement this architecture (use the ``hf`` engine)."""
 
@@ -68,30 +89,77 @@ def check_supported(config) -> None:
             raise UnsupportedModelError("torch engine does not implement sliding-window attention")
 
 
+class Linear:
+    """``y = x @ W^T (+ b)`` with the weight prepacked for oneDNN when possible.
+
+    A plain bf16 weight is re-laid-out into oneDNN's blocked AMX format on *every* matmul call;
+    at decode batch sizes that repacking costs as much as the product itself (measured on 60
+    streamed [3072, 576] weights: 27 -> 20 ms at 64 rows, 47 -> 32 ms at 256). Packing once
+    per weight snapshot removes it, and the kernel, hence every output bit, is unchanged.
+    fp32 weights stay plain (transformers' fp32 path is MKL, which the packed op would not match).
+
+    Args:
+        weight: [out, in] in the compute dtype; bias: [out] or None.
+        batch_hint: typical row count, for the packing heuristics.
+    """
+
+    def __init__(self, weight: Tensor, bias: Tensor | None, batch_hint: int):
+        self.weight, self.bias, self.out_features = weight, bias, weight.shape[0]
+        self.packed = None
+        if weight.dtype == torch.bfloat16 and _mkldnn_linear_available():
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, batch_hint)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if self.packed is None:
+            return F.linear(x, self.weight, self.bias)
+        flat = x.reshape(-1, x.shape[-1])
+        y = torch.ops.mkldnn._linear_pointwise(flat, self.packed, self.bias, "none", [None], "")
+        return y.view(*x.shape[:-1], self.out_features)
+
+
+_MKLDNN_LINEAR: bool | None = None
+
+
+def _mkldnn_linear_available() -> bool:
+    """Whether this torch build has oneDNN's prepacked linear ops (checked once)."""
+    global _MKLDNN_LINEAR
+    if _MKLDNN_LINEAR is None:
+        try:
+            w = torch.zeros(8, 8, dtype=torch.bfloat16)
+            packed = torch.ops.mkldnn._reorder_linear_weight(w, 1)
+            torch.ops.mkldnn._linear_pointwise(torch.zeros(1, 8, dtype=torch.bfloat16), packed,
+                                               None, "none", [None], "")
+            _MKLDNN_LINEAR = torch.backends.mkldnn.is_available()
+        except (AttributeError, RuntimeError):
+            _MKLDNN_LINEAR = False
+    return _MKLDNN_LINEAR
+
+
 @dataclass
 class _Layer:
     """One decoder layer's weights in the compute dtype (``[out, in]`` like ``nn.Linear``)."""
 
     ln1: Tensor  # [H]
-    wqkv: Tensor  # [(Hq + 2 Hkv) D, H]
-    bqkv: Tensor | None  # [(Hq + 2 Hkv) D] (Qwen2 has q/k/v biases)
-    wo: Tensor  # [H, Hq D]
+    qkv: Linear  # [(Hq + 2 Hkv) D, H], bias on Qwen2
+    o: Linear  # [H, Hq D]
     ln2: Tensor  # [H]
-    wgu: Tensor  # [2 I, H]: gate rows then up rows
-    wdown: Tensor  # [H, I]
+    gate_up: Linear  # [2 I, H]: gate rows then up rows
+    down: Linear  # [H, I]
 
 
 class DecoderWeights:
     """A compute-dtype snapshot of a Llama-family model's weights plus its rotary table.
 
     Attributes:
-        embed: [V, H] token embeddings; lm_head: [V, H]; norm: [H] final RMSNorm weight.
+        embed: [V, H] token embeddings; lm_head: [V, H] output projection; norm: [H] final
+            RMSNorm weight.
         layers: list of per-layer weights; eps: RMSNorm epsilon.
         heads, kv_heads, head_dim, intermediate: attention / MLP sizes.
     """
 
-    def __init__(self, model, dtype: torch.dtype):
+    def __init__(self, model, dtype: torch.dtype, batch_hint: int = 64):
         check_supported(model.config)
+        self.batch_hint = batch_hint
         cfg = model.config
         inner = model.model
         self.dtype = dtype
@@ -104,8 +172,9 @@ class DecoderWeights:
         self._rotary = inner.rotary_emb
         with torch.no_grad():
             self.embed = self._cast(inner.embed_tokens.weight)
-            self.lm_head = (self.embed if model.lm_head.weight is inner.embed_tokens.weight
-                            else self._cast(model.lm_head.weight))
+            head = (self.embed if model.lm_head.weight is inner.embed_tokens.weight
+                    else self._cast(model.lm_head.weight))
+            self.lm_head = Linear(head, None, batch_hint)
             self.norm = self._cast(inner.norm.weight)
             self.layers = [self._layer(block) for block in inner.layers]
         self._probe = torch.zeros(1, dtype=dtype)  # tells the rotary module the output dtype
@@ -119,14 +188,15 @@ class DecoderWeights:
         bias = None
         if att.q_proj.bias is not None:
             bias = self._cast(torch.cat([p.bias for p in projections]))
+        hint = self.batch_hint
         return _Layer(
             ln1=self._cast(block.input_layernorm.weight),
-            wqkv=self._cast(torch.cat([p.weight for p in projections])),
-            bqkv=bias,
-            wo=self._cast(att.o_proj.weight),
+            qkv=Linear(self._cast(torch.cat([p.weight for p in projections])), bias, hint),
+            o=Linear(self._cast(att.o_proj.weight), None, hint),
             ln2=self._cast(block.post_attention_layernorm.weight),
-            wgu=self._cast(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])),
-            wdown=self._cast(mlp.down_proj.weight),
+            gate_up=Linear(self._cast(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])),
+                           None, hint),
+            down=Linear(self._cast(mlp.down_proj.weight), None, hint),
         )
 
     def rotary(self, positions: Tensor) -> tuple[Tensor, Tensor]:
@@ -156,8 +226,8 @@ def _rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
 
 def _mlp(h: Tensor, layer: _Layer, intermediate: int) -> Tensor:
-    gate_up = F.linear(h, layer.wgu)
-    return F.linear(F.silu(gate_up[..., :intermediate]) * gate_up[..., intermediate:], layer.wdown)
+    gate_up = layer.gate_up(h)
+    return layer.down(F.silu(gate_up[..., :intermediate]) * gate_up[..., intermediate:])
 
 
 def _decode_attention(queries: Tensor, keys: Tensor, values: Tensor, visible: Tensor | None
@@ -233,7 +303,7 @@ class Decoder:
         x = w.embed[ids]
         qd, kd = w.heads * w.head_dim, w.kv_heads * w.head_dim
         for i, layer in enumerate(w.layers):
-            qkv = F.linear(_rms_norm(x, layer.ln1, w.eps), layer.wqkv, layer.bqkv)
+            qkv = layer.qkv(_rms_norm(x, layer.ln1, w.eps))
             q = _rope(qkv[..., :qd].view(b, length, w.heads, w.head_dim).transpose(1, 2), cos, sin)
             k = _rope(qkv[..., qd:qd + kd].view(b, length, w.kv_heads, w.head_dim).transpose(1, 2),
                       cos, sin)
@@ -245,9 +315,9 @@ class Decoder:
                 att = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
             else:
                 att = F.scaled_dot_product_attention(q, k, v, attn_mask=visible, enable_gqa=True)
-            x = x + F.linear(att.transpose(1, 2).reshape(b, length, qd), layer.wo)
+            x = x + layer.o(att.transpose(1, 2).reshape(b, length, qd))
             x = x + _mlp(_rms_norm(x, layer.ln2, w.eps), layer, w.intermediate)
-        return F.linear(_rms_norm(x[:, -1], w.norm, w.eps), w.lm_head)
+        return w.lm_head(_rms_norm(x[:, -1], w.norm, w.eps))
 
     def step(self, tokens: Tensor, positions: Tensor, column: int, key_mask: Tensor,
              cache: KVCache) -> Tensor:
@@ -271,7 +341,7 @@ class Decoder:
         x = w.embed[tokens]
         qd, kd = w.heads * w.head_dim, w.kv_heads * w.head_dim
         for i, layer in enumerate(w.layers):
-            qkv = F.linear(_rms_norm(x, layer.ln1, w.eps), layer.wqkv, layer.bqkv)
+            qkv = layer.qkv(_rms_norm(x, layer.ln1, w.eps))
             # q and k rotate together: one set of elementwise ops instead of two.
             qk = _rope(qkv[:, :qd + kd].view(rows, w.heads + w.kv_heads, w.head_dim), cos, sin)
             keys = cache.data[i, 0, :rows, :, : column + 1]
@@ -279,9 +349,9 @@ class Decoder:
             keys[:, :, column] = qk[:, w.heads:]
             values[:, :, column] = qkv[:, qd + kd:].view(rows, w.kv_heads, w.head_dim)
             att = _decode_attention(qk[:, : w.heads], keys, values, visible)
-            x = x + F.linear(att, layer.wo)
+            x = x + layer.o(att)
             x = x + _mlp(_rms_norm(x, layer.ln2, w.eps), layer, w.intermediate)
-        return F.linear(_rms_norm(x, w.norm, w.eps), w.lm_head)
+        return w.lm_head(_rms_norm(x, w.norm, w.eps))
 
 
 @dataclass
@@ -307,6 +377,7 @@ class TorchEngine:
         max_batch_size: rows (prompts x n) decoded together at most; more prompts are split into
             length-sorted buckets.
         compact_fraction: compact the batch once this fraction of its rows has finished.
+        tune_malloc: call :func:`keep_freed_memory` (process-wide glibc setting; default True).
 
     Raises:
         UnsupportedModelError: the architecture is not Llama-family.
@@ -316,8 +387,10 @@ class TorchEngine:
 
     def __init__(self, model, *, pad_token_id: int | None = None,
                  dtype: torch.dtype = torch.bfloat16, max_batch_size: int = 256,
-                 compact_fraction: float = 0.125):
+                 compact_fraction: float = 0.125, tune_malloc: bool = True):
         check_supported(model.config)
+        if tune_malloc:
+            keep_freed_memory()
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         self.model = model
@@ -337,7 +410,7 @@ class TorchEngine:
         """
         if source is not None:
             load_weights_into(self.model, source)
-        self._decoder = Decoder(DecoderWeights(self.model, self.dtype))
+        self._decoder = Decoder(DecoderWeights(self.model, self.dtype, self.max_batch_size))
         self._version = params_version(self.model)
 
     def _current_decoder(self) -> Decoder:
