@@ -86,9 +86,13 @@ def test_large_vocab_and_chunking_keep_seeded_determinism():
     assert torch.allclose(logprobs, torch.zeros(4))
 
 
-def test_top_p_broad_distribution_falls_back_to_full_sort():
-    """A flat distribution needs far more than the partial-sort candidates for top_p=0.99."""
-    logits = torch.zeros(3, 5000)
+def test_top_p_broad_distribution_beyond_first_candidates():
+    """A flat distribution needs far more than the first 64 candidates for top_p=0.99: the
+    nucleus is then (almost) the whole vocabulary, and only tokens in it are drawn."""
+    logits = torch.zeros(1, 5000)
     logits[:, :10] = 0.5
-    tokens, _ = sample_next(logits, SamplingParams(top_p=0.99), torch.Generator().manual_seed(0))
-    assert tokens.shape == (3,) and int(tokens.max()) < 5000
+    tokens, _ = sample_next(logits.expand(3000, 5000), SamplingParams(top_p=0.99),
+                            torch.Generator().manual_seed(0))
+    assert int(tokens.max()) < 5000
+    assert len(set(tokens.tolist())) > 2000  # spread over the broad nucleus, not the top 64
+    assert (tokens < 10).float().mean() < 0.01  # the 10 boosted tokens hold ~0.3% of the mass

@@ -10,8 +10,8 @@ cost tens of milliseconds per decode step over a 49k vocabulary. Here one step i
   part of multinomial) is never computed, and no per-token random numbers are drawn (a
   Gumbel-max race would need V random draws per row).
 - top-k: ``torch.topk`` (a partial selection), then an inverse CDF over the k survivors.
-- top-p: a partial sort first (the top 64, then 1024 candidates); only rows whose nucleus is
-  still not covered fall back to a full sort.
+- top-p: a partial sort of the top 64 first; rows whose nucleus is not covered then sort only
+  the tokens with ``p >= (1 - top_p) / V`` (never a full sort of the vocabulary).
 
 The recorded log-prob is ``log softmax(logits / T)`` of the drawn token over the *whole*
 vocabulary (see :mod:`rlvr.rollout.types`), i.e. the log of the fp32 probability it was drawn
@@ -27,8 +27,8 @@ from rlvr.rollout.types import SamplingParams
 
 BLOCK = 128
 CHUNK_ELEMENTS = 64 * 49152  # fp32 probabilities per chunk (12 MiB)
-# Candidate counts tried for top-p before a full sort (a partial topk is much cheaper).
-_TOP_P_CANDIDATES = (64, 1024)
+# Candidates of top-p's first partial sort (a partial topk is much cheaper than a sort).
+_TOP_P_CANDIDATES = 64
 
 
 def sample_next(logits: Tensor, params: SamplingParams, generator: torch.Generator | None
@@ -122,15 +122,27 @@ def _sample_top_k(probs: Tensor, top_k: int, top_p: float, generator: torch.Gene
 
 
 def _sample_top_p(probs: Tensor, top_p: float, generator: torch.Generator | None) -> Tensor:
-    """Nucleus sampling with a growing partial sort (most rows finish at 64 candidates)."""
+    """Nucleus sampling with partial sorts only.
+
+    First the top ``_TOP_P_CANDIDATES`` tokens (enough for most rows of a trained model).
+    Rows not covered then sort only the tokens with ``p >= (1 - top_p) / V``: all smaller
+    tokens together hold less than ``1 - top_p``, so the nucleus never needs them.
+    """
     rows, vocab = probs.shape
     tokens = torch.empty(rows, dtype=torch.long)
-    todo = torch.arange(rows)
     uniforms = _uniform(rows, generator)
-    for k in (*_TOP_P_CANDIDATES, vocab):
-        k = min(k, vocab)
-        values, index = probs[todo].topk(k, dim=-1)
-        done = values.sum(-1) >= top_p if k < vocab else torch.ones(len(todo), dtype=torch.bool)
+    todo = torch.arange(rows)
+    first = min(_TOP_P_CANDIDATES, vocab)
+    for attempt in range(2):
+        subset = probs[todo]
+        if attempt == 0:
+            k = first
+        else:
+            k = int((subset >= (1 - top_p) / vocab).sum(-1).max().clamp(min=1))
+        values, index = subset.topk(min(k, vocab), dim=-1)
+        done = values.sum(-1) >= top_p
+        if attempt == 1:
+            done = torch.ones_like(done)  # covered by construction (up to rounding)
         if bool(done.any()):
             kept = values[done] * _nucleus_keep(values[done], 1.0, top_p)
             pick = _pick(kept, uniforms[todo][done] * kept.sum(-1, keepdim=True))
