@@ -99,3 +99,19 @@ def test_unknown_task_type_names_the_known_ones(pipeline):
 def test_bad_config_is_rejected_with_the_field(fields, message):
     with pytest.raises(ValidationError, match=message):
         RewardConfig(**fields)
+
+
+def test_same_input_same_result_across_processes_and_runs():
+    """R8: judging is deterministic, in-process and in workers, run after run."""
+    requests = [ScoreRequest("so \\boxed{\\frac{2}{3}}", "0.666666667"),
+                ScoreRequest("答案约为3.14159", "3.14"),
+                ScoreRequest("x = 3 or x = 4, so \\boxed{3}", "3"),
+                ScoreRequest("The answer is 3 or 4.", "3")]
+
+    def judge(workers):
+        with RewardPipeline(RewardConfig(workers=workers)) as p:
+            return [(r.reward, r.status, r.extracted, r.components) for r in p.score_batch(requests)]
+
+    first = judge(0)
+    assert judge(0) == first and judge(2) == first
+    assert [s for _, s, _, _ in first][3] is Status.multiple_answers

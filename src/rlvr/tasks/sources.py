@@ -119,7 +119,8 @@ def load_tasks(data, seed: int) -> tuple[list[Task], list[Task]]:
 
     Sizes are capped by ``data.train_size`` / ``data.val_size``; file sources are shuffled
     with ``seed`` before the cap (deterministically). For ``jsonl`` and ``humaneval`` the
-    validation set is a seeded hold-out of ``val_size`` tasks from the file; ``mbpp`` uses its
+    validation set is a seeded hold-out of ``val_size`` tasks from the file (so is ``math500``'s,
+    a single evaluation file); ``mbpp`` uses its
     train (601-974) and validation (511-600) ids.
 
     Raises:
@@ -149,8 +150,9 @@ def load_tasks(data, seed: int) -> tuple[list[Task], list[Task]]:
         random.Random(seed).shuffle(train)
         random.Random(seed + 1).shuffle(val)
         return train[: data.train_size], val[: data.val_size]
-    loader = {"gsm8k": load_gsm8k, "math500": load_math500}[data.source]
-    train, val = loader(path, "train"), loader(path, "validation")
+    if data.source == "math500":  # one evaluation file: a seeded, disjoint hold-out
+        return _hold_out(load_math500(path, "test"), path, data, seed)
+    train, val = load_gsm8k(path, "train"), load_gsm8k(path, "validation")
     random.Random(seed).shuffle(train)
     random.Random(seed + 1).shuffle(val)
     return train[: data.train_size], val[: data.val_size]

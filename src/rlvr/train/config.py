@@ -52,6 +52,10 @@ class SFTConfig(_Section):
     enabled: bool = Field(True, description="Run the SFT cold start before GRPO (R17).")
     examples: int = Field(1000, ge=1, description="Worked solutions to train on (only those "
                           "whose final answer verifies are kept).")
+    mixture: str | None = Field(None, description="Arithmetic only: draw the SFT examples from "
+                                "this difficulty mixture (e.g. easy `1dop1d`, to teach the output "
+                                "format and leave the skill to RL) instead of the training set. "
+                                "Problems come from the train split, never validation.")
     epochs: int = Field(1, ge=1)
     batch_size: int = Field(16, ge=1, description="Sequences per optimizer step.")
     learning_rate: float = Field(5e-5, gt=0, description="Peak LR (linear warm-up over 5% "

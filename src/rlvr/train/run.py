@@ -136,11 +136,18 @@ class Run:
     def sft(self) -> dict:
         from rlvr.train.sft import run_sft, verified_examples
 
+        from rlvr.train.prompting import prompt_ids
+
         c = self.config
         pool = self.train_tasks[: c.sft.examples]
+        if c.sft.mixture and c.data.source == "arithmetic":
+            from rlvr.tasks.arithmetic import generate
+
+            pool = generate(c.sft.mixture, c.sft.examples, seed=c.seed + 2, split="train",
+                            unique=False)
         examples, rejected = verified_examples(pool, self.rewards)
-        index = {t.id: i for i, t in enumerate(self.train_tasks)}
-        prompts = [self.train_prompts[index[t.id]] for t in examples]
+        prompts = [prompt_ids(self.tokenizer, t, c.data.instruction, c.data.one_shot)
+                   for t in examples]
         console.print(f"sft: {len(examples)} verified examples, {rejected} rejected")
         report = run_sft(self.policy, self.tokenizer, examples, prompts, c.sft, c.seed,
                          c.model.bf16, rejected=rejected, log=console.print)
