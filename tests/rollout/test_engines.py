@@ -194,3 +194,20 @@ def test_default_model_greedy_matches_hf_token_for_token():
     ref = HFEngine(model, dtype=torch.bfloat16, compute_logprobs=False).generate(prompts, params)
     assert torch.equal(ours.completion_ids, ref.completion_ids)
     assert ours.finish_reason == ref.finish_reason
+
+
+def test_unsupported_models_are_refused_with_a_pointer_to_hf(tiny):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from rlvr.rollout import UnsupportedModelError
+
+    gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50))
+    with pytest.raises(UnsupportedModelError, match="use engine 'hf'"):
+        TorchEngine(gpt2)
+    model, _ = tiny
+    import copy
+
+    wrapped = copy.deepcopy(model)
+    wrapped.model.layers[0].self_attn.q_proj.lora_A = torch.nn.Identity()  # what peft adds
+    with pytest.raises(UnsupportedModelError, match="LoRA"):
+        TorchEngine(wrapped)

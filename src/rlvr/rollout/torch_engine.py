@@ -74,6 +74,23 @@ class UnsupportedModelError(ValueError):
     """The ``torch`` engine does not implement this architecture (use the ``hf`` engine)."""
 
 
+def check_supported_model(model) -> None:
+    """Raise :class:`UnsupportedModelError` unless ``model`` is a plain transformers
+    ``*ForCausalLM`` of a supported type (see :func:`check_supported`). Adapter-wrapped models
+    (LoRA) are refused: their linear layers' ``.weight`` lacks the adapter delta, so a weight
+    snapshot would silently sample from the base model (merge the adapters, or use ``hf``)."""
+    check_supported(model.config)
+    if any(hasattr(module, "lora_A") for module in model.modules()):
+        raise UnsupportedModelError("torch engine cannot snapshot LoRA-wrapped weights; merge "
+                                    "the adapters first or use engine 'hf'")
+    inner = getattr(model, "model", None)
+    needed = ("embed_tokens", "layers", "norm", "rotary_emb")
+    if inner is None or not hasattr(model, "lm_head") or not all(hasattr(inner, n) for n in needed):
+        raise UnsupportedModelError(f"torch engine expects a transformers *ForCausalLM with "
+                                    f".model.{{{', '.join(needed)}}} and .lm_head, got "
+                                    f"{type(model).__name__}; use engine 'hf'")
+
+
 def check_supported(config) -> None:
     """Raise :class:`UnsupportedModelError` unless ``config`` describes a decoder this engine runs:
     model type in llama / qwen2 / mistral, SiLU MLP, no sliding window."""
@@ -158,7 +175,7 @@ class DecoderWeights:
     """
 
     def __init__(self, model, dtype: torch.dtype, batch_hint: int = 64):
-        check_supported(model.config)
+        check_supported_model(model)
         self.batch_hint = batch_hint
         cfg = model.config
         inner = model.model
@@ -399,7 +416,7 @@ class TorchEngine:
     def __init__(self, model, *, pad_token_id: int | None = None,
                  dtype: torch.dtype = torch.bfloat16, max_batch_size: int = 256,
                  compact_fraction: float = 0.125, tune_malloc: bool = True):
-        check_supported(model.config)
+        check_supported_model(model)
         if tune_malloc:
             keep_freed_memory()
         if max_batch_size < 1:
