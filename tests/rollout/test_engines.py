@@ -29,11 +29,15 @@ def test_registry_knows_both_engines_and_suggests_names(tiny):
         create_engine("torhc", model)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-def test_greedy_matches_hf_token_for_token(tiny, prompts, dtype):
+@pytest.mark.parametrize("dtype, shared", [(torch.float32, True), (torch.float32, False),
+                                           (torch.bfloat16, False)],
+                         ids=["fp32-shared", "fp32-expanded", "bf16-expanded"])
+def test_greedy_matches_hf_token_for_token(tiny, prompts, dtype, shared):
+    """fp32: either cache layout; bf16: the expanded layout reproduces transformers' kernels
+    bit for bit (the cascade merge of the shared layout rounds differently)."""
     model, _ = tiny
     params = SamplingParams(temperature=0, max_new_tokens=24, n=2, stop_token_ids=(EOS,))
-    ours = TorchEngine(model, dtype=dtype).generate(prompts, params)
+    ours = TorchEngine(model, dtype=dtype, shared_prefix=shared).generate(prompts, params)
     ref = HFEngine(model, dtype=None if dtype == torch.float32 else dtype).generate(prompts, params)
     assert torch.equal(ours.completion_ids, ref.completion_ids)
     assert ours.finish_reason == ref.finish_reason
@@ -147,6 +151,28 @@ def test_compaction_and_buckets_do_not_change_greedy_output(tiny, prompts):
         assert other.finish_reason == plain.finish_reason
 
 
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-4), (torch.bfloat16, 0.1)],
+                         ids=["fp32", "bf16"])
+def test_shared_prefix_cascade_equals_expanded_cache(tiny, prompts, dtype, tol):
+    """Cascade attention over one prompt copy (with padding, and after rows left the batch)
+    gives the expanded cache's logprobs; in fp32 also the same sampled tokens."""
+    model, _ = tiny
+    params = SamplingParams(temperature=1.0, max_new_tokens=24, n=3, seed=4,
+                            stop_token_ids=(EOS,))
+    shared = TorchEngine(model, dtype=dtype, compact_fraction=0.01).generate(prompts, params)
+    expanded = TorchEngine(model, dtype=dtype, shared_prefix=False,
+                           compact_fraction=0.01).generate(prompts, params)
+    assert "stop" in shared.finish_reason  # rows left the batch mid-way
+    if dtype == torch.float32:
+        assert torch.equal(shared.completion_ids, expanded.completion_ids)
+    # Compare logprobs on each row's common prefix: same contexts and same drawn tokens.
+    agree = (shared.completion_ids == expanded.completion_ids).long().cumprod(1).bool()
+    compared = agree & shared.completion_mask & expanded.completion_mask
+    diff = (shared.logprobs - expanded.logprobs).abs()[compared]
+    assert compared.sum() >= 20
+    assert float(diff.max()) < tol
+
+
 def test_engine_follows_in_place_weight_updates(tiny, prompts):
     model, tokenizer = tiny
     import copy
@@ -190,10 +216,15 @@ def test_default_model_greedy_matches_hf_token_for_token():
                for q in questions]
     params = SamplingParams(temperature=0, max_new_tokens=48,
                             stop_token_ids=(tokenizer.eos_token_id,))
-    ours = TorchEngine(model).generate(prompts, params)
+    # bf16: the expanded-cache layout runs transformers' kernels, bit for bit.
+    ours = TorchEngine(model, shared_prefix=False).generate(prompts, params)
     ref = HFEngine(model, dtype=torch.bfloat16, compute_logprobs=False).generate(prompts, params)
     assert torch.equal(ours.completion_ids, ref.completion_ids)
     assert ours.finish_reason == ref.finish_reason
+    # fp32: the default (shared-prefix, cascade attention) engine against fp32 transformers.
+    ours = TorchEngine(model, dtype=torch.float32).generate(prompts, params)
+    ref = HFEngine(model, compute_logprobs=False).generate(prompts, params)
+    assert torch.equal(ours.completion_ids, ref.completion_ids)
 
 
 def test_unsupported_models_are_refused_with_a_pointer_to_hf(tiny):

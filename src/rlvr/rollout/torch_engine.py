@@ -297,6 +297,112 @@ class KVCache:
         """Move rows ``keep`` (LongTensor, ascending) to the front, copying ``columns`` columns."""
         self.data[:, :, : keep.numel(), :, :columns] = self.data[:, :, keep, :, :columns]
 
+    def store_prompt(self, layer: int, keys: Tensor, values: Tensor, group: int) -> None:
+        """Write prefill keys / values ``[B, Hkv, L, D]`` n-fold: prompt b fills rows
+        ``b*group .. b*group + group - 1``."""
+        b, _, length, _ = keys.shape
+        slots = self.data[layer, :, :, :, :length].unflatten(1, (b, group))  # [2, B, n, Hkv, L, D]
+        slots[0].copy_(keys.unsqueeze(1).expand_as(slots[0]))
+        slots[1].copy_(values.unsqueeze(1).expand_as(slots[1]))
+
+    def attend(self, layer: int, queries: Tensor, keys: Tensor, values: Tensor, column: int,
+               key_mask: Tensor | None) -> Tensor:
+        """Write the new key / value ``[R, Hkv, D]`` at ``column`` and attend ``queries``
+        ``[R, Hq, D]`` over columns ``0..column``; returns ``[R, Hq * D]``."""
+        rows = queries.shape[0]
+        cached_keys = self.data[layer, 0, :rows, :, : column + 1]
+        cached_values = self.data[layer, 1, :rows, :, : column + 1]
+        cached_keys[:, :, column] = keys
+        cached_values[:, :, column] = values
+        visible = None if key_mask is None else key_mask.view(rows, 1, 1, column + 1)
+        return _decode_attention(queries, cached_keys, cached_values, visible)
+
+
+def _flash(queries: Tensor, keys: Tensor, values: Tensor, bias: Tensor | None
+           ) -> tuple[Tensor, Tensor]:
+    """CPU flash attention returning ``(output, logsumexp)`` (fp32 ``[..., Lq]``), the log-sum-exp
+    that lets two attention parts over disjoint keys be merged exactly."""
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        queries, keys, values, 0.0, False, attn_mask=bias)
+
+
+class SharedPrefixCache:
+    """KV cache that stores each prompt's keys / values once for its ``n`` samples.
+
+    Decode attention is split in two (cascade attention): the prompt part runs per prompt with
+    the ``n x G`` queries of its group stacked into one query block (a real matrix product that
+    reads the prompt's keys once instead of n times), the completion part per row; the two are
+    merged exactly through their log-sum-exps:
+    ``out = lerp(out_completion, out_prompt, sigmoid(lse_prompt - lse_completion))``.
+
+    Layout: ``prompt[layer, 0 | 1, B, Hkv, width, D]`` and
+    ``data[layer, 0 | 1, row, Hkv, new_tokens - 1, D]``; ``slots[s]`` is the in-bucket row
+    (``prompt * n + sample``) of live slot ``s``.
+    """
+
+    def __init__(self, weights: DecoderWeights, prompts: int, group: int, width: int,
+                 new_tokens: int, prompt_mask: Tensor):
+        shape = (len(weights.layers), 2)
+        self.prompt = torch.empty(*shape, prompts, weights.kv_heads, width, weights.head_dim,
+                                  dtype=weights.dtype)
+        self.data = torch.empty(*shape, prompts * group, weights.kv_heads, max(new_tokens - 1, 1),
+                                weights.head_dim, dtype=weights.dtype)
+        self.width, self.group = width, group
+        self.slots = torch.arange(prompts * group)
+        self.bias = None  # additive key mask of padded prompts, [B, 1, 1, width]
+        if not bool(prompt_mask.all()):
+            self.bias = torch.zeros(prompts, 1, 1, width, dtype=weights.dtype).masked_fill_(
+                ~prompt_mask.view(prompts, 1, 1, width), float("-inf"))
+
+    def compact(self, keep: Tensor, columns: int) -> None:
+        """Keep live slots ``keep`` (ascending), moving their completion columns to the front."""
+        done = columns - self.width
+        if done > 0:
+            self.data[:, :, : keep.numel(), :, :done] = self.data[:, :, keep, :, :done]
+        self.slots = self.slots[keep]
+
+    def store_prompt(self, layer: int, keys: Tensor, values: Tensor, group: int) -> None:
+        """Write prefill keys / values ``[B, Hkv, L, D]`` once per prompt."""
+        self.prompt[layer, 0].copy_(keys)
+        self.prompt[layer, 1].copy_(values)
+
+    def attend(self, layer: int, queries: Tensor, keys: Tensor, values: Tensor, column: int,
+               key_mask: Tensor | None) -> Tensor:
+        """As :meth:`KVCache.attend` (``key_mask`` is unused: prompt padding is in ``bias``)."""
+        rows, heads, dim = queries.shape
+        kv_heads = keys.shape[1]
+        g = heads // kv_heads
+        c = column - self.width
+        comp_keys = self.data[layer, 0, :rows, :, : c + 1]
+        comp_values = self.data[layer, 1, :rows, :, : c + 1]
+        comp_keys[:, :, c] = keys
+        comp_values[:, :, c] = values
+        grouped = queries.view(rows, kv_heads, g, dim)
+        out_c, lse_c = _flash(grouped, comp_keys, comp_values, None)
+        out_p, lse_p = self._prompt_part(layer, grouped)
+        # Merge in fp32: a bf16 weight would add ~0.4% error on top of bf16 outputs.
+        weight = torch.sigmoid(lse_p - lse_c).unsqueeze(-1)
+        merged = torch.lerp(out_c.float(), out_p.float(), weight)
+        return merged.to(out_c.dtype).reshape(rows, heads * dim)
+
+    def _prompt_part(self, layer: int, grouped: Tensor) -> tuple[Tensor, Tensor]:
+        """Attention of live slots' queries ``[R, Hkv, G, D]`` over their prompt's keys."""
+        prompts, n = self.prompt.shape[2], self.group
+        rows, kv_heads, g, dim = grouped.shape
+        full = rows == prompts * n  # no slot has left: no scatter / gather needed
+        block = grouped
+        if not full:
+            block = grouped.new_zeros(prompts * n, kv_heads, g, dim)
+            block[self.slots] = grouped
+        stacked = block.view(prompts, n, kv_heads, g, dim).transpose(1, 2)
+        stacked = stacked.reshape(prompts, kv_heads, n * g, dim)
+        out, lse = _flash(stacked, self.prompt[layer, 0], self.prompt[layer, 1], self.bias)
+        out = out.view(prompts, kv_heads, n, g, dim).transpose(1, 2).reshape(-1, kv_heads, g, dim)
+        lse = lse.view(prompts, kv_heads, n, g).transpose(1, 2).reshape(-1, kv_heads, g)
+        if not full:
+            out, lse = out[self.slots], lse[self.slots]
+        return out, lse
+
 
 class Decoder:
     """The forward passes of :class:`TorchEngine` over a :class:`DecoderWeights` snapshot."""
@@ -335,9 +441,7 @@ class Decoder:
             k = _rope(qkv[..., qd:qd + kd].view(b, length, w.kv_heads, w.head_dim).transpose(1, 2),
                       cos, sin)
             v = qkv[..., qd + kd:].view(b, length, w.kv_heads, w.head_dim).transpose(1, 2)
-            slots = cache.data[i, :, :, :, :length].unflatten(1, (b, group))  # [2, B, n, Hkv, L, D]
-            slots[0].copy_(k.unsqueeze(1).expand_as(slots[0]))
-            slots[1].copy_(v.unsqueeze(1).expand_as(slots[1]))
+            cache.store_prompt(i, k, v, group)
             if visible is None:
                 att = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
             else:
@@ -365,18 +469,15 @@ class Decoder:
         rows = tokens.numel()
         cos, sin = w.rotary(positions.unsqueeze(1))  # [R, 1, D]
         sin = _signed_sin(sin)
-        visible = None if key_mask is None else key_mask.view(rows, 1, 1, column + 1)
         x = w.embed[tokens]
         qd, kd = w.heads * w.head_dim, w.kv_heads * w.head_dim
         for i, layer in enumerate(w.layers):
             qkv = layer.qkv(_rms_norm(x, layer.ln1, w.eps))
             # q and k rotate together: one set of elementwise ops instead of two.
             qk = _rope(qkv[:, :qd + kd].view(rows, w.heads + w.kv_heads, w.head_dim), cos, sin)
-            keys = cache.data[i, 0, :rows, :, : column + 1]
-            values = cache.data[i, 1, :rows, :, : column + 1]
-            keys[:, :, column] = qk[:, w.heads:]
-            values[:, :, column] = qkv[:, qd + kd:].view(rows, w.kv_heads, w.head_dim)
-            att = _decode_attention(qk[:, : w.heads], keys, values, visible)
+            att = cache.attend(i, qk[:, : w.heads], qk[:, w.heads:],
+                               qkv[:, qd + kd:].view(rows, w.kv_heads, w.head_dim), column,
+                               key_mask)
             x = x + layer.o(att)
             x = x + _mlp(_rms_norm(x, layer.ln2, w.eps), layer, w.intermediate)
         return w.lm_head(_rms_norm(x, w.norm, w.eps))
@@ -406,6 +507,10 @@ class TorchEngine:
             length-sorted buckets.
         compact_fraction: compact the batch once this fraction of its rows has finished.
         tune_malloc: call :func:`keep_freed_memory` (process-wide glibc setting; default True).
+        shared_prefix: keep one copy of each prompt's keys / values for its n samples and use
+            cascade attention (:class:`SharedPrefixCache`, default). False copies the prompt's
+            cache n-fold and attends with transformers' own kernels and layouts, which makes
+            bf16 greedy decoding bit-identical to the ``hf`` engine.
 
     Raises:
         UnsupportedModelError: the architecture is not Llama-family.
@@ -415,7 +520,8 @@ class TorchEngine:
 
     def __init__(self, model, *, pad_token_id: int | None = None,
                  dtype: torch.dtype = torch.bfloat16, max_batch_size: int = 256,
-                 compact_fraction: float = 0.125, tune_malloc: bool = True):
+                 compact_fraction: float = 0.125, tune_malloc: bool = True,
+                 shared_prefix: bool = True):
         check_supported_model(model)
         if tune_malloc:
             keep_freed_memory()
@@ -426,6 +532,7 @@ class TorchEngine:
         self.dtype = dtype
         self.max_batch_size = max_batch_size
         self.compact_fraction = compact_fraction
+        self.shared_prefix = shared_prefix
         self._decoder: Decoder | None = None
         self._version = -1
 
@@ -484,10 +591,14 @@ class TorchEngine:
         ids, mask = left_pad(prompts, self.pad_token_id)
         width = ids.shape[1]
         padded = not bool(mask.all())
-        cache = KVCache(decoder.w, len(prompts) * n, width + params.max_new_tokens - 1)
+        if self.shared_prefix:
+            cache = SharedPrefixCache(decoder.w, len(prompts), n, width, params.max_new_tokens,
+                                      mask)
+        else:
+            cache = KVCache(decoder.w, len(prompts) * n, width + params.max_new_tokens - 1)
         first_logits = decoder.prefill(ids, mask, cache, n).repeat_interleave(n, dim=0)
         rows = (torch.tensor(prompt_rows).unsqueeze(1) * n + torch.arange(n)).flatten()
-        key_mask = torch.ones(rows.numel(), cache.data.shape[4], dtype=torch.bool)
+        key_mask = torch.ones(rows.numel(), width + params.max_new_tokens, dtype=torch.bool)
         key_mask[:, :width] = mask.repeat_interleave(n, dim=0)
         batch = _Batch(rows=rows, positions=mask.sum(1).repeat_interleave(n),
                        key_mask=key_mask, done=torch.zeros(rows.numel(), dtype=torch.bool),
@@ -525,7 +636,8 @@ class TorchEngine:
                 batch.done |= hit
         batch.tokens = sampled
 
-    def _maybe_compact(self, batch: _Batch, cache: KVCache, columns: int) -> _Batch:
+    def _maybe_compact(self, batch: _Batch, cache: KVCache | SharedPrefixCache, columns: int
+                       ) -> _Batch:
         """Drop finished rows once they are ``compact_fraction`` of the batch (copying the
         cache costs about as much as a couple of decode steps for those rows, so not every step)."""
         dead = int(batch.done.sum())
