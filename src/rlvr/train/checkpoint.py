@@ -44,6 +44,23 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizer, sched
     return final
 
 
+def save_model(directory: Path, model, tokenizer) -> Path:
+    """Save ``model`` and ``tokenizer`` (Hugging Face format, safetensors) to ``directory``
+    atomically: a temp dir beside it, renamed over it when complete. Returns ``directory``."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        if directory.exists():
+            shutil.rmtree(directory)
+        os.replace(tmp, directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return directory
+
+
 def latest_checkpoint(run_dir: Path) -> Path | None:
     """The newest complete checkpoint of a run (temp dirs of an interrupted save are
     ignored), or ``None``."""

@@ -129,8 +129,9 @@ class GRPOStep:
         if g.mu > 1:
             old = self._log_probs(self.policy, seqs)
         ref = self._log_probs(self.reference, seqs) if a.kl_coef > 0 else None
+        sampler_logp = batch.rollout.logprobs[batch.train_rows]
         metrics: dict[str, list[float]] = {}
-        for _ in range(g.mu):
+        for epoch in range(g.mu):
             self.optimizer.zero_grad(set_to_none=True)
             for start in range(0, total_rows, g.micro_batch_size):
                 rows = slice(start, start + g.micro_batch_size)
@@ -144,6 +145,10 @@ class GRPOStep:
                     kl_estimator=a.kl_estimator, policy_loss=a.policy_loss,
                     policy_loss_options=self._loss_options(), loss_agg=a.loss_agg,
                     loss_agg_options=self._agg_options(total_tokens))
+                if epoch == 0:  # train/inference mismatch: same weights, two code paths
+                    gap = (logp.detach() - sampler_logp[rows]).abs()
+                    metrics.setdefault("rollout_logprob_gap", []).append(
+                        float(gap[micro.completion_mask].mean()))
                 weight = _micro_weight(a.loss_agg, micro.completion_mask, total_rows, total_tokens)
                 (out.loss * weight).backward()
                 for k, v in out.metrics.items():

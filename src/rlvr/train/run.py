@@ -18,10 +18,11 @@ from rich.table import Table
 
 from rlvr.rewards.pipeline import RewardPipeline
 from rlvr.train.checkpoint import (latest_checkpoint, load_trainer_state, save_checkpoint,
-                                   write_json_atomic)
+                                   save_model, write_json_atomic)
 from rlvr.train.config import RunConfig
 
 console = Console(stderr=True)
+SFT_MODEL_DIR = "sft_model"  # the model that entered GRPO: KL reference on resume, `rlvr sft` output
 
 
 class RunInputError(ValueError):
@@ -118,6 +119,7 @@ class Run:
         from rlvr.train.validate import validate
 
         self.policy.eval()
+        self._engine.update_weights(self.policy)  # the engine keeps its own bf16 snapshot
         result, samples = validate(self._engine, self.tokenizer, self.val_tasks, self.val_prompts,
                                    self.rewards, max_new_tokens=self.config.eval.max_new_tokens,
                                    stop_token_ids=self.stop_ids,
@@ -158,9 +160,7 @@ class Run:
         from rlvr.train.grpo import GRPOStep
 
         c = self.config
-        reference = None
-        if c.algo.kl_coef > 0:
-            reference = copy.deepcopy(self.policy).eval().requires_grad_(False)
+        reference = self._reference() if c.algo.kl_coef > 0 else None
         step_fn = GRPOStep(c, self.policy, reference, self._engine, self.tokenizer,
                            self.rewards, self.optimizer, self.scheduler, self.stop_ids)
         for step in range(start_step + 1, c.grpo.steps + 1):
@@ -191,21 +191,24 @@ class Run:
 
     # -- the job ----------------------------------------------------------------------------
     def train(self) -> dict:
-        """SFT (unless disabled or resuming), GRPO, final validation; returns results."""
+        """SFT (unless disabled or resuming), GRPO, final validation; returns results.
+
+        On resume the policy, optimizer, scheduler, RNG states, step and data position come
+        from the newest checkpoint, and the KL reference from ``sft_model/`` (the model that
+        entered GRPO), so the continued run matches an uninterrupted one."""
         c, start = self.config, time.perf_counter()
+        checkpoint = latest_checkpoint(self.run_dir) if self.resume else None
+        if self.resume and checkpoint is None:
+            raise RunInputError(f"--resume: {self.run_dir} has no complete checkpoint")
         self.load()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if not self.resume:
             write_yaml_atomic(self.run_dir / "config.yaml", c.model_dump(mode="json"))
-        self._engine = self.engine()
         history: dict = {"validation": []}
         start_step, position = 0, 0
-        checkpoint = latest_checkpoint(self.run_dir) if self.resume else None
         if checkpoint is not None:
-            from transformers import AutoModelForCausalLM
-
-            self.policy = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
-            self._engine = self.engine()
+            self.policy = self._load_policy(checkpoint)
+        self._engine = self.engine()
         self._optimizer_for_grpo()
         if checkpoint is not None:
             state = load_trainer_state(checkpoint, self.optimizer, self.scheduler)
@@ -217,6 +220,7 @@ class Run:
                 history["validation"].append(self.validate("base", 0))
             if c.sft.enabled:
                 history["sft"] = self.sft()
+                save_model(self.run_dir / SFT_MODEL_DIR, self.policy, self.tokenizer)
             history["validation"].append(self.validate("before_grpo", 0))
         sampler = TaskSampler(len(self.train_tasks), c.seed, position)
         self.grpo(start_step, sampler, history)
@@ -227,6 +231,45 @@ class Run:
         write_json_atomic(self.run_dir / "results.json", results)
         self.rewards.close()
         return results
+
+    def sft_only(self) -> dict:
+        """The cold-start stage alone (``rlvr sft``): validate, SFT, validate, save the model
+        to ``sft_model/`` (usable as ``model.name`` of a later run); returns the report."""
+        c = self.config
+        self.load()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        write_yaml_atomic(self.run_dir / "config.yaml", c.model_dump(mode="json"))
+        self._engine = self.engine()
+        before = self.validate("base", 0)
+        report = self.sft()
+        after = self.validate("sft", 0)
+        path = save_model(self.run_dir / SFT_MODEL_DIR, self.policy, self.tokenizer)
+        results = {"sft": report, "base_model": before, "sft_model": after,
+                   "model_dir": str(path)}
+        write_json_atomic(self.run_dir / "sft_results.json", results)
+        self.rewards.close()
+        return results
+
+    def _load_policy(self, directory: Path):
+        from rlvr.models import load_model_and_tokenizer
+
+        model, _ = load_model_and_tokenizer(str(directory))
+        return model
+
+    def _reference(self):
+        """The frozen KL reference: the model that entered GRPO. Fresh runs copy the policy
+        (GRPO has not started yet); resumed runs reload it from ``sft_model/``, or the
+        configured base model when SFT is disabled."""
+        if not self.resume:
+            return copy.deepcopy(self.policy).eval().requires_grad_(False)
+        saved = self.run_dir / SFT_MODEL_DIR
+        if saved.is_dir():
+            model = self._load_policy(saved)
+        else:
+            from rlvr.models import load_model_and_tokenizer
+
+            model, _ = load_model_and_tokenizer(self.config.model.name, seed=self.config.seed)
+        return model.eval().requires_grad_(False)
 
     def _optimizer_for_grpo(self) -> None:
         g = self.config.grpo

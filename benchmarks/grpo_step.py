@@ -1,0 +1,108 @@
+"""Seconds per GRPO step and its phase split (rollout, reward, update) for a run preset.
+
+Workload: the preset's model, data, group size, prompts per step and algorithm (default
+``configs/arithmetic.yaml``: SmolLM2-135M-Instruct, 8 prompts x G = 8). SFT is skipped (a
+step costs the same before and after it) and the KL reference is built as in a real run.
+The same steps are timed twice in this process: with the ``torch`` rollout engine (the
+default) and with transformers ``generate`` (``hf``) as the baseline, so the ratio shows what
+the rollout engine buys for a whole step. The first step of each engine is a warm-up and is
+not counted.
+
+Usage: python benchmarks/grpo_step.py [--quick] [--config configs/arithmetic.yaml]
+  [--steps 4] [--set KEY=VALUE ...]     (--quick: 2 timed steps, torch engine only)
+Never time two heavy jobs at once on this machine: results swing 2-5x.
+Last line: ``grpo step s: torch X (rollout a, reward b, update c), hf Y, ratio Zx``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def time_steps(config, engine_name: str, steps: int) -> list[dict]:
+    """Run ``steps + 1`` GRPO steps with ``engine_name``; metrics of the last ``steps``."""
+    import copy
+
+    import torch
+
+    from rlvr.train.grpo import GRPOStep
+    from rlvr.train.run import Run, TaskSampler
+
+    config = config.model_copy(deep=True)
+    config.rollout.engine = engine_name
+    run = Run(config, Path(tempfile.mkdtemp(prefix="rlvr-bench-")))
+    run.load()
+    run._engine = run.engine()
+    run._optimizer_for_grpo()
+    reference = None
+    if config.algo.kl_coef > 0:
+        reference = copy.deepcopy(run.policy).eval().requires_grad_(False)
+    step = GRPOStep(config, run.policy, reference, run._engine, run.tokenizer, run.rewards,
+                    run.optimizer, run.scheduler, run.stop_ids)
+    sampler = TaskSampler(len(run.train_tasks), config.seed)
+    rows = []
+    for i in range(steps + 1):
+        idx = sampler.next(config.grpo.prompts_per_step)
+        t0 = time.perf_counter()
+        batch = step.run([run.train_tasks[j] for j in idx], [run.train_prompts[j] for j in idx],
+                         i + 1)
+        wall = time.perf_counter() - t0
+        m = batch.metrics
+        print(f"  {engine_name} step {i + 1}{' (warm-up)' if i == 0 else ''}: {wall:.2f} s = "
+              f"rollout {m['seconds_rollout']:.2f} + reward {m['seconds_reward']:.2f} + update "
+              f"{m['seconds_update']:.2f}; {int(m['length_mean'] * len(batch.results))} "
+              f"completion tokens, {m['train_rows']} rows trained", flush=True)
+        if i:
+            rows.append({"wall": wall, **m})
+    run.rewards.close()
+    del run
+    torch.set_num_threads(torch.get_num_threads())
+    return rows
+
+
+def summary(rows: list[dict]) -> dict[str, float]:
+    """Median seconds per step and per phase."""
+    med = lambda key: statistics.median(r[key] for r in rows)  # noqa: E731
+    return {"step": med("wall"), "rollout": med("seconds_rollout"),
+            "reward": med("seconds_reward"), "update": med("seconds_update")}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="2 timed steps, torch only")
+    parser.add_argument("--config", default=str(ROOT / "configs" / "arithmetic.yaml"))
+    parser.add_argument("--steps", type=int, default=4, help="timed steps per engine")
+    parser.add_argument("--set", dest="sets", action="append", default=[],
+                        help="config override KEY=VALUE (repeatable)")
+    args = parser.parse_args(argv)
+
+    from rlvr.configio import load_config
+    from rlvr.train.config import RunConfig
+
+    config = load_config(RunConfig, Path(args.config), args.sets)
+    steps = 2 if args.quick else args.steps
+    g = config.grpo
+    print(f"preset {config.name}: model {config.model.name}, {g.prompts_per_step} prompts x "
+          f"G={g.group_size}, max {g.max_new_tokens} new tokens, micro-batch "
+          f"{g.micro_batch_size}, kl_coef {config.algo.kl_coef}, {steps} timed steps")
+    torch_s = summary(time_steps(config, "torch", steps))
+    line = (f"grpo step s: torch {torch_s['step']:.2f} (rollout {torch_s['rollout']:.2f}, "
+            f"reward {torch_s['reward']:.2f}, update {torch_s['update']:.2f})")
+    if args.quick:
+        print(line)
+        return
+    hf_s = summary(time_steps(config, "hf", steps))
+    print(f"hf: {hf_s['step']:.2f} s (rollout {hf_s['rollout']:.2f}, reward "
+          f"{hf_s['reward']:.2f}, update {hf_s['update']:.2f})")
+    print(f"{line}, hf {hf_s['step']:.2f}, ratio {hf_s['step'] / torch_s['step']:.2f}x")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
