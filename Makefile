@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RLVR := $(VENV)/bin/rlvr
 SHARED ?= ../shared
 
-.PHONY: setup demo test test-slow bench clean
+.PHONY: setup demo verify-demo test test-slow bench clean
 
 setup: $(VENV)/.rlvr-installed
 
@@ -13,6 +13,9 @@ $(VENV)/.rlvr-installed: pyproject.toml scripts/setup.sh
 	bash scripts/setup.sh $(VENV)
 
 demo: setup
+	$(RLVR) train
+
+verify-demo: setup
 	$(PY) scripts/gsm8k_self_check.py $(SHARED)/data/gsm8k/test.jsonl runs/demo/gsm8k_refs.jsonl
 	$(RLVR) verify runs/demo/gsm8k_refs.jsonl -o runs/demo/verified.jsonl --workers 2 \
 		--summary --summary-json runs/demo/summary.json
