@@ -121,3 +121,30 @@ def test_sft_command_saves_a_model_that_loads_as_model_name(tmp_path):
                                  "--set", f"model.name={run / 'sft_model'}",
                                  "--set", "sft.enabled=false", "--set", "grpo.steps=1"])
     assert follow.exit_code == 0, follow.output
+
+
+def test_lora_run_trains_adapters_only_and_resumes(tmp_path):
+    """LoRA via peft: only adapter weights train (the base stays bit-identical), the rollout
+    engine samples from merged weights, checkpoints hold the adapter, and resume loads it."""
+    import torch
+    from safetensors.torch import load_file
+
+    from rlvr.models import TINY_RANDOM, load_model_and_tokenizer
+
+    run = tmp_path / "lora"
+    args = ["--config", SMOKE, "--set", "model.lora_rank=8", "--set", "checkpoint.every=1",
+            "--set", "eval.every=0"]
+    result = runner.invoke(app, ["train", *args, "-o", str(run), "--set", "grpo.steps=1"])
+    assert result.exit_code == 0, result.output
+    assert "LoRA rank 8" in result.output
+    ckpt = run / "checkpoints" / "step-000001"
+    adapter = load_file(ckpt / "adapter_model.safetensors")
+    b_weights = [v for k, v in adapter.items() if "lora_B" in k]
+    assert b_weights and any(float(v.abs().max()) > 0 for v in b_weights)  # trained (B starts at 0)
+    base, _ = load_model_and_tokenizer(TINY_RANDOM, seed=0)
+    merged = load_file(run / "sft_model" / "model.safetensors")
+    name = "model.layers.0.self_attn.q_proj.weight"
+    assert not torch.equal(merged[name], base.state_dict()[name])  # SFT delta merged in
+    resumed = runner.invoke(app, ["train", "--resume", str(run), "--set", "grpo.steps=2"])
+    assert resumed.exit_code == 0, resumed.output
+    assert [m["step"] for m in _metrics(run)] == [1, 2]

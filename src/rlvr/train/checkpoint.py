@@ -65,7 +65,8 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     """The newest complete checkpoint of a run (temp dirs of an interrupted save are
     ignored), or ``None``."""
     done = [p for p in (run_dir / "checkpoints").glob("step-*")
-            if (p / STATE_FILE).is_file() and (p / "config.json").is_file()]
+            if (p / STATE_FILE).is_file()
+            and ((p / "config.json").is_file() or (p / "adapter_config.json").is_file())]
     return max(done, default=None)
 
 

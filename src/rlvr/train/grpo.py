@@ -21,7 +21,7 @@ from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
 from rlvr.rewards.types import RewardResult, Status
 from rlvr.rollout import RolloutOutput, SamplingParams
 from rlvr.train.config import RunConfig
-from rlvr.train.policy import SequenceBatch, build_sequences, completion_log_probs
+from rlvr.train.policy import SequenceBatch, build_sequences, completion_log_probs, sync_engine
 
 
 @dataclass
@@ -90,7 +90,7 @@ class GRPOStep:
                                 max_new_tokens=g.max_new_tokens, n=g.group_size,
                                 stop_token_ids=self.stop_token_ids,
                                 seed=self.config.seed * 1_000_003 + step)
-        self.engine.update_weights(self.policy)
+        sync_engine(self.engine, self.policy)
         return self.engine.generate(prompts, params)
 
     def score(self, tasks: list[Task], out: RolloutOutput) -> tuple[list[str], list[RewardResult]]:

@@ -93,3 +93,10 @@ def completion_log_probs(model, batch: SequenceBatch, *, temperature: float = 1.
                        position_ids=batch.position_ids, logits_to_keep=width + 1,
                        use_cache=False).logits
     return token_log_probs(logits[:, :-1], batch.completion_ids, temperature=temperature)
+
+
+def sync_engine(engine, policy) -> None:
+    """Give a rollout engine the policy's current weights (merged, for a LoRA policy)."""
+    from rlvr.models.lora import is_lora, merged_state_dict
+
+    engine.update_weights(merged_state_dict(policy) if is_lora(policy) else policy)

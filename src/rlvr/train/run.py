@@ -20,6 +20,7 @@ from rlvr.rewards.pipeline import RewardPipeline
 from rlvr.train.checkpoint import (latest_checkpoint, load_trainer_state, save_checkpoint,
                                    save_model, write_json_atomic)
 from rlvr.train.config import RunConfig
+from rlvr.train.policy import sync_engine
 
 console = Console(stderr=True)
 SFT_MODEL_DIR = "sft_model"  # the model that entered GRPO: KL reference on resume, `rlvr sft` output
@@ -101,6 +102,12 @@ class Run:
             raise RunInputError(f"model.name: {exc}") from exc
         console.print(f"model {c.model.name}: {sum(p.numel() for p in self.policy.parameters()):,}"
                       f" parameters, loaded in {time.perf_counter() - t0:.1f} s")
+        if c.model.lora_rank:
+            from rlvr.models.lora import apply_lora
+
+            self.policy = apply_lora(self.policy, c.model.lora_rank, c.model.lora_alpha)
+            trainable = sum(p.numel() for p in self.policy.parameters() if p.requires_grad)
+            console.print(f"LoRA rank {c.model.lora_rank}: {trainable:,} trainable parameters")
         encode = lambda t: prompt_ids(self.tokenizer, t, c.data.instruction, c.data.one_shot)  # noqa: E731
         self.train_prompts = [encode(t) for t in self.train_tasks]
         self.val_prompts = [encode(t) for t in self.val_tasks]
@@ -111,7 +118,11 @@ class Run:
     def engine(self):
         from rlvr.rollout import create_engine
 
-        return create_engine(self.config.rollout.engine, self.policy,
+        from rlvr.models.lora import is_lora, merged_copy
+
+        # A LoRA policy is sampled from a plain merged copy, re-synced before every rollout.
+        model = merged_copy(self.policy) if is_lora(self.policy) else self.policy
+        return create_engine(self.config.rollout.engine, model,
                              pad_token_id=self.tokenizer.pad_token_id)
 
     # -- phases -----------------------------------------------------------------------------
@@ -119,7 +130,7 @@ class Run:
         from rlvr.train.validate import validate
 
         self.policy.eval()
-        self._engine.update_weights(self.policy)  # the engine keeps its own bf16 snapshot
+        sync_engine(self._engine, self.policy)  # the engine keeps its own bf16 snapshot
         result, samples = validate(self._engine, self.tokenizer, self.val_tasks, self.val_prompts,
                                    self.rewards, max_new_tokens=self.config.eval.max_new_tokens,
                                    stop_token_ids=self.stop_ids,
@@ -153,7 +164,7 @@ class Run:
         console.print(f"sft: {len(examples)} verified examples, {rejected} rejected")
         report = run_sft(self.policy, self.tokenizer, examples, prompts, c.sft, c.seed,
                          c.model.bf16, rejected=rejected, log=console.print)
-        self._engine.update_weights(self.policy)
+        sync_engine(self._engine, self.policy)
         return report.__dict__
 
     def grpo(self, start_step: int, sampler: TaskSampler, history: dict) -> None:
@@ -220,7 +231,7 @@ class Run:
                 history["validation"].append(self.validate("base", 0))
             if c.sft.enabled:
                 history["sft"] = self.sft()
-                save_model(self.run_dir / SFT_MODEL_DIR, self.policy, self.tokenizer)
+                save_model(self.run_dir / SFT_MODEL_DIR, self._plain_policy(), self.tokenizer)
             history["validation"].append(self.validate("before_grpo", 0))
         sampler = TaskSampler(len(self.train_tasks), c.seed, position)
         self.grpo(start_step, sampler, history)
@@ -243,16 +254,28 @@ class Run:
         before = self.validate("base", 0)
         report = self.sft()
         after = self.validate("sft", 0)
-        path = save_model(self.run_dir / SFT_MODEL_DIR, self.policy, self.tokenizer)
+        path = save_model(self.run_dir / SFT_MODEL_DIR, self._plain_policy(), self.tokenizer)
         results = {"sft": report, "base_model": before, "sft_model": after,
                    "model_dir": str(path)}
         write_json_atomic(self.run_dir / "sft_results.json", results)
         self.rewards.close()
         return results
 
+    def _plain_policy(self):
+        from rlvr.models.lora import is_lora, merged_copy
+
+        return merged_copy(self.policy) if is_lora(self.policy) else self.policy
+
     def _load_policy(self, directory: Path):
+        """A saved policy: a full model, or (LoRA) the configured base model with the saved
+        adapter, trainable, so the optimizer state lines up with its parameters."""
         from rlvr.models import load_model_and_tokenizer
 
+        if (directory / "adapter_config.json").is_file():
+            from rlvr.models.lora import load_adapter
+
+            base, _ = load_model_and_tokenizer(self.config.model.name, seed=self.config.seed)
+            return load_adapter(base, directory)
         model, _ = load_model_and_tokenizer(str(directory))
         return model
 
@@ -261,7 +284,7 @@ class Run:
         (GRPO has not started yet); resumed runs reload it from ``sft_model/``, or the
         configured base model when SFT is disabled."""
         if not self.resume:
-            return copy.deepcopy(self.policy).eval().requires_grad_(False)
+            return copy.deepcopy(self._plain_policy()).eval().requires_grad_(False)
         saved = self.run_dir / SFT_MODEL_DIR
         if saved.is_dir():
             model = self._load_policy(saved)
@@ -273,7 +296,8 @@ class Run:
 
     def _optimizer_for_grpo(self) -> None:
         g = self.config.grpo
-        self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=g.learning_rate,
+        trainable = [p for p in self.policy.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(trainable, lr=g.learning_rate,
                                            weight_decay=g.weight_decay)
         warm = max(1, g.warmup_steps)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(

@@ -64,7 +64,8 @@ def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], co
             for t, p in zip(examples, prompts)]
     steps_per_epoch = math.ceil(len(data) / config.batch_size)
     total = steps_per_epoch * config.epochs
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=0.0)
+    trainable = [p for p in model.parameters() if p.requires_grad]  # LoRA: adapters only
+    optimizer = torch.optim.AdamW(trainable, lr=config.learning_rate, weight_decay=0.0)
     warmup = max(1, total // 20)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(total - warmup, 1))))
@@ -78,7 +79,7 @@ def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], co
             batch = [data[i] for i in order[b * config.batch_size:(b + 1) * config.batch_size]]
             loss = _step(model, batch, tokenizer.pad_token_id, bf16)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_(trainable, 1.0)
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)

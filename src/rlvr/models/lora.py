@@ -1,0 +1,61 @@
+"""LoRA (Hu et al. 2021, arXiv:2106.09685) through peft: W' = W + (alpha / r) * B A on every
+linear layer of the decoder, the base weights frozen.
+
+The rollout engines snapshot plain weights, so a LoRA policy is handed to them as *merged*
+weights (:func:`merged_state_dict`), never as the adapter-wrapped module (whose ``.weight``
+lacks the delta).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+
+def apply_lora(model, rank: int, alpha: float):
+    """Wrap ``model`` with trainable LoRA adapters of rank ``rank`` on all linear layers
+    (attention and MLP projections; not the LM head). Returns the ``PeftModel``; only adapter
+    parameters require grad.
+
+    Raises:
+        ValueError: ``rank`` < 1.
+    """
+    from peft import LoraConfig, get_peft_model
+
+    if rank < 1:
+        raise ValueError(f"model.lora_rank: expected >= 1 for LoRA, got {rank}")
+    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, bias="none",
+                        target_modules="all-linear", task_type="CAUSAL_LM")
+    return get_peft_model(model, config)
+
+
+def is_lora(model) -> bool:
+    """True for a peft-wrapped model."""
+    return hasattr(model, "peft_config")
+
+
+@torch.no_grad()
+def merged_state_dict(model) -> dict[str, torch.Tensor]:
+    """The plain (base-architecture) state dict of a LoRA model with its adapters merged in:
+    keys as in the un-wrapped model, values fresh tensors. The model itself is unchanged."""
+    model.merge_adapter()
+    try:
+        base = model.get_base_model()
+        return {key.replace(".base_layer", ""): value.detach().clone()
+                for key, value in base.state_dict().items() if "lora_" not in key}
+    finally:
+        model.unmerge_adapter()
+
+
+def merged_copy(model):
+    """A plain transformers model (no adapters) with ``model``'s merged weights: what a rollout
+    engine, ``save_pretrained`` for later full-model use, or a KL reference should see."""
+    return copy.deepcopy(model).merge_and_unload()
+
+
+def load_adapter(base_model, directory, trainable: bool = True):
+    """``base_model`` wrapped with the adapter saved in ``directory`` (a checkpoint)."""
+    from peft import PeftModel
+
+    return PeftModel.from_pretrained(base_model, str(directory), is_trainable=trainable)
