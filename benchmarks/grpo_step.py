@@ -3,15 +3,17 @@
 Workload: the preset's model, data, group size, prompts per step and algorithm (default
 ``configs/arithmetic.yaml``: SmolLM2-135M-Instruct, 8 prompts x G = 8). SFT is skipped (a
 step costs the same before and after it) and the KL reference is built as in a real run.
-The same steps are timed twice in this process: with the ``torch`` rollout engine (the
-default) and with transformers ``generate`` (``hf``) as the baseline, so the ratio shows what
-the rollout engine buys for a whole step. The first step of each engine is a warm-up and is
+The same steps are timed twice in this process: as rlvr runs them (the ``torch`` rollout
+engine, shared-prefix policy forward) and as a baseline built the usual way (transformers
+``generate`` as the rollout, every completion forwarded with its own copy of the prompt), so
+the ratio shows what both buy for a whole step. The first step of each is a warm-up and is
 not counted.
 
 Usage: python benchmarks/grpo_step.py [--quick] [--config configs/arithmetic.yaml]
   [--steps 4] [--set KEY=VALUE ...]     (--quick: 2 timed steps, torch engine only)
 Never time two heavy jobs at once on this machine: results swing 2-5x.
-Last line: ``grpo step s: torch X (rollout a, reward b, update c), hf Y, ratio Zx``.
+Last line: ``grpo step s: torch X (rollout a, reward b, update c), hf Y, ratio Zx``
+(hf: the baseline, transformers generate + plain forward).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def time_steps(config, engine_name: str, steps: int) -> list[dict]:
+def time_steps(config, engine_name: str, steps: int, shared_prefix: bool = True) -> list[dict]:
     """Run ``steps + 1`` GRPO steps with ``engine_name``; metrics of the last ``steps``."""
     import copy
 
@@ -37,6 +39,7 @@ def time_steps(config, engine_name: str, steps: int) -> list[dict]:
 
     config = config.model_copy(deep=True)
     config.rollout.engine = engine_name
+    config.grpo.shared_prefix = shared_prefix
     run = Run(config, Path(tempfile.mkdtemp(prefix="rlvr-bench-")))
     run.load()
     run._engine = run.engine()
@@ -98,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         print(line)
         return
-    hf_s = summary(time_steps(config, "hf", steps))
+    hf_s = summary(time_steps(config, "hf", steps, shared_prefix=False))
     print(f"hf: {hf_s['step']:.2f} s (rollout {hf_s['rollout']:.2f}, reward "
           f"{hf_s['reward']:.2f}, update {hf_s['update']:.2f})")
     print(f"{line}, hf {hf_s['step']:.2f}, ratio {hf_s['step'] / torch_s['step']:.2f}x")

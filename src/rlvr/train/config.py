@@ -74,6 +74,10 @@ class GRPOConfig(_Section):
     max_grad_norm: float = Field(1.0, gt=0, description="Global gradient-norm clip.")
     micro_batch_size: int = Field(16, ge=1, description="Completions per forward/backward; "
                                   "gradients are accumulated over the step's completions.")
+    shared_prefix: bool = Field(True, description="Compute each prompt once per micro-batch "
+                                "and share its KV cache (with gradients) across the group's "
+                                "completions: same loss, far fewer tokens when prompts are "
+                                "longer than completions (src/rlvr/train/policy.py).")
     mu: int = Field(1, ge=1, description="Policy updates per rollout batch (with mu > 1 the "
                     "old log-probs are kept from before the first update).")
     temperature: float = Field(1.0, gt=0, description="Training sampling temperature (R18 "
@@ -109,6 +113,11 @@ class EvalConfig(_Section):
     max_new_tokens: int = Field(128, ge=1)
     batch_size: int = Field(64, ge=1, description="Prompts per generation call.")
     base_model: bool = Field(False, description="Also evaluate the model before SFT.")
+    pass_at_k_samples: int = Field(16, ge=0, description="Samples per validation problem for "
+                                   "the baseline vs trained pass@k / maj@k at k = 1, 4, 8, 16 "
+                                   "(R29; n of them, k <= n); 0 disables.")
+    temperature: float = Field(0.7, ge=0, description="Sampling temperature of that pass@k "
+                               "evaluation (R18: 0.6-0.8).")
 
 
 class CheckpointConfig(_Section):

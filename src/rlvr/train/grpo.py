@@ -137,7 +137,8 @@ class GRPOStep:
                 rows = slice(start, start + g.micro_batch_size)
                 micro = seqs.rows(rows)
                 logp = completion_log_probs(self.policy, micro, temperature=g.temperature,
-                                            bf16=self.config.model.bf16)
+                                            bf16=self.config.model.bf16,
+                                            shared_prefix=g.shared_prefix)
                 out = policy_objective(
                     logp, logp.detach() if old is None else old[rows], adv[rows],
                     micro.completion_mask,
@@ -190,7 +191,8 @@ class GRPOStep:
     def _log_probs(self, model, seqs: SequenceBatch) -> Tensor:
         parts = [completion_log_probs(model, seqs.rows(slice(i, i + self.config.grpo.micro_batch_size)),
                                       temperature=self.config.grpo.temperature,
-                                      bf16=self.config.model.bf16)
+                                      bf16=self.config.model.bf16,
+                                      shared_prefix=self.config.grpo.shared_prefix)
                  for i in range(0, seqs.input_ids.shape[0], self.config.grpo.micro_batch_size)]
         return torch.cat(parts)
 

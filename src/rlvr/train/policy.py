@@ -4,6 +4,13 @@ Layout of one batch of n rows: ``[left-padded prompt (P tokens) | completion (T 
 so completion token ``t`` of every row sits at column ``P + t`` and is predicted by the logits
 at column ``P + t - 1``. Only those T logits rows are computed (``logits_to_keep``), which
 keeps the ``[n, T, V]`` logits block small on a 49k vocabulary.
+
+Shared prefix: the G completions of a group share one prompt, and in RLVR prompts are often
+longer than completions (the default preset: 72 prompt tokens, ~17 completion tokens). The
+shared path runs each distinct prompt of a micro-batch once, keeps its key/value cache *with
+its autograd graph*, gathers it to the rows, and runs only the completion tokens on top:
+the same function (exact up to float rounding), with gradients reaching the prompt's keys
+and values through the gather, at (U * P + n * T) instead of n * (P + T) tokens of compute.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ class SequenceBatch:
         position_ids: LongTensor[n, P + T], positions counted over real tokens only.
         prompt_len: P, the width of the left-padded prompt block.
         completion_mask: BoolTensor[n, T], real completion tokens.
+        prompts: the n rows' prompt token-id lists (for the shared-prefix path).
     """
 
     input_ids: Tensor
@@ -34,6 +42,7 @@ class SequenceBatch:
     position_ids: Tensor
     prompt_len: int
     completion_mask: Tensor
+    prompts: list[list[int]] | None = None
 
     @property
     def completion_ids(self) -> Tensor:
@@ -42,9 +51,13 @@ class SequenceBatch:
 
     def rows(self, index: Tensor | slice) -> "SequenceBatch":
         """The sub-batch of the given rows (for micro-batching)."""
+        prompts = None
+        if self.prompts is not None:
+            picked = range(len(self.prompts))[index] if isinstance(index, slice) else index.tolist()
+            prompts = [self.prompts[i] for i in picked]
         return SequenceBatch(self.input_ids[index], self.attention_mask[index],
                              self.position_ids[index], self.prompt_len,
-                             self.completion_mask[index])
+                             self.completion_mask[index], prompts)
 
 
 def build_sequences(prompts: list[list[int]], completion_ids: Tensor, completion_mask: Tensor,
@@ -69,7 +82,7 @@ def build_sequences(prompts: list[list[int]], completion_ids: Tensor, completion
                                                                            pad_token_id))
     attention[:, prompt_len:] = mask.long()
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    return SequenceBatch(ids, attention, positions, prompt_len, mask)
+    return SequenceBatch(ids, attention, positions, prompt_len, mask, [list(p) for p in prompts])
 
 
 def autocast(enabled: bool):
@@ -78,15 +91,23 @@ def autocast(enabled: bool):
 
 
 def completion_log_probs(model, batch: SequenceBatch, *, temperature: float = 1.0,
-                         bf16: bool = True) -> Tensor:
+                         bf16: bool = True, shared_prefix: bool = False) -> Tensor:
     """log pi(completion token t | prompt, completion < t) for every completion position.
 
     The logits are divided by ``temperature`` (the sampling temperature), so the result is
     comparable with the sampler's log-probs (GRPO's ratio, algorithms.md).
 
+    Args:
+        shared_prefix: compute each distinct prompt once (see the module doc); used when the
+            batch repeats prompts (``batch.prompts``), else the plain path runs.
+
     Returns:
         FloatTensor[n, T] (fp32); values at masked positions are meaningless (use the mask).
     """
+    if shared_prefix and batch.prompts is not None:
+        distinct = len({tuple(p) for p in batch.prompts})
+        if distinct < len(batch.prompts):
+            return _shared_prefix_log_probs(model, batch, temperature, bf16)
     width = batch.completion_ids.shape[1]
     with autocast(bf16):
         logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
@@ -94,6 +115,41 @@ def completion_log_probs(model, batch: SequenceBatch, *, temperature: float = 1.
                        use_cache=False).logits
     return token_log_probs(logits[:, :-1], batch.completion_ids, temperature=temperature)
 
+
+def _cache_argument(model) -> str:
+    """transformers >= 5.2x calls the KV cache ``cache``; earlier ``past_key_values``."""
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def _shared_prefix_log_probs(model, batch: SequenceBatch, temperature: float, bf16: bool) -> Tensor:
+    keys: dict[tuple[int, ...], int] = {}
+    row_prompt = torch.tensor([keys.setdefault(tuple(p), len(keys)) for p in batch.prompts])
+    distinct = list(keys)
+    width = max(len(p) for p in distinct)
+    prompt_ids = torch.full((len(distinct), width), int(batch.input_ids[0, 0]), dtype=torch.long)
+    prompt_mask = torch.zeros((len(distinct), width), dtype=torch.long)
+    for i, p in enumerate(distinct):
+        prompt_ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
+        prompt_mask[i, width - len(p):] = 1
+    prompt_pos = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
+    completion_ids, completion_mask = batch.completion_ids, batch.completion_mask
+    steps = completion_ids.shape[1]
+    with autocast(bf16):
+        head = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=prompt_pos,
+                     use_cache=True, logits_to_keep=1)
+        name = _cache_argument(model)
+        cache = head[name]
+        cache.batch_select_indices(row_prompt)  # [U, ...] -> [n, ...], differentiable gather
+        attention = torch.cat([prompt_mask[row_prompt], completion_mask.long()], dim=1)
+        positions = prompt_mask.sum(-1)[row_prompt, None] + torch.arange(steps)
+        body = model(input_ids=completion_ids, attention_mask=attention, position_ids=positions,
+                     use_cache=True, logits_to_keep=steps, **{name: cache})
+    # Token 0 is predicted by the prompt's last position, token t by completion position t - 1.
+    logits = torch.cat([head.logits[row_prompt], body.logits[:, :-1]], dim=1)
+    return token_log_probs(logits, completion_ids, temperature=temperature)
 
 def sync_engine(engine, policy) -> None:
     """Give a rollout engine the policy's current weights (merged, for a LoRA policy)."""
