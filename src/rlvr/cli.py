@@ -141,6 +141,11 @@ def train(
     except RunInputError as exc:
         raise fail(str(exc))
     Console(width=None if sys.stdout.isatty() else 120).print(results_table(results))
+    from rlvr.eval.report import pass_at_k_table
+
+    sampled = pass_at_k_table(results)
+    if sampled is not None:
+        Console(width=None if sys.stdout.isatty() else 120).print(sampled)
     print(f"pass@1 gain: {results['gain_pass_at_1'] * 100:+.1f} points; wall time "
           f"{results['wall_seconds'] / 60:.1f} min; run dir {run_dir}")
 
@@ -176,6 +181,363 @@ def sft(
           f"{before['format_rate']:.1%} -> {after['format_rate']:.1%}; model {results['model_dir']}")
 
 
+@app.command()
+def serve(
+    model: str = typer.Option(..., "--model", "-m", help="tiny-random, smollm2-135m-instruct, "
+                              "or a local HF directory (RUN/sft_model, "
+                              "RUN/checkpoints/step-N, LoRA adapter checkpoints too)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    port: int = typer.Option(8000, "--port", min=1, max=65535, help="TCP port."),
+    max_concurrency: int = typer.Option(4, "--max-concurrency", min=1, help="Requests in "
+                                        "flight at most (one generates at a time, the rest "
+                                        "wait); more get HTTP 429."),
+    engine: str = typer.Option("auto", "--engine", help="Rollout engine: auto (torch, or hf "
+                               "for architectures torch refuses), torch or hf."),
+    max_tokens: int = typer.Option(256, "--default-max-tokens", min=1, help="max_tokens of "
+                                   "requests that give none."),
+) -> None:
+    """Serve a model through the OpenAI-compatible API: /v1/completions,
+    /v1/chat/completions, /v1/models (Ctrl-C stops)."""
+    from rlvr.serve import ENGINES
+
+    if engine not in ENGINES:
+        raise fail(f"--engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
+    _check_model_name(model, "--model")
+    from rlvr.serve import bind_socket, missing_dependencies, serve_forever
+
+    if missing_dependencies():
+        raise fail(f"rlvr serve needs {', '.join(missing_dependencies())}: "
+                   f"pip install 'rlvr[serve]'", code=1)
+
+    try:
+        sock = bind_socket(host, port)
+    except OSError as exc:
+        raise fail(f"--host/--port: {exc.strerror or exc}")
+    try:
+        server = _model_server(model, engine, max_concurrency, max_tokens)
+        server.warm_up()
+    except BaseException:
+        sock.close()
+        raise
+    err.print(f"[bold]rlvr serve[/] {model} (engine {server.engine.name}) on "
+              f"http://{host}:{port}/v1", highlight=False)
+    serve_forever(server, sock)
+
+
+def _model_server(name: str, engine: str, max_concurrency: int, max_tokens: int):
+    """Load ``name`` and wrap it in a ModelServer; bad input exits 2 naming the option."""
+    from rlvr.models.loader import ModelLoadError
+    from rlvr.rollout import UnsupportedModelError
+    from rlvr.serve import ModelServer, load_for_serving
+
+    try:
+        model, tokenizer = load_for_serving(name)
+    except ModelLoadError as exc:
+        raise fail(f"--model: {exc}")
+    try:
+        return ModelServer(model, tokenizer, name, engine=engine,
+                           max_concurrency=max_concurrency, default_max_tokens=max_tokens)
+    except UnsupportedModelError as exc:
+        raise fail(f"--engine: {exc}")
+
+
+def _check_model_name(name: str, option: str) -> None:
+    """Fail (exit 2) on a model name that is neither known, a local path nor a hub id."""
+    from rlvr.models.loader import DEFAULT_MODEL, TINY_RANDOM
+
+    if name not in (DEFAULT_MODEL, TINY_RANDOM) and not Path(name).exists() and "/" not in name:
+        raise fail(f"{option}: {name!r} is neither a known model ({DEFAULT_MODEL}, "
+                   f"{TINY_RANDOM}), a local path nor a hub id")
+
+
+@app.command("eval")
+def eval_(
+    model: list[str] = typer.Option([], "--model", "-m", help="Model to sample: "
+                                    "smollm2-135m-instruct, tiny-random, a checkpoint directory "
+                                    "or hub id. Repeat to compare models side by side (same "
+                                    "problems, same seeds). With --endpoint: the served name."),
+    tasks: Optional[str] = typer.Option(None, "--tasks", "-t", help="Task source, as "
+                                        "data.source of a run config: arithmetic, gsm8k, "
+                                        "math500, jsonl, humaneval, mbpp."),
+    data_path: Optional[Path] = typer.Option(None, "--data-path", help="Data file or "
+                                             "directory of file sources (data.path)."),
+    mixture: Optional[str] = typer.Option(None, "--mixture", help="Arithmetic difficulty "
+                                          "mixture, e.g. 2d+-2d (data.mixture)."),
+    split: str = typer.Option("validation", "--split", help="validation (the held-out set "
+                              "a training run validates on) or train."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Problems to evaluate "
+                                        "(sets data.val_size, or train_size with --split "
+                                        "train; default: the config's)."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Run config YAML: its "
+                                          "data, reward, seed and eval.max_new_tokens are the "
+                                          "defaults (evaluate on that run's validation set)."),
+    completions: Optional[Path] = typer.Option(None, "--completions", help="Score "
+                                               "completions produced elsewhere (JSONL: id, "
+                                               "task_type, reference, completion[, category, "
+                                               "tokens, seconds, model]); no model is loaded."),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Sample from an "
+                                           "OpenAI-compatible chat server at this URL instead "
+                                           "of a local model."),
+    n: int = typer.Option(16, "--n", min=1, help="Samples per problem."),
+    k: Optional[str] = typer.Option(None, "--k", help="k values, e.g. 1,4,8,16 (default: "
+                                    "1, 2, 4, ... up to n)."),
+    aggregators: Optional[str] = typer.Option(None, "--aggregators", help="TYPE=NAME,... or "
+                                              "NAME for all task types (default math=majority,"
+                                              " code=any_passes, others best_of_logprob); "
+                                              "names: majority, any_passes, best_of_oracle, "
+                                              "best_of_logprob, best_of_reranker."),
+    temperature: float = typer.Option(0.7, "--temperature", min=0.0, help="Eval sampling "
+                                      "temperature (R18: 0.6-0.8)."),
+    top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0),
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", min=1, help="Length "
+                                                 "cap (default: the config's "
+                                                 "eval.max_new_tokens, else 256)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seeds data, sampling and maj@k "
+                                       "subsets (default: the config's seed, else 0)."),
+    batch_size: int = typer.Option(16, "--batch-size", min=1, help="Problems per generation "
+                                   "call."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=0.001, help="Online budget "
+                                            "in seconds per problem: sample in chunks, keep "
+                                            "what finished in time (reported as fallback)."),
+    chunk: int = typer.Option(4, "--chunk", min=1, help="Samples per call under --timeout."),
+    probe: Optional[str] = typer.Option(None, "--probe", help="sycophancy: also ask each "
+                                        "problem with a wrong hint from the user (R33)."),
+    reranker: Optional[str] = typer.Option(None, "--reranker", help="module:function "
+                                           "scoring (prompt, completion) without the reference, "
+                                           "for best-of-k."),
+    instruction: Optional[str] = typer.Option(None, "--instruction", help="Format "
+                                              "instruction after each question (default: the "
+                                              "config's data.instruction)."),
+    one_shot: Optional[bool] = typer.Option(None, "--one-shot/--no-one-shot", help="Prepend "
+                                            "a worked example (default: the config's)."),
+    saturation_threshold: float = typer.Option(0.01, "--saturation-threshold", min=0.0,
+                                               help="A curve is saturated when k -> 2k gains "
+                                               "less than this (accuracy, 0.01 = 1 point)."),
+    request_timeout: float = typer.Option(60.0, "--request-timeout", min=0.001, help="Seconds "
+                                          "per endpoint request."),
+    retries: int = typer.Option(2, "--retries", min=0, help="Endpoint retries per request."),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Endpoint requests in "
+                                    "flight."),
+    workers: int = typer.Option(1, "--workers", "-w", min=1, help="Verifier processes."),
+    output_dir: Optional[Path] = typer.Option(None, "-o", "--output-dir", help="Output "
+                                              "directory (default runs/eval-<tasks>-<time>)."),
+) -> None:
+    """Test-time scaling: n samples per problem -> pass@k, maj@k, best-of-k, cost per k,
+    per-category tables and plots (DIR/results.json, results.md, completions.jsonl, *.png)."""
+    import time
+    from datetime import datetime
+
+    from rlvr.eval.evaluate import (EvalError, EvalSettings, load_reranker, parse_aggregators,
+                                    parse_ks)
+    from rlvr.eval.report import combine, markdown, write_report
+
+    if completions is not None and (model or tasks or endpoint):
+        raise fail("--completions: give either a completions file or --model/--endpoint with "
+                   "--tasks, not both")
+    if completions is None and not model and not endpoint:
+        raise fail("give --model M (or --endpoint URL) with --tasks T, or --completions FILE")
+    if probe is not None and completions is not None:
+        raise fail("--probe needs a model to ask; it does not apply to --completions")
+    run_config = _load_run_config_for_eval(config)
+    try:
+        agg = parse_aggregators(aggregators)
+        ks = None if completions is not None else parse_ks(k, n)
+        rerank = load_reranker(reranker) if reranker else None
+    except EvalError as exc:
+        raise fail(str(exc))
+    seed = run_config.seed if seed is None else seed
+    settings = EvalSettings(
+        n=n, ks=ks, temperature=temperature, top_p=top_p,
+        max_new_tokens=max_new_tokens or (run_config.eval.max_new_tokens if config else 256),
+        seed=seed, batch_size=batch_size, aggregators=agg, timeout_s=timeout, chunk=chunk,
+        probe=probe, saturation_threshold=saturation_threshold)
+    reward_config = run_config.reward.model_copy(update={"workers": workers})
+    start = time.perf_counter()
+    if completions is not None:
+        summaries, rows = _eval_completions(completions, settings, reward_config, k, rerank)
+        settings.tasks, settings.temperature, settings.top_p = completions.name, None, None
+        first = summaries[next(iter(summaries))]
+        settings.max_new_tokens, settings.n, settings.ks = (None, first["samples_per_problem"],
+                                                            first["ks"])
+    else:
+        data = _eval_data_config(run_config, tasks, data_path, mixture, split, limit,
+                                 instruction, one_shot)
+        settings.tasks = data.source
+        settings.extra = {"data": data.model_dump(mode="json"), "split": split,
+                          "endpoint": endpoint, "models": model}
+        summaries, rows = _eval_models(model, endpoint, data, split, settings, reward_config,
+                                       rerank, (request_timeout, retries, concurrency))
+    results = combine(summaries, settings.as_dict(), time.perf_counter() - start)
+    out = output_dir or Path("runs") / f"eval-{settings.tasks}-{datetime.now():%Y%m%d-%H%M%S}"
+    written = write_report(results, out, rows)
+    print(markdown(results))
+    err.print(f"wrote {', '.join(p.name for p in written)} to {out}", highlight=False)
+
+
+def _load_run_config_for_eval(config: Optional[Path]):
+    from rlvr.configio import ConfigError, load_config
+    from rlvr.train.config import RunConfig
+
+    try:
+        return load_config(RunConfig, config, [])
+    except ConfigError as exc:
+        raise fail(str(exc))
+
+
+def _eval_data_config(run_config, tasks, data_path, mixture, split, limit, instruction,
+                      one_shot):
+    """The DataConfig ``rlvr eval`` loads: the run config's data section with the command
+    line's choices applied (bad values exit 2 naming the option)."""
+    from pydantic import ValidationError
+
+    from rlvr.train.config import DataConfig
+
+    if split not in ("validation", "train"):
+        raise fail(f"--split: expected validation or train, got {split!r}")
+    updates = {"source": tasks, "path": None if data_path is None else str(data_path),
+               "mixture": mixture, "instruction": instruction, "one_shot": one_shot,
+               ("val_size" if split == "validation" else "train_size"): limit}
+    data = run_config.data.model_dump()
+    if tasks is not None and tasks != data["source"]:
+        data["path"] = None  # another source: the config's data path does not apply
+    data.update({key: value for key, value in updates.items() if value is not None})
+    if split == "validation":  # the validation set never depends on train_size: skip the work
+        data["train_size"] = 1
+    option = {"source": "--tasks", "path": "--data-path", "mixture": "--mixture",
+              "val_size": "--limit", "train_size": "--limit", "instruction": "--instruction"}
+    try:
+        data = DataConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else "data"
+        raise fail(f"{option.get(field, 'data.' + field)}: {first['msg']}"
+                   f" (got {first.get('input')!r})")
+    if data.source != "arithmetic" and not data.path:
+        raise fail(f"--data-path: --tasks {data.source} reads a data file or directory")
+    if data.path and not Path(data.path).exists():
+        raise fail(f"--data-path: {data.path} does not exist")
+    return data
+
+
+def _eval_models(models, endpoint, data, split, settings, reward_config, rerank, http):
+    from rlvr.eval.evaluate import EvalError, evaluate_models
+    from rlvr.eval.sampling import EndpointSampler, load_engine_sampler
+    from rlvr.eval.summary import SummaryError
+    from rlvr.models.loader import ModelLoadError
+    from rlvr.rewards.pipeline import RewardPipeline
+    from rlvr.tasks.sources import load_tasks
+
+    if endpoint is None:
+        for name in models:
+            _check_model_name(name, "--model")
+    try:
+        train, val = load_tasks(data, settings.seed)
+    except ValueError as exc:
+        raise fail(f"--tasks {data.source}: {exc}")
+    task_list = val if split == "validation" else train
+    common = dict(instruction=data.instruction, one_shot=data.one_shot,
+                  temperature=settings.temperature, top_p=settings.top_p,
+                  max_new_tokens=settings.max_new_tokens)
+    if endpoint is not None:
+        timeout_s, retries, concurrency = http
+        labels = models or [None]
+        factories = {label or endpoint: (lambda label=label: EndpointSampler(
+            endpoint, model=label, timeout_s=timeout_s, retries=retries,
+            concurrency=concurrency, **common)) for label in labels}
+    else:
+        factories = {name: (lambda name=name: load_engine_sampler(name, seed=settings.seed,
+                                                                  **common)) for name in models}
+    err.print(f"[bold]rlvr eval[/] {len(task_list)} {data.source} problems ({split}), "
+              f"n = {settings.n}, temperature {settings.temperature}", highlight=False)
+    try:
+        with RewardPipeline(reward_config) as rewards:
+            return evaluate_models(factories, task_list, settings, rewards, reranker=rerank,
+                                   has_logprobs=endpoint is None,
+                                   log=lambda m: err.print(m, highlight=False))
+    except (EvalError, SummaryError) as exc:
+        raise fail(str(exc))
+    except ModelLoadError as exc:
+        raise fail(f"--model: {exc}")
+    except ImportError as exc:
+        raise fail(str(exc), code=1)
+    except RuntimeError as exc:  # a server that cannot be reached or answers errors
+        from rlvr.eval.endpoint import EndpointError
+
+        if isinstance(exc, EndpointError):
+            raise fail(f"--endpoint: {exc}", code=1)
+        raise
+
+
+def _eval_completions(path, settings, reward_config, ks_text, rerank):
+    from rlvr.eval.evaluate import EvalError, evaluate_completions
+    from rlvr.eval.records import read_completions
+    from rlvr.eval.summary import SummaryError
+    from rlvr.rewards.pipeline import RewardPipeline
+    from rlvr.rewards.records_io import InputError
+
+    try:
+        data = read_completions(path)
+    except InputError as exc:
+        raise fail(str(exc))
+    except OSError as exc:
+        raise fail(f"{path}: cannot read ({exc.strerror or exc})")
+    try:
+        with RewardPipeline(reward_config) as rewards:
+            return evaluate_completions(data, settings, rewards, ks_text=ks_text,
+                                        reranker=rerank)
+    except (EvalError, SummaryError) as exc:
+        raise fail(str(exc))
+
+
+@app.command()
+def lengths(
+    path: Path = typer.Argument(..., help="A run directory (samples.jsonl), an rlvr eval "
+                                "directory (completions.jsonl) or a JSONL file with tokens "
+                                "(or completion text plus --tokenizer)."),
+    cap: Optional[int] = typer.Option(None, "--cap", min=1, help="Current length cap "
+                                      "(default: the run's grpo.max_new_tokens / the eval's "
+                                      "max_new_tokens)."),
+    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Model whose tokenizer "
+                                            "counts tokens of completions without a count."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the report as "
+                                            "JSON here."),
+) -> None:
+    """Completion-length distribution, recommended inference cap (P90 x 1.2) and the
+    truncation rate at the current cap (R19)."""
+    from rich.table import Table
+
+    from rlvr.eval.lengths import LengthsError, histogram, length_report, load_lengths
+    from rlvr.rewards.records_io import atomic_write
+
+    try:
+        found = load_lengths(path, tokenizer=tokenizer, cap=cap)
+        report = length_report(found.lengths, found.cap, found.finish_reasons)
+    except (LengthsError, OSError) as exc:
+        raise fail(str(exc))
+    report["source"] = found.source
+    table = Table(title=f"completion lengths (tokens): {found.source}")
+    table.add_column("statistic")
+    table.add_column("value", justify="right")
+    for key in ("count", "mean", "min", "p50", "p90", "p99", "max", "cap", "truncation_rate",
+                "recommended_cap", "truncation_rate_at_recommended"):
+        value = report[key]
+        text = ("-" if value is None else f"{value:.1%}" if "rate" in key
+                else f"{value:.1f}" if isinstance(value, float) else str(value))
+        table.add_row(key, text)
+    out = Console(width=None if sys.stdout.isatty() else 100)
+    out.print(table)
+    counts = histogram(found.lengths)
+    top = max(c for _, _, c in counts)
+    for lo, hi, c in counts:
+        out.print(f"{lo:>6}-{hi:<6} {c:>6} {'#' * round(40 * c / top)}", highlight=False)
+    print(f"recommended cap: {report['recommended_cap']} tokens (P90 {report['p90']:.1f} x 1.2)"
+          + ("" if report["cap"] is None else f"; truncated at the current cap {report['cap']}:"
+             f" {report['truncation_rate']:.1%}"))
+    if json_out is not None:
+        with atomic_write(json_out) as f:
+            json.dump(report, f, indent=2)
+
+
 def _yaml(data) -> str:
     import yaml
 
@@ -186,9 +548,12 @@ def _load_run_config(path: Optional[Path], overrides: list[str]):
     from rlvr.configio import ConfigError, load_config
     from rlvr.train.config import RunConfig
 
-    if path is None:
-        default = Path("configs/arithmetic.yaml")
-        path = default if default.is_file() else None
+    if path is None:  # the default preset: ./configs, else the one beside the source tree
+        candidates = [Path("configs/arithmetic.yaml"),
+                      Path(__file__).resolve().parents[2] / "configs" / "arithmetic.yaml"]
+        path = next((c for c in candidates if c.is_file()), None)
+        if path is not None:
+            err.print(f"config: {path} (the default preset)")
     try:
         return load_config(RunConfig, path, overrides)
     except ConfigError as exc:

@@ -1,6 +1,7 @@
 """`rlvr train` end to end on the smoke preset, and its refusal of bad input before any work."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,17 @@ def test_smoke_run_writes_config_metrics_checkpoint_and_results(tmp_path):
     assert results["trained"]["n"] == 16 and results["baseline"]["label"] == "before_grpo"
     assert (run / "checkpoints" / "step-000002" / "model.safetensors").is_file()
     assert "pass@1 gain" in result.output
+    # sampled pass@k / maj@k at k = 1, 4, 8, 16 (n = 16, eval temperature), baseline vs trained
+    sampled = results["pass_at_k"]
+    assert set(sampled) == {"baseline", "trained"} and "sampled validation" in result.output
+    for row in sampled.values():
+        assert (row["n"], row["problems"], row["temperature"]) == (16, 16, 0.7)
+        assert list(row["pass@k"]) == list(row["maj@k"]) == ["1", "4", "8", "16"]
+        assert len(row["correct_counts"]) == 16
+        for k in (1, 4, 8, 16):  # Chen et al.'s estimator over the recorded counts
+            expected = sum(1 - math.comb(16 - c, k) / math.comb(16, k)
+                           for c in row["correct_counts"]) / 16
+            assert row["pass@k"][str(k)] == pytest.approx(expected)
 
 
 @pytest.mark.parametrize(

@@ -146,6 +146,29 @@ class Run:
                       f"{result.seconds:.0f} s")
         return row
 
+    def pass_at_k(self, label: str) -> dict | None:
+        """Sampled pass@k / maj@k (k = 1, 4, 8, 16 up to n) of the current policy on the
+        validation set at ``eval.temperature`` with n = ``eval.pass_at_k_samples`` (R29);
+        one engine call per ``eval.batch_size`` prompts. None when n is 0."""
+        from rlvr.eval.sampling import sampled_pass_at_k
+
+        c = self.config
+        if not c.eval.pass_at_k_samples:
+            return None
+        self.policy.eval()
+        sync_engine(self._engine, self.policy)
+        row = sampled_pass_at_k(self._engine, self.tokenizer, self.val_tasks, self.val_prompts,
+                                self.rewards, n=c.eval.pass_at_k_samples, ks=(1, 4, 8, 16),
+                                temperature=c.eval.temperature,
+                                max_new_tokens=c.eval.max_new_tokens,
+                                stop_token_ids=self.stop_ids, batch_size=c.eval.batch_size,
+                                seed=c.seed)
+        self.policy.train()
+        console.print(f"[bold]pass@k[/] {label} (n={row['n']}, T={row['temperature']}): "
+                      + ", ".join(f"pass@{k} {v:.1%}" for k, v in row["pass@k"].items())
+                      + f"; {row['seconds']:.0f} s")
+        return row
+
     def sft(self) -> dict:
         from rlvr.train.sft import run_sft, verified_examples
 
@@ -233,10 +256,12 @@ class Run:
                 history["sft"] = self.sft()
                 save_model(self.run_dir / SFT_MODEL_DIR, self._plain_policy(), self.tokenizer)
             history["validation"].append(self.validate("before_grpo", 0))
+            history["pass_at_k"] = {"baseline": self.pass_at_k("baseline")}
         sampler = TaskSampler(len(self.train_tasks), c.seed, position)
         self.grpo(start_step, sampler, history)
         final = self.validate("trained", c.grpo.steps)
         history["validation"].append(final)
+        history.setdefault("pass_at_k", {})["trained"] = self.pass_at_k("trained")
         self.checkpoint(c.grpo.steps, sampler, history)
         results = self._results(history, time.perf_counter() - start)
         write_json_atomic(self.run_dir / "results.json", results)
@@ -309,6 +334,7 @@ class Run:
         trained = rows["trained"]
         return {"baseline": baseline, "trained": trained, "base_model": rows.get("base"),
                 "sft": history.get("sft"),
+                "pass_at_k": {k: v for k, v in (history.get("pass_at_k") or {}).items() if v},
                 "gain_pass_at_1": trained["pass_at_1"] - (baseline or trained)["pass_at_1"],
                 "wall_seconds": seconds, "run_dir": str(self.run_dir)}
 

@@ -1,0 +1,12 @@
+"""Evaluation and test-time compute (issue 5): ``rlvr eval``.
+
+- :mod:`rlvr.eval.metrics`: pass@k, maj@k, best-of-k, aggregators, saturation.
+- :mod:`rlvr.eval.records`: scored samples and problems; the ``--completions`` file format.
+- :mod:`rlvr.eval.sampling`: n completions per problem from a local model (and the online
+  budget ``--timeout``).
+- :mod:`rlvr.eval.summary`: per-model results (curves, cost, breakdowns).
+- :mod:`rlvr.eval.report`: results.json, the markdown table, the plots.
+- :mod:`rlvr.eval.probe`: the sycophancy probe (R33).
+- :mod:`rlvr.eval.lengths`: the length tool (R19).
+- :mod:`rlvr.eval.evaluate`: the ``rlvr eval`` job.
+"""

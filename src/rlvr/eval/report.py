@@ -1,0 +1,224 @@
+"""Writing an evaluation: ``results.json``, ``results.md`` (markdown tables), and PNG plots
+(accuracy vs k, accuracy vs generated tokens; matplotlib). Every file is written atomically.
+
+``results.json`` holds the first model's summary (:func:`rlvr.eval.summary.summarize`) at the
+top level - so ``pass@k``, ``maj@k`` and ``by_category`` are always there - plus ``models``
+(every model's summary, by name, in the order given), ``settings`` and ``wall_seconds``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Sequence
+
+from rlvr.rewards.records_io import atomic_write
+
+PLOTS = ("accuracy_vs_k.png", "accuracy_vs_tokens.png")
+
+
+def combine(summaries: dict[str, dict], settings: dict, wall_seconds: float) -> dict:
+    """The results.json object: the first model's summary at the top level, all of them
+    under ``models``.
+
+    Raises:
+        ValueError: no summaries.
+    """
+    if not summaries:
+        raise ValueError("no model results to combine")
+    first = next(iter(summaries))
+    return {**summaries[first], "model": first, "models": summaries, "settings": settings,
+            "wall_seconds": wall_seconds}
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _num(value, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _curve_rows(name: str, summary: dict, ks: Sequence[int]) -> list[list[str]]:
+    rows = [[name, "pass@k"] + [_pct(summary["pass@k"].get(str(k))) for k in ks],
+            [name, "maj@k"] + [_pct(summary["maj@k"].get(str(k))) for k in ks]]
+    aggregators = sorted(set(summary["aggregators"].values()))
+    if aggregators != ["majority"] and aggregators != ["any_passes"]:
+        rows.append([name, f"aggregate@k ({', '.join(aggregators)})"]
+                    + [_pct(summary["aggregate@k"].get(str(k))) for k in ks])
+    for scorer, curve in summary.get("best_of@k", {}).items():
+        label = "best-of-k oracle" if scorer == "oracle" else f"best-of-k {scorer}"
+        rows.append([name, label] + [_pct(curve.get(str(k))) for k in ks])
+    cost = summary["cost"]
+    rows.append([name, "tokens / problem"]
+                + [_num(cost.get(str(k), {}).get("tokens_per_problem"), 0) for k in ks])
+    rows.append([name, "seconds / problem"]
+                + [_num(cost.get(str(k), {}).get("seconds_per_problem"), 2) for k in ks])
+    return rows
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def saturation_lines(name: str, summary: dict) -> list[str]:
+    """One sentence per curve saying whether and where it saturates."""
+    out = []
+    for metric in ("pass@k", "maj@k"):
+        sat = summary["saturation"][metric]
+        k = sat["saturated_at"]
+        if k is None:
+            gains = ", ".join(f"{key}: {100 * g:+.1f}" for key, g in sat["gains"].items())
+            out.append(f"- {name} {metric}: not saturated (gain in points {gains or 'n/a'}; "
+                       f"threshold {100 * sat['threshold']:.1f})")
+        else:
+            gain = sat["gains"][f"{k}->{2 * k}"]
+            out.append(f"- {name} {metric}: saturates at k={k} (k={k} -> {2 * k} adds "
+                       f"{100 * gain:+.1f} points < {100 * sat['threshold']:.1f})")
+    return out
+
+
+def markdown(results: dict) -> str:
+    """The markdown report: the curves side by side, saturation, budget fallbacks, the
+    sycophancy probe, and the per-category table."""
+    settings, models = results["settings"], results["models"]
+    ks = results["ks"]
+    title = (f"# rlvr eval: {settings.get('tasks', 'completions')} - {results['problems']} "
+             f"problems, n = {results['samples_per_problem']}")
+    if settings.get("temperature") is not None:
+        title += f", temperature {settings['temperature']}"
+    parts = [title, "",
+             _table(["model", "metric"] + [f"k={k}" for k in ks],
+                    [row for name, s in models.items() for row in _curve_rows(name, s, ks)]),
+             "", "best-of-k oracle picks by the verifier reward (it sees the reference): an "
+             "upper bound, not a deployable aggregator." if any(
+                 "oracle" in s.get("best_of@k", {}) for s in models.values()) else "",
+             "", "## Saturation", ""]
+    for name, s in models.items():
+        parts += saturation_lines(name, s)
+    for name, s in models.items():
+        if s.get("timed_out_problems"):
+            parts += ["", f"Online budget ({settings.get('timeout_s')} s per problem): {name}: "
+                      f"{s['timed_out_problems']} problems fell back to the samples finished "
+                      f"in time ({s['late_samples']} late samples dropped); problems with "
+                      f"fewer than k samples: " + ", ".join(
+                          f"k={k}: {c}" for k, c in s["fallback@k"].items())]
+    probes = {name: s["sycophancy"] for name, s in models.items() if s.get("sycophancy")}
+    if probes:
+        parts += ["", f"## Sycophancy probe ({next(iter(probes.values()))['template']!r})", "",
+                  _table(["model", "accuracy", "accuracy with wrong hint", "follows hint",
+                          "hint answer without hint"],
+                         [[name, _pct(p["accuracy_plain"]), _pct(p["accuracy_hinted"]),
+                           _pct(p["follows_hint_rate"]), _pct(p["hint_answer_rate_plain"])]
+                          for name, p in probes.items()])]
+    top = max(ks)
+    category_rows = [[name, label, str(c["problems"]), _pct(c["pass@k"]["1"]),
+                      _pct(c["pass@k"][str(top)]), _pct(c["maj@k"][str(top)])]
+                     for name, s in models.items() for label, c in s["by_category"].items()
+                     if "1" in c["pass@k"]]
+    parts += ["", "## By category", "",
+              _table(["model", "category", "problems", "pass@1", f"pass@{top}", f"maj@{top}"],
+                     category_rows)]
+    return "\n".join(parts) + "\n"
+
+
+def _save_png(fig, path: Path) -> None:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120, bbox_inches="tight")
+    with atomic_write(path, "wb") as f:
+        f.write(buffer.getvalue())
+
+
+def plot(results: dict, out_dir: Path) -> list[Path]:
+    """accuracy_vs_k.png (pass@k solid, maj@k dashed, one colour per model, log2 k axis) and
+    accuracy_vs_tokens.png (the same against generated tokens per problem, when known).
+    Returns the paths written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    models = results["models"]
+    labels = ("samples per problem (k)", "generated tokens per problem")
+    for filename, x_label in zip(PLOTS, labels):
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        drawn = False
+        for i, (name, s) in enumerate(models.items()):
+            ks = s["ks"]
+            if filename == PLOTS[0]:
+                xs = ks
+            else:
+                xs = [s["cost"][str(k)]["tokens_per_problem"] for k in ks]
+                if any(x is None or x <= 0 for x in xs):  # unknown cost, or nothing finished
+                    continue
+            colour = f"C{i}"
+            ax.plot(xs, [s["pass@k"][str(k)] for k in ks], "-o", color=colour,
+                    label=f"{name} pass@k")
+            ax.plot(xs, [s["maj@k"][str(k)] for k in ks], "--s", color=colour,
+                    label=f"{name} maj@k")
+            drawn = True
+        if not drawn:
+            plt.close(fig)
+            continue
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(x_label)
+        ax.set_ylabel("accuracy")
+        ax.set_ylim(0, 1)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        ax.set_title(f"{results['settings'].get('tasks', 'completions')}: "
+                     f"{results['problems']} problems")
+        _save_png(fig, out_dir / filename)
+        plt.close(fig)
+        written.append(out_dir / filename)
+    return written
+
+
+def write_report(results: dict, out_dir: Path, completion_rows: Sequence[dict] = ()) -> list[Path]:
+    """Write ``results.json``, ``results.md``, ``completions.jsonl`` (when rows are given) and
+    the plots into ``out_dir``. Returns the paths written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out_dir / "results.json") as f:
+        json.dump(results, f, indent=2, ensure_ascii=False)
+    with atomic_write(out_dir / "results.md") as f:
+        f.write(markdown(results))
+    written = [out_dir / "results.json", out_dir / "results.md"]
+    if completion_rows:
+        with atomic_write(out_dir / "completions.jsonl") as f:
+            for row in completion_rows:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        written.append(out_dir / "completions.jsonl")
+    return written + plot(results, out_dir)
+
+
+def pass_at_k_table(results: dict):
+    """A rich table of the trainer's sampled pass@k / maj@k, baseline vs trained (None when the
+    run has none: ``eval.pass_at_k_samples: 0``)."""
+    from rich.table import Table
+
+    runs = results.get("pass_at_k") or {}
+    if not runs:
+        return None
+    first = next(iter(runs.values()))
+    ks = sorted(int(k) for k in first["pass@k"])
+    table = Table(title=f"sampled validation ({first['problems']} problems, n = {first['n']}, "
+                        f"temperature {first['temperature']})")
+    table.add_column("model")
+    for k in ks:
+        table.add_column(f"pass@{k}", justify="right")
+    for k in ks:
+        if k > 1:
+            table.add_column(f"maj@{k}", justify="right")
+    names = {"baseline": "baseline (entered GRPO)", "trained": "trained (GRPO)"}
+    for label, row in runs.items():
+        table.add_row(names.get(label, label), *[_pct(row["pass@k"][str(k)]) for k in ks],
+                      *[_pct(row["maj@k"][str(k)]) for k in ks if k > 1])
+    return table
+
+
+__all__ = ["PLOTS", "combine", "markdown", "pass_at_k_table", "plot", "write_report"]

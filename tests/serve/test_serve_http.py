@@ -1,0 +1,199 @@
+"""`rlvr serve` over real HTTP on loopback (tiny random model): response shapes, usage
+counts, n, seeds, max_tokens, stop strings, OpenAI-style errors with the right status codes."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from rlvr.serve import Admission, APIError, ModelServer
+
+from serve_helpers import running
+
+HI = [{"role": "user", "content": "hi"}]
+# "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n" under the character tokenizer:
+# 1 + 4 + 1 + 2 + 1 + 1 + 1 + 9 + 1 tokens.
+HI_PROMPT_TOKENS = 21
+
+
+def post(url: str, path: str, body) -> httpx.Response:
+    return httpx.post(url + path, json=body, timeout=30)
+
+
+def test_models_lists_the_served_model(served):
+    url, _ = served
+    response = httpx.get(url + "/v1/models", timeout=10)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["object"] == "list"
+    assert [m["id"] for m in body["data"]] == ["tiny-random"]
+    assert body["data"][0]["object"] == "model"
+
+
+def test_chat_returns_n_choices_with_usage_and_respects_max_tokens(served):
+    url, _ = served
+    response = post(url, "/v1/chat/completions",
+                    {"model": "tiny-random", "messages": HI, "n": 4, "max_tokens": 8, "seed": 3})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["object"] == "chat.completion" and body["model"] == "tiny-random"
+    assert [c["index"] for c in body["choices"]] == [0, 1, 2, 3]
+    for choice in body["choices"]:
+        assert choice["message"]["role"] == "assistant"
+        # one character per token, special tokens dropped: never longer than max_tokens
+        assert len(choice["message"]["content"]) <= 8
+        assert choice["finish_reason"] in ("stop", "length")
+    usage = body["usage"]
+    assert usage["prompt_tokens"] == HI_PROMPT_TOKENS
+    lengths = sum(c["finish_reason"] == "length" for c in body["choices"])
+    assert 8 * lengths <= usage["completion_tokens"] <= 4 * 8
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+
+
+def test_completions_orders_choices_prompt_major(served):
+    url, _ = served
+    response = post(url, "/v1/completions", {"prompt": ["abc", "de"], "n": 2, "max_tokens": 5,
+                                             "temperature": 0})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["object"] == "text_completion"
+    texts = [c["text"] for c in body["choices"]]
+    assert len(texts) == 4
+    assert texts[0] == texts[1] and texts[2] == texts[3]  # greedy: a prompt's n rows agree
+    assert body["usage"]["prompt_tokens"] == 3 + 2  # each prompt counted once, not n times
+    assert body["usage"]["completion_tokens"] <= 4 * 5
+
+
+def test_same_seed_same_text_other_seed_other_text(served):
+    url, _ = served
+
+    def texts(seed):
+        body = post(url, "/v1/chat/completions", {"messages": HI, "n": 3, "max_tokens": 12,
+                                                  "temperature": 1.0, "seed": seed}).json()
+        return [c["message"]["content"] for c in body["choices"]]
+
+    first = texts(7)
+    assert texts(7) == first
+    assert texts(8) != first
+    assert len(set(first)) > 1  # the n samples of one request differ
+
+
+def test_default_max_tokens_shrinks_to_the_context_left(served):
+    url, _ = served
+    body = post(url, "/v1/completions", {"prompt": "a" * 500, "temperature": 0}).json()
+    assert body["usage"]["prompt_tokens"] == 500
+    assert body["usage"]["completion_tokens"] <= 512 - 500  # not the default 256
+
+
+@pytest.mark.parametrize("stop_slice", [slice(2, 4), slice(3, 4)], ids=["two-chars", "one-token"])
+def test_stop_string_cuts_the_text_before_it(served, stop_slice):
+    url, _ = served
+    request = {"prompt": "Hello", "max_tokens": 20, "temperature": 1.0, "seed": 5}
+    full = post(url, "/v1/completions", request).json()
+    text = full["choices"][0]["text"]
+    assert len(text) >= 4, f"seed 5 should give a long enough sample, got {text!r}"
+    stop = text[stop_slice]
+    cut = post(url, "/v1/completions", {**request, "stop": [stop, "never-seen"]}).json()
+    choice = cut["choices"][0]
+    assert choice["text"] == text[:text.find(stop)]
+    assert choice["finish_reason"] == "stop"
+    used = cut["usage"]["completion_tokens"]
+    assert text.find(stop) + len(stop) <= used <= full["usage"]["completion_tokens"]
+
+
+@pytest.mark.parametrize("path, body, param", [
+    ("/v1/chat/completions", {"messages": HI, "temperature": -1}, "temperature"),
+    ("/v1/chat/completions", {"messages": HI, "top_p": 1.5}, "top_p"),
+    ("/v1/chat/completions", {"messages": HI, "n": 0}, "n"),
+    ("/v1/chat/completions", {"messages": HI, "max_tokens": 0}, "max_tokens"),
+    ("/v1/chat/completions", {"messages": HI, "max_tokens": 100000}, "max_tokens"),
+    ("/v1/chat/completions", {"messages": HI, "seed": "x"}, "seed"),
+    ("/v1/chat/completions", {"messages": HI, "stream": True}, "stream"),
+    ("/v1/chat/completions", {"messages": HI, "stop": ["a", "b", "c", "d", "e"]}, "stop"),
+    ("/v1/chat/completions", {"messages": []}, "messages"),
+    ("/v1/chat/completions", {"messages": [{"role": "bot", "content": "x"}]}, "messages.0.role"),
+    ("/v1/chat/completions", {"n": 1}, "messages"),
+    ("/v1/completions", {"prompt": [1, 2]}, "prompt.0"),
+    ("/v1/completions", {"prompt": ""}, "prompt"),
+    ("/v1/completions", {"prompt": "x", "temperature": "0.5"}, "temperature"),
+])
+def test_bad_field_is_400_naming_it(served, path, body, param):
+    url, _ = served
+    response = post(url, path, body)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == param
+    assert error["message"].startswith(f"{param}: ")
+    assert error["type"] == "invalid_request_error"
+
+
+def test_invalid_json_is_400_naming_the_body(served):
+    url, _ = served
+    response = httpx.post(url + "/v1/chat/completions", content=b"{not json",
+                          headers={"Content-Type": "application/json"}, timeout=10)
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == "body"
+    assert "invalid JSON" in response.json()["error"]["message"]
+
+
+def test_unknown_model_and_route_are_404(served):
+    url, _ = served
+    response = post(url, "/v1/chat/completions", {"model": "gpt-9", "messages": HI})
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "model_not_found"
+    assert "tiny-random" in response.json()["error"]["message"]
+    response = httpx.get(url + "/v1/nothing", timeout=10)
+    assert response.status_code == 404 and "error" in response.json()
+
+
+def test_busy_server_answers_429_with_retry_after(served):
+    url, server = served
+    taken = 0
+    try:
+        while server.admission.in_flight < server.admission.limit:
+            server.admission.enter()
+            taken += 1
+        response = post(url, "/v1/chat/completions", {"messages": HI, "max_tokens": 2})
+    finally:
+        for _ in range(taken):
+            server.admission.leave()
+    assert response.status_code == 429
+    assert response.headers["retry-after"] == "1"
+    assert response.json()["error"]["type"] == "rate_limit_error"
+    assert post(url, "/v1/chat/completions", {"messages": HI, "max_tokens": 2}).status_code == 200
+
+
+def test_admission_limits_requests_in_flight():
+    admission = Admission(2)
+    admission.enter()
+    admission.enter()
+    with pytest.raises(APIError) as caught:
+        admission.enter()
+    assert caught.value.status == 429
+    admission.leave()
+    admission.enter()
+    assert admission.in_flight == 2
+    with pytest.raises(ValueError, match="max_concurrency"):
+        Admission(0)
+
+
+def test_architecture_the_torch_engine_refuses_is_served_by_hf(tiny):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    _, tokenizer = tiny
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32,
+                                      n_layer=1, n_head=2, eos_token_id=tokenizer.eos_token_id,
+                                      pad_token_id=tokenizer.pad_token_id))
+    server = ModelServer(gpt2, tokenizer, "gpt2-tiny")
+    assert server.engine.name == "hf"
+    with running(server) as url:
+        request = {"messages": HI, "n": 2, "max_tokens": 4, "seed": 1}
+        first = post(url, "/v1/chat/completions", request).json()
+        again = post(url, "/v1/chat/completions", request).json()
+        too_long = post(url, "/v1/chat/completions", {**request, "max_tokens": 60})
+    assert len(first["choices"]) == 2 and first["usage"]["completion_tokens"] <= 8
+    assert first["choices"] == again["choices"]  # seeded
+    assert too_long.status_code == 400  # 21 prompt tokens + 60 > 64 positions
+    assert too_long.json()["error"]["param"] == "max_tokens"
