@@ -116,6 +116,26 @@ def completion_log_probs(model, batch: SequenceBatch, *, temperature: float = 1.
     return token_log_probs(logits[:, :-1], batch.completion_ids, temperature=temperature)
 
 
+class _RowGather:
+    """``x[row_prompt]`` for a batch-first tensor, with a *deterministic* backward.
+
+    Plain indexing backpropagates through an accumulating scatter whose summation order can
+    vary between runs on a multi-threaded CPU, which made same-seed runs drift apart after a
+    few dozen steps. Here each distinct prompt's row is broadcast (``expand``: its gradient is
+    a fixed-order sum) and the rows are then put in batch order by a permutation (each slot
+    written once)."""
+
+    def __init__(self, row_prompt: Tensor):
+        self.counts = torch.bincount(row_prompt).tolist()
+        order = torch.argsort(row_prompt, stable=True)  # rows grouped by prompt
+        self.inverse = torch.argsort(order)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        grouped = torch.cat([x[u:u + 1].expand(c, *x.shape[1:])
+                             for u, c in enumerate(self.counts)])
+        return grouped[self.inverse]
+
+
 def _cache_argument(model) -> str:
     """transformers >= 5.2x calls the KV cache ``cache``; earlier ``past_key_values``."""
     import inspect
@@ -142,13 +162,15 @@ def _shared_prefix_log_probs(model, batch: SequenceBatch, temperature: float, bf
                      use_cache=True, logits_to_keep=1)
         name = _cache_argument(model)
         cache = head[name]
-        cache.batch_select_indices(row_prompt)  # [U, ...] -> [n, ...], differentiable gather
+        gather = _RowGather(row_prompt)
+        for layer in cache.layers:  # [U, ...] -> [n, ...], with gradients
+            layer.keys, layer.values = gather(layer.keys), gather(layer.values)
         attention = torch.cat([prompt_mask[row_prompt], completion_mask.long()], dim=1)
         positions = prompt_mask.sum(-1)[row_prompt, None] + torch.arange(steps)
         body = model(input_ids=completion_ids, attention_mask=attention, position_ids=positions,
                      use_cache=True, logits_to_keep=steps, **{name: cache})
     # Token 0 is predicted by the prompt's last position, token t by completion position t - 1.
-    logits = torch.cat([head.logits[row_prompt], body.logits[:, :-1]], dim=1)
+    logits = torch.cat([gather(head.logits), body.logits[:, :-1]], dim=1)
     return token_log_probs(logits, completion_ids, temperature=temperature)
 
 def sync_engine(engine, policy) -> None:
