@@ -1,8 +1,9 @@
 """Seconds per GRPO step and its phase split (rollout, reward, update) for a run preset.
 
-Workload: the preset's model, data, group size, prompts per step and algorithm (default
-``configs/arithmetic.yaml``: SmolLM2-135M-Instruct, 8 prompts x G = 8). SFT is skipped (a
-step costs the same before and after it) and the KL reference is built as in a real run.
+Workload: the preset's model, data, SFT cold start, group size, prompts per step and algorithm
+(default ``configs/arithmetic.yaml``: SmolLM2-135M-Instruct, 16 prompts x G = 8); the KL
+reference is built as in a real run. ``--quick`` cuts the cold start to 48 examples and
+halves the prompts per step.
 The same steps are timed twice in this process: as rlvr runs them (the ``torch`` rollout
 engine, shared-prefix policy forward) and as a baseline built the usual way (transformers
 ``generate`` as the rollout, every completion forwarded with its own copy of the prompt), so
@@ -29,7 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def time_steps(config, engine_name: str, steps: int, shared_prefix: bool = True) -> list[dict]:
-    """Run ``steps + 1`` GRPO steps with ``engine_name``; metrics of the last ``steps``."""
+    """SFT cold start as configured (so completions look like a real run's: the base model
+    rambles to the length cap), then ``steps + 1`` GRPO steps with ``engine_name``; metrics of
+    the last ``steps``."""
     import copy
 
     import torch
@@ -43,6 +46,8 @@ def time_steps(config, engine_name: str, steps: int, shared_prefix: bool = True)
     run = Run(config, Path(tempfile.mkdtemp(prefix="rlvr-bench-")))
     run.load()
     run._engine = run.engine()
+    if config.sft.enabled:
+        run.sft()
     run._optimizer_for_grpo()
     reference = None
     if config.algo.kl_coef > 0:
@@ -91,6 +96,9 @@ def main(argv: list[str] | None = None) -> None:
 
     config = load_config(RunConfig, Path(args.config), args.sets)
     steps = 2 if args.quick else args.steps
+    if args.quick:  # a short cold start and half the prompts: inside a minute
+        config.sft.examples = min(config.sft.examples, 48)
+        config.grpo.prompts_per_step = max(1, config.grpo.prompts_per_step // 2)
     g = config.grpo
     print(f"preset {config.name}: model {config.model.name}, {g.prompts_per_step} prompts x "
           f"G={g.group_size}, max {g.max_new_tokens} new tokens, micro-batch "

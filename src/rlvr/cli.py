@@ -22,16 +22,20 @@ err = Console(stderr=True)
 EXIT_BAD_INPUT = 2
 
 
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", help="Print the version and exit."),
-) -> None:
-    """rlvr: RLVR + GRPO training, verifiable rewards, and test-time evaluation."""
-    if version:
+def _print_version(value: bool) -> None:
+    if value:
         from rlvr import __version__
 
         typer.echo(__version__)
         raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", help="Print the version and exit.",
+                                 is_eager=True, callback=_print_version),
+) -> None:
+    """rlvr: RLVR + GRPO training, verifiable rewards, and test-time evaluation."""
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> "typer.Exit":

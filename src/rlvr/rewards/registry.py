@@ -123,6 +123,12 @@ def load_plugins(modules: tuple[str, ...] | list[str]) -> None:
         ImportError: a module cannot be imported (its name is in the message).
     """
     import importlib
+    import os
+    import sys
 
+    # A plugin next to the user's config (the working directory) must import from the `rlvr`
+    # console script too, whose sys.path lacks the working directory.
+    if modules and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     for module in modules:
         importlib.import_module(module)

@@ -135,19 +135,20 @@ class GRPOStep:
             self.optimizer.zero_grad(set_to_none=True)
             for start in range(0, total_rows, g.micro_batch_size):
                 rows = slice(start, start + g.micro_batch_size)
-                micro = seqs.rows(rows)
+                micro = seqs.rows(rows).trimmed()
+                w = micro.completion_mask.shape[1]
                 logp = completion_log_probs(self.policy, micro, temperature=g.temperature,
                                             bf16=self.config.model.bf16,
                                             shared_prefix=g.shared_prefix)
                 out = policy_objective(
-                    logp, logp.detach() if old is None else old[rows], adv[rows],
+                    logp, logp.detach() if old is None else old[rows, :w], adv[rows],
                     micro.completion_mask,
-                    ref_log_probs=None if ref is None else ref[rows], kl_coef=a.kl_coef,
+                    ref_log_probs=None if ref is None else ref[rows, :w], kl_coef=a.kl_coef,
                     kl_estimator=a.kl_estimator, policy_loss=a.policy_loss,
                     policy_loss_options=self._loss_options(), loss_agg=a.loss_agg,
                     loss_agg_options=self._agg_options(total_tokens))
                 if epoch == 0:  # train/inference mismatch: same weights, two code paths
-                    gap = (logp.detach() - sampler_logp[rows]).abs()
+                    gap = (logp.detach() - sampler_logp[rows, :w]).abs()
                     metrics.setdefault("rollout_logprob_gap", []).append(
                         float(gap[micro.completion_mask].mean()))
                 weight = _micro_weight(a.loss_agg, micro.completion_mask, total_rows, total_tokens)
@@ -189,12 +190,13 @@ class GRPOStep:
     # -- helpers ----------------------------------------------------------------------------
     @torch.no_grad()
     def _log_probs(self, model, seqs: SequenceBatch) -> Tensor:
-        parts = [completion_log_probs(model, seqs.rows(slice(i, i + self.config.grpo.micro_batch_size)),
+        width = seqs.completion_mask.shape[1]
+        parts = [completion_log_probs(model, seqs.rows(slice(i, i + self.config.grpo.micro_batch_size)).trimmed(),
                                       temperature=self.config.grpo.temperature,
                                       bf16=self.config.model.bf16,
                                       shared_prefix=self.config.grpo.shared_prefix)
                  for i in range(0, seqs.input_ids.shape[0], self.config.grpo.micro_batch_size)]
-        return torch.cat(parts)
+        return torch.cat([torch.nn.functional.pad(p, (0, width - p.shape[1])) for p in parts])
 
     def _loss_options(self) -> dict:
         a = self.config.algo

@@ -60,6 +60,17 @@ class SequenceBatch:
                              self.completion_mask[index], prompts)
 
 
+    def trimmed(self) -> "SequenceBatch":
+        """The same rows without trailing completion columns that no row uses (a micro-batch
+        of short completions then costs its own width, not the step's longest)."""
+        width = int(self.completion_mask.sum(1).max()) if self.completion_mask.numel() else 0
+        width = max(width, 1)
+        end = self.prompt_len + width
+        return SequenceBatch(self.input_ids[:, :end], self.attention_mask[:, :end],
+                             self.position_ids[:, :end], self.prompt_len,
+                             self.completion_mask[:, :width], self.prompts)
+
+
 def build_sequences(prompts: list[list[int]], completion_ids: Tensor, completion_mask: Tensor,
                     pad_token_id: int) -> SequenceBatch:
     """Assemble a :class:`SequenceBatch`.
