@@ -160,6 +160,9 @@ def test_saturation_finds_the_first_small_doubling():
     assert result["saturated_at"] == 2
     assert result["gains"] == pytest.approx({"1->2": 0.1, "2->4": 0.005, "4->8": 0.005})
     assert saturation({1: 0.2, 2: 0.4, 4: 0.6}, 0.01)["saturated_at"] is None
+    # A small first gain followed by a rise is not saturation (GSM8K at 135M: 0.8% -> 6%).
+    assert saturation({1: 0.008, 2: 0.015, 4: 0.03, 8: 0.06}, 0.01)["saturated_at"] is None
+    assert saturation({1: 0.5, 2: 0.505, 4: 0.6, 8: 0.602}, 0.01)["saturated_at"] == 4
     # k values without a doubling partner have no gain: 1 -> 4 is not a doubling
     assert saturation({1: 0.2, 4: 0.5, 8: 0.5}, 0.01) == {
         "threshold": 0.01, "gains": {"4->8": 0.0}, "saturated_at": 4}

@@ -275,8 +275,9 @@ for _scorer in SCORERS:
 
 
 def saturation(curve: dict[int, float], threshold: float = 0.01) -> dict:
-    """Where a test-time scaling curve saturates (R29): the smallest k whose doubling (k -> 2k,
-    both on the curve) gains less than ``threshold`` (absolute, accuracy in [0, 1]).
+    """Where a test-time scaling curve saturates (R29): the smallest k from which every
+    doubling (k -> 2k, both on the curve) gains less than ``threshold`` (absolute, accuracy in
+    [0, 1]).
 
     Args:
         curve: k -> accuracy.
@@ -285,11 +286,15 @@ def saturation(curve: dict[int, float], threshold: float = 0.01) -> dict:
     Returns:
         ``{"threshold": t, "gains": {"k->2k": gain, ...}, "saturated_at": k or None}``.
         Example: {1: .5, 2: .6, 4: .605, 8: .61} gives gains 0.1, 0.005, 0.005 and
-        saturated_at 2.
+        saturated_at 2; {1: .008, 2: .015, 4: .03, 8: .06} (gains .007, .015, .03) is not
+        saturated although its first doubling gains under one point.
     """
-    gains = {f"{k}->{2 * k}": curve[2 * k] - curve[k] for k in sorted(curve) if 2 * k in curve}
-    saturated = next((k for k in sorted(curve) if 2 * k in curve
-                      and curve[2 * k] - curve[k] < threshold), None)
+    doubling = [k for k in sorted(curve) if 2 * k in curve]
+    gains = {f"{k}->{2 * k}": curve[2 * k] - curve[k] for k in doubling}
+    # The first k from which *every* further doubling gains too little: a flat step followed
+    # by a rise (a small-accuracy curve: 0.8%, 1.5%, 3%, 6%) is not saturation.
+    saturated = next((k for i, k in enumerate(doubling)
+                      if all(curve[2 * j] - curve[j] < threshold for j in doubling[i:])), None)
     return {"threshold": threshold, "gains": gains, "saturated_at": saturated}
 
 
