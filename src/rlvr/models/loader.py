@@ -65,17 +65,28 @@ def _convert_gguf(target: Path) -> None:
         del config.quantization_config
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(loaded.state_dict())
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    save_model(target, model, tokenizer)
+
+
+def save_model(directory: Path, model, tokenizer, write_extra=None) -> Path:
+    """Save ``model`` and ``tokenizer`` (Hugging Face format, safetensors) to ``directory``
+    atomically: written into a temp dir beside it, renamed over it when complete, so a crash
+    never leaves a half-written model. ``write_extra(tmp_dir)`` may add files (e.g. trainer
+    state) before the rename. Returns ``directory``."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
     try:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
+        if write_extra is not None:
+            write_extra(tmp)
+        if directory.exists():
+            shutil.rmtree(directory)
+        os.replace(tmp, directory)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return directory
 
 
 def _stale(target: Path) -> bool:

@@ -5,13 +5,13 @@ complete checkpoint usable."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
+
+from rlvr.models.loader import save_model
 
 STATE_FILE = "trainer_state.pt"
 
@@ -24,41 +24,14 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizer, sched
     trainer state. Returns the checkpoint directory.
     """
     root = run_dir / "checkpoints"
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / f"step-{step:06d}"
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
-    try:
-        model.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
-        torch.save({"step": step, "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
-                    "python_rng": random.getstate(), "extra": extra}, tmp / STATE_FILE)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    state = {"step": step, "optimizer": optimizer.state_dict(),
+             "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
+             "python_rng": random.getstate(), "extra": extra}
+    final = save_model(root / f"step-{step:06d}", model, tokenizer,
+                       write_extra=lambda tmp: torch.save(state, tmp / STATE_FILE))
     for old in sorted(p for p in root.glob("step-*") if p.is_dir())[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
-
-
-def save_model(directory: Path, model, tokenizer) -> Path:
-    """Save ``model`` and ``tokenizer`` (Hugging Face format, safetensors) to ``directory``
-    atomically: a temp dir beside it, renamed over it when complete. Returns ``directory``."""
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    try:
-        model.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
-        if directory.exists():
-            shutil.rmtree(directory)
-        os.replace(tmp, directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return directory
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
