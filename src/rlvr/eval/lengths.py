@@ -127,19 +127,12 @@ def load_tokenizer(name: str):
 
 
 def _rows(path: Path) -> list[tuple[int, dict]]:
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for line_no, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise LengthsError(f"{path}:{line_no}: invalid JSON ({exc.msg})") from None
-            if not isinstance(obj, dict):
-                raise LengthsError(f"{path}:{line_no}: expected a JSON object")
-            rows.append((line_no, obj))
-    return rows
+    from rlvr.rewards.records_io import InputError, jsonl_objects
+
+    try:
+        return jsonl_objects(path)
+    except InputError as exc:
+        raise LengthsError(str(exc)) from None
 
 
 def _lengths_of(path: Path, rows, tokenizer_name: str | None) -> list[int]:

@@ -27,6 +27,28 @@ class InputError(ValueError):
         super().__init__(f"{path}:{line}: {message}")
 
 
+def jsonl_objects(path: str | os.PathLike) -> list[tuple[int, dict]]:
+    """``(line number, object)`` for every non-blank line of a JSONL file (1-based lines).
+
+    Raises:
+        InputError: a line is not valid JSON or not a JSON object (names file and line).
+        OSError: the file cannot be read.
+    """
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, text in enumerate(f, 1):
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise InputError(path, line_no, f"invalid JSON ({exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise InputError(path, line_no, "expected a JSON object")
+            rows.append((line_no, obj))
+    return rows
+
+
 @dataclass(frozen=True)
 class VerifyRecord:
     """One input line of ``rlvr verify``. ``line`` is 1-based."""

@@ -17,7 +17,6 @@ File sources read a local path (the hub is not reachable offline):
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from pathlib import Path
@@ -40,21 +39,14 @@ def gsm8k_solution(answer: str) -> str:
 
 
 def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
+    from rlvr.rewards.records_io import InputError, jsonl_objects
+
     if not path.is_file():
         raise DataError(f"{path}: no such file")
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{line_no}: invalid JSON ({exc.msg})") from None
-            if not isinstance(obj, dict):
-                raise DataError(f"{path}:{line_no}: expected a JSON object")
-            rows.append((line_no, obj))
-    return rows
+    try:
+        return jsonl_objects(path)
+    except InputError as exc:
+        raise DataError(str(exc)) from None
 
 
 def _field(obj: dict, name: str, path: Path, line: int) -> str:
