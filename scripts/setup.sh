@@ -31,4 +31,9 @@ if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [
   (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1 \
     || echo "setup: could not install bubblewrap; the code sandbox will run a weaker tier" >&2
 fi
+# chromium renders `rlvr report` pages headless in the tests; without it that test skips.
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 \
+    || echo "setup: could not install chromium; the report-rendering test will skip" >&2
+fi
 touch "$VENV/.rlvr-installed"

@@ -38,6 +38,9 @@ def _root(
     """rlvr: RLVR + GRPO training, verifiable rewards, and test-time evaluation."""
 
 
+EXIT_STOPPED = 3  # `rlvr train`: a health check stopped the run (results are still written)
+
+
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> "typer.Exit":
     """Print ``error: message`` to stderr and return the Exit to raise."""
     err.print(f"[bold red]error:[/] {message}", highlight=False)
@@ -152,6 +155,12 @@ def train(
         Console(width=None if sys.stdout.isatty() else 120).print(sampled)
     print(f"pass@1 gain: {results['gain_pass_at_1'] * 100:+.1f} points; wall time "
           f"{results['wall_seconds'] / 60:.1f} min; run dir {run_dir}")
+    if results.get("stopped"):
+        stop = results["stopped"]
+        err.print(f"[bold red]error:[/] training stopped at step {stop['step']} by the "
+                  f"{stop['check']} health check: {stop['message']} (alerts: "
+                  f"{run_dir / 'alerts.jsonl'})")
+        raise typer.Exit(EXIT_STOPPED)
 
 
 @app.command()
@@ -540,6 +549,25 @@ def lengths(
     if json_out is not None:
         with atomic_write(json_out) as f:
             json.dump(report, f, indent=2)
+
+
+@app.command()
+def report(
+    run_dir: Path = typer.Argument(..., help="A run directory of `rlvr train` (metrics.jsonl "
+                                   "and/or results.json; partial runs work)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="HTML file to write "
+                                          "(default RUN_DIR/report.html)."),
+) -> None:
+    """A self-contained HTML report of a run: curves, alerts, baseline vs trained, samples."""
+    from rlvr.reports.run_report import write_run_report
+
+    try:
+        path = write_run_report(run_dir, output)
+    except ValueError as exc:
+        raise fail(str(exc))
+    except OSError as exc:
+        raise fail(f"{output or run_dir}: cannot write the report ({exc.strerror or exc})")
+    print(path)
 
 
 def _yaml(data) -> str:

@@ -80,9 +80,13 @@ def save_model(directory: Path, model, tokenizer, write_extra=None) -> Path:
         tokenizer.save_pretrained(tmp)
         if write_extra is not None:
             write_extra(tmp)
-        if directory.exists():
-            shutil.rmtree(directory)
+        old = None
+        if directory.exists():  # moved aside first: a kill never leaves a half-deleted dir
+            old = directory.parent / f".{directory.name}.old-{os.getpid()}"
+            os.replace(directory, old)
         os.replace(tmp, directory)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -50,6 +50,14 @@ class RewardConfig(BaseModel):
         description="Task type -> keyword options of its verifier, e.g. "
         "`{math: {allow_last_number: true}}`.",
     )
+    verifiers: dict[str, str] = Field(
+        default_factory=dict,
+        description="Task type -> name of another registered verifier that scores it in "
+        "training (default: the verifier registered under the task type's own name). "
+        "Validation, pass@k and the reward audit of `health.reward_hacking` always use the task "
+        "type's own verifier, so a lenient or buggy training verifier shows up as a gap between "
+        "training reward and validation accuracy instead of silently teaching the policy.",
+    )
     timeout_s: float = Field(
         2.0,
         gt=0,
@@ -91,7 +99,8 @@ class RewardConfig(BaseModel):
 
     @model_validator(mode="after")
     def _names_exist(self) -> "RewardConfig":
-        from rlvr.rewards.registry import AGGREGATORS, FORMAT_RULES, _load_builtins, load_plugins
+        from rlvr.rewards.registry import (AGGREGATORS, FORMAT_RULES, VERIFIERS, _load_builtins,
+                                           load_plugins)
 
         _load_builtins()
         try:
@@ -102,6 +111,10 @@ class RewardConfig(BaseModel):
             raise ValueError(
                 f"aggregator {self.aggregator!r} is unknown; choose from {sorted(AGGREGATORS)}"
             )
+        for task_type, name in self.verifiers.items():
+            if name not in VERIFIERS:
+                raise ValueError(f"verifiers.{task_type}: {name!r} is not a registered verifier; "
+                                 f"registered: {sorted(VERIFIERS)}")
         for task_type, rule in self.format_rule.items():
             if rule not in FORMAT_RULES:
                 raise ValueError(
@@ -109,6 +122,11 @@ class RewardConfig(BaseModel):
                     f"{sorted(FORMAT_RULES)}"
                 )
         return self
+
+    def reference_config(self) -> "RewardConfig":
+        """This config with every ``verifiers`` override removed: each task type scored by its
+        own registered verifier (what validation and the reward audit use)."""
+        return self.model_copy(update={"verifiers": {}})
 
     def timeout_for(self, task_type: str) -> float:
         """Wall-time bound in seconds of one verifier call for ``task_type``."""

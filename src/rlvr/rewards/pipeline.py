@@ -77,7 +77,7 @@ class RewardPipeline:
         ``on_result(n_done)`` is called as verifier calls finish (for progress bars).
         """
         for request in requests:
-            get_verifier(request.task_type)  # fail fast, naming the known task types
+            get_verifier(self._verifier_name(request.task_type))  # fail fast, naming known ones
         jobs = [self._job(r) for r in requests]
         if self.config.workers == 0:
             outcomes = []
@@ -120,7 +120,11 @@ class RewardPipeline:
             options=self.config.verifier_options.get(request.task_type, {}),
             timeout_s=self.config.timeout_for(request.task_type),
             plugins=tuple(self.config.plugins),
+            verifier=self.config.verifiers.get(request.task_type),
         )
+
+    def _verifier_name(self, task_type: str) -> str:
+        return self.config.verifiers.get(task_type, task_type)
 
     def _result(self, request: ScoreRequest, verdict: Verdict, seconds: float) -> RewardResult:
         components = {

@@ -23,7 +23,7 @@ from rlvr.rewards.types import Status, Verdict
 
 @dataclass(frozen=True)
 class VerifyJob:
-    """One verifier call: ``VERIFIERS[task_type](completion, reference, **options)``.
+    """One verifier call: ``VERIFIERS[verifier or task_type](completion, reference, **options)``.
 
     Attributes:
         task_type: registered task type (e.g. ``"math"``).
@@ -33,6 +33,8 @@ class VerifyJob:
         timeout_s: wall-time bound of this call in seconds.
         plugins: modules to import first, so that task types they register exist in the
             worker process too (see ``RewardConfig.plugins``).
+        verifier: name of the registered verifier to run; ``None`` = the one registered
+            under ``task_type`` (see ``RewardConfig.verifiers``).
     """
 
     task_type: str
@@ -41,6 +43,7 @@ class VerifyJob:
     options: dict[str, Any] = field(default_factory=dict)
     timeout_s: float = 2.0
     plugins: tuple[str, ...] = ()
+    verifier: str | None = None
 
 
 def run_verifier(job: VerifyJob) -> tuple[Verdict, float]:
@@ -53,7 +56,7 @@ def run_verifier(job: VerifyJob) -> tuple[Verdict, float]:
     start = time.perf_counter()
     try:
         load_plugins(job.plugins)
-        verdict = get_verifier(job.task_type)(job.completion, job.reference, **job.options)
+        verdict = get_verifier(job.verifier or job.task_type)(job.completion, job.reference, **job.options)
     except Exception as exc:  # a verifier bug must not take the run down; it is reported
         verdict = Verdict(Status.error, detail=f"{type(exc).__name__}: {exc}"[:500])
     return verdict, time.perf_counter() - start

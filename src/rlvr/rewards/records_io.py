@@ -144,6 +144,9 @@ def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[Any]:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file what open() would
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as f:
             yield f

@@ -18,7 +18,8 @@ STATE_FILE = "trainer_state.pt"
 
 def save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizer, scheduler,
                     extra: dict, keep: int = 2) -> Path:
-    """Write ``run_dir/checkpoints/step-NNNNNN`` atomically; keep the newest ``keep``.
+    """Write ``run_dir/checkpoints/step-NNNNNN`` atomically; keep the newest ``keep``, plus
+    step 0 (the model entering GRPO: the rollback anchor of last resort).
 
     ``extra`` (JSON-serialisable: data position, metrics history...) is stored with the
     trainer state. Returns the checkpoint directory.
@@ -29,27 +30,32 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizer, sched
              "python_rng": random.getstate(), "extra": extra}
     final = save_model(root / f"step-{step:06d}", model, tokenizer,
                        write_extra=lambda tmp: torch.save(state, tmp / STATE_FILE))
-    for old in sorted(p for p in root.glob("step-*") if p.is_dir())[:-keep]:
+    for old in sorted(p for p in root.glob("step-*") if p.is_dir() and p.name != "step-000000")[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
 
 
-def latest_checkpoint(run_dir: Path) -> Path | None:
+def latest_checkpoint(run_dir: Path, max_step: int | None = None) -> Path | None:
     """The newest complete checkpoint of a run (temp dirs of an interrupted save are
-    ignored), or ``None``."""
+    ignored), optionally at most ``max_step`` (the step-0 checkpoint always qualifies), or
+    ``None``."""
     done = [p for p in (run_dir / "checkpoints").glob("step-*")
             if (p / STATE_FILE).is_file()
             and ((p / "config.json").is_file() or (p / "adapter_config.json").is_file())]
+    if max_step is not None:
+        done = [p for p in done if int(p.name.split("-")[1]) <= max(max_step, 0)]
     return max(done, default=None)
 
 
-def load_trainer_state(checkpoint: Path, optimizer, scheduler) -> dict:
-    """Restore optimizer, scheduler and RNG states; return ``{"step": ..., "extra": ...}``."""
+def load_trainer_state(checkpoint: Path, optimizer, scheduler, rng: bool = True) -> dict:
+    """Restore optimizer, scheduler and (``rng=True``: resume) RNG states; return
+    ``{"step": ..., "extra": ...}``. A rollback keeps the RNG running (``rng=False``)."""
     state = torch.load(checkpoint / STATE_FILE, weights_only=False)
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
-    torch.set_rng_state(state["torch_rng"])
-    random.setstate(state["python_rng"])
+    if rng:
+        torch.set_rng_state(state["torch_rng"])
+        random.setstate(state["python_rng"])
     return {"step": state["step"], "extra": state["extra"]}
 
 

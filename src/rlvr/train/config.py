@@ -2,7 +2,9 @@
 
 Sections: ``model``, ``data``, ``sft`` (cold start, R17), ``grpo`` (loop sizes, optimiser,
 sampling), ``algo`` (the pure-function choices: advantage, policy loss, KL), ``rollout``,
-``reward`` (:class:`rlvr.rewards.config.RewardConfig`), ``eval``, ``checkpoint``.
+``reward`` (:class:`rlvr.rewards.config.RewardConfig`), ``eval``, ``checkpoint``, ``health``
+(:class:`rlvr.monitor.config.HealthConfig`: checks, thresholds, actions) and ``logging``
+(:class:`rlvr.monitor.sinks.LoggingConfig`: TensorBoard, W&B, MLflow).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rlvr.models.loader import DEFAULT_MODEL
+from rlvr.monitor.config import HealthConfig
+from rlvr.monitor.sinks import LoggingConfig
 from rlvr.rewards.config import RewardConfig
 
 DEFAULT_INSTRUCTION = (
@@ -144,6 +148,8 @@ class RunConfig(_Section):
     reward: RewardConfig = Field(default_factory=RewardConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    health: HealthConfig = Field(default_factory=HealthConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
 
     @model_validator(mode="after")
     def _check_names(self) -> "RunConfig":

@@ -121,7 +121,12 @@ class GRPOStep:
         return adv, rows, n_zero
 
     def update(self, batch: RolloutBatch) -> dict[str, float]:
-        """``grpo.mu`` optimizer steps on the batch's train rows; returns update metrics."""
+        """``grpo.mu`` optimizer steps on the batch's train rows; returns update metrics.
+
+        A non-finite log-prob, loss or gradient norm anywhere in an epoch skips that epoch's
+        optimizer step (the policy and the optimizer moments stay as they were, R38) and is
+        counted in ``nonfinite_log_probs`` (rows), ``nonfinite_loss``, ``nonfinite_grad_norm``
+        and ``update_skipped_nonfinite``."""
         g, a, seqs = self.config.grpo, self.config.algo, batch.sequences
         adv = batch.advantages[batch.train_rows]
         total_rows, total_tokens = len(batch.train_rows), int(seqs.completion_mask.sum())
@@ -131,8 +136,10 @@ class GRPOStep:
         ref = self._log_probs(self.reference, seqs) if a.kl_coef > 0 else None
         sampler_logp = batch.rollout.logprobs[batch.train_rows]
         metrics: dict[str, list[float]] = {}
+        bad = {"nonfinite_log_probs": 0.0, "nonfinite_loss": 0.0, "nonfinite_grad_norm": 0.0}
         for epoch in range(g.mu):
             self.optimizer.zero_grad(set_to_none=True)
+            skip = False
             for start in range(0, total_rows, g.micro_batch_size):
                 rows = slice(start, start + g.micro_batch_size)
                 micro = seqs.rows(rows).trimmed()
@@ -140,6 +147,8 @@ class GRPOStep:
                 logp = completion_log_probs(self.policy, micro, temperature=g.temperature,
                                             bf16=self.config.model.bf16,
                                             shared_prefix=g.shared_prefix)
+                nonfinite_rows = int((~torch.isfinite(logp.detach()) & micro.completion_mask)
+                                     .any(dim=1).sum())
                 out = policy_objective(
                     logp, logp.detach() if old is None else old[rows, :w], adv[rows],
                     micro.completion_mask,
@@ -147,6 +156,11 @@ class GRPOStep:
                     kl_estimator=a.kl_estimator, policy_loss=a.policy_loss,
                     policy_loss_options=self._loss_options(), loss_agg=a.loss_agg,
                     loss_agg_options=self._agg_options(total_tokens))
+                if nonfinite_rows or not torch.isfinite(out.loss):
+                    bad["nonfinite_log_probs"] += nonfinite_rows
+                    bad["nonfinite_loss"] += float(not torch.isfinite(out.loss))
+                    skip = True  # no backward: one bad row would poison every gradient
+                    break
                 if epoch == 0:  # train/inference mismatch: same weights, two code paths
                     gap = (logp.detach() - sampler_logp[rows, :w]).abs()
                     metrics.setdefault("rollout_logprob_gap", []).append(
@@ -155,14 +169,20 @@ class GRPOStep:
                 (out.loss * weight).backward()
                 for k, v in out.metrics.items():
                     metrics.setdefault(k, []).append(float(v))
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), g.max_grad_norm)
-            metrics.setdefault("grad_norm", []).append(float(grad_norm))
-            if torch.isfinite(grad_norm):
-                self.optimizer.step()
-            else:
-                metrics.setdefault("nonfinite_skipped", []).append(1.0)
+            if not skip:
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(),
+                                                           g.max_grad_norm)
+                metrics.setdefault("grad_norm", []).append(float(grad_norm))
+                skip = not bool(torch.isfinite(grad_norm))
+                bad["nonfinite_grad_norm"] += float(skip)
+            if skip:
+                self.optimizer.zero_grad(set_to_none=True)
+                break
+            self.optimizer.step()
         self.scheduler.step()
-        return {k: sum(v) / len(v) for k, v in metrics.items()}
+        out_metrics = {k: sum(v) / len(v) for k, v in metrics.items()}
+        out_metrics.update(bad, update_skipped_nonfinite=float(any(bad.values())))
+        return out_metrics
 
     # -- the step ---------------------------------------------------------------------------
     def run(self, tasks: list[Task], prompts: list[list[int]], step: int) -> RolloutBatch:
@@ -182,7 +202,13 @@ class GRPOStep:
                                    out.completion_ids[rows], out.completion_mask[rows],
                                    self.tokenizer.pad_token_id)
         batch = RolloutBatch(tasks, out, texts, results, rewards, adv, rows, seqs)
-        update = self.update(batch) if seqs is not None else {"skipped_update": 1.0}
+        if not bool(torch.isfinite(adv).all()):  # a reward function returned NaN / inf
+            update = {"nonfinite_advantages": float((~torch.isfinite(adv)).sum()),
+                      "update_skipped_nonfinite": 1.0}
+        elif seqs is None:
+            update = {"skipped_update": 1.0}
+        else:
+            update = self.update(batch)
         t3 = time.perf_counter()
         batch.metrics = self._metrics(batch, n_zero, update, (t1 - t0, t2 - t1, t3 - t2))
         return batch
@@ -235,11 +261,5 @@ class GRPOStep:
             "seconds_update": phases[2],
             "tokens_per_second": float(lengths.sum()) / max(phases[0], 1e-9),
         }
-        by_category: dict[str, list[float]] = {}
-        for task_i, r in zip(out.prompt_index.tolist(), results):
-            by_category.setdefault(batch.tasks[task_i].category or "-", []).append(r.reward)
-        if len(by_category) > 1:
-            for cat, values in by_category.items():
-                metrics[f"reward_mean/{cat}"] = sum(values) / len(values)
         metrics.update(update)
         return metrics

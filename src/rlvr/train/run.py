@@ -81,6 +81,11 @@ class Run:
         torch.manual_seed(config.seed)
         random.seed(config.seed)
         self.rewards = RewardPipeline(config.reward)
+        # Validation, pass@k, SFT data checks and the reward audit use each task type's own
+        # verifier, even when `reward.verifiers` swaps in another one for the training reward.
+        self.eval_rewards = (RewardPipeline(config.reward.reference_config(), pool=self.rewards.pool)
+                             if config.reward.verifiers else self.rewards)
+        self.lr_scale = 1.0
 
     # -- setup ------------------------------------------------------------------------------
     def load(self) -> None:
@@ -132,7 +137,7 @@ class Run:
         self.policy.eval()
         sync_engine(self._engine, self.policy)  # the engine keeps its own bf16 snapshot
         result, samples = validate(self._engine, self.tokenizer, self.val_tasks, self.val_prompts,
-                                   self.rewards, max_new_tokens=self.config.eval.max_new_tokens,
+                                   self.eval_rewards, max_new_tokens=self.config.eval.max_new_tokens,
                                    stop_token_ids=self.stop_ids,
                                    batch_size=self.config.eval.batch_size)
         self.policy.train()
@@ -158,7 +163,7 @@ class Run:
         self.policy.eval()
         sync_engine(self._engine, self.policy)
         row = sampled_pass_at_k(self._engine, self.tokenizer, self.val_tasks, self.val_prompts,
-                                self.rewards, n=c.eval.pass_at_k_samples, ks=(1, 4, 8, 16),
+                                self.eval_rewards, n=c.eval.pass_at_k_samples, ks=(1, 4, 8, 16),
                                 temperature=c.eval.temperature,
                                 max_new_tokens=c.eval.max_new_tokens,
                                 stop_token_ids=self.stop_ids, batch_size=c.eval.batch_size,
@@ -181,7 +186,7 @@ class Run:
 
             pool = generate(c.sft.mixture, c.sft.examples, seed=c.seed + 2, split="train",
                             unique=False)
-        examples, rejected = verified_examples(pool, self.rewards)
+        examples, rejected = verified_examples(pool, self.eval_rewards)
         prompts = [prompt_ids(self.tokenizer, t, c.data.instruction, c.data.one_shot)
                    for t in examples]
         console.print(f"sft: {len(examples)} verified examples, {rejected} rejected")
@@ -190,7 +195,10 @@ class Run:
         sync_engine(self._engine, self.policy)
         return report.__dict__
 
-    def grpo(self, start_step: int, sampler: TaskSampler, history: dict) -> None:
+    def grpo(self, start_step: int, sampler: TaskSampler, history: dict):
+        """GRPO steps ``start_step + 1 .. grpo.steps``, each followed by its health checks.
+        Returns the alert that stopped the run early, or ``None``."""
+        from rlvr.monitor.alerts import strongest
         from rlvr.train.grpo import GRPOStep
 
         c = self.config
@@ -201,35 +209,85 @@ class Run:
             idx = sampler.next(c.grpo.prompts_per_step)
             batch = step_fn.run([self.train_tasks[i] for i in idx],
                                 [self.train_prompts[i] for i in idx], step)
-            m = {"step": step, **batch.metrics}
-            _append_jsonl(self.run_dir / "metrics.jsonl", [m])
-            _append_jsonl(self.run_dir / "samples.jsonl", [
-                {"step": step, "completion": batch.texts[r], "reward": res.reward,
-                 "components": res.components, "status": res.status.value,
-                 "extracted": res.extracted}
-                for r, res in list(enumerate(batch.results))[:: max(1, len(batch.results) // 4)]])
-            console.print(f"step {step}/{c.grpo.steps} reward {m['reward_mean']:.3f} acc "
-                          f"{m['accuracy']:.1%} zero-var {m['zero_variance_fraction']:.0%} "
-                          f"len {m['length_mean']:.0f} kl {m.get('kl', 0):.4f} clip "
-                          f"{m.get('clip_frac', 0):.3f} | rollout {m['seconds_rollout']:.1f}s "
-                          f"reward {m['seconds_reward']:.1f}s update {m['seconds_update']:.1f}s")
-            if c.eval.every and step % c.eval.every == 0 and step < c.grpo.steps:
-                history["validation"].append(self.validate("grpo", step))
-            if c.checkpoint.every and step % c.checkpoint.every == 0:
+            m = {"step": step, **batch.metrics, **self.monitor.observe(step, batch)}
+            self._log_step(step, m, batch)
+            if step == c.grpo.steps or (c.eval.every and step % c.eval.every == 0):
+                row = self.validate("trained" if step == c.grpo.steps else "grpo", step)
+                history["validation"].append(row)
+                self.monitor.observe_validation(row)
+                self.sinks.log(step, {f"val/{k}": v for k, v in row.items()
+                                      if isinstance(v, (int, float)) and k != "step"})
+            alerts = self.monitor.check(step, m)
+            for a in alerts:
+                self.sinks.log_text(step, f"alerts/{a.check}", f"{a.action}: {a.message}")
+            alert = strongest(alerts)
+            if alert and alert.action == "stop":
+                history["stopped"] = alert.to_dict()
+                return alert  # train() validates and checkpoints the stopped policy
+            if alert and alert.action == "rollback":
+                self._rollback(step)
+            if c.checkpoint.every and step % c.checkpoint.every == 0 or step == c.grpo.steps:
                 self.checkpoint(step, sampler, history)
+        return None
+
+    def _log_step(self, step: int, m: dict, batch) -> None:
+        _append_jsonl(self.run_dir / "metrics.jsonl", [m])
+        self.sinks.log(step, m)
+        index = batch.rollout.prompt_index.tolist()
+        _append_jsonl(self.run_dir / "samples.jsonl", [
+            {"step": step, "completion": batch.texts[r], "reward": res.reward,
+             "components": res.components, "status": res.status.value,
+             "extracted": res.extracted, "category": batch.tasks[index[r]].category}
+            for r, res in list(enumerate(batch.results))[:: max(1, len(batch.results) // 4)]])
+        console.print(f"step {step}/{self.config.grpo.steps} reward {m['reward_mean']:.3f} acc "
+                      f"{m['accuracy']:.1%} zero-var {m['zero_variance_fraction']:.0%} "
+                      f"len {m['length_mean']:.0f} kl {m.get('kl', 0):.4f} clip "
+                      f"{m.get('clip_frac', 0):.3f} | rollout {m['seconds_rollout']:.1f}s "
+                      f"reward {m['seconds_reward']:.1f}s update {m['seconds_update']:.1f}s")
+        cats = sorted(k.split("/", 1)[1] for k in m if k.startswith("reward_mean/"))
+        if cats:  # R10: per-category reward and parse failures, printed as well as logged
+            console.print("  by category: " + ", ".join(
+                f"{c} {m[f'reward_mean/{c}']:.2f} (parse fail {m[f'parse_failure_rate/{c}']:.0%})"
+                for c in cats))
+
+    def _rollback(self, step: int) -> None:
+        """Restore the newest checkpoint at least ``health.rollback_margin`` steps old
+        (policy, optimizer and scheduler; the data stream and step counter go on), multiply
+        the learning rate by ``health.rollback_lr_factor`` and reset the health baselines."""
+        h = self.config.health
+        target = latest_checkpoint(self.run_dir, max_step=step - h.rollback_margin)
+        restored = self._load_policy(target)
+        self.policy.load_state_dict(restored.state_dict())
+        del restored
+        load_trainer_state(target, self.optimizer, self.scheduler, rng=False)
+        self.lr_scale *= h.rollback_lr_factor
+        self.scheduler.base_lrs = [self.config.grpo.learning_rate * self.lr_scale
+                                   for _ in self.scheduler.base_lrs]
+        factor = self.scheduler.lr_lambdas[0](self.scheduler.last_epoch)
+        for group, base in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
+            group["lr"] = base * factor
+        self.monitor.after_rollback(step)
+        console.print(f"[bold magenta]rollback[/] to {target.name}; learning rate now "
+                      f"{self.optimizer.param_groups[0]['lr']:.3g} (x{self.lr_scale:g})")
 
     def checkpoint(self, step: int, sampler: TaskSampler, history: dict) -> None:
         save_checkpoint(self.run_dir, step, self.policy, self.tokenizer, self.optimizer,
                         self.scheduler, {"sampler_position": sampler.position,
-                                         "history": history}, keep=self.config.checkpoint.keep)
+                                         "history": history, "lr_scale": self.lr_scale,
+                                         "monitor": self.monitor.state_dict()},
+                        keep=self.config.checkpoint.keep)
 
     # -- the job ----------------------------------------------------------------------------
     def train(self) -> dict:
-        """SFT (unless disabled or resuming), GRPO, final validation; returns results.
+        """SFT (unless disabled or resuming), GRPO with health checks, final validation;
+        returns results (with ``stopped``: the alert, when a health check ended the run).
 
-        On resume the policy, optimizer, scheduler, RNG states, step and data position come
-        from the newest checkpoint, and the KL reference from ``sft_model/`` (the model that
-        entered GRPO), so the continued run matches an uninterrupted one."""
+        A checkpoint is written when GRPO starts (step 0: the rollback anchor and a resume
+        point), every ``checkpoint.every`` steps and at the end. On resume the policy,
+        optimizer, scheduler, RNG states, step, data position and health-monitor state come
+        from the newest checkpoint, the KL reference from ``sft_model/`` (the model that
+        entered GRPO), and the run's JSONL logs are cut back to that step, so the continued
+        run matches an uninterrupted one."""
         c, start = self.config, time.perf_counter()
         checkpoint = latest_checkpoint(self.run_dir) if self.resume else None
         if self.resume and checkpoint is None:
@@ -238,6 +296,7 @@ class Run:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if not self.resume:
             write_yaml_atomic(self.run_dir / "config.yaml", c.model_dump(mode="json"))
+        self._open_monitoring(checkpoint)
         history: dict = {"validation": []}
         start_step, position = 0, 0
         if checkpoint is not None:
@@ -246,8 +305,12 @@ class Run:
         self._optimizer_for_grpo()
         if checkpoint is not None:
             state = load_trainer_state(checkpoint, self.optimizer, self.scheduler)
-            start_step, position = state["step"], state["extra"]["sampler_position"]
-            history = state["extra"]["history"]
+            start_step, extra = state["step"], state["extra"]
+            position, history = extra["sampler_position"], extra["history"]
+            self.lr_scale = extra.get("lr_scale", 1.0)
+            if "monitor" in extra:
+                self.monitor.load_state_dict(extra["monitor"])
+            truncate_logs(self.run_dir, start_step)
             console.print(f"resumed from {checkpoint} at step {start_step}")
         else:
             if c.eval.base_model:
@@ -255,18 +318,40 @@ class Run:
             if c.sft.enabled:
                 history["sft"] = self.sft()
                 save_model(self.run_dir / SFT_MODEL_DIR, self._plain_policy(), self.tokenizer)
-            history["validation"].append(self.validate("before_grpo", 0))
+            row = self.validate("before_grpo", 0)
+            history["validation"].append(row)
+            self.monitor.observe_validation(row)
             history["pass_at_k"] = {"baseline": self.pass_at_k("baseline")}
         sampler = TaskSampler(len(self.train_tasks), c.seed, position)
-        self.grpo(start_step, sampler, history)
-        final = self.validate("trained", c.grpo.steps)
-        history["validation"].append(final)
-        history.setdefault("pass_at_k", {})["trained"] = self.pass_at_k("trained")
-        self.checkpoint(c.grpo.steps, sampler, history)
+        if checkpoint is None:
+            self.checkpoint(0, sampler, history)
+        stopped = self.grpo(start_step, sampler, history) if start_step < c.grpo.steps else None
+        if not any(v["label"] == "trained" for v in history["validation"]):
+            step = stopped.step if stopped else c.grpo.steps
+            history["validation"].append(self.validate("trained", step))
+            self.checkpoint(step, sampler, history)
+        if stopped:
+            console.print(f"[bold red]stopped[/] at step {stopped.step} by the "
+                          f"{stopped.check} check: {stopped.message}")
+        history.setdefault("pass_at_k", {})["trained"] = (
+            None if stopped else self.pass_at_k("trained"))
         results = self._results(history, time.perf_counter() - start)
         write_json_atomic(self.run_dir / "results.json", results)
+        self.sinks.close()
         self.rewards.close()
         return results
+
+    def _open_monitoring(self, checkpoint: Path | None) -> None:
+        from rlvr.monitor.health import HealthMonitor
+        from rlvr.monitor.sinks import SinkGroup, build_sinks
+
+        audit = self.eval_rewards if self.config.reward.verifiers else None
+        self.monitor = HealthMonitor(self.config.health, self.run_dir, audit, console.print)
+        resume_step = None
+        if checkpoint is not None:
+            resume_step = int(checkpoint.name.split("-")[1])
+        self.sinks = SinkGroup(build_sinks(self.config.logging, self.run_dir,
+                                           self.config.model_dump(mode="json"), resume_step))
 
     def sft_only(self) -> dict:
         """The cold-start stage alone (``rlvr sft``): validate, SFT, validate, save the model
@@ -336,7 +421,34 @@ class Run:
                 "sft": history.get("sft"),
                 "pass_at_k": {k: v for k, v in (history.get("pass_at_k") or {}).items() if v},
                 "gain_pass_at_1": trained["pass_at_1"] - (baseline or trained)["pass_at_1"],
+                "stopped": history.get("stopped"),
                 "wall_seconds": seconds, "run_dir": str(self.run_dir)}
+
+
+LOG_FILES = ("metrics.jsonl", "samples.jsonl", "alerts.jsonl", "validation.jsonl",
+             "validation_samples.jsonl")
+
+
+def truncate_logs(run_dir: Path, step: int) -> None:
+    """Drop the rows after ``step`` from the run's JSONL logs (atomically), so that a run
+    resumed from the checkpoint of ``step`` does not log the lost steps twice. A final line
+    cut short by a kill is dropped too."""
+    from rlvr.rewards.records_io import atomic_write
+
+    for name in LOG_FILES:
+        path = run_dir / name
+        if not path.is_file():
+            continue
+        kept = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if row.get("step", 0) <= step:
+                kept.append(line)
+        with atomic_write(path) as f:
+            f.write("".join(line + "\n" for line in kept))
 
 
 def results_table(results: dict) -> Table:

@@ -1,0 +1,175 @@
+"""Configuration of the training health checks (``health:`` in a run config). The field docs
+are the user documentation; every threshold has a documented default.
+
+Each check has an ``action``: ``warn`` (an alert in ``alerts.jsonl`` and on the console),
+``stop`` (the alert, then the run ends cleanly: final validation, checkpoint, results) or
+``rollback`` (the alert, then the policy and optimizer go back to the last good checkpoint, the
+learning rate is multiplied by ``health.rollback_lr_factor`` and training continues).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Action = Literal["warn", "stop", "rollback"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class CheckConfig(_Section):
+    enabled: bool = Field(True, description="Run this check.")
+    action: Action = Field("warn", description="warn, stop or rollback.")
+
+
+class NonFiniteCheck(CheckConfig):
+    """R38. A step with a non-finite log-prob, advantage, loss or gradient never updates the
+    policy (that is unconditional); this check reports it, and stops the run after
+    ``max_consecutive`` such steps in a row."""
+
+    max_consecutive: int = Field(3, ge=1, description="Skipped updates in a row that stop "
+                                 "the run (whatever `action` says).")
+
+
+class RewardCollapseCheck(CheckConfig):
+    """R21. The step's mean reward falls far below its recent average."""
+
+    action: Action = "rollback"
+    drop: float = Field(0.5, gt=0, le=1, description="Alert when reward_mean < (1 - drop) x "
+                        "the mean of the previous `health.window` steps ...")
+    min_drop: float = Field(0.15, ge=0, description="... and the fall is at least this much "
+                            "reward (absolute), so a noisy low-reward start does not alert.")
+
+
+class KLSpikeCheck(CheckConfig):
+    """R21, R37. KL to the reference jumps (only when the KL term is on)."""
+
+    action: Action = "rollback"
+    factor: float = Field(5.0, gt=1, description="Alert when kl > factor x the mean of the "
+                          "previous `health.window` steps ...")
+    min_kl: float = Field(0.05, ge=0, description="... and kl > min_kl (nats/token).")
+    max_kl: float = Field(1.0, gt=0, description="Alert whenever kl > max_kl (nats/token).")
+
+
+class LengthInflationCheck(CheckConfig):
+    """R36. Completions grow (a known failure: the policy pads or loops) or hit the cap."""
+
+    ratio: float = Field(1.5, gt=1, description="Alert when the mean completion length of the "
+                         "last `health.window` steps exceeds ratio x that of the first "
+                         "`health.window` GRPO steps and is still rising ...")
+    max_truncation: float = Field(0.25, ge=0, le=1, description="... or when the truncation "
+                                  "rate of the last 3 steps exceeds this and the first window's "
+                                  "by 0.1.")
+
+
+class ZeroVarianceCheck(CheckConfig):
+    """R35. Groups whose completions all got the same reward carry no gradient."""
+
+    max_fraction: float = Field(0.9, ge=0, le=1, description="Alert when the zero-variance "
+                                "group fraction, averaged over the last 3 steps, is at least "
+                                "this (tasks too easy or too hard for the policy).")
+    constant_steps: int = Field(2, ge=1, description="Alert when every completion of the batch "
+                                "got the same reward this many steps in a row (a reward "
+                                "function that returns a constant).")
+
+
+class FormatErrorCheck(CheckConfig):
+    """The share of completions without the required answer format jumps."""
+
+    rise: float = Field(0.25, gt=0, le=1, description="Alert when format_error_rate exceeds "
+                        "the mean of the previous window by this much ...")
+    min_rate: float = Field(0.3, ge=0, le=1, description="... and is at least this.")
+
+
+class CategoryBiasCheck(CheckConfig):
+    """R10. Per category (or source): a parse-failure or zero-reward rate that stands out
+    from the other categories over the last window, e.g. a verifier that cannot read one
+    category's answers and so punishes the whole category."""
+
+    parse_gap: float = Field(0.3, gt=0, le=1, description="Alert when a category's parse-"
+                             "failure rate exceeds the other categories' by this much ...")
+    zero_reward_gap: float = Field(0.6, gt=0, le=1, description="... or its zero-reward rate "
+                                   "exceeds theirs by this much ...")
+    min_samples: int = Field(32, ge=1, description="... with at least this many completions "
+                             "of the category in the window.")
+
+
+class DegenerationCheck(CheckConfig):
+    """R37. Repetition loops, garbled characters, language mixing."""
+
+    max_repetition: float = Field(0.35, ge=0, le=1, description="Mean share of repeated "
+                                  "4-grams per completion.")
+    max_garbled: float = Field(0.02, ge=0, le=1, description="Mean share of garbled "
+                               "characters (U+FFFD, control, unassigned code points).")
+    max_script_mix: float = Field(0.1, ge=0, le=1, description="Mean share of letters "
+                                  "outside the prompt's script.")
+
+
+class RewardHackingCheck(CheckConfig):
+    """R34. The training reward rises while validation accuracy (always scored by each task
+    type's own verifier) does not; or the reward credits what the reference verifier rejects;
+    or multiple-answer / format-only rewards grow. The top-reward completions of the window
+    are dumped to ``spot_check/`` for a human."""
+
+    reward_rise: float = Field(0.1, gt=0, description="Training reward_mean rise (mean of the "
+                               "last window minus mean of the window before) that counts as "
+                               "rising ...")
+    val_tolerance: float = Field(0.0, ge=0, description="... while validation pass@1 changed "
+                                 "by at most this much over the same steps.")
+    max_audit_rejected: float = Field(0.05, ge=0, le=1, description="Alert when more than "
+                                      "this share of the completions the training reward "
+                                      "credits are rejected by the task type's own verifier "
+                                      "over the window (audited only when `reward.verifiers` "
+                                      "overrides one) ...")
+    min_audited: int = Field(8, ge=1, description="... once at least this many credited "
+                             "completions were audited in the window.")
+    max_gaming_rise: float = Field(0.15, gt=0, le=1, description="Alert when the share of "
+                                   "multiple-answer plus format-only-rewarded completions "
+                                   "rose by this much since the first window.")
+
+
+class OverfittingCheck(CheckConfig):
+    """R32. Validation pass@1 rose and then fell."""
+
+    drop: float = Field(0.05, gt=0, le=1, description="Alert when validation pass@1 is this "
+                        "far below its best so far (the best being above the first).")
+
+
+class HealthConfig(_Section):
+    """All health checks of a GRPO run; see each check's fields."""
+
+    enabled: bool = Field(True, description="Run the checks (metrics are logged regardless).")
+    window: int = Field(10, ge=2, description="Steps in the rolling window that baselines and "
+                        "category statistics use.")
+    min_history: int = Field(5, ge=1, description="Steps of history a trend check needs "
+                             "before it can alert (since the start or the last rollback).")
+    cooldown: int = Field(10, ge=0, description="Steps after an alert during which the same "
+                          "check does not alert again.")
+    rollback_lr_factor: float = Field(0.5, gt=0, le=1, description="Learning-rate multiplier "
+                                      "applied at each rollback (cumulative).")
+    rollback_margin: int = Field(3, ge=0, description="A rollback restores the newest "
+                                 "checkpoint at least this many steps older than the alert "
+                                 "(an anomaly builds up for a few steps before a check fires); "
+                                 "with none, the model that entered GRPO.")
+    max_rollbacks: int = Field(2, ge=0, description="Rollbacks allowed; the next one stops "
+                               "the run.")
+    spot_check_top_k: int = Field(8, ge=0, description="Top-reward completions of the window "
+                                  "written to spot_check/step-N.jsonl at each validation and "
+                                  "with each reward_hacking alert (R34).")
+    nonfinite: NonFiniteCheck = Field(default_factory=NonFiniteCheck)
+    reward_collapse: RewardCollapseCheck = Field(default_factory=RewardCollapseCheck)
+    kl_spike: KLSpikeCheck = Field(default_factory=KLSpikeCheck)
+    length_inflation: LengthInflationCheck = Field(default_factory=LengthInflationCheck)
+    zero_variance: ZeroVarianceCheck = Field(default_factory=ZeroVarianceCheck)
+    format_errors: FormatErrorCheck = Field(default_factory=FormatErrorCheck)
+    category_bias: CategoryBiasCheck = Field(default_factory=CategoryBiasCheck)
+    degeneration: DegenerationCheck = Field(default_factory=DegenerationCheck)
+    reward_hacking: RewardHackingCheck = Field(default_factory=RewardHackingCheck)
+    overfitting: OverfittingCheck = Field(default_factory=OverfittingCheck)
+
+    def check_config(self, name: str) -> CheckConfig:
+        """The config of the check called ``name``."""
+        return getattr(self, name)

@@ -1,0 +1,216 @@
+"""The health monitor of a GRPO run: turns each step's completions into health metrics, keeps
+the rolling window the checks read, runs the checks and emits alerts (R10, R21, R32, R34-R38).
+
+Per step, :class:`rlvr.train.run.Run` calls::
+
+    metrics.update(monitor.observe(step, batch))     # degeneration, per-category, audit ...
+    alerts = monitor.check(step, metrics)            # after any validation of this step
+    # the run applies strongest(alerts).action: warn / rollback / stop
+
+The monitor's state (``state_dict``) is part of every checkpoint, so a resumed run raises the
+same alerts as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import asdict
+from pathlib import Path
+
+from rlvr.monitor.alerts import Alert, AlertLog
+from rlvr.monitor.checks import HEALTH_CHECKS, NO_COOLDOWN, CheckContext, CompletionRecord
+from rlvr.monitor.config import HealthConfig
+from rlvr.monitor.degeneration import degeneration_metrics
+from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else 0.0
+
+
+def _std(values) -> float:
+    values = list(values)
+    if len(values) < 2:
+        return 0.0
+    m = _mean(values)
+    return (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+
+
+class HealthMonitor:
+    """Runs the health checks of one run.
+
+    Args:
+        config: the ``health`` section.
+        run_dir: where ``alerts.jsonl`` and ``spot_check/`` go.
+        audit: the reward pipeline with each task type's own verifier, used to re-check the
+            completions the training reward credits; ``None`` when training uses those same
+            verifiers (nothing to audit).
+        print_fn: console printer.
+    """
+
+    def __init__(self, config: HealthConfig, run_dir: Path, audit: RewardPipeline | None = None,
+                 print_fn=print):
+        self.config, self.run_dir, self.audit = config, Path(run_dir), audit
+        self.log = AlertLog(self.run_dir / "alerts.jsonl", print_fn)
+        self.history: list[dict] = []
+        self.rows: list[CompletionRecord] = []
+        self.validation: list[dict] = []
+        self.last_alert: dict[str, int] = {}
+        self.rollbacks = 0
+
+    # -- per step -----------------------------------------------------------------------------
+    def observe(self, step: int, batch) -> dict[str, float]:
+        """Health metrics of a step's completions (added to its metrics row) and the window.
+
+        Args:
+            batch: a :class:`rlvr.train.grpo.RolloutBatch` (tasks, rollout.prompt_index,
+                texts, results, rewards).
+
+        Returns: ``repetition_rate``, ``garbled_rate``, ``script_mix_rate``,
+            ``repetitive_fraction``, ``gaming_rate`` (share of multiple-answer or format-only
+            rewarded completions); per category (R10, when there are several):
+            ``reward_mean/<c>``, ``reward_std/<c>``, ``parse_failure_rate/<c>``; per difficulty
+            tier (R35, when there are several) ``zero_variance_fraction/<tier>``; with an audit,
+            ``audit_credited`` (count) and ``audit_rejected_rate``.
+        """
+        index = batch.rollout.prompt_index.tolist()
+        tasks = [batch.tasks[i] for i in index]
+        audit = self._audit(tasks, batch.texts, batch.results)
+        records = [CompletionRecord(step, t.category or t.source, t.difficulty, r.status.value,
+                                    float(r.reward), float(r.components.get("outcome", 0.0)),
+                                    text, t.prompt, a)
+                   for t, text, r, a in zip(tasks, batch.texts, batch.results, audit)]
+        self.rows = [r for r in self.rows if r.step > step - self.config.window] + records
+        metrics = degeneration_metrics(batch.texts, [t.prompt for t in tasks])
+        metrics["gaming_rate"] = _mean(r.status == "multiple_answers" or
+                                       (r.reward > 0 and r.outcome <= 0) for r in records)
+        metrics.update(_by_category(records))
+        metrics.update(_zero_variance_by_tier(records, index))
+        credited = [a for a in audit if a is not None]
+        if credited:
+            metrics["audit_credited"] = float(len(credited))
+            metrics["audit_rejected_rate"] = _mean(a != "correct" for a in credited)
+        return metrics
+
+    def observe_validation(self, row: dict) -> None:
+        """Record a validation row (``step``, ``pass_at_1`` ...) for the validation checks and
+        write the spot-check dump of the window's top-reward completions (R34)."""
+        self.validation.append({"step": row["step"], "pass_at_1": row["pass_at_1"],
+                                "label": row.get("label")})
+        if row["step"] > 0:
+            self.spot_check(row["step"])
+
+    def check(self, step: int, metrics: dict) -> list[Alert]:
+        """Append the step's metrics to the history, run every enabled check, emit alerts.
+
+        Returns the alerts of this step (their ``action`` already resolved: the configured one,
+        or a check's forced one; a rollback beyond ``max_rollbacks`` becomes ``stop``)."""
+        self.history.append(dict(metrics, step=step))
+        if not self.config.enabled:
+            return []
+        ctx = CheckContext(step, self.history, self.rows, self.validation,
+                           self.config.window, self.config.min_history)
+        alerts = []
+        for name, check in HEALTH_CHECKS.items():
+            cfg = self.config.check_config(name)
+            if not cfg.enabled or self._cooling(name, step):
+                continue
+            finding = check(ctx, cfg)
+            if finding is None:
+                continue
+            action = finding.force_action or cfg.action
+            if action == "rollback" and self.rollbacks >= self.config.max_rollbacks:
+                action = "stop"
+                finding = type(finding)(finding.message + f" (rollback limit "
+                                        f"{self.config.max_rollbacks} reached: stopping)",
+                                        finding.value, finding.threshold, finding.examples)
+            alert = Alert(step, name, action, finding.message, finding.value,
+                          finding.threshold, finding.examples)
+            self.last_alert[name] = step
+            self.log.emit(alert)
+            alerts.append(alert)
+            if name == "reward_hacking":
+                self.spot_check(step)
+        return alerts
+
+    def _cooling(self, name: str, step: int) -> bool:
+        last = self.last_alert.get(name)
+        return (name not in NO_COOLDOWN and last is not None
+                and step - last <= self.config.cooldown)
+
+    # -- actions and dumps ----------------------------------------------------------------------
+    def after_rollback(self, step: int) -> None:
+        """Forget the baselines: the restored policy starts a new history."""
+        self.rollbacks += 1
+        self.history, self.rows = [], []
+
+    def spot_check(self, step: int) -> Path | None:
+        """Write the ``spot_check_top_k`` highest-reward completions of the window to
+        ``spot_check/step-NNNNNN.jsonl`` (atomically) for a human to read (R34)."""
+        from rlvr.rewards.records_io import atomic_write
+
+        k = self.config.spot_check_top_k
+        if not k or not self.rows:
+            return None
+        top = sorted(self.rows, key=lambda r: (-r.reward, r.step))[:k]
+        path = self.run_dir / "spot_check" / f"step-{step:06d}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_write(path) as f:
+            for r in top:
+                f.write(json.dumps(asdict(r), ensure_ascii=False) + "\n")
+        return path
+
+    # -- checkpointing --------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """JSON-serialisable state for a checkpoint."""
+        return {"history": self.history, "rows": [asdict(r) for r in self.rows],
+                "validation": self.validation, "last_alert": self.last_alert,
+                "rollbacks": self.rollbacks}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.history = state["history"]
+        self.rows = [CompletionRecord(**r) for r in state["rows"]]
+        self.validation = state["validation"]
+        self.last_alert = state["last_alert"]
+        self.rollbacks = state["rollbacks"]
+
+    # -- internals ------------------------------------------------------------------------------
+    def _audit(self, tasks, texts, results) -> list[str | None]:
+        """The own verifier's status for each credited completion (outcome > 0), else None."""
+        if self.audit is None:
+            return [None] * len(texts)
+        credited = [i for i, r in enumerate(results) if r.components.get("outcome", 0) > 0]
+        verdicts = self.audit.score_batch([ScoreRequest(texts[i], tasks[i].reference,
+                                                        tasks[i].task_type) for i in credited])
+        out: list[str | None] = [None] * len(texts)
+        for i, v in zip(credited, verdicts):
+            out[i] = v.status.value
+        return out
+
+
+def _by_category(records: list[CompletionRecord]) -> dict[str, float]:
+    groups: dict[str, list[CompletionRecord]] = defaultdict(list)
+    for r in records:
+        groups[r.category].append(r)
+    if len(groups) < 2:
+        return {}
+    out = {}
+    for cat, rows in sorted(groups.items()):
+        out[f"reward_mean/{cat}"] = _mean(r.reward for r in rows)
+        out[f"reward_std/{cat}"] = _std([r.reward for r in rows])
+        out[f"parse_failure_rate/{cat}"] = _mean(r.status == "unparsed" for r in rows)
+    return out
+
+
+def _zero_variance_by_tier(records: list[CompletionRecord], index: list[int]) -> dict[str, float]:
+    groups: dict[int, list[CompletionRecord]] = defaultdict(list)
+    for i, r in zip(index, records):
+        groups[i].append(r)
+    tiers: dict[str, list[bool]] = defaultdict(list)
+    for rows in groups.values():
+        tiers[rows[0].difficulty or "-"].append(len({r.reward for r in rows}) == 1)
+    if len(tiers) < 2:
+        return {}
+    return {f"zero_variance_fraction/{t}": _mean(v) for t, v in sorted(tiers.items())}
