@@ -48,3 +48,14 @@ def test_unreadable_and_invalid_files(tmp_path):
     bad.write_text("a: [1,\n")
     with pytest.raises(ConfigError, match="invalid YAML"):
         load_config(RewardConfig, bad)
+
+
+def test_overrides_index_lists_and_name_a_bad_index():
+    from rlvr.configio import ConfigError, apply_overrides
+
+    data = {"data": {"sources": [{"source": "gsm8k", "weight": 0.7}, {"source": "mbpp"}]}}
+    apply_overrides(data, ["data.sources.1.weight=0.3", "data.sources.0.path=/x"])
+    assert data["data"]["sources"] == [{"source": "gsm8k", "weight": 0.7, "path": "/x"},
+                                       {"source": "mbpp", "weight": 0.3}]
+    with pytest.raises(ConfigError, match="data.sources is a list of 2; '2' is not an index"):
+        apply_overrides(data, ["data.sources.2.weight=1"])

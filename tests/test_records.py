@@ -17,6 +17,7 @@ FULL = {
     "category": "2d+-2d",
     "solution": "37 + 58 = 95\n#### 95",
     "metadata": {"seed": 0, "expression": "37 + 58"},
+    "pass_rate": 0.625,
 }
 
 
@@ -33,6 +34,12 @@ def test_optional_fields_default():
     assert task.difficulty is None and task.solution is None and task.metadata == {}
     assert task.to_dict()["category"] is None
     assert Task.from_dict({**minimal, "metadata": None}).metadata == {}
+
+
+@pytest.mark.parametrize("rate", [-0.1, 1.5, "high", True])
+def test_pass_rate_must_be_a_share(rate):
+    with pytest.raises(RecordError, match="pass_rate"):
+        Task.from_dict({**FULL, "pass_rate": rate})
 
 
 def test_structured_references():

@@ -22,6 +22,15 @@ err = Console(stderr=True)
 EXIT_BAD_INPUT = 2
 
 
+def _mount_data_commands() -> None:
+    from rlvr.data.commands import data_app
+
+    app.add_typer(data_app, name="data")
+
+
+_mount_data_commands()
+
+
 def _print_version(value: bool) -> None:
     if value:
         from rlvr import __version__

@@ -36,16 +36,32 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
-    """Apply ``--set`` overrides in order onto a nested dict (in place; returned)."""
+    """Apply ``KEY=VALUE`` overrides to ``data`` in place (creating missing sections); a
+    numeric part indexes a list, e.g. ``data.sources.1.weight=0.3``.
+
+    Raises:
+        ConfigError: a malformed override, or a list index out of range.
+    """
     for text in overrides:
         path, value = parse_override(text)
         node = data
-        for part in path[:-1]:
-            child = node.get(part)
-            if not isinstance(child, dict):
-                child = node[part] = {}
-            node = child
-        node[path[-1]] = value
+        for i, part in enumerate(path):
+            last = i == len(path) - 1
+            if isinstance(node, list):
+                if not part.isdigit() or int(part) >= len(node):
+                    raise ConfigError(f"--set {text!r}: {'.'.join(path[:i])} is a list of "
+                                      f"{len(node)}; {part!r} is not an index of it")
+                if last:
+                    node[int(part)] = value
+                else:
+                    node = node[int(part)]
+                continue
+            if last:
+                node[part] = value
+            else:
+                if not isinstance(node.get(part), (dict, list)):
+                    node[part] = {}
+                node = node[part]
     return data
 
 

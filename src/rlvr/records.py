@@ -43,6 +43,8 @@ class Task:
         category: optional category for per-category reward monitoring (R10).
         solution: optional worked solution in the target output format, for SFT (R17).
         metadata: free-form JSON-serialisable extras (the generator's seed, the expression ...).
+        pass_rate: optional measured share of a model's samples that solved it, in [0, 1]
+            (``rlvr data stratify``, R24).
 
     Raises:
         RecordError: at construction, if a field is missing, empty or of the wrong type.
@@ -57,6 +59,7 @@ class Task:
     category: str | None = None
     solution: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    pass_rate: float | None = None
 
     _REQUIRED_STR: ClassVar[tuple[str, ...]] = ("id", "prompt", "task_type", "source")
     _OPTIONAL_STR: ClassVar[tuple[str, ...]] = ("difficulty", "category", "solution")
@@ -86,6 +89,10 @@ class Task:
             raise RecordError("Task.reference must not be empty")
         if not isinstance(self.metadata, dict):
             raise RecordError(f"Task.metadata must be a dict, got {_type_name(self.metadata)}")
+        rate = self.pass_rate
+        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))
+                                 or not 0 <= rate <= 1):
+            raise RecordError(f"Task.pass_rate must be a number in [0, 1] or null, got {rate!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready dict of all fields (optional fields included, as null when unset)."""

@@ -146,7 +146,9 @@ def reward_collapse(ctx: CheckContext, cfg) -> Finding | None:
     prev = ctx.previous("reward_mean")
     if len(prev) < ctx.min_history:
         return None
-    base, cur = _mean(prev), ctx.current["reward_mean"]
+    base, cur = _mean(prev), ctx.current.get("reward_mean")
+    if cur is None:
+        return None
     if cur < (1 - cfg.drop) * base and base - cur >= cfg.min_drop:
         return Finding(f"mean reward fell to {cur:.3f} from {base:.3f} (mean of the previous "
                        f"{len(prev)} steps)", value=cur, threshold=(1 - cfg.drop) * base)
@@ -184,7 +186,8 @@ def _slope(values: list[float]) -> float:
 def length_inflation(ctx: CheckContext, cfg) -> Finding | None:
     """R36: mean length of the last window > ratio x the first window's and rising; or the
     truncation rate of the last 3 steps > max_truncation and 0.1 above the first window's."""
-    w, hist = ctx.window, ctx.history
+    w = ctx.window
+    hist = [r for r in ctx.history if r.get("length_mean") is not None]
     if len(hist) < w + ctx.min_history:
         return None
     first, recent = hist[:w], hist[max(w, len(hist) - w):]
@@ -195,8 +198,8 @@ def length_inflation(ctx: CheckContext, cfg) -> Finding | None:
                        f"the last {len(recent)} steps vs {base:.1f} in the first {w} (still "
                        f"rising {_slope(lengths):+.1f} tokens/step)", value=_mean(lengths),
                        threshold=cfg.ratio * base, examples=_longest(ctx))
-    trunc = _mean([r["truncation_rate"] for r in hist[-3:]])
-    trunc_base = _mean([r["truncation_rate"] for r in first])
+    trunc = _mean([r.get("truncation_rate", 0.0) for r in hist[-3:]])
+    trunc_base = _mean([r.get("truncation_rate", 0.0) for r in first])
     if trunc > cfg.max_truncation and trunc > trunc_base + 0.1:
         return Finding(f"{trunc:.0%} of completions hit the length cap (first {w} steps: "
                        f"{trunc_base:.0%})", value=trunc, threshold=cfg.max_truncation,
@@ -215,11 +218,12 @@ def zero_variance(ctx: CheckContext, cfg) -> Finding | None:
     one reward for every completion of the batch for constant_steps steps."""
     last = ctx.history[-cfg.constant_steps:]
     if len(last) == cfg.constant_steps and all(r.get("reward_std", 1) == 0 for r in last):
-        value = ctx.current["reward_mean"]
+        value = ctx.current.get("reward_mean", 0.0)
         return Finding(f"every completion got reward {value:g} for {len(last)} steps in a row: "
                        "the reward function looks constant, no gradient signal",
                        value=0.0, threshold=0.0)
-    recent = [r["zero_variance_fraction"] for r in ctx.history[-3:]]
+    recent = [r["zero_variance_fraction"] for r in ctx.history[-3:]
+              if r.get("zero_variance_fraction") is not None]
     if len(recent) == 3 and _mean(recent) >= cfg.max_fraction:
         tiers = {k.split("/", 1)[1]: v for k, v in ctx.current.items()
                  if k.startswith("zero_variance_fraction/")}
@@ -237,7 +241,9 @@ def format_errors(ctx: CheckContext, cfg) -> Finding | None:
     prev = ctx.previous("format_error_rate")
     if len(prev) < ctx.min_history:
         return None
-    cur, base = ctx.current["format_error_rate"], _mean(prev)
+    cur, base = ctx.current.get("format_error_rate"), _mean(prev)
+    if cur is None:
+        return None
     if cur > base + cfg.rise and cur >= cfg.min_rate:
         bad = [_clip(r.text) for r in ctx.rows if r.step == ctx.step and r.status == "unparsed"]
         return Finding(f"{cur:.0%} of completions miss the answer format (recent mean "
@@ -331,7 +337,7 @@ def _reward_vs_validation(ctx: CheckContext, cfg) -> Finding | None:
     if len(vals) < 2 or vals[-1]["step"] != ctx.step:
         return None  # only judged when a new validation point arrives
     v0, v1 = vals[-2], vals[-1]
-    steps = {r["step"]: r["reward_mean"] for r in ctx.history}
+    steps = {r["step"]: r["reward_mean"] for r in ctx.history if "reward_mean" in r}
 
     def window_mean(end: int) -> float | None:
         got = [steps[s] for s in range(end - ctx.window + 1, end + 1) if s in steps]

@@ -118,8 +118,11 @@ def load_tasks(data, seed: int) -> tuple[list[Task], list[Task]]:
     Raises:
         DataError: missing file, malformed record, or too few tasks.
     """
-    if data.source == "arithmetic":
-        from rlvr.tasks.arithmetic import generate
+    if data.source in ("arithmetic", "logic"):
+        if data.source == "arithmetic":
+            from rlvr.tasks.arithmetic import generate
+        else:
+            from rlvr.tasks.logic import generate_logic as generate
 
         return (generate(data.mixture, data.train_size, seed=seed, split="train"),
                 generate(data.mixture, data.val_size, seed=seed + 1, split="validation"))

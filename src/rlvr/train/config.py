@@ -24,6 +24,9 @@ DEFAULT_INSTRUCTION = (
 )
 
 
+GENERATED = ("arithmetic", "logic")  # sources made by a generator, not read from `path`
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -37,13 +40,49 @@ class ModelConfig(_Section):
     lora_alpha: float = Field(32.0, gt=0, description="LoRA alpha (scaling = alpha / rank).")
 
 
+SourceName = Literal["arithmetic", "logic", "gsm8k", "math500", "jsonl", "humaneval", "mbpp"]
+
+
+class DataSource(_Section):
+    """One source of a training mixture (R26), e.g. ``{source: gsm8k, path: data/gsm8k,
+    weight: 0.7}``. Unset sizes / mixture come from the ``data`` section."""
+
+    source: SourceName
+    path: str | None = None
+    weight: float = Field(1.0, gt=0, description="Share of prompts drawn from this source "
+                          "(normalised over the sources).")
+    name: str | None = Field(None, description="Label in metrics (default: `source`).")
+    mixture: str | None = None
+    instruction: str | None = Field(None, description="This source's instruction (e.g. code "
+                                    "vs math answer format); default `data.instruction`.")
+    train_size: int | None = Field(None, ge=1)
+    val_size: int | None = Field(None, ge=1)
+
+
 class DataConfig(_Section):
-    source: Literal["arithmetic", "gsm8k", "math500", "jsonl", "humaneval", "mbpp"] = Field(
-        "arithmetic", description="Task source. `arithmetic` is generated; the others read "
-        "`path` (GSM8K: a directory with train.jsonl / test.jsonl, or one file).")
+    source: SourceName = Field(
+        "arithmetic", description="Task source. `arithmetic` and `logic` (countdown, knights "
+        "and knaves) are generated from `mixture`; the others read `path` (GSM8K: a directory "
+        "with train.jsonl / test.jsonl, or one file; `jsonl`: the task record format).")
+    sources: list[DataSource] = Field(default_factory=list, description="A mixture of sources "
+                                      "with weights (R26; the seeds' default math:code is 7:3), "
+                                      "replacing `source` / `path`. Prompts are drawn per slot by "
+                                      "weight, deterministically from the seed; the realised "
+                                      "shares are logged (`data/pool/...`) and in results.json.")
+    tier_weights: dict[str, float] = Field(
+        default_factory=lambda: {"easy": 0.1, "medium": 0.8, "hard": 0.1},
+        description="When training tasks carry measured tiers (`difficulty` easy / medium / "
+        "hard from `rlvr data stratify`, R24), draw from the tiers by these weights (mostly "
+        "medium: the problems whose groups have reward variance). Tasks without a tier count "
+        "as medium; tiers absent from the data are left out and the rest renormalised.")
+    check_references: bool = Field(True, description="Drop file-source tasks whose reference "
+                                   "does not verify against itself (R27), printing their ids; "
+                                   "training never trains on a reference its verifier "
+                                   "cannot read.")
     path: str | None = Field(None, description="Data file or directory for file sources.")
-    mixture: str = Field("2d+-2d", description="Arithmetic difficulty mixture, e.g. "
-                         "`2d+-2d:0.6,2dx1d:0.4` (see rlvr.tasks.arithmetic.PRESETS).")
+    mixture: str = Field("2d+-2d", description="Generator levels and weights: arithmetic, "
+                         "e.g. `2d+-2d:0.6,2dx1d:0.4` (rlvr.tasks.arithmetic.PRESETS); logic, "
+                         "e.g. `countdown-3:0.5,kk-2:0.5` (rlvr.tasks.logic).")
     train_size: int = Field(2000, ge=1, description="Training problems.")
     val_size: int = Field(200, ge=1, description="Held-out validation problems (R28).")
     instruction: str = Field(DEFAULT_INSTRUCTION, description="Text appended to every "
@@ -89,6 +128,11 @@ class GRPOConfig(_Section):
     top_p: float = Field(1.0, gt=0, le=1)
     max_new_tokens: int = Field(96, ge=1, description="Completion length cap in tokens; a "
                                 "completion that hits it is 'truncated' (R19).")
+    filter_groups_after: int = Field(0, ge=0, description="Dynamic sampling (DAPO sec. 3.2, "
+                                     "verl's filter_groups): a prompt whose group was all-correct "
+                                     "or all-wrong on each of its last m visits is skipped when "
+                                     "drawn and replaced by the next prompt (counted as "
+                                     "`data/skipped`). 0 = off.")
 
 
 class AlgoConfig(_Section):
@@ -164,6 +208,9 @@ class RunConfig(_Section):
             if value not in registry:
                 raise ValueError(f"{section}.{field}: {value!r} is unknown; choose from "
                                  f"{sorted(registry)}")
-        if self.data.source != "arithmetic" and not self.data.path:
+        if self.data.source not in GENERATED and not self.data.path and not self.data.sources:
             raise ValueError(f"data.path: required for data.source={self.data.source!r}")
+        for i, spec in enumerate(self.data.sources):
+            if spec.source not in GENERATED and not spec.path:
+                raise ValueError(f"data.sources.{i}.path: required for source {spec.source!r}")
         return self

@@ -21,6 +21,7 @@ from rlvr.train.checkpoint import (latest_checkpoint, load_trainer_state, save_c
                                    save_model, write_json_atomic)
 from rlvr.train.config import RunConfig
 from rlvr.train.policy import sync_engine
+from rlvr.train.sampler import TaskSampler
 
 console = Console(stderr=True)
 SFT_MODEL_DIR = "sft_model"  # the model that entered GRPO: KL reference on resume, `rlvr sft` output
@@ -28,27 +29,6 @@ SFT_MODEL_DIR = "sft_model"  # the model that entered GRPO: KL reference on resu
 
 class RunInputError(ValueError):
     """The run cannot start: bad data or a model that does not load (the CLI exits 2)."""
-
-
-class TaskSampler:
-    """Deterministic epoch-wise shuffled stream of training tasks; its position is part of a
-    checkpoint (``state``) so a resumed run sees the same prompts."""
-
-    def __init__(self, n: int, seed: int, position: int = 0):
-        self.n, self.seed, self.position = n, seed, position
-
-    def _order(self, epoch: int) -> list[int]:
-        order = list(range(self.n))
-        random.Random(self.seed * 7919 + epoch).shuffle(order)
-        return order
-
-    def next(self, k: int) -> list[int]:
-        out = []
-        for _ in range(k):
-            epoch, i = divmod(self.position, self.n)
-            out.append(self._order(epoch)[i])
-            self.position += 1
-        return out
 
 
 def write_yaml_atomic(path: Path, data: dict) -> None:
@@ -97,7 +77,7 @@ class Run:
 
         c = self.config
         try:  # data first: it is cheap and the likelier mistake
-            self.train_tasks, self.val_tasks = load_tasks(c.data, c.seed)
+            self.train_tasks, self.val_tasks = self._load_data(load_tasks)
         except ValueError as exc:
             raise RunInputError(f"data: {exc}") from exc
         t0 = time.perf_counter()
@@ -113,12 +93,77 @@ class Run:
             self.policy = apply_lora(self.policy, c.model.lora_rank, c.model.lora_alpha)
             trainable = sum(p.numel() for p in self.policy.parameters() if p.requires_grad)
             console.print(f"LoRA rank {c.model.lora_rank}: {trainable:,} trainable parameters")
-        encode = lambda t: prompt_ids(self.tokenizer, t, c.data.instruction, c.data.one_shot)  # noqa: E731
+        encode = lambda t: prompt_ids(self.tokenizer, t, self.instruction(t), c.data.one_shot)  # noqa: E731
         self.train_prompts = [encode(t) for t in self.train_tasks]
         self.val_prompts = [encode(t) for t in self.val_tasks]
         self.stop_ids = stop_token_ids(self.tokenizer)
         console.print(f"data {c.data.source}: {len(self.train_tasks)} train, "
                       f"{len(self.val_tasks)} validation tasks")
+
+    def _load_data(self, load_tasks) -> tuple[list, list]:
+        """Train and validation tasks of ``data`` (one source, or the weighted ``sources``),
+        minus file-source tasks whose reference does not verify (``data.check_references``)."""
+        c = self.config
+        specs = c.data.sources or [None]
+        train, val = [], []
+        self._instructions: dict[str, str] = {}
+        for i, spec in enumerate(specs):
+            data = c.data if spec is None else c.data.model_copy(update={
+                k: v for k, v in spec.model_dump().items()
+                if v is not None and k in ("source", "path", "mixture", "train_size", "val_size")})
+            part_train, part_val = load_tasks(data, c.seed + 101 * i)
+            if c.data.check_references and data.source not in ("arithmetic", "logic"):
+                part_train, part_val = self._verified(part_train), self._verified(part_val)
+            label = (spec.name or spec.source) if spec is not None else None
+            if spec is not None and spec.instruction:
+                self._instructions.update((t.id, spec.instruction)
+                                          for t in part_train + part_val)
+            train += [(label, t) for t in part_train]
+            val += part_val
+        if len(specs) > 1:  # interleave, so SFT's first examples come from every source
+            random.Random(c.seed).shuffle(train)
+        self.train_pool_of = [label for label, _ in train]
+        if not train or not val:
+            raise ValueError("no training or validation tasks left")
+        return [t for _, t in train], val
+
+    def instruction(self, task) -> str:
+        """The instruction appended to ``task``'s question: its mixture source's, else
+        ``data.instruction``."""
+        return self._instructions.get(task.id, self.config.data.instruction)
+
+    def _verified(self, tasks: list) -> list:
+        from rlvr.data.check import drop_unverifiable
+
+        kept, dropped = drop_unverifiable(tasks, self.eval_rewards)
+        if dropped:
+            console.print(f"[yellow]data.check_references[/]: dropped {len(dropped)} of "
+                          f"{len(tasks)} tasks whose reference does not verify: "
+                          + ", ".join(d.id for d in dropped[:10])
+                          + (" ..." if len(dropped) > 10 else ""))
+        return kept
+
+    def sampler(self) -> TaskSampler:
+        """Pools by mixture source and measured tier (R24, R26), weighted as configured."""
+        from rlvr.data.stratify import TIERS
+
+        c, pools = self.config, {}
+        weights = {(s.name or s.source): s.weight for s in c.data.sources}
+        tiered = any(t.difficulty in TIERS for t in self.train_tasks)
+        for i, (task, label) in enumerate(zip(self.train_tasks, self.train_pool_of)):
+            tier = (task.difficulty if task.difficulty in TIERS else "medium") if tiered else None
+            pools.setdefault((label, tier), []).append(i)
+        if len(pools) == 1:
+            return TaskSampler.single(len(self.train_tasks), c.seed, c.grpo.filter_groups_after)
+        named, w = {}, {}
+        for (label, tier), idx in pools.items():
+            name = "/".join(x for x in (label, tier) if x)
+            present = [t for (lb, t) in pools if lb == label]
+            tier_w = (c.data.tier_weights.get(tier, 0.0) / sum(c.data.tier_weights.get(t, 0.0)
+                                                               for t in present)) if tier else 1.0
+            if tier_w > 0:
+                named[name], w[name] = idx, weights.get(label, 1.0) * tier_w
+        return TaskSampler(named, w, c.seed, c.grpo.filter_groups_after)
 
     def engine(self):
         from rlvr.rollout import create_engine
@@ -181,13 +226,13 @@ class Run:
 
         c = self.config
         pool = self.train_tasks[: c.sft.examples]
-        if c.sft.mixture and c.data.source == "arithmetic":
+        if c.sft.mixture and c.data.source == "arithmetic" and not c.data.sources:
             from rlvr.tasks.arithmetic import generate
 
             pool = generate(c.sft.mixture, c.sft.examples, seed=c.seed + 2, split="train",
                             unique=False)
         examples, rejected = verified_examples(pool, self.eval_rewards)
-        prompts = [prompt_ids(self.tokenizer, t, c.data.instruction, c.data.one_shot)
+        prompts = [prompt_ids(self.tokenizer, t, self.instruction(t), c.data.one_shot)
                    for t in examples]
         console.print(f"sft: {len(examples)} verified examples, {rejected} rejected")
         report = run_sft(self.policy, self.tokenizer, examples, prompts, c.sft, c.seed,
@@ -206,10 +251,13 @@ class Run:
         step_fn = GRPOStep(c, self.policy, reference, self._engine, self.tokenizer,
                            self.rewards, self.optimizer, self.scheduler, self.stop_ids)
         for step in range(start_step + 1, c.grpo.steps + 1):
+            skipped, counts = sampler.skipped, dict(sampler.counts)
             idx = sampler.next(c.grpo.prompts_per_step)
             batch = step_fn.run([self.train_tasks[i] for i in idx],
                                 [self.train_prompts[i] for i in idx], step)
-            m = {"step": step, **batch.metrics, **self.monitor.observe(step, batch)}
+            sampler.record(idx, _zero_variance_per_prompt(batch, len(idx)))
+            m = {"step": step, **batch.metrics, **self.monitor.observe(step, batch),
+                 **_sampling_metrics(sampler, skipped, counts)}
             self._log_step(step, m, batch)
             if step == c.grpo.steps or (c.eval.every and step % c.eval.every == 0):
                 row = self.validate("trained" if step == c.grpo.steps else "grpo", step)
@@ -272,7 +320,7 @@ class Run:
 
     def checkpoint(self, step: int, sampler: TaskSampler, history: dict) -> None:
         save_checkpoint(self.run_dir, step, self.policy, self.tokenizer, self.optimizer,
-                        self.scheduler, {"sampler_position": sampler.position,
+                        self.scheduler, {"sampler": sampler.state_dict(),
                                          "history": history, "lr_scale": self.lr_scale,
                                          "monitor": self.monitor.state_dict()},
                         keep=self.config.checkpoint.keep)
@@ -298,7 +346,7 @@ class Run:
             write_yaml_atomic(self.run_dir / "config.yaml", c.model_dump(mode="json"))
         self._open_monitoring(checkpoint)
         history: dict = {"validation": []}
-        start_step, position = 0, 0
+        start_step, sampler_state = 0, None
         if checkpoint is not None:
             self.policy = self._load_policy(checkpoint)
         self._engine = self.engine()
@@ -306,7 +354,7 @@ class Run:
         if checkpoint is not None:
             state = load_trainer_state(checkpoint, self.optimizer, self.scheduler)
             start_step, extra = state["step"], state["extra"]
-            position, history = extra["sampler_position"], extra["history"]
+            sampler_state, history = extra["sampler"], extra["history"]
             self.lr_scale = extra.get("lr_scale", 1.0)
             if "monitor" in extra:
                 self.monitor.load_state_dict(extra["monitor"])
@@ -322,7 +370,9 @@ class Run:
             history["validation"].append(row)
             self.monitor.observe_validation(row)
             history["pass_at_k"] = {"baseline": self.pass_at_k("baseline")}
-        sampler = TaskSampler(len(self.train_tasks), c.seed, position)
+        sampler = self.sampler()
+        if sampler_state is not None:
+            sampler.load_state_dict(sampler_state)
         if checkpoint is None:
             self.checkpoint(0, sampler, history)
         stopped = self.grpo(start_step, sampler, history) if start_step < c.grpo.steps else None
@@ -336,6 +386,12 @@ class Run:
         history.setdefault("pass_at_k", {})["trained"] = (
             None if stopped else self.pass_at_k("trained"))
         results = self._results(history, time.perf_counter() - start)
+        results["data_mixture"] = sampler.realised()
+        results["dynamic_sampling_skipped"] = sampler.skipped
+        if len(sampler.names) > 1:
+            console.print("data pools (target -> realised share): " + ", ".join(
+                f"{k} {v['target']:.0%} -> {v['realised']:.0%}"
+                for k, v in results["data_mixture"].items()))
         write_json_atomic(self.run_dir / "results.json", results)
         self.sinks.close()
         self.rewards.close()
@@ -423,6 +479,22 @@ class Run:
                 "gain_pass_at_1": trained["pass_at_1"] - (baseline or trained)["pass_at_1"],
                 "stopped": history.get("stopped"),
                 "wall_seconds": seconds, "run_dir": str(self.run_dir)}
+
+
+def _zero_variance_per_prompt(batch, n_prompts: int) -> list[bool]:
+    rewards: list[set] = [set() for _ in range(n_prompts)]
+    for i, r in zip(batch.rollout.prompt_index.tolist(), batch.rewards.tolist()):
+        rewards[i].add(r)
+    return [len(r) <= 1 for r in rewards]
+
+
+def _sampling_metrics(sampler: TaskSampler, skipped_before: int, counts_before: dict) -> dict:
+    """This step's dynamic-sampling skips and, with several pools, prompts drawn per pool."""
+    out = {"data/skipped": float(sampler.skipped - skipped_before)}
+    if len(sampler.names) > 1:
+        for name in sampler.names:
+            out[f"data/pool/{name}"] = float(sampler.counts[name] - counts_before.get(name, 0))
+    return out
 
 
 LOG_FILES = ("metrics.jsonl", "samples.jsonl", "alerts.jsonl", "validation.jsonl",

@@ -1,0 +1,2 @@
+"""Data curation: contamination checks, variants, difficulty stratification, reference
+checks, mixtures."""

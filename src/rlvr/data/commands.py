@@ -1,0 +1,246 @@
+"""``rlvr data ...``: the data curation commands (R24-R27, R32). Every command reads and writes
+the project's task record format (JSONL, one :class:`rlvr.records.Task` per line; written
+atomically). Bad input exits 2 with a message naming the file, line or option."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+data_app = typer.Typer(help="Data curation: convert, generate, check, stratify, dedup, variants.",
+                       no_args_is_help=True)
+err = Console(stderr=True)
+CONVERTIBLE = ("gsm8k", "math500", "humaneval", "mbpp")
+
+
+def _fail(message: str) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(2)
+
+
+def _read(path: Path):
+    from rlvr.tasks.sources import DataError, load_task_file
+
+    try:
+        return load_task_file(Path(path))
+    except DataError as exc:
+        raise _fail(str(exc))
+
+
+def write_tasks(path: Path, tasks) -> None:
+    """Tasks as JSONL, atomically (temp file, then rename)."""
+    from rlvr.rewards.records_io import atomic_write
+
+    with atomic_write(path) as f:
+        for task in tasks:
+            f.write(task.to_json() + "\n")
+
+
+def _pipeline(workers: int):
+    from rlvr.rewards.config import RewardConfig
+    from rlvr.rewards.pipeline import RewardPipeline
+
+    return RewardPipeline(RewardConfig(workers=workers))
+
+
+@data_app.command()
+def convert(
+    source: str = typer.Argument(..., help=f"One of {', '.join(CONVERTIBLE)}."),
+    path: Path = typer.Argument(..., help="The source file or its directory."),
+    output: Path = typer.Option(..., "--output", "-o", help="Task JSONL to write."),
+    split: Optional[str] = typer.Option(None, help="gsm8k: train / test (default test); mbpp: "
+                                        "train / validation / test / prompt (default all)."),
+) -> None:
+    """Convert a GSM8K / MATH-500 / HumanEval / MBPP file into the task record format."""
+    from rlvr.tasks.code import load_humaneval, load_mbpp
+    from rlvr.tasks.sources import DataError, load_gsm8k, load_math500
+
+    if source not in CONVERTIBLE:
+        raise _fail(f"source: {source!r} is not one of {', '.join(CONVERTIBLE)}")
+    loaders = {"gsm8k": lambda: load_gsm8k(path, split or "test"),
+               "math500": lambda: load_math500(path, "test"),
+               "humaneval": lambda: load_humaneval(path),
+               "mbpp": lambda: load_mbpp(path, split)}
+    try:
+        tasks = loaders[source]()
+    except (DataError, ValueError, OSError) as exc:
+        raise _fail(str(exc))
+    write_tasks(output, tasks)
+    print(f"{len(tasks)} {source} tasks -> {output}")
+
+
+@data_app.command()
+def generate(
+    source: str = typer.Argument(..., help="arithmetic or logic."),
+    mixture: str = typer.Option(..., "--mixture", "-m", help="Levels and weights, e.g. "
+                                "`2d+-2d` or `countdown-3:0.5,kk-2:0.5`."),
+    n: int = typer.Option(100, "-n", min=1, help="Number of tasks."),
+    split: str = typer.Option("train", help="train or validation (disjoint problems)."),
+    seed: int = typer.Option(0),
+    output: Path = typer.Option(..., "--output", "-o"),
+) -> None:
+    """Generate tasks from a built-in generator (arithmetic levels, logic puzzles)."""
+    try:
+        if source == "arithmetic":
+            from rlvr.tasks.arithmetic import generate as gen
+        elif source == "logic":
+            from rlvr.tasks.logic import generate_logic as gen
+        else:
+            raise ValueError(f"source: {source!r} is not arithmetic or logic")
+        tasks = gen(mixture, n, seed=seed, split=split)
+    except (ValueError, KeyError) as exc:
+        raise _fail(f"--mixture: {exc.args[0] if exc.args else exc}")
+    write_tasks(output, tasks)
+    print(f"{len(tasks)} {source} tasks -> {output}")
+
+
+@data_app.command()
+def check(
+    tasks: list[Path] = typer.Option(..., "--tasks", "-t", help="Task JSONL file(s)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the tasks that "
+                                          "pass here."),
+    workers: int = typer.Option(2, min=1, help="Verifier worker processes."),
+) -> None:
+    """Every reference must verify against itself, and every worked solution against its
+    reference (R27). Prints counts per source and lists the failures; exits 1 if any fail."""
+    from rlvr.data.check import check_tasks, summarize_checks
+
+    loaded = [t for path in tasks for t in _read(path)]
+    with _pipeline(workers) as rewards:
+        checks = check_tasks(loaded, rewards)
+    summary = summarize_checks(checks)
+    table = Table(title=f"reference checks ({len(loaded)} tasks)")
+    for col in ("source", "tasks", "references failed", "solutions failed"):
+        table.add_column(col, justify="left" if col == "source" else "right")
+    for name, s in summary.items():
+        table.add_row(name, str(s.tasks), f"{s.references_failed} / {s.references_checked}",
+                      f"{s.solutions_failed} / {s.solutions_checked}")
+    Console(width=120).print(table)
+    for name, s in summary.items():
+        for task_id, detail in s.failures:
+            print(f"FAIL {name} {task_id}: {detail}")
+    if output is not None:
+        write_tasks(output, [t for t, c in zip(loaded, checks) if not c.failed])
+    if any(c.failed for c in checks):
+        raise typer.Exit(1)
+
+
+@data_app.command()
+def stratify(
+    tasks: Path = typer.Option(..., "--tasks", "-t", help="Task JSONL file."),
+    model: str = typer.Option("smollm2-135m-instruct", "--model", help="The model to be "
+                              "trained (name, checkpoint dir or hub id)."),
+    n: int = typer.Option(8, "-n", min=1, help="Samples per problem."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the tasks with "
+                                          "pass_rate and difficulty here."),
+    temperature: float = typer.Option(1.0, min=0.0, help="Sampling temperature (the GRPO "
+                                      "rollout temperature: the tiers are what training sees)."),
+    max_new_tokens: int = typer.Option(128, min=1),
+    easy: float = typer.Option(0.75, help="pass_rate >= this is easy."),
+    hard: float = typer.Option(0.25, help="pass_rate <= this is hard."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Run config whose "
+                                          "data.instruction / one_shot build the prompts."),
+    batch_size: int = typer.Option(16, min=1, help="Problems per generation call."),
+    seed: int = typer.Option(0),
+) -> None:
+    """Measure each problem's pass rate under the model and label it easy / medium / hard
+    (R24); prints the histogram."""
+    from rlvr.data.stratify import histogram, stratify as run_stratify, tier
+    from rlvr.eval.sampling import load_engine_sampler, sample_batched
+    from rlvr.models.loader import ModelLoadError
+    from rlvr.train.config import DataConfig
+
+    try:
+        tier(0.5, easy, hard)
+    except ValueError as exc:
+        raise _fail(str(exc))
+    loaded = _read(tasks)
+    data = DataConfig()
+    if config is not None:
+        from rlvr.configio import ConfigError, load_config
+        from rlvr.train.config import RunConfig
+
+        try:
+            data = load_config(RunConfig, config, []).data
+        except ConfigError as exc:
+            raise _fail(str(exc))
+    try:
+        sampler = load_engine_sampler(model, instruction=data.instruction,
+                                      one_shot=data.one_shot, temperature=temperature,
+                                      top_p=1.0, max_new_tokens=max_new_tokens, seed=seed)
+    except ModelLoadError as exc:
+        raise _fail(f"--model: {exc}")
+    samples = sample_batched(sampler, loaded, n, seed=seed, batch_size=batch_size,
+                             progress=lambda done: err.print(f"sampled {done}/{len(loaded)}"))
+    with _pipeline(2) as rewards:
+        out = run_stratify(loaded, samples, rewards, easy=easy, hard=hard)
+    if output is not None:
+        write_tasks(output, out)
+    _print_histogram(histogram(out, n), n, len(out))
+
+
+def _print_histogram(h: dict, n: int, total: int) -> None:
+    table = Table(title=f"pass rate over {n} samples ({total} problems, mean "
+                        f"{h['mean_pass_rate']:.1%})")
+    table.add_column("correct / n", justify="right")
+    table.add_column("problems", justify="right")
+    table.add_column("", justify="left")
+    peak = max(h["by_correct"].values()) or 1
+    for k, count in h["by_correct"].items():
+        table.add_row(f"{k}/{n}", str(count), "#" * round(40 * count / peak))
+    Console(width=120).print(table)
+    print("tiers: " + ", ".join(f"{name} {count}" for name, count in h["by_tier"].items()))
+
+
+@data_app.command()
+def dedup(
+    train: Path = typer.Option(..., "--train", help="Training task JSONL."),
+    evaluation: list[Path] = typer.Option(..., "--eval", help="Evaluation task JSONL file(s)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the training "
+                                          "tasks that are not contaminated here."),
+    threshold: Optional[float] = typer.Option(None, help="Near-duplicate Jaccard threshold "
+                                              "(default: rlvr.data.dedup's documented one)."),
+) -> None:
+    """Exact and near-duplicate detection between training and evaluation items (R25);
+    reports each contaminated training item with its closest evaluation item."""
+    from rlvr.data.dedup import find_contamination, remove_contaminated
+
+    train_tasks = _read(train)
+    eval_tasks = [t for path in evaluation for t in _read(path)]
+    options = {} if threshold is None else {"threshold": threshold}
+    matches = find_contamination(train_tasks, eval_tasks, **options)
+    for m in matches:
+        print(f"{m.kind} {m.similarity:.2f} train {m.train_id} ~ eval {m.eval_id}\n"
+              f"  train: {m.train_text[:160]!r}\n  eval:  {m.eval_text[:160]!r}")
+    exact = sum(m.kind == "exact" for m in matches)
+    print(f"{len(matches)} of {len(train_tasks)} training items contaminated ({exact} exact, "
+          f"{len(matches) - exact} near) against {len(eval_tasks)} evaluation items")
+    if output is not None:
+        kept = remove_contaminated(train_tasks, matches)
+        write_tasks(output, kept)
+        print(f"{len(kept)} clean training tasks -> {output}")
+
+
+@data_app.command()
+def variants(
+    tasks: Path = typer.Option(..., "--tasks", "-t", help="Task JSONL (GSM8K-style: references "
+                               "with <<a*b=c>> calculator annotations and '#### N')."),
+    output: Path = typer.Option(..., "--output", "-o"),
+    per_task: int = typer.Option(1, min=1, help="Variants per task."),
+    seed: int = typer.Option(0),
+) -> None:
+    """"Similar but different" variants: numbers changed, answers recomputed (R32)."""
+    from rlvr.data.variants import make_variants
+
+    made, report = make_variants(_read(tasks), per_task=per_task, seed=seed)
+    write_tasks(output, made)
+    print(f"{len(made)} variants of {report['tasks_with_variant']} / {report['tasks']} tasks "
+          f"-> {output}")
+    skipped = sorted(report["skipped"].items(), key=lambda kv: -kv[1])
+    if skipped:
+        print("skipped (no safely recomputable variant): "
+              + ", ".join(f"{reason} {count}" for reason, count in skipped))
