@@ -62,11 +62,12 @@ def _poison_log_probs(monkeypatch, bad_steps):
     monkeypatch.setattr(grpo.GRPOStep, "_step_for_test", current, raising=False)
 
     def poisoned(model, seqs, **kw):
-        logp = real(model, seqs, **kw)
+        out = real(model, seqs, **kw)
+        logp, rest = (out[0], out[1:]) if isinstance(out, tuple) else (out, None)
         if logp.requires_grad and current["step"] in bad_steps:
             logp = logp.clone()
             logp[0, 0] = float("nan")
-        return logp
+        return logp if rest is None else (logp, *rest)
 
     monkeypatch.setattr(grpo, "completion_log_probs", poisoned)
     return current

@@ -26,7 +26,11 @@ class RewardConfig(BaseModel):
             "Weight of each reward component in the aggregated reward. `outcome` (R3, 1.0/0.0) "
             "must outweigh all other positive weights together, so that a wrong answer in "
             "perfect format always scores below a right answer in any format. `format` (R2) "
-            "defaults to 0.1 (the documents' range is 0.05-0.2)."
+            "defaults to 0.1 (the documents' range is 0.05-0.2). `process` (R4, off by "
+            "default) is the share of the completion's written calculation steps that are "
+            "right, in [0, 1] (`48/2 = 24`, GSM8K `<<48/2=24>>`; math tasks only; see "
+            "`rlvr.rewards.process`); a completion that writes no calculation scores 0. "
+            "Example: `{outcome: 1.0, format: 0.1, process: 0.2}`."
         ),
     )
     aggregator: str = Field(

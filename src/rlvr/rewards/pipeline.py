@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 
 from rlvr.rewards.config import RewardConfig
 from rlvr.rewards.pool import VerifierPool, VerifyJob, run_verifier
+from rlvr.rewards.process import process_score
 from rlvr.rewards.registry import (
     DEFAULT_FORMAT_RULE,
     get_aggregator,
@@ -131,6 +132,11 @@ class RewardPipeline:
             "outcome": verdict.outcome,
             "format": self.format_score(request.completion, request.task_type),
         }
+        if self.config.weights.get("process", 0) > 0 and request.task_type == "math":
+            # R4, off by default; math only (calculations in worked solutions). A completion that writes no calculation scores 0.0, not
+            # "no opinion": otherwise leaving the work out would be free while a wrong step
+            # costs. Bounded work, so it runs here like the format rule.
+            components["process"] = process_score(request.completion) or 0.0
         return RewardResult(
             reward=self._aggregate(components, self.config.weights),
             components=components,

@@ -136,18 +136,61 @@ class GRPOConfig(_Section):
 
 
 class AlgoConfig(_Section):
-    advantage: str = Field("grpo", description="Advantage estimator: grpo, dr_grpo, rloo, "
-                           "reinforce_pp_baseline.")
+    """The GRPO-family choices (rlvr.algo registries; formulas and papers in each function's
+    docstring and in docs/algorithms.md)."""
+
+    advantage: str = Field("grpo", description="Advantage estimator: grpo (Shao et al. 2024), "
+                           "dr_grpo (Liu et al. 2025: no std scaling), rloo (leave-one-out "
+                           "baseline, Ahmadian et al. 2024), reinforce_pp_baseline (Hu 2025).")
     std_scale: Literal["group", "batch", "none"] = Field("group", description="Std used by "
                                                          "the grpo advantage.")
-    policy_loss: str = Field("clip", description="clip, clip_higher, dual_clip.")
+    policy_loss: str = Field("clip", description="clip (PPO, symmetric eps), clip_higher "
+                             "(DAPO: eps_low / eps_high), dual_clip (Ye et al. 2020).")
     clip_eps: float = Field(0.2, gt=0, description="Clip epsilon (eps_low for clip_higher).")
     clip_eps_high: float = Field(0.28, gt=0, description="eps_high of clip_higher (DAPO).")
-    loss_agg: str = Field("grpo", description="grpo, bnpo, dapo, dr_grpo.")
+    loss_agg: str = Field("grpo", description="grpo (per-sequence token mean, then mean), "
+                          "bnpo (token mean over the micro-batch), dapo (token mean over the "
+                          "step), dr_grpo (sum / constant max length).")
     kl_coef: float = Field(0.01, ge=0, description="beta of the KL penalty to the frozen "
                            "reference (R15: sweep 0.001, 0.003, 0.01, 0.03). 0 = no reference.")
-    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3")
+    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="Schulman's KL "
+                                                    "estimators (k3: unbiased, >= 0).")
+    kl_in: Literal["loss", "reward"] = Field("loss", description="`loss`: + beta * KL per "
+                                             "token in the loss (GRPO); `reward`: R - beta * "
+                                             "sum_t KL folded into the reward before the "
+                                             "advantage (PPO / REINFORCE++ style).")
+    kl_controller: Literal["fixed", "adaptive"] = Field("fixed", description="`adaptive`: "
+                                                        "beta steered toward `kl_target` "
+                                                        "(Ziegler et al. 2019), logged as "
+                                                        "`kl_coef`.")
+    kl_target: float = Field(0.02, gt=0, description="Target token-mean KL (nats) of the "
+                             "adaptive controller.")
+    ref_refresh_every: int = Field(0, ge=0, description="Replace the reference by the current "
+                                   "policy every K steps (a periodic reference reset); 0 = never.")
     reward_noise: float = Field(0.0, ge=0, description="Gaussian reward noise sigma (R14).")
+    overlong_buffer: int = Field(0, ge=0, description="DAPO soft overlong punishment: "
+                                 "completions within this many tokens of `grpo.max_new_tokens` "
+                                 "lose up to `overlong_penalty` reward linearly, truncated ones "
+                                 "all of it (R19); 0 = off.")
+    overlong_penalty: float = Field(1.0, ge=0, description="Scale of that punishment.")
+    mask_truncated: bool = Field(False, description="Truncated completions (hit the cap) get "
+                                 "no gradient (DAPO overlong filtering); they still count in "
+                                 "their group's statistics.")
+    length_penalty: float = Field(0.0, ge=0, description="Linear length penalty coef * "
+                                  "|y| / max_new_tokens subtracted from the reward (R19).")
+    concise_bonus: float = Field(0.0, ge=0, description="Kimi k1.5 group-relative length "
+                                 "reward: + up to coef/2 for the shortest correct answers of a "
+                                 "group, - for long ones (wrong answers only penalised).")
+    entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus weight (subtracted from "
+                                "the loss); entropy is logged always.")
+
+    @model_validator(mode="after")
+    def _kl_settings(self) -> "AlgoConfig":
+        if self.kl_controller == "adaptive" and self.kl_coef <= 0:
+            raise ValueError("kl_controller: adaptive needs kl_coef > 0 (its starting value)")
+        if self.ref_refresh_every and self.kl_coef <= 0:
+            raise ValueError("ref_refresh_every needs kl_coef > 0 (there is no reference)")
+        return self
 
 
 class RolloutConfig(_Section):

@@ -15,7 +15,11 @@ import torch
 from torch import Tensor
 
 from rlvr.algo.advantages import add_reward_noise, compute_advantages, zero_variance_groups
+from rlvr.algo.kl import (AdaptiveKLController, FixedKLController, kl_divergence,
+                          kl_penalized_rewards)
+from rlvr.algo.length import concise_correct_bonus, length_penalty, overlong_penalty
 from rlvr.algo.objective import policy_objective
+from rlvr.algo.utils import masked_mean
 from rlvr.records import Task
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
 from rlvr.rewards.types import RewardResult, Status
@@ -82,6 +86,9 @@ class GRPOStep:
         self.optimizer, self.scheduler = optimizer, scheduler
         self.stop_token_ids = stop_token_ids
         self.noise = torch.Generator().manual_seed(config.seed + 17)
+        a = config.algo
+        self.kl_ctl = (AdaptiveKLController(a.kl_coef, a.kl_target)
+                       if a.kl_controller == "adaptive" else FixedKLController(a.kl_coef))
 
     # -- phases -----------------------------------------------------------------------------
     def rollout(self, tasks: list[Task], prompts: list[list[int]], step: int) -> RolloutOutput:
@@ -100,6 +107,35 @@ class GRPOStep:
         requests = [ScoreRequest(t, tasks[i].reference, tasks[i].task_type)
                     for t, i in zip(texts, index)]
         return texts, self.rewards.score_batch(requests)
+
+    def shape_rewards(self, rewards: Tensor, out: RolloutOutput, results: list[RewardResult],
+                      prompts: list[list[int]]) -> tuple[Tensor, dict[str, float]]:
+        """The reward the advantage sees: the verifier's reward plus the configured length
+        shaping (R19: DAPO overlong punishment, linear length penalty, Kimi k1.5 concise
+        bonus) and, with ``algo.kl_in: reward``, minus beta * sum_t KL_t (Ziegler et al.
+        2019). Returns FloatTensor[N] and metrics (``reward_shaped_mean``, ``kl``)."""
+        a, g = self.config.algo, self.config.grpo
+        lengths, shaped, metrics = out.lengths, rewards.clone(), {}
+        if a.overlong_buffer:
+            shaped += a.overlong_penalty * overlong_penalty(
+                lengths, g.max_new_tokens, min(a.overlong_buffer, g.max_new_tokens))
+        if a.length_penalty:
+            shaped += length_penalty(lengths, g.max_new_tokens, a.length_penalty)
+        if a.concise_bonus:
+            correct = torch.tensor([r.status is Status.correct for r in results])
+            shaped += concise_correct_bonus(lengths, correct, out.prompt_index, a.concise_bonus)
+        if a.kl_in == "reward" and self.kl_ctl.value > 0:
+            seqs = build_sequences([prompts[i] for i in out.prompt_index.tolist()],
+                                   out.completion_ids, out.completion_mask,
+                                   self.tokenizer.pad_token_id)
+            ref = self._log_probs(self.reference, seqs)
+            kl = kl_divergence(a.kl_estimator, out.logprobs.float(), ref)
+            kl = kl.where(out.completion_mask, torch.zeros_like(kl))
+            shaped = kl_penalized_rewards(shaped, kl, out.completion_mask, self.kl_ctl.value)
+            metrics["kl"] = float(masked_mean(kl, out.completion_mask))
+        if not torch.equal(shaped, rewards):
+            metrics["reward_shaped_mean"] = float(shaped.mean())
+        return shaped, metrics
 
     def advantages(self, rewards: Tensor, group_ids: Tensor, valid: Tensor) -> tuple[Tensor, Tensor, int]:
         """Advantages [N], the rows to train on, and the number of zero-variance groups.
@@ -133,7 +169,9 @@ class GRPOStep:
         old = None
         if g.mu > 1:
             old = self._log_probs(self.policy, seqs)
-        ref = self._log_probs(self.reference, seqs) if a.kl_coef > 0 else None
+        kl_coef = self.kl_ctl.value if a.kl_in == "loss" else 0.0
+        ref = self._log_probs(self.reference, seqs) if kl_coef > 0 else None
+        entropy_mode = "grad" if a.entropy_coef > 0 else "detached"
         sampler_logp = batch.rollout.logprobs[batch.train_rows]
         metrics: dict[str, list[float]] = {}
         bad = {"nonfinite_log_probs": 0.0, "nonfinite_loss": 0.0, "nonfinite_grad_norm": 0.0}
@@ -144,18 +182,19 @@ class GRPOStep:
                 rows = slice(start, start + g.micro_batch_size)
                 micro = seqs.rows(rows).trimmed()
                 w = micro.completion_mask.shape[1]
-                logp = completion_log_probs(self.policy, micro, temperature=g.temperature,
-                                            bf16=self.config.model.bf16,
-                                            shared_prefix=g.shared_prefix)
+                logp, entropy = completion_log_probs(
+                    self.policy, micro, temperature=g.temperature, bf16=self.config.model.bf16,
+                    shared_prefix=g.shared_prefix, entropy=entropy_mode)
                 nonfinite_rows = int((~torch.isfinite(logp.detach()) & micro.completion_mask)
                                      .any(dim=1).sum())
                 out = policy_objective(
                     logp, logp.detach() if old is None else old[rows, :w], adv[rows],
                     micro.completion_mask,
-                    ref_log_probs=None if ref is None else ref[rows, :w], kl_coef=a.kl_coef,
+                    ref_log_probs=None if ref is None else ref[rows, :w], kl_coef=kl_coef,
                     kl_estimator=a.kl_estimator, policy_loss=a.policy_loss,
                     policy_loss_options=self._loss_options(), loss_agg=a.loss_agg,
-                    loss_agg_options=self._agg_options(total_tokens))
+                    loss_agg_options=self._agg_options(total_tokens), entropy=entropy,
+                    entropy_coef=a.entropy_coef)
                 if nonfinite_rows or not torch.isfinite(out.loss):
                     bad["nonfinite_log_probs"] += nonfinite_rows
                     bad["nonfinite_loss"] += float(not torch.isfinite(out.loss))
@@ -181,6 +220,8 @@ class GRPOStep:
             self.optimizer.step()
         self.scheduler.step()
         out_metrics = {k: sum(v) / len(v) for k, v in metrics.items()}
+        if ref is None:
+            out_metrics.pop("kl", None)  # no KL term in the loss: nothing measured here
         out_metrics.update(bad, update_skipped_nonfinite=float(any(bad.values())))
         return out_metrics
 
@@ -194,7 +235,12 @@ class GRPOStep:
         t2 = time.perf_counter()
         rewards = torch.tensor([r.reward for r in results], dtype=torch.float32)
         valid = torch.tensor([r.status is not Status.error for r in results])
-        adv, rows, n_zero = self.advantages(rewards, out.prompt_index, valid)
+        shaped, shaping = self.shape_rewards(rewards, out, results, prompts)
+        adv, rows, n_zero = self.advantages(shaped, out.prompt_index, valid)
+        if self.config.algo.mask_truncated:
+            truncated = torch.tensor([f == "length" for f in out.finish_reason])
+            shaping["masked_truncated"] = float(truncated[rows].sum())
+            rows = rows[~truncated[rows]]
         seqs = None
         if len(rows):
             idx = rows.tolist()
@@ -210,6 +256,9 @@ class GRPOStep:
         else:
             update = self.update(batch)
         t3 = time.perf_counter()
+        update = {**shaping, **update, "kl_coef": self.kl_ctl.value}
+        if "kl" in update:
+            self.kl_ctl.update(update["kl"])
         batch.metrics = self._metrics(batch, n_zero, update, (t1 - t0, t2 - t1, t3 - t2))
         return batch
 

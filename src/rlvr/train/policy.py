@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from rlvr.algo.entropy import token_entropy
 from rlvr.algo.logprobs import token_log_probs
 
 
@@ -102,7 +103,8 @@ def autocast(enabled: bool):
 
 
 def completion_log_probs(model, batch: SequenceBatch, *, temperature: float = 1.0,
-                         bf16: bool = True, shared_prefix: bool = False) -> Tensor:
+                         bf16: bool = True, shared_prefix: bool = False,
+                         entropy: str | None = None):
     """log pi(completion token t | prompt, completion < t) for every completion position.
 
     The logits are divided by ``temperature`` (the sampling temperature), so the result is
@@ -111,20 +113,34 @@ def completion_log_probs(model, batch: SequenceBatch, *, temperature: float = 1.
     Args:
         shared_prefix: compute each distinct prompt once (see the module doc); used when the
             batch repeats prompts (``batch.prompts``), else the plain path runs.
+        entropy: also return each position's entropy (nats, of the tempered distribution):
+            ``"detached"`` (for logging) or ``"grad"`` (for an entropy bonus); ``None`` = not.
 
     Returns:
-        FloatTensor[n, T] (fp32); values at masked positions are meaningless (use the mask).
+        FloatTensor[n, T] (fp32) log-probs, or ``(log_probs, entropy)`` both FloatTensor[n, T]
+        when ``entropy`` is set; values at masked positions are meaningless (use the mask).
     """
     if shared_prefix and batch.prompts is not None:
         distinct = len({tuple(p) for p in batch.prompts})
         if distinct < len(batch.prompts):
-            return _shared_prefix_log_probs(model, batch, temperature, bf16)
+            logits = _shared_prefix_logits(model, batch, bf16)
+            return _from_logits(logits, batch.completion_ids, temperature, entropy)
     width = batch.completion_ids.shape[1]
     with autocast(bf16):
         logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                        position_ids=batch.position_ids, logits_to_keep=width + 1,
                        use_cache=False).logits
-    return token_log_probs(logits[:, :-1], batch.completion_ids, temperature=temperature)
+    return _from_logits(logits[:, :-1], batch.completion_ids, temperature, entropy)
+
+
+def _from_logits(logits: Tensor, completion_ids: Tensor, temperature: float, entropy: str | None):
+    log_probs = token_log_probs(logits, completion_ids, temperature=temperature)
+    if entropy is None:
+        return log_probs
+    if entropy not in ("detached", "grad"):
+        raise ValueError(f"entropy must be None, 'detached' or 'grad', got {entropy!r}")
+    source = logits if entropy == "grad" else logits.detach()
+    return log_probs, token_entropy(source, temperature=temperature)
 
 
 class _RowGather:
@@ -155,7 +171,7 @@ def _cache_argument(model) -> str:
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
-def _shared_prefix_log_probs(model, batch: SequenceBatch, temperature: float, bf16: bool) -> Tensor:
+def _shared_prefix_logits(model, batch: SequenceBatch, bf16: bool) -> Tensor:
     keys: dict[tuple[int, ...], int] = {}
     row_prompt = torch.tensor([keys.setdefault(tuple(p), len(keys)) for p in batch.prompts])
     distinct = list(keys)
@@ -181,8 +197,8 @@ def _shared_prefix_log_probs(model, batch: SequenceBatch, temperature: float, bf
         body = model(input_ids=completion_ids, attention_mask=attention, position_ids=positions,
                      use_cache=True, logits_to_keep=steps, **{name: cache})
     # Token 0 is predicted by the prompt's last position, token t by completion position t - 1.
-    logits = torch.cat([gather(head.logits), body.logits[:, :-1]], dim=1)
-    return token_log_probs(logits, completion_ids, temperature=temperature)
+    return torch.cat([gather(head.logits), body.logits[:, :-1]], dim=1)
+
 
 def sync_engine(engine, policy) -> None:
     """Give a rollout engine the policy's current weights (merged, for a LoRA policy)."""

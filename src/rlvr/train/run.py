@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import shutil
 import time
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ from rlvr.train.policy import sync_engine
 from rlvr.train.sampler import TaskSampler
 
 console = Console(stderr=True)
+REFERENCES_DIR = "references"  # refreshed KL references (algo.ref_refresh_every)
 SFT_MODEL_DIR = "sft_model"  # the model that entered GRPO: KL reference on resume, `rlvr sft` output
 
 
@@ -66,6 +68,8 @@ class Run:
         self.eval_rewards = (RewardPipeline(config.reward.reference_config(), pool=self.rewards.pool)
                              if config.reward.verifiers else self.rewards)
         self.lr_scale = 1.0
+        self.step_fn = None
+        self._resumed_kl_coef = None
 
     # -- setup ------------------------------------------------------------------------------
     def load(self) -> None:
@@ -247,9 +251,12 @@ class Run:
         from rlvr.train.grpo import GRPOStep
 
         c = self.config
-        reference = self._reference() if c.algo.kl_coef > 0 else None
-        step_fn = GRPOStep(c, self.policy, reference, self._engine, self.tokenizer,
-                           self.rewards, self.optimizer, self.scheduler, self.stop_ids)
+        reference = self._reference(start_step) if c.algo.kl_coef > 0 else None
+        step_fn = self.step_fn = GRPOStep(c, self.policy, reference, self._engine,
+                                          self.tokenizer, self.rewards, self.optimizer,
+                                          self.scheduler, self.stop_ids)
+        if self._resumed_kl_coef is not None:
+            step_fn.kl_ctl.value = self._resumed_kl_coef
         for step in range(start_step + 1, c.grpo.steps + 1):
             skipped, counts = sampler.skipped, dict(sampler.counts)
             idx = sampler.next(c.grpo.prompts_per_step)
@@ -259,6 +266,8 @@ class Run:
             m = {"step": step, **batch.metrics, **self.monitor.observe(step, batch),
                  **_sampling_metrics(sampler, skipped, counts)}
             self._log_step(step, m, batch)
+            if c.algo.ref_refresh_every and step % c.algo.ref_refresh_every == 0:
+                self._refresh_reference(step_fn.reference, step)
             if step == c.grpo.steps or (c.eval.every and step % c.eval.every == 0):
                 row = self.validate("trained" if step == c.grpo.steps else "grpo", step)
                 history["validation"].append(row)
@@ -322,6 +331,8 @@ class Run:
         save_checkpoint(self.run_dir, step, self.policy, self.tokenizer, self.optimizer,
                         self.scheduler, {"sampler": sampler.state_dict(),
                                          "history": history, "lr_scale": self.lr_scale,
+                                         "kl_coef": (self.step_fn.kl_ctl.value
+                                                     if self.step_fn else None),
                                          "monitor": self.monitor.state_dict()},
                         keep=self.config.checkpoint.keep)
 
@@ -356,6 +367,7 @@ class Run:
             start_step, extra = state["step"], state["extra"]
             sampler_state, history = extra["sampler"], extra["history"]
             self.lr_scale = extra.get("lr_scale", 1.0)
+            self._resumed_kl_coef = extra.get("kl_coef")
             if "monitor" in extra:
                 self.monitor.load_state_dict(extra["monitor"])
             truncate_logs(self.run_dir, start_step)
@@ -445,12 +457,30 @@ class Run:
         model, _ = load_model_and_tokenizer(str(directory))
         return model
 
-    def _reference(self):
-        """The frozen KL reference: the model that entered GRPO. Fresh runs copy the policy
-        (GRPO has not started yet); resumed runs reload it from ``sft_model/``, or the
-        configured base model when SFT is disabled."""
+    def _refresh_reference(self, reference, step: int) -> None:
+        """Reference <- current policy (``algo.ref_refresh_every``), saved as
+        ``references/step-N`` so a resumed run reloads the same reference."""
+        reference.load_state_dict(self._plain_policy().state_dict())
+        root = self.run_dir / REFERENCES_DIR
+        save_model(root / f"step-{step:06d}", reference, self.tokenizer)
+        for old in sorted(root.glob("step-*"))[:-2]:
+            shutil.rmtree(old, ignore_errors=True)
+        console.print(f"reference refreshed from the policy at step {step}")
+
+    def _reference(self, start_step: int = 0):
+        """The frozen KL reference: the model that entered GRPO, or the newest refreshed one
+        at or before ``start_step``. Fresh runs copy the policy (GRPO has not started yet);
+        resumed runs reload it from ``references/`` or ``sft_model/``, or the configured base
+        model when SFT is disabled."""
         if not self.resume:
             return copy.deepcopy(self._plain_policy()).eval().requires_grad_(False)
+        refreshed = [p for p in (self.run_dir / REFERENCES_DIR).glob("step-*")
+                     if (p / "config.json").is_file() and int(p.name[5:]) <= start_step]
+        if refreshed:
+            from rlvr.models import load_model_and_tokenizer
+
+            model, _ = load_model_and_tokenizer(str(max(refreshed)))
+            return model.eval().requires_grad_(False)
         saved = self.run_dir / SFT_MODEL_DIR
         if saved.is_dir():
             model = self._load_policy(saved)
