@@ -38,7 +38,7 @@ def time_steps(config, engine_name: str, steps: int, shared_prefix: bool = True)
     import torch
 
     from rlvr.train.grpo import GRPOStep
-    from rlvr.train.run import Run, TaskSampler
+    from rlvr.train.run import Run
 
     config = config.model_copy(deep=True)
     config.rollout.engine = engine_name
@@ -54,7 +54,7 @@ def time_steps(config, engine_name: str, steps: int, shared_prefix: bool = True)
         reference = copy.deepcopy(run.policy).eval().requires_grad_(False)
     step = GRPOStep(config, run.policy, reference, run._engine, run.tokenizer, run.rewards,
                     run.optimizer, run.scheduler, run.stop_ids)
-    sampler = TaskSampler(len(run.train_tasks), config.seed)
+    sampler = run.sampler()
     rows = []
     for i in range(steps + 1):
         idx = sampler.next(config.grpo.prompts_per_step)

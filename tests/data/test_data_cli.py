@@ -141,3 +141,16 @@ def test_variants_command_recomputes_the_answer(tmp_path):
     assert new != 48 and f"to {new} of her friends" in variant.prompt
     assert variant.reference.endswith(f"#### {new + new // 2}")
     assert variant.metadata["variant_of"] == "n1"
+
+
+def test_unknown_split_and_unknown_task_type_exit_2_naming_them(tmp_path):
+    result = runner.invoke(app, ["data", "convert", "gsm8k", str(tmp_path), "--split", "dev",
+                                 "-o", str(tmp_path / "o.jsonl")])
+    assert result.exit_code == 2 and "--split: 'dev' is not a split of gsm8k" in result.output
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text(Task("c1", "What is NaCl?", "salt", "chemistry", "mine").to_json() + "\n")
+    for cmd in (["data", "check", "-t", str(odd)],
+                ["data", "stratify", "-t", str(odd), "--model", "tiny-random"]):
+        result = runner.invoke(app, cmd)
+        assert result.exit_code == 2, result.output
+        assert f"{odd}:1: task_type 'chemistry' has no verifier" in " ".join(result.output.split())

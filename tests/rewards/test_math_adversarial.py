@@ -97,3 +97,35 @@ def test_padding_does_not_change_the_reward() -> None:
     base = verify_math(r"\boxed{12}", "12")
     padded = verify_math("Let me think. " * 500 + r"\boxed{12}", "12")
     assert base.status is padded.status is Status.correct
+
+
+@pytest.mark.parametrize("completion, reference", [
+    ("#### 81 * 7", "567"), ("#### 48+24", "72"), ("The answer is 81*7.", "567"),
+    ("81 * 7 = ", "567"), ("\\boxed{6-2}", "4"), ("#### 2^3", "8"), ("#### (3+4) \\cdot 2", "14"),
+])
+def test_repeating_the_questions_arithmetic_does_not_score_when_configured(completion, reference):
+    from rlvr.rewards.math.verifier import MathVerifyConfig, verify_math
+
+    strict = verify_math(completion, reference, MathVerifyConfig(accept_unevaluated=False))
+    assert strict.status is Status.wrong and "unevaluated arithmetic" in strict.detail
+    # the default follows Math-Verify / the shared cases: value-equal expressions count
+    assert verify_math(completion, reference).status is Status.correct
+
+
+@pytest.mark.parametrize("completion, reference", [
+    ("#### 567", "567"), ("#### $1,200", "1200"), ("#### -5", "-5"), ("#### 1/2", "0.5"),
+    ("\\boxed{\\frac{1}{2}}", "0.5"), ("#### 3 \\times 10^5", "300000"), ("#### 12%", "12"),
+    ("#### 2+\\sqrt{3}", "2+\\sqrt{3}"),
+])
+def test_strict_mode_still_accepts_values(completion, reference):
+    from rlvr.rewards.math.verifier import MathVerifyConfig, verify_math
+
+    v = verify_math(completion, reference, MathVerifyConfig(accept_unevaluated=False))
+    assert v.status is Status.correct, v.detail
+
+
+@pytest.mark.parametrize("completion", ["9 - 1 = 9\n#### \n", "7  4 3 P 3", "#### "])
+def test_no_answer_is_unparsed_not_wrong(completion):
+    from rlvr.rewards.math.verifier import verify_math
+
+    assert verify_math(completion, "8").status is Status.unparsed

@@ -83,10 +83,7 @@ def test_overlong_buffer_and_length_penalty_shape_the_reward(tmp_path):
 
 
 def test_masking_truncated_completions_leaves_them_without_gradient(tmp_path, monkeypatch):
-    import sys
-
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "monitor"))
-    sys.modules.pop("rlvr_health_plugin", None)
     # a reward with variance whatever the length (hash parity), and a 6-token cap: most
     # completions are cut; those must leave the trainable rows
     _, _, metrics = _run(tmp_path, "algo.mask_truncated=true", "grpo.max_new_tokens=6",

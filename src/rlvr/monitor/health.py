@@ -54,6 +54,8 @@ class HealthMonitor:
                  print_fn=print):
         self.config, self.run_dir, self.audit = config, Path(run_dir), audit
         self.log = AlertLog(self.run_dir / "alerts.jsonl", print_fn)
+        self.log.path.parent.mkdir(parents=True, exist_ok=True)
+        self.log.path.touch()  # an empty file means "checked, no alerts"
         self.history: list[dict] = []
         self.rows: list[CompletionRecord] = []
         self.validation: list[dict] = []

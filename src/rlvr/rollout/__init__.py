@@ -2,7 +2,8 @@
 ``engine.generate(prompt_ids, SamplingParams(...)) -> RolloutOutput``.
 
 Engines: ``torch`` (CPU default, :mod:`rlvr.rollout.torch_engine`), ``hf`` (transformers
-``generate``, the reference, :mod:`rlvr.rollout.hf`).
+``generate``, the reference, :mod:`rlvr.rollout.hf`), ``vllm`` (CUDA GPU, optional extra
+``rlvr[vllm]``, :mod:`rlvr.rollout.vllm_engine`; registering it does not import vLLM).
 """
 
 from rlvr.rollout.engine import (
@@ -24,6 +25,7 @@ from rlvr.rollout.types import (
 # Importing the modules registers their engines.
 from rlvr.rollout import hf as _hf  # noqa: E402,F401
 from rlvr.rollout import torch_engine as _torch_engine  # noqa: E402,F401
+from rlvr.rollout import vllm_engine as _vllm_engine  # noqa: E402,F401  (vllm imported lazily)
 from rlvr.rollout.hf import HFEngine  # noqa: E402
 from rlvr.rollout.torch_engine import TorchEngine, UnsupportedModelError  # noqa: E402
 

@@ -196,6 +196,32 @@ class AlgoConfig(_Section):
 class RolloutConfig(_Section):
     engine: str = Field("torch", description="Rollout engine: `torch` (fast CPU decoder) or "
                         "`hf` (transformers generate).")
+    ray_address: str | None = Field(None, description="Scale-out (R22): run rollouts and "
+                                    "reward scoring in Ray actors (`pip install rlvr[ray]`). "
+                                    "Unset (default): no Ray, everything in this process. "
+                                    "`local`: start a private in-process Ray cluster on this "
+                                    "machine (shut down when the run ends). Anything else is "
+                                    "an existing cluster's address (e.g. `auto` or "
+                                    "`ray://host:10001`), left running. Each rollout worker runs "
+                                    "`engine` on its own copy of the policy, refreshed before "
+                                    "every rollout; the prompts of a call are split into "
+                                    "contiguous shards, one per worker, shard k sampled with a "
+                                    "seed derived from (seed, its first prompt's index), so a "
+                                    "run is reproducible for a given worker count and with one "
+                                    "rollout worker equals the single-process run, while with "
+                                    "several it matches it in distribution, not sample for "
+                                    "sample (src/rlvr/distributed/ray_workers.py).")
+    ray_rollout_workers: int = Field(2, ge=1, description="Rollout actors. Each asks Ray for "
+                                     "1 CPU and runs `threads` torch threads when set, else an "
+                                     "equal share of this machine's cores (`ray_address: "
+                                     "local`) or Ray's default (one per CPU it was given). Only "
+                                     "used with `ray_address`.")
+    ray_reward_workers: int = Field(1, ge=1, description="Reward actors; each runs a reward "
+                                    "pipeline with `reward.workers` verifier processes, and a "
+                                    "batch of completions is split over them in contiguous "
+                                    "chunks. Verifiers that tests or scripts register at "
+                                    "runtime must come from `reward.plugins` to exist in the "
+                                    "actors. Only used with `ray_address`.")
 
 
 class EvalConfig(_Section):
@@ -256,4 +282,9 @@ class RunConfig(_Section):
         for i, spec in enumerate(self.data.sources):
             if spec.source not in GENERATED and not spec.path:
                 raise ValueError(f"data.sources.{i}.path: required for source {spec.source!r}")
+        sources = {s.source for s in self.data.sources} or {self.data.source}
+        math_options = self.reward.verifier_options.setdefault("math", {})
+        if sources & {"arithmetic", "gsm8k"} and "accept_unevaluated" not in math_options:
+            # these questions *are* arithmetic: repeating "81 * 7" must not earn the reward
+            math_options["accept_unevaluated"] = False
         return self

@@ -62,7 +62,12 @@ class Run:
             torch.set_num_threads(config.threads)
         torch.manual_seed(config.seed)
         random.seed(config.seed)
-        self.rewards = RewardPipeline(config.reward)
+        if config.rollout.ray_address:  # R22: reward actors; closing them stops Ray if started
+            from rlvr.distributed.ray_workers import RayRewardPipeline
+
+            self.rewards = RayRewardPipeline.from_run_config(config)
+        else:
+            self.rewards = RewardPipeline(config.reward)
         # Validation, pass@k, SFT data checks and the reward audit use each task type's own
         # verifier, even when `reward.verifiers` swaps in another one for the training reward.
         self.eval_rewards = (RewardPipeline(config.reward.reference_config(), pool=self.rewards.pool)
@@ -101,7 +106,9 @@ class Run:
         self.train_prompts = [encode(t) for t in self.train_tasks]
         self.val_prompts = [encode(t) for t in self.val_tasks]
         self.stop_ids = stop_token_ids(self.tokenizer)
-        console.print(f"data {c.data.source}: {len(self.train_tasks)} train, "
+        label = (" + ".join(f"{s.name or s.source} ({s.weight:g})" for s in c.data.sources)
+                 or c.data.source)
+        console.print(f"data {label}: {len(self.train_tasks)} train, "
                       f"{len(self.val_tasks)} validation tasks")
 
     def _load_data(self, load_tasks) -> tuple[list, list]:
@@ -176,6 +183,11 @@ class Run:
 
         # A LoRA policy is sampled from a plain merged copy, re-synced before every rollout.
         model = merged_copy(self.policy) if is_lora(self.policy) else self.policy
+        if self.config.rollout.ray_address:  # R22: rollout actors (rlvr.distributed)
+            from rlvr.distributed.ray_workers import RayRolloutEngine
+
+            return RayRolloutEngine.from_run_config(self.config, model,
+                                                    self.tokenizer.pad_token_id)
         return create_engine(self.config.rollout.engine, model,
                              pad_token_id=self.tokenizer.pad_token_id)
 

@@ -37,6 +37,7 @@ class Policy:
 
     exact_sig_digits: int = 9
     rounded_reference_tolerance: bool = True
+    accept_unevaluated: bool = True
 
 
 @dataclass(frozen=True)
@@ -131,10 +132,29 @@ def _match_with_percent(ref_v, ref_dec, ref_pct, resp_v, resp_dec, resp_pct, pol
 _BASE_RE = re.compile(r"^([0-9A-Za-z]+)_\{?(\d+)\}?$")
 
 
+_PLAIN_NUMBER_RE = re.compile(r"^[-+]?\\?\$?\s*(\d[\d,]*(\.\d*)?|\.\d+)\s*(\\?%)?$")
+_BINARY_OP_RE = re.compile(
+    r"[\d)}]\s*(?:[+\-*×·÷^]|\\times|\\cdot|\\div)\s*[\d(\\{]")
+_SCIENTIFIC_RE = re.compile(r"^\s*[-+]?\d+(\.\d+)?\s*(?:\*|×|\\times|\\cdot)\s*10\s*\^\s*\{?\s*[-+]?\d+\s*\}?\s*$")
+
+
+def unevaluated_arithmetic(answer: str, reference: str) -> bool:
+    """True when the reference is a plain number but the answer is arithmetic still to be
+    done (``81 * 7`` for ``567``, ``48+24`` for ``72``): repeating the question's operation
+    must not earn the reward. A single fraction (``1/2``, ``\\frac{1}{2}``) and scientific
+    notation (``3 \\times 10^5``) are values, not unevaluated work."""
+    if not _PLAIN_NUMBER_RE.match(reference.strip()):
+        return False
+    text = answer.strip().rstrip("=").strip()
+    return bool(_BINARY_OP_RE.search(text)) and not _SCIENTIFIC_RE.match(text)
+
+
 def compare_scalars(ref: Scalar, resp: Scalar, policy: Policy) -> Outcome:
     """Compare two single values: string, base-n numeral, exact number, then sympy."""
     if compact(ref.text) == compact(resp.text) and ref.percent == resp.percent:
         return _yes("string match")
+    if not policy.accept_unevaluated and unevaluated_arithmetic(resp.text, ref.text):
+        return _no(f"unevaluated arithmetic: {resp.text} (the reference is a number)")
     base = _compare_base(ref.text, resp.text)
     if base is not None:
         return base

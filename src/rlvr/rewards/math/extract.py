@@ -364,6 +364,8 @@ def _extract_final(final: str, allow_last_number: bool) -> Extraction:
         ans = hashes[-1].group(1).strip()
         if ans:
             return Extraction(Status.wrong, ans, "hash", reasoning=final[:hashes[-1].start()])
+        if not final[hashes[-1].end():].strip():  # "####" and nothing after: no answer given
+            return Extraction(Status.unparsed, method="hash", reasoning=final[:hashes[-1].start()])
     if boxes:
         ex = _from_boxes(final, boxes)
         later = _from_markers(final[boxes[-1].end:]) if ex.status is Status.wrong else None

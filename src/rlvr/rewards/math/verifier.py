@@ -45,6 +45,12 @@ class MathVerifyConfig:
         max_input_chars: completions longer than this are not searched at all and score
             ``unparsed`` (guard against pathological outputs; 500k characters by default).
         max_answer_chars: extracted answers longer than this are compared as strings only.
+        accept_unevaluated: a response that is arithmetic still to be done (``81 * 7``,
+            ``(9+1)``) equals a numeric reference of the same value. True by default, as in
+            Math-Verify and the shared cases; set False when training on tasks whose question
+            *is* the arithmetic (the arithmetic generator, GSM8K): there, repeating the
+            question's operation would otherwise earn the full reward. The training presets
+            set it False (``reward.verifier_options: {math: {accept_unevaluated: false}}``).
     """
 
     allow_last_number: bool = False
@@ -52,10 +58,12 @@ class MathVerifyConfig:
     rounded_reference_tolerance: bool = True
     max_input_chars: int = 500_000
     max_answer_chars: int = 2_000
+    accept_unevaluated: bool = True
 
     @property
     def policy(self) -> Policy:
-        return Policy(self.exact_sig_digits, self.rounded_reference_tolerance)
+        return Policy(self.exact_sig_digits, self.rounded_reference_tolerance,
+                      self.accept_unevaluated)
 
 
 _DEFAULT = MathVerifyConfig()
@@ -106,6 +114,9 @@ def _judge(ref: str, answer: str, policy: Policy, max_chars: int) -> Outcome:
     return compare(parse_answer(ref), parse_answer(answer), policy)
 
 
+_NOT_AN_ANSWER = ("unparseable or unsafe expression", "number vs expression with variables")
+
+
 def verify_math(completion: str, reference: str, config: MathVerifyConfig = _DEFAULT) -> Verdict:
     """Judge ``completion`` against ``reference``.
 
@@ -136,6 +147,9 @@ def _verify(completion: str, reference: str, config: MathVerifyConfig) -> Verdic
     if not ex.found:
         return Verdict(Status.unparsed, None, ex.method, "no final answer found")
     out = _judge(ref.strip(), ex.answer.strip(), config.policy, config.max_answer_chars)
+    if ex.method == "bare" and not out.equal and out.detail in _NOT_AN_ANSWER:
+        # the whole response taken as the answer is not a value at all ("7 4 3 P 3")
+        return Verdict(Status.unparsed, None, ex.method, f"no final answer found ({out.detail})")
     if out.multiple:
         return Verdict(Status.multiple_answers, ex.answer, ex.method, out.detail)
     status = Status.correct if out.equal else Status.wrong
