@@ -194,8 +194,9 @@ class AlgoConfig(_Section):
 
 
 class RolloutConfig(_Section):
-    engine: str = Field("torch", description="Rollout engine: `torch` (fast CPU decoder) or "
-                        "`hf` (transformers generate).")
+    engine: str = Field("torch", description="Rollout engine: `torch` (fast CPU decoder), "
+                        "`hf` (transformers generate) or `vllm` (CUDA GPU, `pip install "
+                        "rlvr[vllm]`).")
     ray_address: str | None = Field(None, description="Scale-out (R22): run rollouts and "
                                     "reward scoring in Ray actors (`pip install rlvr[ray]`). "
                                     "Unset (default): no Ray, everything in this process. "
