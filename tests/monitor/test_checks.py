@@ -237,7 +237,8 @@ def test_observe_computes_per_category_and_per_tier_metrics(tmp_path):
                RewardResult(0.1, {"outcome": 0.0, "format": 1.0}, Status.wrong),
                RewardResult(0.0, {"outcome": 0.0, "format": 0.0}, Status.unparsed)]
     batch = SimpleNamespace(tasks=tasks, texts=texts, results=results,
-                            rollout=SimpleNamespace(prompt_index=torch.tensor([0, 0, 1, 1])))
+                            rollout=SimpleNamespace(prompt_index=torch.tensor([0, 0, 1, 1])),
+                            zero_variance=torch.tensor([True, False]))  # 1.1/1.1 and 0.1/0.0
     m = _monitor(tmp_path).observe(1, batch)
     assert m["reward_mean/add"] == pytest.approx(1.1) and m["reward_mean/mul"] == pytest.approx(0.05)
     assert m["reward_std/mul"] == pytest.approx(0.0707107, abs=1e-6)

@@ -16,7 +16,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable
 
-from rlvr.monitor.degeneration import garbled_share, repetition_rate, script_mix_share
+from rlvr.monitor.degeneration import (dominant_script, garbled_share, repetition_rate,
+                                       script_mix_share)
 
 
 @dataclass(frozen=True)
@@ -290,13 +291,11 @@ def degeneration(ctx: CheckContext, cfg) -> Finding | None:
              "repeated 4-grams"),
             ("garbled_rate", cfg.max_garbled, lambda r: garbled_share(r.text),
              "garbled characters"),
-            ("script_mix_rate", cfg.max_script_mix, None, "letters outside the prompt's script")):
+            ("script_mix_rate", cfg.max_script_mix,
+             lambda r: script_mix_share(r.text, dominant_script(r.prompt)),
+             "letters outside the prompt's script")):
         value = cur.get(key)
         if value is not None and value > limit:
-            if score is None:
-                from rlvr.monitor.degeneration import dominant_script
-
-                score = lambda r: script_mix_share(r.text, dominant_script(r.prompt))  # noqa: E731
             worst = sorted(rows, key=score, reverse=True)[:3]
             return Finding(f"degenerate completions: {value:.1%} {what} on average (limit "
                            f"{limit:.0%})", value=value, threshold=limit,

@@ -89,7 +89,7 @@ class HealthMonitor:
         metrics["gaming_rate"] = _mean(r.status == "multiple_answers" or
                                        (r.reward > 0 and r.outcome <= 0) for r in records)
         metrics.update(_by_category(records))
-        metrics.update(_zero_variance_by_tier(records, index))
+        metrics.update(_zero_variance_by_tier(batch.tasks, batch.zero_variance.tolist()))
         credited = [a for a in audit if a is not None]
         if credited:
             metrics["audit_credited"] = float(len(credited))
@@ -206,13 +206,10 @@ def _by_category(records: list[CompletionRecord]) -> dict[str, float]:
     return out
 
 
-def _zero_variance_by_tier(records: list[CompletionRecord], index: list[int]) -> dict[str, float]:
-    groups: dict[int, list[CompletionRecord]] = defaultdict(list)
-    for i, r in zip(index, records):
-        groups[i].append(r)
+def _zero_variance_by_tier(tasks, zero_variance: list[bool]) -> dict[str, float]:
     tiers: dict[str, list[bool]] = defaultdict(list)
-    for rows in groups.values():
-        tiers[rows[0].difficulty or "-"].append(len({r.reward for r in rows}) == 1)
+    for task, zero in zip(tasks, zero_variance):
+        tiers[task.difficulty or "-"].append(zero)
     if len(tiers) < 2:
         return {}
     return {f"zero_variance_fraction/{t}": _mean(v) for t, v in sorted(tiers.items())}

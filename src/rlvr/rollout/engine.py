@@ -224,8 +224,9 @@ def params_version(model) -> int:
     return sum(p._version for p in model.parameters())
 
 
-def load_weights_into(model, source: Any) -> None:
-    """Copy weights into ``model`` from a ``state_dict`` mapping or another ``nn.Module``.
+def as_state_dict(source: Any) -> Mapping:
+    """The ``state_dict`` of an ``nn.Module``, or ``source`` itself if it is a mapping: what an
+    engine's ``update_weights`` accepts.
 
     Raises:
         TypeError: ``source`` is neither.
@@ -235,5 +236,14 @@ def load_weights_into(model, source: Any) -> None:
     if not isinstance(source, Mapping):
         raise TypeError(f"update_weights takes None, a state_dict or an nn.Module, "
                         f"not {type(source).__name__}")
+    return source
+
+
+def load_weights_into(model, source: Any) -> None:
+    """Copy weights into ``model`` from a ``state_dict`` mapping or another ``nn.Module``.
+
+    Raises:
+        TypeError: ``source`` is neither.
+    """
     with torch.no_grad():
-        model.load_state_dict(source)
+        model.load_state_dict(as_state_dict(source))

@@ -70,6 +70,7 @@ import torch
 from torch import Tensor
 
 from rlvr.rollout.engine import (
+    as_state_dict,
     build_output,
     check_prompts,
     default_pad_token_id,
@@ -313,12 +314,7 @@ def state_dict_weights(source: Any) -> WeightList:
     Raises:
         TypeError: ``source`` is neither.
     """
-    if isinstance(source, torch.nn.Module):
-        source = source.state_dict()
-    if not isinstance(source, Mapping):
-        raise TypeError(f"update_weights takes None, a state_dict or an nn.Module, "
-                        f"not {type(source).__name__}")
-    return [(name, tensor.detach()) for name, tensor in source.items()
+    return [(name, tensor.detach()) for name, tensor in as_state_dict(source).items()
             if isinstance(tensor, Tensor)]
 
 

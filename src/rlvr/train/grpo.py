@@ -42,6 +42,9 @@ class RolloutBatch:
         train_rows: LongTensor[n] rows that carry gradient (non-zero-variance groups, no
             verifier infrastructure error).
         sequences: prompt + completion ids of ``train_rows``.
+        zero_variance: BoolTensor[B], the groups whose valid completions all got the same
+            (shaped) reward: no gradient (R35; the sampler's dynamic sampling and the health
+            monitor's per-tier fraction read it).
     """
 
     tasks: list[Task]
@@ -52,6 +55,7 @@ class RolloutBatch:
     advantages: Tensor
     train_rows: Tensor
     sequences: SequenceBatch | None
+    zero_variance: Tensor | None = None
     metrics: dict[str, float] = field(default_factory=dict)
 
 
@@ -137,8 +141,10 @@ class GRPOStep:
             metrics["reward_shaped_mean"] = float(shaped.mean())
         return shaped, metrics
 
-    def advantages(self, rewards: Tensor, group_ids: Tensor, valid: Tensor) -> tuple[Tensor, Tensor, int]:
-        """Advantages [N], the rows to train on, and the number of zero-variance groups.
+    def advantages(self, rewards: Tensor, group_ids: Tensor, valid: Tensor
+                   ) -> tuple[Tensor, Tensor, Tensor]:
+        """Advantages [N], the rows to train on, and BoolTensor[B]: which groups (prompts) had
+        zero reward variance.
 
         Rows whose verifier failed (status ``error``: infrastructure, not the policy's fault)
         are excluded from their group's statistics rather than scored 0 (R14 logic)."""
@@ -152,9 +158,10 @@ class GRPOStep:
         options = {"std_scale": a.std_scale} if a.advantage == "grpo" else {}
         adv = compute_advantages(a.advantage, r, ids, **options)
         adv = torch.where(valid & ~zero.mask, adv, torch.zeros_like(adv))
-        n_zero = len(set(group_ids[zero.mask & valid].tolist()))
+        zero_groups = torch.zeros(int(group_ids.max()) + 1, dtype=torch.bool)
+        zero_groups[group_ids[zero.mask & valid]] = True
         rows = torch.nonzero(valid & ~zero.mask).flatten()
-        return adv, rows, n_zero
+        return adv, rows, zero_groups
 
     def update(self, batch: RolloutBatch) -> dict[str, float]:
         """``grpo.mu`` optimizer steps on the batch's train rows; returns update metrics.
@@ -236,7 +243,7 @@ class GRPOStep:
         rewards = torch.tensor([r.reward for r in results], dtype=torch.float32)
         valid = torch.tensor([r.status is not Status.error for r in results])
         shaped, shaping = self.shape_rewards(rewards, out, results, prompts)
-        adv, rows, n_zero = self.advantages(shaped, out.prompt_index, valid)
+        adv, rows, zero_groups = self.advantages(shaped, out.prompt_index, valid)
         if self.config.algo.mask_truncated:
             truncated = torch.tensor([f == "length" for f in out.finish_reason])
             shaping["masked_truncated"] = float(truncated[rows].sum())
@@ -247,7 +254,7 @@ class GRPOStep:
             seqs = build_sequences([prompts[int(out.prompt_index[i])] for i in idx],
                                    out.completion_ids[rows], out.completion_mask[rows],
                                    self.tokenizer.pad_token_id)
-        batch = RolloutBatch(tasks, out, texts, results, rewards, adv, rows, seqs)
+        batch = RolloutBatch(tasks, out, texts, results, rewards, adv, rows, seqs, zero_groups)
         if not bool(torch.isfinite(adv).all()):  # a reward function returned NaN / inf
             update = {"nonfinite_advantages": float((~torch.isfinite(adv)).sum()),
                       "update_skipped_nonfinite": 1.0}
@@ -259,7 +266,7 @@ class GRPOStep:
         update = {**shaping, **update, "kl_coef": self.kl_ctl.value}
         if "kl" in update:
             self.kl_ctl.update(update["kl"])
-        batch.metrics = self._metrics(batch, n_zero, update, (t1 - t0, t2 - t1, t3 - t2))
+        batch.metrics = self._metrics(batch, update, (t1 - t0, t2 - t1, t3 - t2))
         return batch
 
     # -- helpers ----------------------------------------------------------------------------
@@ -287,7 +294,7 @@ class GRPOStep:
             return {"global_token_count": total_tokens}
         return {}
 
-    def _metrics(self, batch: RolloutBatch, n_zero: int, update: dict, phases) -> dict:
+    def _metrics(self, batch: RolloutBatch, update: dict, phases) -> dict:
         out, results, n = batch.rollout, batch.results, len(batch.results)
         lengths = out.lengths.float()
         statuses = [r.status for r in results]
@@ -299,7 +306,7 @@ class GRPOStep:
             "parse_failure_rate": sum(s is Status.unparsed for s in statuses) / n,
             "multiple_answer_rate": sum(s is Status.multiple_answers for s in statuses) / n,
             "verifier_errors": sum(s in (Status.error, Status.timeout) for s in statuses),
-            "zero_variance_fraction": n_zero / max(len(batch.tasks), 1),
+            "zero_variance_fraction": float(batch.zero_variance.sum()) / max(len(batch.tasks), 1),
             "length_mean": float(lengths.mean()),
             "length_max": float(lengths.max()),
             "truncation_rate": sum(f == "length" for f in out.finish_reason) / n,

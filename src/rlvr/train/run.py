@@ -274,7 +274,7 @@ class Run:
             idx = sampler.next(c.grpo.prompts_per_step)
             batch = step_fn.run([self.train_tasks[i] for i in idx],
                                 [self.train_prompts[i] for i in idx], step)
-            sampler.record(idx, _zero_variance_per_prompt(batch, len(idx)))
+            sampler.record(idx, batch.zero_variance.tolist())
             m = {"step": step, **batch.metrics, **self.monitor.observe(step, batch),
                  **_sampling_metrics(sampler, skipped, counts)}
             self._log_step(step, m, batch)
@@ -521,13 +521,6 @@ class Run:
                 "gain_pass_at_1": trained["pass_at_1"] - (baseline or trained)["pass_at_1"],
                 "stopped": history.get("stopped"),
                 "wall_seconds": seconds, "run_dir": str(self.run_dir)}
-
-
-def _zero_variance_per_prompt(batch, n_prompts: int) -> list[bool]:
-    rewards: list[set] = [set() for _ in range(n_prompts)]
-    for i, r in zip(batch.rollout.prompt_index.tolist(), batch.rewards.tolist()):
-        rewards[i].add(r)
-    return [len(r) <= 1 for r in rewards]
 
 
 def _sampling_metrics(sampler: TaskSampler, skipped_before: int, counts_before: dict) -> dict:
