@@ -12,10 +12,14 @@ not the matmuls, dominates transformers' ``generate`` on a 2-core CPU:
 - **Static KV cache**, pre-allocated per batch; prompts are left-padded so every row writes its
   next key/value in the same column. Position ids come from the per-row prompt lengths, so
   padding never shifts rotary positions.
-- **Prefill once per prompt**, shared by its ``n`` samples. By default
-  (:class:`SharedPrefixCache`) the prompt's keys / values are stored once and decode attention
-  is split into a prompt part (the group's ``n x G`` queries against one prompt copy) and a
-  per-row completion part, merged exactly through their log-sum-exps (cascade attention).
+- **Prefill once per prompt**, shared by its ``n`` samples: the prompt's keys / values are
+  stored once. In bf16 (the default) decode attention is one call per layer of a native
+  kernel (:class:`FusedPrefixCache`, :mod:`rlvr.rollout.kernels`, compiled on first use): each
+  row attends over its prompt's keys and its own completion keys in one exact fp32 softmax,
+  the G query heads of a kv head sharing every key / value load. Without the kernel (no C
+  compiler, fp32, ``native_kernels=False``) :class:`SharedPrefixCache` splits attention into a
+  prompt part (the group's ``n x G`` queries against one prompt copy) and a per-row
+  completion part, merged exactly through their log-sum-exps (cascade attention).
   With ``shared_prefix=False`` (:class:`KVCache`) the prompt cache is copied n-fold instead.
 - **Finished rows leave the batch**: once an eighth of the batch has hit a stop token, the
   surviving rows' cache is compacted to the front and decoding continues on the smaller batch.
@@ -26,12 +30,13 @@ not the matmuls, dominates transformers' ``generate`` on a 2-core CPU:
 Numerics follow transformers' Llama in the same dtype (RMSNorm in fp32, residual stream in the
 compute dtype, the same attention kernels and layouts, the same oneDNN matmul kernel), so greedy
 decoding matches the ``hf`` engine token for token in fp32 with either cache, and in bf16 with
-``shared_prefix=False``. The cascade merge of the default bf16 path rounds differently (its
-log-probs agree with the expanded path to bf16 precision, see tests/rollout).
+``shared_prefix=False``. The default bf16 path's attention (fused kernel, or cascade merge)
+rounds differently: its logits agree with the other paths to bf16 precision (tests/rollout).
 
-Measured on the 2-core AMX machine (benchmarks/rollout_throughput.py): at batch 256 the decode
-step splits roughly into attention ~35% (the CPU flash kernel's per-(row, head) cost), matmuls
-~35% (weights streamed from memory every step), elementwise ops ~25%, sampling ~5%.
+Measured on the 2-core AMX machine (benchmarks/rollout_throughput.py, batch 256, 128 new
+tokens): the fused kernel takes decode attention from ~48 ms to ~9 ms per step (flash
+attention's per-(row, head) overhead dominated); matmuls (oneDNN, prepacked) are now ~70% of
+a step.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from rlvr.rollout.engine import (
     params_version,
     register_engine,
 )
+from rlvr.rollout.kernels import block_keys, decode_attention, native
 from rlvr.rollout.sampling import sample_next
 from rlvr.rollout.types import RolloutOutput, RolloutTiming, SamplingParams
 
@@ -414,6 +420,58 @@ class SharedPrefixCache:
         return out, lse
 
 
+class FusedPrefixCache:
+    """:class:`SharedPrefixCache` whose decode attention is one native kernel call per layer
+    (:func:`rlvr.rollout.kernels.decode_attention`): each row's prompt part and completion part
+    in a single exact softmax, instead of two flash-attention calls and a log-sum-exp merge.
+    bf16 only; keys are kept in the kernel's blocked layout (16 columns per block).
+
+    Layout: ``prompt_keys[layer, B, Hkv, ceil(width / 16), D, 16]``,
+    ``prompt_values[layer, B, Hkv, width, D]``, ``keys[layer, row, Hkv, ceil(T / 16), D, 16]``,
+    ``values[layer, row, Hkv, T, D]`` with ``T = new_tokens - 1`` completion columns.
+    """
+
+    def __init__(self, weights: DecoderWeights, prompts: int, group: int, width: int,
+                 new_tokens: int, prompt_mask: Tensor, library):
+        layers, kv, dim, dtype = len(weights.layers), weights.kv_heads, weights.head_dim, weights.dtype
+        columns = max(new_tokens - 1, 1)
+        self.prompt_keys = torch.empty(layers, prompts, kv, -(-width // 16), dim, 16, dtype=dtype)
+        self.prompt_values = torch.empty(layers, prompts, kv, width, dim, dtype=dtype)
+        self.keys = torch.empty(layers, prompts * group, kv, -(-columns // 16), dim, 16, dtype=dtype)
+        self.values = torch.empty(layers, prompts * group, kv, columns, dim, dtype=dtype)
+        self.width, self.group, self.library = width, group, library
+        self.slots = torch.arange(prompts * group)
+        self.row_prompt = self.slots // group
+        self.prompt_start = (~prompt_mask).sum(1)  # left padding = first real column
+
+    def compact(self, keep: Tensor, columns: int) -> None:
+        """Keep live slots ``keep`` (ascending), moving their completion columns to the front."""
+        done, live = columns - self.width, keep.numel()
+        if done > 0:
+            blocks = -(-done // 16)
+            self.keys[:, :live, :, :blocks] = self.keys[:, keep, :, :blocks]
+            self.values[:, :live, :, :done] = self.values[:, keep, :, :done]
+        self.slots = self.slots[keep]
+        self.row_prompt = self.slots // self.group
+
+    def store_prompt(self, layer: int, keys: Tensor, values: Tensor, group: int) -> None:
+        """Write prefill keys / values ``[B, Hkv, L, D]`` once per prompt."""
+        self.prompt_keys[layer].copy_(block_keys(keys))
+        self.prompt_values[layer].copy_(values)
+
+    def attend(self, layer: int, queries: Tensor, keys: Tensor, values: Tensor, column: int,
+               key_mask: Tensor | None) -> Tensor:
+        """As :meth:`KVCache.attend` (``key_mask`` is unused: prompt padding is in
+        ``prompt_start``)."""
+        rows = queries.shape[0]
+        c = column - self.width
+        self.keys[layer, :rows, :, c // 16, :, c % 16] = keys
+        self.values[layer, :rows, :, c] = values
+        return decode_attention(self.library, queries, self.prompt_keys[layer],
+                                self.prompt_values[layer], self.prompt_start, self.keys[layer],
+                                self.values[layer], c + 1, self.row_prompt[:rows])
+
+
 class Decoder:
     """The forward passes of :class:`TorchEngine` over a :class:`DecoderWeights` snapshot."""
 
@@ -521,6 +579,10 @@ class TorchEngine:
             cascade attention (:class:`SharedPrefixCache`, default). False copies the prompt's
             cache n-fold and attends with transformers' own kernels and layouts, which makes
             bf16 greedy decoding bit-identical to the ``hf`` engine.
+        native_kernels: with ``shared_prefix`` in bf16, run decode attention through the
+            compiled kernel (:class:`FusedPrefixCache`; default True). Falls back to the
+            pure-torch cascade when the kernel cannot be built (no C compiler) or does not
+            handle the shapes (more than 8 query heads per kv head).
 
     Raises:
         UnsupportedModelError: the architecture is not Llama-family.
@@ -531,7 +593,7 @@ class TorchEngine:
     def __init__(self, model, *, pad_token_id: int | None = None,
                  dtype: torch.dtype = torch.bfloat16, max_batch_size: int = 256,
                  compact_fraction: float = 0.125, tune_malloc: bool = True,
-                 shared_prefix: bool = True):
+                 shared_prefix: bool = True, native_kernels: bool = True):
         check_supported_model(model)
         if tune_malloc:
             keep_freed_memory()
@@ -543,6 +605,7 @@ class TorchEngine:
         self.max_batch_size = max_batch_size
         self.compact_fraction = compact_fraction
         self.shared_prefix = shared_prefix
+        self.native_kernels = native_kernels
         self._decoder: Decoder | None = None
         self._version = -1
 
@@ -585,6 +648,15 @@ class TorchEngine:
                                   generator, out, timing)
         return build_output(tokens, logprobs, lengths, stopped, n, self.pad_token_id, timing)
 
+    def _kernel_library(self, weights: DecoderWeights):
+        """The native kernel library when the fused path applies (bf16, shared prefix, at most
+        8 query heads per kv head, head dim a multiple of 16), else None."""
+        if not (self.native_kernels and self.shared_prefix and weights.dtype == torch.bfloat16):
+            return None
+        if weights.heads // weights.kv_heads > 8 or weights.head_dim % 16:
+            return None
+        return native()
+
     def _buckets(self, prompts: list[list[int]], n: int) -> list[list[int]]:
         """Prompt indices grouped into length-sorted batches of at most max_batch_size rows."""
         per_batch = max(1, self.max_batch_size // n)
@@ -601,7 +673,11 @@ class TorchEngine:
         ids, mask = left_pad(prompts, self.pad_token_id)
         width = ids.shape[1]
         padded = not bool(mask.all())
-        if self.shared_prefix:
+        library = self._kernel_library(decoder.w)
+        if library is not None:
+            cache = FusedPrefixCache(decoder.w, len(prompts), n, width, params.max_new_tokens,
+                                     mask, library)
+        elif self.shared_prefix:
             cache = SharedPrefixCache(decoder.w, len(prompts), n, width, params.max_new_tokens,
                                       mask)
         else:

@@ -1,0 +1,197 @@
+"""Native CPU kernels of the ``torch`` rollout engine, compiled on first use.
+
+The kernels are plain C (``*.c`` beside this file) built with the system C compiler
+(``$CC``, else ``cc``) at ``-O3 -march=native -fopenmp`` into a shared library cached under
+``$RLVR_KERNEL_CACHE`` (default ``~/.cache/rlvr/kernels``), keyed by a hash of the source, the
+compiler and the CPU's feature flags, so a cache shared across machines never runs code built
+for another CPU. They are called through ``ctypes`` (which releases the GIL) and share torch's
+OpenMP runtime: the library's ``libgomp.so.1`` dependency resolves to the one torch already
+loaded, so both use one thread pool and ``torch.set_num_threads`` applies to both.
+
+Nothing here is required: with no compiler, a failed build, ``RLVR_NATIVE_KERNELS=0`` in the
+environment, or a non-x86/ARM platform, :func:`native` returns None once (with a warning that
+names the reason) and the engine falls back to its pure-torch path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import warnings
+from pathlib import Path
+
+_SOURCES = ("decode_attention.c",)
+_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-shared", "-fPIC")
+_LIBRARY: ctypes.CDLL | None = None
+_TRIED = False
+
+
+class KernelBuildError(RuntimeError):
+    """The native kernels could not be compiled or loaded (the message holds the reason)."""
+
+
+def cache_dir() -> Path:
+    """Folder of compiled kernel libraries: ``$RLVR_KERNEL_CACHE`` or ``~/.cache/rlvr/kernels``."""
+    return Path(os.environ.get("RLVR_KERNEL_CACHE") or Path.home() / ".cache" / "rlvr" / "kernels")
+
+
+def _cpu_flags() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return line
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _compiler() -> str:
+    compiler = os.environ.get("CC") or "cc"
+    if shutil.which(compiler) is None:
+        raise KernelBuildError(f"no C compiler ({compiler!r} not on PATH)")
+    return compiler
+
+
+def build(force: bool = False) -> Path:
+    """Compile the kernels (or reuse the cached build) and return the library's path.
+
+    The library is written to a temporary file in the cache folder and renamed into place, so
+    concurrent builds never load a half-written file.
+
+    Raises:
+        KernelBuildError: no compiler, or the compiler failed (its stderr is in the message).
+    """
+    compiler = _compiler()
+    here = Path(__file__).parent
+    sources = [here / name for name in _SOURCES]
+    version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
+    key = hashlib.sha256()
+    for part in [*(p.read_bytes() for p in sources), version.encode(), _cpu_flags().encode(),
+                 " ".join(_FLAGS).encode()]:
+        key.update(part)
+    folder = cache_dir()
+    target = folder / f"rlvr_kernels_{key.hexdigest()[:16]}.so"
+    if target.exists() and not force:
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
+    os.close(fd)
+    try:
+        result = subprocess.run([compiler, *_FLAGS, *map(str, sources), "-o", tmp, "-lm"],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            raise KernelBuildError(f"{compiler} failed ({result.returncode}): "
+                                   f"{result.stderr.strip()[-2000:]}")
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+def _load() -> ctypes.CDLL:
+    import torch  # noqa: F401  (loads torch's libgomp first, so the library shares it)
+
+    lib = ctypes.CDLL(str(build()))
+    fn = lib.decode_attention_bf16
+    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
+    fn.argtypes = [ptr, i64, ptr, ptr, i64, ptr, ptr, ptr, i64, i64, ptr, i64, i64, i64, i64,
+                   ctypes.c_float, ptr, ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return lib
+
+
+def native() -> ctypes.CDLL | None:
+    """The loaded kernel library, or None when unavailable (reason warned once per process)."""
+    global _LIBRARY, _TRIED
+    if _TRIED:
+        return _LIBRARY
+    _TRIED = True
+    if os.environ.get("RLVR_NATIVE_KERNELS", "1") == "0":
+        return None
+    if platform.machine().lower() not in ("x86_64", "amd64", "aarch64", "arm64"):
+        warnings.warn(f"rlvr native kernels: unsupported platform {platform.machine()}; "
+                      f"using the pure-torch path", stacklevel=2)
+        return None
+    try:
+        _LIBRARY = _load()
+    except (KernelBuildError, OSError, AttributeError) as err:
+        warnings.warn(f"rlvr native kernels unavailable ({err}); the torch rollout engine uses "
+                      f"its pure-torch attention (slower)", stacklevel=2)
+    return _LIBRARY
+
+
+def block_keys(keys):
+    """Keys ``[..., columns, D]`` -> the kernel's blocked layout ``[..., ceil(columns / 16), D, 16]``
+    (16 columns per block, transposed inside; columns past the end are zero)."""
+    import torch.nn.functional as F
+
+    columns = keys.shape[-2]
+    padded = F.pad(keys, (0, 0, 0, (-columns) % 16))
+    return padded.unflatten(-2, (-1, 16)).transpose(-1, -2).contiguous()
+
+
+def decode_attention(lib: ctypes.CDLL, queries, prompt_keys, prompt_values, prompt_start,
+                     keys, values, columns: int, row_prompt, out=None):
+    """One query token per row over its prompt's keys, then its own completion keys (bf16).
+
+    Args:
+        lib: from :func:`native`.
+        queries: BFloat16Tensor[R, Hq, D], rows contiguous in (head, dim) (any row stride).
+        prompt_keys: [P, Hkv, ceil(W / 16), D, 16] prompt keys in blocked layout
+            (:func:`block_keys`); prompt_values: [P, Hkv, W, D].
+        prompt_start: LongTensor[P], first real (unpadded) column of each prompt.
+        keys: [rows >= R, Hkv, ceil(Tmax / 16), D, 16] completion keys, blocked; values:
+            [rows, Hkv, Tmax, D]; row r of the batch uses row r of both.
+        columns: completion columns each row attends to (1 <= columns <= Tmax).
+        row_prompt: LongTensor[R], prompt index of each row.
+        out: optional BFloat16Tensor[R, Hq * D] to write into.
+
+    Returns:
+        BFloat16Tensor[R, Hq * D]: ``softmax(q k^T / sqrt(D)) v`` per query head (fp32 inside,
+        rounded once to bf16).
+
+    Raises:
+        ValueError: shapes, dtypes or layouts the kernel does not handle (G = Hq / Hkv > 8, or
+            a head dim not a multiple of 16 on AVX-512).
+        MemoryError: a per-thread work buffer could not be allocated.
+    """
+    import torch
+
+    rows, heads, dim = queries.shape
+    prompts, kv_heads, width = prompt_values.shape[:3]
+    tmax = values.shape[2]
+    tensors = (queries, prompt_keys, prompt_values, keys, values)
+    if any(t.dtype != torch.bfloat16 for t in tensors):
+        raise ValueError("decode_attention takes bf16 tensors")
+    if queries.stride(2) != 1 or queries.stride(1) != dim:
+        raise ValueError(f"queries must be [R, Hq, D] with contiguous heads; got shape "
+                         f"{tuple(queries.shape)} strides {queries.stride()}")
+    if (prompt_keys.shape != (prompts, kv_heads, (width + 15) // 16, dim, 16)
+            or keys.shape[1:] != (kv_heads, (tmax + 15) // 16, dim, 16)):
+        raise ValueError(f"keys must be blocked [.., Hkv, ceil(columns / 16), D, 16]; got "
+                         f"{tuple(prompt_keys.shape)} and {tuple(keys.shape)}")
+    if not all(t.is_contiguous() for t in tensors[1:]) or not 1 <= columns <= tmax:
+        raise ValueError(f"caches must be contiguous and 1 <= columns ({columns}) <= {tmax}")
+    if keys.shape[0] < rows or row_prompt.numel() != rows or prompt_start.numel() != prompts:
+        raise ValueError("row_prompt / prompt_start / cache rows do not match the batch")
+    row_prompt = row_prompt.to(torch.int64).contiguous()
+    prompt_start = prompt_start.to(torch.int64).contiguous()
+    if out is None:
+        out = torch.empty(rows, heads * dim, dtype=torch.bfloat16)
+    code = lib.decode_attention_bf16(
+        queries.data_ptr(), queries.stride(0), prompt_keys.data_ptr(), prompt_values.data_ptr(),
+        width, prompt_start.data_ptr(), keys.data_ptr(), values.data_ptr(), tmax, columns,
+        row_prompt.data_ptr(), rows, heads, kv_heads, dim, dim ** -0.5, out.data_ptr(),
+        torch.get_num_threads())
+    if code == 1:
+        raise MemoryError("decode_attention: could not allocate a work buffer")
+    if code == 2:
+        raise ValueError(f"decode_attention: unsupported heads {heads} / kv heads {kv_heads} / "
+                         f"head dim {dim}")
+    return out

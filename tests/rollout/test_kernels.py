@@ -1,0 +1,127 @@
+"""The native decode-attention kernel against an fp32 reference, and the engine's fused cache
+against its pure-torch cascade path."""
+
+import pytest
+import torch
+
+from rlvr.rollout import TorchEngine
+from rlvr.rollout.kernels import block_keys, decode_attention, native
+from rlvr.rollout.torch_engine import FusedPrefixCache, SharedPrefixCache
+
+LIB = native()
+pytestmark = pytest.mark.skipif(LIB is None, reason="native kernels unavailable (no C compiler)")
+
+
+def reference(q, pk, pv, start, ck, cv, columns, row_prompt):
+    """fp32 softmax attention of each row over prompt[start:] + its first `columns` keys."""
+    rows, heads, dim = q.shape
+    kv = pk.shape[1]
+    out = []
+    for r in range(rows):
+        p = int(row_prompt[r])
+        k = torch.cat([pk[p, :, start[p]:], ck[r, :, :columns]], 1).float()
+        v = torch.cat([pv[p, :, start[p]:], cv[r, :, :columns]], 1).float()
+        scores = q[r].float().view(kv, heads // kv, dim) @ k.transpose(1, 2) / dim**0.5
+        out.append((scores.softmax(-1) @ v).reshape(-1))
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("prompts, n, width, tmax, columns, heads, kv, dim", [
+    (3, 4, 11, 9, 5, 9, 3, 64),     # SmolLM2's 3 query heads per kv head
+    (2, 3, 37, 40, 33, 8, 1, 128),  # 8 per kv head (the maximum), head dim 128
+    (2, 2, 5, 3, 1, 4, 4, 16),      # plain multi-head, first decode step
+    (1, 5, 16, 17, 17, 4, 2, 32),   # block boundaries exactly
+])
+def test_kernel_matches_fp32_reference(prompts, n, width, tmax, columns, heads, kv, dim):
+    g = torch.Generator().manual_seed(0)
+    rows = prompts * n
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g).bfloat16()
+
+    q = randn(rows, heads + kv, dim)[:, :heads]  # strided rows, as the engine passes them
+    pk, pv = randn(prompts, kv, width, dim), randn(prompts, kv, width, dim)
+    ck, cv = randn(rows + 2, kv, tmax, dim), randn(rows + 2, kv, tmax, dim)  # spare rows
+    start = torch.randint(0, width, (prompts,), generator=g)
+    start[0] = 0  # one unpadded prompt
+    row_prompt = torch.arange(rows) // n
+    out = decode_attention(LIB, q, block_keys(pk), pv, start, block_keys(ck), cv, columns,
+                           row_prompt)
+    expected = reference(q, pk, pv, start, ck, cv, columns, row_prompt)
+    assert out.dtype == torch.bfloat16 and out.shape == (rows, heads * dim)
+    # one bf16 rounding of the output (2^-8 relative) and nothing more
+    torch.testing.assert_close(out.float(), expected, rtol=2**-8, atol=1e-3)
+
+
+def test_kernel_rejects_what_it_cannot_do():
+    def zeros(*shape):
+        return torch.zeros(*shape, dtype=torch.bfloat16)
+
+    prompt = (block_keys(zeros(1, 1, 4, 64)), zeros(1, 1, 4, 64), torch.zeros(1, dtype=torch.long))
+    completion = (block_keys(zeros(2, 1, 3, 64)), zeros(2, 1, 3, 64))
+    rows = torch.zeros(2, dtype=torch.long)
+    with pytest.raises(ValueError, match="unsupported heads 9 / kv heads 1"):
+        decode_attention(LIB, zeros(2, 9, 64), *prompt, *completion, 1, rows)
+    with pytest.raises(ValueError, match="columns"):
+        decode_attention(LIB, zeros(2, 8, 64), *prompt, *completion, 4, rows)
+    with pytest.raises(ValueError, match="bf16"):
+        decode_attention(LIB, zeros(2, 8, 64).float(), *prompt, *completion, 1, rows)
+
+
+def _teacher_forced_logits(engine, cache_cls, prompts, n, feed, compact_at):
+    """Prefill + decode steps fed the tokens `feed` [steps, rows]; after step `compact_at` the
+    odd rows leave the batch. Returns the logits of every step, FloatTensor rows per step."""
+    from rlvr.rollout.engine import left_pad
+
+    decoder = engine._current_decoder()
+    ids, mask = left_pad(prompts, engine.pad_token_id)
+    width = ids.shape[1]
+    extra = (LIB,) if cache_cls is FusedPrefixCache else ()
+    cache = cache_cls(decoder.w, len(prompts), n, width, feed.shape[0] + 1, mask, *extra)
+    logits = [decoder.prefill(ids, mask, cache, n).float()]
+    positions = mask.sum(1).repeat_interleave(n)
+    rows = torch.arange(len(prompts) * n)
+    for step in range(feed.shape[0]):
+        if step == compact_at:
+            keep = torch.arange(0, rows.numel(), 2)
+            cache.compact(keep, width + step)
+            rows, positions = rows[keep], positions[keep]
+        out = decoder.step(feed[step, rows], positions, width + step, None, cache)
+        logits.append(out.float())
+        positions = positions + 1
+    return logits
+
+
+def test_fused_cache_matches_cascade_cache_on_the_model(tiny, prompts):
+    """Same weights, same fed tokens (left-padded prompts, a compaction mid-way): the fused
+    kernel and the flash-attention cascade give the same logits up to bf16 rounding."""
+    model, _ = tiny
+    engine = TorchEngine(model)
+    n, steps = 3, 20
+    feed = torch.randint(3, 100, (steps, len(prompts) * n), generator=torch.Generator().manual_seed(0))
+    fused = _teacher_forced_logits(engine, FusedPrefixCache, prompts, n, feed, compact_at=7)
+    cascade = _teacher_forced_logits(engine, SharedPrefixCache, prompts, n, feed, compact_at=7)
+    for a, b in zip(fused, cascade):
+        assert a.shape == b.shape
+        assert (a - b).abs().max() < 0.03 * b.abs().max()
+
+
+def test_engine_uses_the_kernel_and_can_opt_out(tiny, prompts, monkeypatch):
+    model, _ = tiny
+    used = []
+    original = FusedPrefixCache.attend
+
+    def spy(self, *args):
+        used.append(1)
+        return original(self, *args)
+
+    monkeypatch.setattr(FusedPrefixCache, "attend", spy)
+    from rlvr.rollout import SamplingParams
+
+    params = SamplingParams(temperature=1.0, max_new_tokens=5, n=2, seed=0)
+    TorchEngine(model).generate(prompts, params)
+    assert used
+    used.clear()
+    TorchEngine(model, native_kernels=False).generate(prompts, params)
+    TorchEngine(model, dtype=torch.float32).generate(prompts, params)
+    assert not used
