@@ -5,11 +5,23 @@ import pytest
 import torch
 
 from rlvr.rollout import TorchEngine
+from rlvr.rollout import kernels
 from rlvr.rollout.kernels import block_keys, decode_attention, native
 from rlvr.rollout.torch_engine import FusedPrefixCache, SharedPrefixCache
 
 LIB = native()
 pytestmark = pytest.mark.skipif(LIB is None, reason="native kernels unavailable (no C compiler)")
+
+# The other code paths of the same sources, built on this machine: AVX-512 without the BF16
+# dot-product instructions, and the portable loops.
+VARIANTS = {"native": (), "avx512f": ("-mno-avx512bf16",), "portable": ("-mno-avx512f",)}
+
+
+@pytest.fixture(scope="module", params=list(VARIANTS))
+def lib(request):
+    if not VARIANTS[request.param]:
+        return LIB
+    return kernels.load(kernels.build(VARIANTS[request.param]))
 
 
 def reference(q, pk, pv, start, ck, cv, columns, row_prompt):
@@ -32,7 +44,9 @@ def reference(q, pk, pv, start, ck, cv, columns, row_prompt):
     (2, 2, 5, 3, 1, 4, 4, 16),      # plain multi-head, first decode step
     (1, 5, 16, 17, 17, 4, 2, 32),   # block boundaries exactly
 ])
-def test_kernel_matches_fp32_reference(prompts, n, width, tmax, columns, heads, kv, dim):
+@pytest.mark.parametrize("write_new", [False, True], ids=["cached", "new-kv"])
+def test_kernel_matches_fp32_reference(lib, prompts, n, width, tmax, columns, heads, kv, dim,
+                                       write_new):
     g = torch.Generator().manual_seed(0)
     rows = prompts * n
 
@@ -45,9 +59,21 @@ def test_kernel_matches_fp32_reference(prompts, n, width, tmax, columns, heads, 
     start = torch.randint(0, width, (prompts,), generator=g)
     start[0] = 0  # one unpadded prompt
     row_prompt = torch.arange(rows) // n
-    out = decode_attention(LIB, q, block_keys(pk), pv, start, block_keys(ck), cv, columns,
-                           row_prompt)
     expected = reference(q, pk, pv, start, ck, cv, columns, row_prompt)
+    new = {}
+    if write_new:  # this step's key / value arrive separately; the cache column is stale
+        new = dict(new_keys=randn(rows, 2 * kv, dim)[:, kv:], new_values=ck.new_empty(0))
+        new["new_keys"].copy_(ck[:rows, :, columns - 1])
+        new["new_values"] = cv[:rows, :, columns - 1].clone()
+        ck[:, :, columns - 1] = 0
+        cv[:, :, columns - 1] = 0
+    keys = block_keys(ck)
+    out = decode_attention(lib, q, block_keys(pk), pv, start, keys, cv, columns, row_prompt,
+                           **new)
+    if write_new:  # and was written into the cache
+        column = keys[:rows, :, (columns - 1) // 16, :, (columns - 1) % 16]  # [R, Hkv, D/2, 2]
+        assert torch.equal(column.flatten(-2), new["new_keys"])
+        assert torch.equal(cv[:rows, :, columns - 1], new["new_values"])
     assert out.dtype == torch.bfloat16 and out.shape == (rows, heads * dim)
     # one bf16 rounding of the output (2^-8 relative) and nothing more
     torch.testing.assert_close(out.float(), expected, rtol=2**-8, atol=1e-3)
@@ -59,6 +85,7 @@ def test_kernel_rejects_what_it_cannot_do():
 
     prompt = (block_keys(zeros(1, 1, 4, 64)), zeros(1, 1, 4, 64), torch.zeros(1, dtype=torch.long))
     completion = (block_keys(zeros(2, 1, 3, 64)), zeros(2, 1, 3, 64))
+    assert completion[0].shape == (2, 1, 1, 32, 16, 2)
     rows = torch.zeros(2, dtype=torch.long)
     with pytest.raises(ValueError, match="unsupported heads 9 / kv heads 1"):
         decode_attention(LIB, zeros(2, 9, 64), *prompt, *completion, 1, rows)
@@ -125,3 +152,43 @@ def test_engine_uses_the_kernel_and_can_opt_out(tiny, prompts, monkeypatch):
     TorchEngine(model, native_kernels=False).generate(prompts, params)
     TorchEngine(model, dtype=torch.float32).generate(prompts, params)
     assert not used
+
+
+def test_fused_ops_reproduce_the_torch_ops(lib):
+    """Residual add + RMSNorm, rotary embedding and SwiGLU give the torch path's bf16 values:
+    bit for bit where no fp32 reduction or exp is involved, else within one bf16 step on at
+    most 0.1% of elements."""
+    import torch.nn.functional as F
+
+    from rlvr.rollout.torch_engine import _rms_norm, _rope, _signed_sin
+
+    g = torch.Generator().manual_seed(0)
+    rows, hidden = 37, 80  # a ragged last vector
+    x = (torch.randn(rows, hidden, generator=g) * 3).bfloat16()
+    delta = torch.randn(rows, hidden, generator=g).bfloat16()
+    weight = torch.randn(hidden, generator=g).bfloat16()
+    residual = x.clone()
+    normed = kernels.add_rms_norm(lib, residual, delta, weight, 1e-5)
+    assert torch.equal(residual, x + delta)
+    expected = _rms_norm(x + delta, weight, 1e-5)
+    close_in_bf16(normed, expected)
+    close_in_bf16(kernels.add_rms_norm(lib, x.clone(), None, weight, 1e-5),
+                  _rms_norm(x, weight, 1e-5))
+
+    qkv = torch.randn(rows, 7, 64, generator=g).bfloat16()
+    angles = torch.randn(rows, 32, generator=g) * 3
+    cos = torch.cat([angles.cos()] * 2, -1).bfloat16()
+    sin = _signed_sin(torch.cat([angles.sin()] * 2, -1).bfloat16())
+    assert torch.equal(kernels.rope(lib, qkv[:, :5], cos, sin),
+                       _rope(qkv[:, :5], cos.unsqueeze(1), sin.unsqueeze(1)))
+
+    gate_up = (torch.randn(rows, 2 * 72, generator=g) * 4).bfloat16()
+    close_in_bf16(kernels.silu_mul(lib, gate_up), F.silu(gate_up[:, :72]) * gate_up[:, 72:])
+
+
+def close_in_bf16(actual, expected):
+    assert actual.dtype == expected.dtype == torch.bfloat16
+    differ = actual != expected
+    assert differ.float().mean() <= 1e-3
+    step = expected.float().abs() * 2**-7 + 1e-30
+    assert torch.all((actual.float() - expected.float()).abs() <= step)

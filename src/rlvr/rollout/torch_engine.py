@@ -41,7 +41,9 @@ a step.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import gc
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -59,6 +61,7 @@ from rlvr.rollout.engine import (
     params_version,
     register_engine,
 )
+from rlvr.rollout import kernels
 from rlvr.rollout.kernels import block_keys, decode_attention, native
 from rlvr.rollout.sampling import sample_next
 from rlvr.rollout.types import RolloutOutput, RolloutTiming, SamplingParams
@@ -426,8 +429,9 @@ class FusedPrefixCache:
     in a single exact softmax, instead of two flash-attention calls and a log-sum-exp merge.
     bf16 only; keys are kept in the kernel's blocked layout (16 columns per block).
 
-    Layout: ``prompt_keys[layer, B, Hkv, ceil(width / 16), D, 16]``,
-    ``prompt_values[layer, B, Hkv, width, D]``, ``keys[layer, row, Hkv, ceil(T / 16), D, 16]``,
+    Layout: ``prompt_keys[layer, B, Hkv, ceil(width / 16), D / 2, 16, 2]``,
+    ``prompt_values[layer, B, Hkv, width, D]``,
+    ``keys[layer, row, Hkv, ceil(T / 16), D / 2, 16, 2]``,
     ``values[layer, row, Hkv, T, D]`` with ``T = new_tokens - 1`` completion columns.
     """
 
@@ -435,9 +439,11 @@ class FusedPrefixCache:
                  new_tokens: int, prompt_mask: Tensor, library):
         layers, kv, dim, dtype = len(weights.layers), weights.kv_heads, weights.head_dim, weights.dtype
         columns = max(new_tokens - 1, 1)
-        self.prompt_keys = torch.empty(layers, prompts, kv, -(-width // 16), dim, 16, dtype=dtype)
+        self.prompt_keys = torch.empty(layers, prompts, kv, -(-width // 16), dim // 2, 16, 2,
+                                       dtype=dtype)
         self.prompt_values = torch.empty(layers, prompts, kv, width, dim, dtype=dtype)
-        self.keys = torch.empty(layers, prompts * group, kv, -(-columns // 16), dim, 16, dtype=dtype)
+        self.keys = torch.empty(layers, prompts * group, kv, -(-columns // 16), dim // 2, 16, 2,
+                                dtype=dtype)
         self.values = torch.empty(layers, prompts * group, kv, columns, dim, dtype=dtype)
         self.width, self.group, self.library = width, group, library
         self.slots = torch.arange(prompts * group)
@@ -464,19 +470,24 @@ class FusedPrefixCache:
         """As :meth:`KVCache.attend` (``key_mask`` is unused: prompt padding is in
         ``prompt_start``)."""
         rows = queries.shape[0]
-        c = column - self.width
-        self.keys[layer, :rows, :, c // 16, :, c % 16] = keys
-        self.values[layer, :rows, :, c] = values
         return decode_attention(self.library, queries, self.prompt_keys[layer],
                                 self.prompt_values[layer], self.prompt_start, self.keys[layer],
-                                self.values[layer], c + 1, self.row_prompt[:rows])
+                                self.values[layer], column - self.width + 1,
+                                self.row_prompt[:rows], new_keys=keys, new_values=values)
 
 
 class Decoder:
-    """The forward passes of :class:`TorchEngine` over a :class:`DecoderWeights` snapshot."""
+    """The forward passes of :class:`TorchEngine` over a :class:`DecoderWeights` snapshot.
 
-    def __init__(self, weights: DecoderWeights):
+    Args:
+        weights: the snapshot.
+        library: the native kernel library (:func:`rlvr.rollout.kernels.native`) for the fused
+            bf16 decode path (:meth:`step` with a :class:`FusedPrefixCache`), or None.
+    """
+
+    def __init__(self, weights: DecoderWeights, library=None):
         self.w = weights
+        self.library = library
 
     def prefill(self, ids: Tensor, mask: Tensor, cache: KVCache, group: int) -> Tensor:
         """Run left-padded prompts and write their keys / values into ``cache``.
@@ -533,6 +544,8 @@ class Decoder:
         Returns:
             FloatTensor[R, V] (compute dtype): next-token logits.
         """
+        if isinstance(cache, FusedPrefixCache):
+            return self._fused_step(tokens, positions, column, cache)
         w = self.w
         rows = tokens.numel()
         cos, sin = w.rotary(positions.unsqueeze(1))  # [R, 1, D]
@@ -549,6 +562,40 @@ class Decoder:
             x = x + layer.o(att)
             x = x + _mlp(_rms_norm(x, layer.ln2, w.eps), layer, w.intermediate)
         return w.lm_head(_rms_norm(x, w.norm, w.eps))
+
+    def _fused_step(self, tokens: Tensor, positions: Tensor, column: int,
+                    cache: FusedPrefixCache) -> Tensor:
+        """:meth:`step` through the native kernels: residual add + RMSNorm, rotary embedding,
+        attention and SwiGLU are one call each (the same roundings as the torch ops, see
+        :mod:`rlvr.rollout.kernels`); the matmuls stay oneDNN's."""
+        w, lib = self.w, cache.library
+        rows = tokens.numel()
+        cos, sin = w.rotary(positions.unsqueeze(1))  # [R, 1, D]
+        cos, sin = cos.view(rows, -1).contiguous(), _signed_sin(sin).view(rows, -1).contiguous()
+        x = w.embed[tokens]  # [R, H], a fresh tensor: the residual stream, updated in place
+        qd, kd = w.heads * w.head_dim, w.kv_heads * w.head_dim
+        delta = None  # the last MLP output, added to x by the next norm
+        for i, layer in enumerate(w.layers):
+            qkv = layer.qkv(kernels.add_rms_norm(lib, x, delta, layer.ln1, w.eps))
+            qk = kernels.rope(lib, qkv[:, :qd + kd].view(rows, -1, w.head_dim), cos, sin)
+            att = cache.attend(i, qk[:, : w.heads], qk[:, w.heads:],
+                               qkv[:, qd + kd:].view(rows, w.kv_heads, w.head_dim), column, None)
+            h = kernels.add_rms_norm(lib, x, layer.o(att), layer.ln2, w.eps)
+            delta = layer.down(kernels.silu_mul(lib, layer.gate_up(h)))
+        return w.lm_head(kernels.add_rms_norm(lib, x, delta, w.norm, w.eps))
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Pause Python's cyclic garbage collector: decoding allocates many short-lived tensor
+    wrappers, whose collections cost ~2% of a decode step and free nothing (no cycles)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @dataclass
@@ -618,7 +665,8 @@ class TorchEngine:
         """
         if source is not None:
             load_weights_into(self.model, source)
-        self._decoder = Decoder(DecoderWeights(self.model, self.dtype, self.max_batch_size))
+        weights = DecoderWeights(self.model, self.dtype, self.max_batch_size)
+        self._decoder = Decoder(weights, self._kernel_library(weights))
         self._version = params_version(self.model)
 
     def _current_decoder(self) -> Decoder:
@@ -633,6 +681,11 @@ class TorchEngine:
         Raises:
             ValueError: empty prompts or token ids outside the vocabulary.
         """
+        with _gc_paused():
+            return self._generate(prompt_ids, params)
+
+    def _generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams
+                  ) -> RolloutOutput:
         decoder = self._current_decoder()
         prompts = check_prompts(prompt_ids, decoder.w.vocab_size)
         generator = torch.Generator().manual_seed(params.resolved_seed())
@@ -673,10 +726,9 @@ class TorchEngine:
         ids, mask = left_pad(prompts, self.pad_token_id)
         width = ids.shape[1]
         padded = not bool(mask.all())
-        library = self._kernel_library(decoder.w)
-        if library is not None:
+        if decoder.library is not None:
             cache = FusedPrefixCache(decoder.w, len(prompts), n, width, params.max_new_tokens,
-                                     mask, library)
+                                     mask, decoder.library)
         elif self.shared_prefix:
             cache = SharedPrefixCache(decoder.w, len(prompts), n, width, params.max_new_tokens,
                                       mask)

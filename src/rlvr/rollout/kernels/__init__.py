@@ -25,7 +25,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
-_SOURCES = ("decode_attention.c",)
+_SOURCES = ("decode_attention.c", "fused_ops.c")
+_HEADERS = ("bf16.h",)
 _FLAGS = ("-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-shared", "-fPIC")
 _LIBRARY: ctypes.CDLL | None = None
 _TRIED = False
@@ -57,8 +58,13 @@ def _compiler() -> str:
     return compiler
 
 
-def build(force: bool = False) -> Path:
+def build(extra_flags: tuple[str, ...] = (), force: bool = False) -> Path:
     """Compile the kernels (or reuse the cached build) and return the library's path.
+
+    Args:
+        extra_flags: appended to the compiler flags (e.g. ``("-mno-avx512f",)`` builds the
+            portable loops; tests use it to check every code path on one machine).
+        force: rebuild even when a cached library exists.
 
     The library is written to a temporary file in the cache folder and renamed into place, so
     concurrent builds never load a half-written file.
@@ -68,11 +74,11 @@ def build(force: bool = False) -> Path:
     """
     compiler = _compiler()
     here = Path(__file__).parent
-    sources = [here / name for name in _SOURCES]
+    flags = (*_FLAGS, *extra_flags)
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
     key = hashlib.sha256()
-    for part in [*(p.read_bytes() for p in sources), version.encode(), _cpu_flags().encode(),
-                 " ".join(_FLAGS).encode()]:
+    for part in [*((here / name).read_bytes() for name in _SOURCES + _HEADERS),
+                 version.encode(), _cpu_flags().encode(), " ".join(flags).encode()]:
         key.update(part)
     folder = cache_dir()
     target = folder / f"rlvr_kernels_{key.hexdigest()[:16]}.so"
@@ -82,8 +88,8 @@ def build(force: bool = False) -> Path:
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
     os.close(fd)
     try:
-        result = subprocess.run([compiler, *_FLAGS, *map(str, sources), "-o", tmp, "-lm"],
-                                capture_output=True, text=True)
+        result = subprocess.run([compiler, *flags, *(str(here / n) for n in _SOURCES), "-o", tmp,
+                                 "-lm"], capture_output=True, text=True)
         if result.returncode != 0:
             raise KernelBuildError(f"{compiler} failed ({result.returncode}): "
                                    f"{result.stderr.strip()[-2000:]}")
@@ -94,15 +100,26 @@ def build(force: bool = False) -> Path:
     return target
 
 
-def _load() -> ctypes.CDLL:
+def load(path: Path | str) -> ctypes.CDLL:
+    """Load a library built by :func:`build` and declare its functions' C signatures.
+
+    Raises:
+        OSError: the file cannot be loaded.
+    """
     import torch  # noqa: F401  (loads torch's libgomp first, so the library shares it)
 
-    lib = ctypes.CDLL(str(build()))
-    fn = lib.decode_attention_bf16
-    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
-    fn.argtypes = [ptr, i64, ptr, ptr, i64, ptr, ptr, ptr, i64, i64, ptr, i64, i64, i64, i64,
-                   ctypes.c_float, ptr, ctypes.c_int]
-    fn.restype = ctypes.c_int
+    lib = ctypes.CDLL(str(path))
+    ptr, i64, f32, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
+    signatures = {
+        "decode_attention_bf16": ([ptr, i64, ptr, ptr, i64, ptr, ptr, ptr, i64, i64, ptr, i64,
+                                   ptr, i64, ptr, i64, i64, i64, i64, f32, ptr, i32], i32),
+        "add_rms_norm_bf16": ([ptr, ptr, ptr, f32, ptr, i64, i64, i32], None),
+        "rope_bf16": ([ptr, i64, ptr, ptr, ptr, i64, i64, i64, i32], None),
+        "silu_mul_bf16": ([ptr, ptr, i64, i64, i32], None),
+    }
+    for name, (args, result) in signatures.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, result
     return lib
 
 
@@ -119,7 +136,7 @@ def native() -> ctypes.CDLL | None:
                       f"using the pure-torch path", stacklevel=2)
         return None
     try:
-        _LIBRARY = _load()
+        _LIBRARY = load(build())
     except (KernelBuildError, OSError, AttributeError) as err:
         warnings.warn(f"rlvr native kernels unavailable ({err}); the torch rollout engine uses "
                       f"its pure-torch attention (slower)", stacklevel=2)
@@ -127,29 +144,35 @@ def native() -> ctypes.CDLL | None:
 
 
 def block_keys(keys):
-    """Keys ``[..., columns, D]`` -> the kernel's blocked layout ``[..., ceil(columns / 16), D, 16]``
-    (16 columns per block, transposed inside; columns past the end are zero)."""
+    """Keys ``[..., columns, D]`` -> the kernel's blocked layout
+    ``[..., ceil(columns / 16), D / 2, 16, 2]`` (16 columns per block, transposed inside by
+    pairs of dims; columns past the end are zero). D must be even."""
     import torch.nn.functional as F
 
     columns = keys.shape[-2]
     padded = F.pad(keys, (0, 0, 0, (-columns) % 16))
-    return padded.unflatten(-2, (-1, 16)).transpose(-1, -2).contiguous()
+    blocks = padded.unflatten(-2, (-1, 16)).unflatten(-1, (-1, 2))  # [..., B, 16, D / 2, 2]
+    return blocks.transpose(-3, -2).contiguous()
 
 
 def decode_attention(lib: ctypes.CDLL, queries, prompt_keys, prompt_values, prompt_start,
-                     keys, values, columns: int, row_prompt, out=None):
+                     keys, values, columns: int, row_prompt, new_keys=None, new_values=None,
+                     out=None):
     """One query token per row over its prompt's keys, then its own completion keys (bf16).
 
     Args:
         lib: from :func:`native`.
         queries: BFloat16Tensor[R, Hq, D], rows contiguous in (head, dim) (any row stride).
-        prompt_keys: [P, Hkv, ceil(W / 16), D, 16] prompt keys in blocked layout
+        prompt_keys: [P, Hkv, ceil(W / 16), D / 2, 16, 2] prompt keys in blocked layout
             (:func:`block_keys`); prompt_values: [P, Hkv, W, D].
         prompt_start: LongTensor[P], first real (unpadded) column of each prompt.
-        keys: [rows >= R, Hkv, ceil(Tmax / 16), D, 16] completion keys, blocked; values:
+        keys: [rows >= R, Hkv, ceil(Tmax / 16), D / 2, 16, 2] completion keys, blocked; values:
             [rows, Hkv, Tmax, D]; row r of the batch uses row r of both.
         columns: completion columns each row attends to (1 <= columns <= Tmax).
         row_prompt: LongTensor[R], prompt index of each row.
+        new_keys, new_values: optional BFloat16Tensor[R, Hkv, D] (heads contiguous, any row
+            stride): this step's keys / values, written into completion column ``columns - 1``
+            of ``keys`` / ``values`` before attending (one pass instead of two indexing copies).
         out: optional BFloat16Tensor[R, Hq * D] to write into.
 
     Returns:
@@ -172,14 +195,20 @@ def decode_attention(lib: ctypes.CDLL, queries, prompt_keys, prompt_values, prom
     if queries.stride(2) != 1 or queries.stride(1) != dim:
         raise ValueError(f"queries must be [R, Hq, D] with contiguous heads; got shape "
                          f"{tuple(queries.shape)} strides {queries.stride()}")
-    if (prompt_keys.shape != (prompts, kv_heads, (width + 15) // 16, dim, 16)
-            or keys.shape[1:] != (kv_heads, (tmax + 15) // 16, dim, 16)):
-        raise ValueError(f"keys must be blocked [.., Hkv, ceil(columns / 16), D, 16]; got "
+    if (prompt_keys.shape != (prompts, kv_heads, (width + 15) // 16, dim // 2, 16, 2)
+            or keys.shape[1:] != (kv_heads, (tmax + 15) // 16, dim // 2, 16, 2)):
+        raise ValueError(f"keys must be blocked [.., Hkv, ceil(columns / 16), D / 2, 16, 2]; got "
                          f"{tuple(prompt_keys.shape)} and {tuple(keys.shape)}")
     if not all(t.is_contiguous() for t in tensors[1:]) or not 1 <= columns <= tmax:
         raise ValueError(f"caches must be contiguous and 1 <= columns ({columns}) <= {tmax}")
     if keys.shape[0] < rows or row_prompt.numel() != rows or prompt_start.numel() != prompts:
         raise ValueError("row_prompt / prompt_start / cache rows do not match the batch")
+    new = (new_keys, new_values)
+    if (new_keys is None) != (new_values is None) or any(
+            t is not None and (t.dtype != torch.bfloat16 or t.shape != (rows, kv_heads, dim)
+                               or t.stride(2) != 1 or t.stride(1) != dim) for t in new):
+        raise ValueError(f"new_keys / new_values must both be bf16 [R, Hkv, D] = "
+                         f"{(rows, kv_heads, dim)} with contiguous heads")
     row_prompt = row_prompt.to(torch.int64).contiguous()
     prompt_start = prompt_start.to(torch.int64).contiguous()
     if out is None:
@@ -187,11 +216,103 @@ def decode_attention(lib: ctypes.CDLL, queries, prompt_keys, prompt_values, prom
     code = lib.decode_attention_bf16(
         queries.data_ptr(), queries.stride(0), prompt_keys.data_ptr(), prompt_values.data_ptr(),
         width, prompt_start.data_ptr(), keys.data_ptr(), values.data_ptr(), tmax, columns,
-        row_prompt.data_ptr(), rows, heads, kv_heads, dim, dim ** -0.5, out.data_ptr(),
+        None if new_keys is None else new_keys.data_ptr(), 0 if new_keys is None else new_keys.stride(0),
+        None if new_values is None else new_values.data_ptr(),
+        0 if new_values is None else new_values.stride(0), row_prompt.data_ptr(), rows, heads, kv_heads, dim, dim ** -0.5, out.data_ptr(),
         torch.get_num_threads())
     if code == 1:
         raise MemoryError("decode_attention: could not allocate a work buffer")
     if code == 2:
         raise ValueError(f"decode_attention: unsupported heads {heads} / kv heads {kv_heads} / "
                          f"head dim {dim}")
+    return out
+
+
+def _check_bf16(name: str, *tensors) -> None:
+    import torch
+
+    for t in tensors:
+        if t.dtype != torch.bfloat16 or t.stride(-1) != 1:
+            raise ValueError(f"{name} takes bf16 tensors with a contiguous last dim, got "
+                             f"{t.dtype} strides {t.stride()}")
+
+
+def add_rms_norm(lib: ctypes.CDLL, x, delta, weight, eps: float):
+    """``x += delta`` in place (when ``delta`` is given), then RMSNorm of ``x``:
+    ``bf16(weight * bf16(x * rsqrt(mean(x^2) + eps)))`` (Zhang & Sennrich 2019, eq. 4, with
+    transformers' LlamaRMSNorm roundings).
+
+    Args:
+        x: BFloat16Tensor[R, H], contiguous (the residual stream; updated in place).
+        delta: BFloat16Tensor[R, H] contiguous, or None. weight: BFloat16Tensor[H].
+
+    Returns:
+        BFloat16Tensor[R, H], the normalised rows.
+
+    Raises:
+        ValueError: wrong dtype or layout.
+    """
+    import torch
+
+    _check_bf16("add_rms_norm", x, weight, *(() if delta is None else (delta,)))
+    if not x.is_contiguous() or (delta is not None and not delta.is_contiguous()):
+        raise ValueError("add_rms_norm needs contiguous x and delta")
+    rows, hidden = x.shape
+    out = torch.empty_like(x)
+    lib.add_rms_norm_bf16(x.data_ptr(), None if delta is None else delta.data_ptr(),
+                          weight.data_ptr(), eps, out.data_ptr(), rows, hidden,
+                          torch.get_num_threads())
+    return out
+
+
+def rope(lib: ctypes.CDLL, x, cos, signed_sin):
+    """Rotary embedding ``x * cos + rotate_half(x) * sin`` (Su et al. 2021, RoFormer, eq. 34)
+    of every head, with ``signed_sin = cat(-sin1, sin2)`` and torch's bf16 roundings.
+
+    Args:
+        x: BFloat16Tensor[R, heads, D], heads contiguous (any row stride); D even.
+        cos, signed_sin: BFloat16Tensor[R, D] contiguous.
+
+    Returns:
+        BFloat16Tensor[R, heads, D] contiguous.
+
+    Raises:
+        ValueError: wrong dtype or layout.
+    """
+    import torch
+
+    rows, heads, dim = x.shape
+    _check_bf16("rope", x, cos, signed_sin)
+    if x.stride(1) != dim or dim % 2 or cos.shape != (rows, dim) or signed_sin.shape != (rows, dim):
+        raise ValueError(f"rope: x [R, heads, D] with contiguous heads and cos / sin [R, D]; got "
+                         f"{tuple(x.shape)} strides {x.stride()}, cos {tuple(cos.shape)}")
+    out = torch.empty(rows, heads, dim, dtype=torch.bfloat16)
+    lib.rope_bf16(x.data_ptr(), x.stride(0), cos.contiguous().data_ptr(),
+                  signed_sin.contiguous().data_ptr(), out.data_ptr(), rows, heads, dim,
+                  torch.get_num_threads())
+    return out
+
+
+def silu_mul(lib: ctypes.CDLL, gate_up):
+    """SwiGLU's gate: ``bf16(bf16(silu(gate)) * up)`` (Shazeer 2020, eq. 5) for
+    ``gate_up = cat(gate, up)``.
+
+    Args:
+        gate_up: BFloat16Tensor[R, 2 I], contiguous.
+
+    Returns:
+        BFloat16Tensor[R, I].
+
+    Raises:
+        ValueError: wrong dtype, layout or an odd width.
+    """
+    import torch
+
+    _check_bf16("silu_mul", gate_up)
+    rows, width = gate_up.shape
+    if not gate_up.is_contiguous() or width % 2:
+        raise ValueError(f"silu_mul needs a contiguous [R, 2 I] tensor, got {tuple(gate_up.shape)}")
+    out = torch.empty(rows, width // 2, dtype=torch.bfloat16)
+    lib.silu_mul_bf16(gate_up.data_ptr(), out.data_ptr(), rows, width // 2,
+                      torch.get_num_threads())
     return out

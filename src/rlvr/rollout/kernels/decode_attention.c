@@ -6,83 +6,63 @@
  * (cascade attention) with one pass per (row, kv head), whose G query heads share every key and
  * value load (grouped-query attention). Softmax is exact (all scores, then max, exp, sum), fp32.
  *
- * Keys are stored in blocks of 16 columns, transposed inside a block ([..., column / 16, D, 16]):
- * one item's keys are one contiguous stream, and the score loop computes 16 columns per vector
- * with the G query heads' partial sums held in registers (no horizontal reductions). Values keep
- * the usual [..., column, D] layout: acc[g][:] += p[g][j] * v[j][:] vectorises over d.
+ * Keys are stored in blocks of 16 columns, transposed inside a block by pairs of dims
+ * ([..., column / 16, D / 2, 16, 2]: element (j, d) of a block at (d / 2) * 32 + j * 2 + d % 2):
+ * one item's keys are one contiguous stream, the score loop computes 16 columns per vector
+ * with the G query heads' partial sums held in registers (no horizontal reductions), and a
+ * 512-bit load holds the (d, d + 1) pairs that vdpbf16ps multiplies. Values keep the usual
+ * [..., column, D] layout: acc[g][:] += p[g][j] * v[j][:] vectorises over d (fp32 weights).
  *
  * Layouts (element strides; bf16 stored as uint16):
  *   q    [R, Hq, D], row stride q_row_stride
- *   pk   [P, Hkv, ceil(W / 16), D, 16]       pv [P, Hkv, W, D]
- *   ck   [rows, Hkv, ceil(Tmax / 16), D, 16] cv [rows, Hkv, Tmax, D]   (row r of the batch)
+ *   pk   [P, Hkv, ceil(W / 16), D / 2, 16, 2]       pv [P, Hkv, W, D]
+ *   ck   [rows, Hkv, ceil(Tmax / 16), D / 2, 16, 2] cv [rows, Hkv, Tmax, D]  (row r of the batch)
  *   out  [R, Hq * D]
+ *   new_k, new_v [R, Hkv, D] with row strides k_row_stride / v_row_stride: this step's keys and
+ *        values, written into column T - 1 of ck / cv before attending (NULL: already there)
  * Query head h belongs to kv head h / G (G = Hq / Hkv), as in transformers' repeat_kv.
  */
-#include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
+#include "bf16.h"
 
 #define MAX_GROUP 8
 
-static inline float bf16_to_f32(uint16_t x) {
-    uint32_t u = (uint32_t)x << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static inline uint16_t f32_to_bf16(float f) {  /* round to nearest even, as torch does */
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
+/* Software prefetch of `count` bf16 elements from `p`, one hint per 64-byte line. */
+static inline void prefetch(const uint16_t *p, int64_t count) {
+    for (int64_t i = 0; i < count; i += 32) __builtin_prefetch(p + i, 0, 3);
 }
 
 #ifdef __AVX512F__
-#include <immintrin.h>
-
-static inline __m512 load_bf16x16(const uint16_t *p) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(
-        _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
-}
-
-static inline __mmask16 tail_mask(int64_t left) {
-    return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
-}
-
-/* s[g * L + j] = sum_d q[g][d] * k[j][d] for j < n, k in 16-column blocks. */
+/* s[g * L + j] = sum_d q[g][d] * k[j][d] for j < n (keys in the blocked pair layout above):
+ * 16 columns per vector, the G query heads' sums held in registers. With AVX512-BF16 each
+ * instruction multiplies a pair of dims exactly in fp32 (vdpbf16ps); without it the pair is
+ * split into two fp32 vectors. */
 static inline __attribute__((always_inline)) void scores(
-        const int G, const int64_t D, const float *qf, const uint16_t *kb, int64_t n,
-        float *s, int64_t L) {
+        const int G, const int64_t D, const float *qf, const uint16_t *qb, const uint16_t *kb,
+        int64_t n, float *s, int64_t L) {
     for (int64_t j = 0; j < n; j += 16, kb += D * 16) {
         __m512 acc[MAX_GROUP];
         for (int g = 0; g < G; g++) acc[g] = _mm512_setzero_ps();
-        for (int64_t d = 0; d < D; d++) {
-            const __m512 k = load_bf16x16(kb + d * 16);
-            for (int g = 0; g < G; g++)
-                acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(qf[g * D + d]), k, acc[g]);
+        for (int64_t dp = 0; dp < D / 2; dp++) {
+            const __m512i k = _mm512_loadu_si512((const void *)(kb + dp * 32));
+#ifdef __AVX512BF16__
+            for (int g = 0; g < G; g++) {
+                uint32_t pair;
+                memcpy(&pair, qb + g * D + 2 * dp, sizeof pair);
+                acc[g] = _mm512_dpbf16_ps(acc[g], (__m512bh)k, (__m512bh)_mm512_set1_epi32((int)pair));
+            }
+#else
+            const __m512 even = _mm512_castsi512_ps(_mm512_slli_epi32(k, 16));
+            const __m512 odd = _mm512_castsi512_ps(_mm512_and_si512(k, _mm512_set1_epi32((int)0xFFFF0000u)));
+            for (int g = 0; g < G; g++) {
+                acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(qf[g * D + 2 * dp]), even, acc[g]);
+                acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(qf[g * D + 2 * dp + 1]), odd, acc[g]);
+            }
+#endif
         }
         const __mmask16 m = tail_mask(n - j);
         for (int g = 0; g < G; g++) _mm512_mask_storeu_ps(s + g * L + j, m, acc[g]);
     }
-}
-
-/* exp(x) for x <= 0, 16 lanes: Cephes' expf polynomial on |r| <= ln2/2, then x 2^n (scalef).
- * Relative error < 2e-7; inputs below -87 are clamped (their weight is < 1e-37 of the max). */
-static inline __m512 exp_nonpositive(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(p, n);
 }
 
 /* s[lo..hi) <- exp(scale * (s - max)) in place; returns their sum. */
@@ -96,7 +76,7 @@ static inline float softmax_numerators(float *s, int64_t lo, int64_t hi, float s
     __m512 total = _mm512_setzero_ps();
     for (int64_t j = lo; j < hi; j += 16) {
         const __mmask16 m = tail_mask(hi - j);
-        const __m512 e = exp_nonpositive(
+        const __m512 e = exp16(
             _mm512_fmsub_ps(_mm512_maskz_loadu_ps(m, s + j), vscale, shift));
         _mm512_mask_storeu_ps(s + j, m, e);
         total = _mm512_mask_add_ps(total, m, total, e);
@@ -131,13 +111,15 @@ static inline __attribute__((always_inline)) void weighted_values(
 #include <math.h>
 /* Portable loops (the compiler vectorises what it can). */
 static inline __attribute__((always_inline)) void scores(
-        const int G, const int64_t D, const float *qf, const uint16_t *kb, int64_t n,
-        float *s, int64_t L) {
+        const int G, const int64_t D, const float *qf, const uint16_t *qb, const uint16_t *kb,
+        int64_t n, float *s, int64_t L) {
+    (void)qb;
     for (int64_t j = 0; j < n; j++) {
-        const uint16_t *k = kb + (j / 16) * D * 16 + j % 16;
+        const uint16_t *k = kb + (j / 16) * D * 16 + (j % 16) * 2;
         for (int g = 0; g < G; g++) {
             float acc = 0.0f;
-            for (int64_t d = 0; d < D; d++) acc += qf[g * D + d] * bf16_to_f32(k[d * 16]);
+            for (int64_t d = 0; d < D; d++)
+                acc += qf[g * D + d] * bf16_to_f32(k[(d / 2) * 32 + d % 2]);
             s[g * L + j] = acc;
         }
     }
@@ -163,12 +145,12 @@ static inline __attribute__((always_inline)) void weighted_values(
 /* Scores for prompt columns 0..W-1 (padding included: cheaper than a ragged first block) and
  * completion columns at s + W; softmax over [start, W + T); then values over the same range. */
 static inline __attribute__((always_inline)) void attend_one(
-        const int G, const int64_t D, const float *qf, float scale,
+        const int G, const int64_t D, const float *qf, const uint16_t *qb, float scale,
         const uint16_t *pk, const uint16_t *pv, int64_t W, int64_t start,
         const uint16_t *ck, const uint16_t *cv, int64_t T, float *s, float *acc, uint16_t *out) {
     const int64_t L = W + T;
-    scores(G, D, qf, pk, W, s, L);
-    scores(G, D, qf, ck, T, s + W, L);
+    scores(G, D, qf, qb, pk, W, s, L);
+    scores(G, D, qf, qb, ck, T, s + W, L);
     float inv[MAX_GROUP];
     for (int g = 0; g < G; g++) inv[g] = 1.0f / softmax_numerators(s + g * L, start, L, scale);
     memset(acc, 0, sizeof(float) * G * D);
@@ -183,7 +165,8 @@ static inline __attribute__((always_inline)) void attend_one(
 int decode_attention_bf16(
         const uint16_t *q, int64_t q_row_stride,
         const uint16_t *pk, const uint16_t *pv, int64_t W, const int64_t *prompt_start,
-        const uint16_t *ck, const uint16_t *cv, int64_t Tmax, int64_t T,
+        uint16_t *ck, uint16_t *cv, int64_t Tmax, int64_t T,
+        const uint16_t *new_k, int64_t k_row_stride, const uint16_t *new_v, int64_t v_row_stride,
         const int64_t *row_prompt, int64_t R, int64_t Hq, int64_t Hkv, int64_t D, float scale,
         uint16_t *out, int threads) {
     const int G = (int)(Hq / Hkv);
@@ -205,17 +188,32 @@ int decode_attention_bf16(
                 for (int64_t i = 0; i < G * D; i++) qf[i] = bf16_to_f32(qr[i]);
                 const uint16_t *pkh = pk + (p * Hkv + h) * D * wb;
                 const uint16_t *pvh = pv + (p * Hkv + h) * W * D;
-                const uint16_t *ckh = ck + (r * Hkv + h) * D * tb;
-                const uint16_t *cvh = cv + (r * Hkv + h) * Tmax * D;
+                uint16_t *ckh = ck + (r * Hkv + h) * D * tb;
+                uint16_t *cvh = cv + (r * Hkv + h) * Tmax * D;
+                if (new_k) {  /* column c = T - 1: block c / 16, lane c % 16 */
+                    const int64_t c = T - 1;
+                    const uint16_t *nk = new_k + r * k_row_stride + h * D;
+                    const uint16_t *nv = new_v + r * v_row_stride + h * D;
+                    uint16_t *kblock = ckh + (c / 16) * D * 16 + (c % 16) * 2;
+                    for (int64_t d = 0; d < D; d++) kblock[(d / 2) * 32 + d % 2] = nk[d];
+                    memcpy(cvh + c * D, nv, sizeof(uint16_t) * D);
+                }
+                if (item + 1 < R * Hkv) {
+                    /* The cache is cold (the step's weight stream evicts it): fetch the next
+                     * item's completion keys / values while this one computes. */
+                    const int64_t rn = (item + 1) / Hkv, hn = (item + 1) % Hkv;
+                    prefetch(ck + (rn * Hkv + hn) * D * tb, (T + 15) / 16 * D * 16);
+                    prefetch(cv + (rn * Hkv + hn) * Tmax * D, T * D);
+                }
                 uint16_t *o = out + r * Hq * D + h * G * D;
                 const int64_t st = prompt_start[p];
                 /* A constant G per branch lets the compiler unroll the query-head loops. */
                 switch (G) {
-                case 1: attend_one(1, D, qf, scale, pkh, pvh, W, st, ckh, cvh, T, s, acc, o); break;
-                case 2: attend_one(2, D, qf, scale, pkh, pvh, W, st, ckh, cvh, T, s, acc, o); break;
-                case 3: attend_one(3, D, qf, scale, pkh, pvh, W, st, ckh, cvh, T, s, acc, o); break;
-                case 4: attend_one(4, D, qf, scale, pkh, pvh, W, st, ckh, cvh, T, s, acc, o); break;
-                default: attend_one(G, D, qf, scale, pkh, pvh, W, st, ckh, cvh, T, s, acc, o);
+                case 1: attend_one(1, D, qf, qr, scale, pkh, pvh, W, st, ckh, cvh, T, s, acc, o); break;
+                case 2: attend_one(2, D, qf, qr, scale, pkh, pvh, W, st, ckh, cvh, T, s, acc, o); break;
+                case 3: attend_one(3, D, qf, qr, scale, pkh, pvh, W, st, ckh, cvh, T, s, acc, o); break;
+                case 4: attend_one(4, D, qf, qr, scale, pkh, pvh, W, st, ckh, cvh, T, s, acc, o); break;
+                default: attend_one(G, D, qf, qr, scale, pkh, pvh, W, st, ckh, cvh, T, s, acc, o);
                 }
             }
             free(s);
