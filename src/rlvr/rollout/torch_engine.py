@@ -160,6 +160,9 @@ class Linear:
     Args:
         weight: [out, in] in the compute dtype; bias: [out] or None.
         batch_hint: typical row count, for the packing heuristics.
+
+    Attributes:
+        weight: the plain weight, or None once packed (the engine keeps one copy).
     """
 
     def __init__(self, weight: Tensor, bias: Tensor | None, batch_hint: int):
@@ -167,6 +170,7 @@ class Linear:
         self.packed = None
         if weight.dtype == torch.bfloat16 and _mkldnn_linear_available():
             self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, batch_hint)
+            self.weight = None  # only the packed copy is used (saves a copy of the weights)
 
     def __call__(self, x: Tensor) -> Tensor:
         if self.packed is None:
