@@ -121,6 +121,15 @@ class GRPOConfig(_Section):
                                 "and share its KV cache (with gradients) across the group's "
                                 "completions: same loss, far fewer tokens when prompts are "
                                 "longer than completions (src/rlvr/train/policy.py).")
+    update_processes: int = Field(1, ge=1, description="Processes for the policy update (data "
+                                  "parallel, accelerate DDP over gloo). This process (rank 0) "
+                                  "runs rollouts, rewards, evaluation and checkpoints; each step "
+                                  "it sends the trainable rows to the other ranks, every rank "
+                                  "computes the gradient of its contiguous shard, DDP averages "
+                                  "them and all take the same optimizer step: the update of one "
+                                  "process up to float summation order. Each rank gets "
+                                  "`threads / update_processes` threads for the update "
+                                  "(src/rlvr/distributed/update_group.py). 1 = single process.")
     mu: int = Field(1, ge=1, description="Policy updates per rollout batch (with mu > 1 the "
                     "old log-probs are kept from before the first update).")
     temperature: float = Field(1.0, gt=0, description="Training sampling temperature (R18 "

@@ -81,6 +81,11 @@ class GRPOStep:
         rewards: the reward pipeline.
         optimizer, scheduler: torch optimizer and LR scheduler of ``policy``.
         stop_token_ids: token ids that end a completion.
+
+    Attributes:
+        update_group: a :class:`rlvr.distributed.update_group.UpdateGroup` that runs the
+            policy update data-parallel (set by the run when ``grpo.update_processes > 1``),
+            else None.
     """
 
     def __init__(self, config: RunConfig, policy, reference, engine, tokenizer,
@@ -89,6 +94,7 @@ class GRPOStep:
         self.engine, self.tokenizer, self.rewards = engine, tokenizer, rewards
         self.optimizer, self.scheduler = optimizer, scheduler
         self.stop_token_ids = stop_token_ids
+        self.update_group = None
         self.noise = torch.Generator().manual_seed(config.seed + 17)
         a = config.algo
         self.kl_ctl = (AdaptiveKLController(a.kl_coef, a.kl_target)
@@ -178,6 +184,12 @@ class GRPOStep:
             old = self._log_probs(self.policy, seqs)
         kl_coef = self.kl_ctl.value if a.kl_in == "loss" else 0.0
         ref = self._log_probs(self.reference, seqs) if kl_coef > 0 else None
+        if self.update_group is not None:  # data parallel (grpo.update_processes > 1)
+            out_metrics = self.update_group.update(seqs, adv, old, ref, kl_coef)
+            self.scheduler.step()
+            if ref is None:
+                out_metrics.pop("kl", None)
+            return out_metrics
         entropy_mode = "grad" if a.entropy_coef > 0 else "detached"
         sampler_logp = batch.rollout.logprobs[batch.train_rows]
         metrics: dict[str, list[float]] = {}

@@ -74,6 +74,7 @@ class Run:
                              if config.reward.verifiers else self.rewards)
         self.lr_scale = 1.0
         self.step_fn = None
+        self.update_group = None  # data-parallel update workers during GRPO
         self._resumed_kl_coef = None
 
     # -- setup ------------------------------------------------------------------------------
@@ -259,7 +260,6 @@ class Run:
     def grpo(self, start_step: int, sampler: TaskSampler, history: dict):
         """GRPO steps ``start_step + 1 .. grpo.steps``, each followed by its health checks.
         Returns the alert that stopped the run early, or ``None``."""
-        from rlvr.monitor.alerts import strongest
         from rlvr.train.grpo import GRPOStep
 
         c = self.config
@@ -269,6 +269,23 @@ class Run:
                                           self.scheduler, self.stop_ids)
         if self._resumed_kl_coef is not None:
             step_fn.kl_ctl.value = self._resumed_kl_coef
+        if c.grpo.update_processes > 1:
+            from rlvr.distributed.update_group import UpdateGroup
+
+            step_fn.update_group = self.update_group = UpdateGroup(c, self.policy, self.optimizer)
+            console.print(f"policy update data-parallel over {c.grpo.update_processes} "
+                          f"processes ({self.update_group.update_threads} threads each)")
+        try:
+            return self._grpo_steps(step_fn, start_step, sampler, history)
+        finally:
+            if self.update_group is not None:
+                self.update_group.close()
+                self.update_group = step_fn.update_group = None
+
+    def _grpo_steps(self, step_fn, start_step: int, sampler: TaskSampler, history: dict):
+        from rlvr.monitor.alerts import strongest
+
+        c = self.config
         for step in range(start_step + 1, c.grpo.steps + 1):
             skipped, counts = sampler.skipped, dict(sampler.counts)
             idx = sampler.next(c.grpo.prompts_per_step)
@@ -335,6 +352,8 @@ class Run:
         factor = self.scheduler.lr_lambdas[0](self.scheduler.last_epoch)
         for group, base in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
             group["lr"] = base * factor
+        if self.update_group is not None:
+            self.update_group.sync()
         self.monitor.after_rollback(step)
         console.print(f"[bold magenta]rollback[/] to {target.name}; learning rate now "
                       f"{self.optimizer.param_groups[0]['lr']:.3g} (x{self.lr_scale:g})")

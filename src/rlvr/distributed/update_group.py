@@ -1,0 +1,214 @@
+"""Data-parallel policy updates inside ``rlvr train`` (``grpo.update_processes > 1``).
+
+Rank 0 is the run itself: rollouts, rewards, advantages, the KL reference's and the old
+policy's log-probs, validation, health checks, checkpoints. It starts ``W - 1`` update
+workers (processes on this machine, ``torch.multiprocessing`` spawn), joins them in a gloo
+process group and wraps its policy in DDP through ``accelerate`` (which broadcasts rank 0's
+weights, so every replica starts equal). Every step it broadcasts the step's trainable rows
+(token ids, advantages, old / reference log-probs, the learning rate) to the workers; each
+rank computes the loss gradient of its contiguous shard (:func:`rlvr.distributed.ddp.shard_rows`)
+with :func:`rlvr.distributed.ddp.ddp_update`, DDP averages the gradients, and all ranks take the
+same clipped AdamW step, so the replicas stay identical and the update equals the
+single-process one up to float summation order (tests/distributed/test_train_ddp.py).
+
+When rank 0 changes its policy or optimizer outside an update (a health-check rollback), it
+sends its full state to the workers (:meth:`UpdateGroup.sync`). Workers exit when rank 0 sends
+``stop`` (:meth:`UpdateGroup.close`) or when rank 0's process disappears.
+
+On a 2-core CPU this buys nothing (the update already uses every core); it is the same code
+path that spreads the update over several GPUs or CPU sockets.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+import threading
+import time
+import warnings
+
+import torch
+
+from rlvr.distributed.ddp import ddp_update, shard_rows
+
+_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _set_env(rank: int, world: int, port: int) -> dict[str, str | None]:
+    """Launcher environment accelerate reads; returns the previous values."""
+    previous = {k: os.environ.get(k) for k in _ENV}
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                      LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+    return previous
+
+
+def _join(rank: int, world: int, port: int, timeout_s: float):
+    """Join the gloo group and build the CPU Accelerator (which adopts it)."""
+    from accelerate import Accelerator
+
+    _set_env(rank, world, port)
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+        timeout=datetime.timedelta(seconds=timeout_s))
+    threads = torch.get_num_threads()
+    with warnings.catch_warnings():  # "OMP_NUM_THREADS unset, we set it at ...": undone below
+        warnings.simplefilter("ignore", UserWarning)
+        accelerator = Accelerator(cpu=True)
+    torch.set_num_threads(threads)  # accelerate sets cores / processes when OMP_NUM_THREADS is unset
+    return accelerator
+
+
+def _broadcast(message):
+    box = [message]
+    torch.distributed.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _update_on_shard(model, optimizer, payload: dict, config, accelerator) -> dict[str, float]:
+    """This rank's part of one step: ``grpo.mu`` calls of :func:`ddp_update` on its shard."""
+    for group, lr in zip(optimizer.param_groups, payload["lr"]):
+        group["lr"] = lr
+    seqs, n = payload["seqs"], payload["advantages"].shape[0]
+    rows = shard_rows(n, accelerator.process_index, accelerator.num_processes)
+    empty = rows.stop == rows.start
+    pick = lambda t: None if t is None else t[rows]  # noqa: E731
+    epochs = []
+    for _ in range(config.grpo.mu):
+        metrics = ddp_update(model, optimizer, None if empty else seqs.rows(rows),
+                             payload["advantages"][rows], pick(payload["old"]), config,
+                             accelerator, ref_log_probs=pick(payload["ref"]),
+                             kl_coef=payload["kl_coef"])
+        epochs.append(metrics)
+        if metrics.get("update_skipped_nonfinite"):
+            break  # every rank sees the same global gradient norm, so all stop together
+    keys = set().union(*epochs)
+    return {k: sum(m.get(k, 0.0) for m in epochs) / len(epochs) for k in keys}
+
+
+class UpdateGroup:
+    """Rank 0's handle on its data-parallel update workers.
+
+    Args:
+        config: the run config (``grpo.update_processes`` = W >= 2 processes in all).
+        policy: rank 0's policy (wrapped in DDP here; the object itself stays the run's
+            policy for rollouts, evaluation and checkpoints).
+        optimizer: rank 0's optimizer over the policy's trainable parameters.
+        timeout_s: how long a collective may wait (a worker that died makes rank 0 fail after
+            this, instead of hanging).
+
+    Raises:
+        RuntimeError: a worker failed to start or to join the process group.
+    """
+
+    def __init__(self, config, policy, optimizer, timeout_s: float = 1800.0):
+        import torch.multiprocessing as mp
+
+        self.config, self.optimizer = config, optimizer
+        self.world = config.grpo.update_processes
+        port = _free_port()
+        threads = config.threads or torch.get_num_threads()
+        self.update_threads = max(1, threads // self.world)
+        context = mp.get_context("spawn")
+        self.workers = [context.Process(target=_worker_main, daemon=True, name=f"rlvr-update-{r}",
+                                        args=(r, self.world, port, config.model_dump_json(),
+                                              self.update_threads, os.getpid(), timeout_s))
+                        for r in range(1, self.world)]
+        for worker in self.workers:
+            worker.start()
+        self._previous_env = {k: os.environ.get(k) for k in _ENV}
+        self.accelerator = _join(0, self.world, port, timeout_s)
+        self.model = self.accelerator.prepare(policy)  # DDP: broadcasts rank 0's weights
+        self.sync(weights=False)  # the optimizer state (non-empty after a resume)
+
+    def update(self, seqs, advantages, old_log_probs, ref_log_probs, kl_coef: float
+               ) -> dict[str, float]:
+        """One step's update over all ranks; returns rank 0's metrics (``grad_norm`` and the
+        ``global_*`` counts are global, the loss terms are rank 0's shard's)."""
+        payload = {"seqs": seqs, "advantages": advantages, "old": old_log_probs,
+                   "ref": ref_log_probs, "kl_coef": kl_coef,
+                   "lr": [g["lr"] for g in self.optimizer.param_groups]}
+        _broadcast(("update", payload))
+        threads = torch.get_num_threads()
+        torch.set_num_threads(self.update_threads)  # the workers use the other cores
+        try:
+            return _update_on_shard(self.model, self.optimizer, payload, self.config,
+                                    self.accelerator)
+        finally:
+            torch.set_num_threads(threads)
+
+    def sync(self, weights: bool = True) -> None:
+        """Send rank 0's optimizer state (and weights) to the workers (after a rollback)."""
+        policy = self.accelerator.unwrap_model(self.model)
+        _broadcast(("sync", {"weights": policy.state_dict() if weights else None,
+                             "optimizer": self.optimizer.state_dict()}))
+
+    def close(self) -> None:
+        """Stop the workers and leave the process group (idempotent)."""
+        if not self.workers:
+            return
+        try:
+            _broadcast(("stop", None))
+        finally:
+            for worker in self.workers:
+                worker.join(timeout=30)
+                if worker.is_alive():
+                    worker.terminate()
+            self.workers = []
+            if torch.distributed.is_initialized():
+                torch.distributed.destroy_process_group()
+            from accelerate.state import AcceleratorState
+
+            AcceleratorState._reset_state(True)
+            for key, value in self._previous_env.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit when rank 0's process is gone (a killed run must not leave workers behind)."""
+    while True:
+        if os.getppid() != parent:
+            os._exit(1)
+        time.sleep(1.0)
+
+
+def _worker_main(rank: int, world: int, port: int, config_json: str, threads: int,
+                 parent: int, timeout_s: float) -> None:
+    """An update worker: the policy's architecture, an AdamW like rank 0's, then messages."""
+    from rlvr.models import load_model_and_tokenizer
+    from rlvr.train.config import RunConfig
+
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    torch.set_num_threads(threads)
+    config = RunConfig.model_validate_json(config_json)
+    policy, _ = load_model_and_tokenizer(config.model.name, seed=config.seed)
+    if config.model.lora_rank:
+        from rlvr.models.lora import apply_lora
+
+        policy = apply_lora(policy, config.model.lora_rank, config.model.lora_alpha)
+    g = config.grpo
+    optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad],
+                                  lr=g.learning_rate, weight_decay=g.weight_decay)
+    accelerator = _join(rank, world, port, timeout_s)
+    model = accelerator.prepare(policy)
+    while True:
+        kind, body = _broadcast(None)
+        if kind == "stop":
+            break
+        if kind == "sync":
+            if body["weights"] is not None:
+                accelerator.unwrap_model(model).load_state_dict(body["weights"])
+            optimizer.load_state_dict(body["optimizer"])
+        elif kind == "update":
+            _update_on_shard(model, optimizer, body, config, accelerator)
+    torch.distributed.destroy_process_group()
