@@ -31,6 +31,12 @@ if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [
   (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1 \
     || echo "setup: could not install bubblewrap; the code sandbox will run a weaker tier" >&2
 fi
+# A C compiler builds the torch rollout engine's native kernels on first use; without it the
+# engine runs its slower pure-torch path.
+if ! command -v cc >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && apt-get install -y -qq gcc libc6-dev) >/dev/null 2>&1 \
+    || echo "setup: could not install a C compiler; the torch rollout engine will be slower" >&2
+fi
 # chromium renders `rlvr report` pages headless in the tests; without it that test skips.
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1 \
