@@ -28,6 +28,9 @@ test-slow: setup
 
 bench: setup
 	$(PY) benchmarks/verify_throughput.py --quick
+	$(PY) benchmarks/rollout_throughput.py --quick
+	$(PY) benchmarks/grpo_step.py --quick
+	$(PY) benchmarks/grpo_memory.py --quick
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -29,11 +29,11 @@ import json
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 MIB = 1024
 
 
@@ -52,25 +52,9 @@ def reset_peak() -> None:
 
 def measure(config, engine_name: str, shared_prefix: bool, steps: int) -> dict[str, float]:
     """Peak RSS (MiB) of the phases of the last of ``steps`` GRPO steps."""
-    import copy
+    from _preset import grpo_step_for
 
-    from rlvr.train.grpo import GRPOStep
-    from rlvr.train.run import Run
-
-    config = config.model_copy(deep=True)
-    config.rollout.engine = engine_name
-    config.grpo.shared_prefix = shared_prefix
-    run = Run(config, Path(tempfile.mkdtemp(prefix="rlvr-mem-")))
-    run.load()
-    run._engine = run.engine()
-    if config.sft.enabled:
-        run.sft()
-    run._optimizer_for_grpo()
-    reference = None
-    if config.algo.kl_coef > 0:
-        reference = copy.deepcopy(run.policy).eval().requires_grad_(False)
-    step = GRPOStep(config, run.policy, reference, run._engine, run.tokenizer, run.rewards,
-                    run.optimizer, run.scheduler, run.stop_ids)
+    run, step, sampler = grpo_step_for(config, engine_name, shared_prefix, prefix="rlvr-mem-")
     phases: dict[str, float] = {}
     generate = run._engine.generate
 
@@ -82,7 +66,6 @@ def measure(config, engine_name: str, shared_prefix: bool, steps: int) -> dict[s
         return out
 
     run._engine.generate = tracked_generate
-    sampler = run.sampler()
     for i in range(steps):
         idx = sampler.next(config.grpo.prompts_per_step)
         phases["resident"] = _status_kib("VmRSS") / MIB

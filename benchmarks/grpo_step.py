@@ -22,39 +22,22 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def time_steps(config, engine_name: str, steps: int, shared_prefix: bool = True) -> list[dict]:
     """SFT cold start as configured (so completions look like a real run's: the base model
     rambles to the length cap), then ``steps + 1`` GRPO steps with ``engine_name``; metrics of
     the last ``steps``."""
-    import copy
-
     import torch
 
-    from rlvr.train.grpo import GRPOStep
-    from rlvr.train.run import Run
+    from _preset import grpo_step_for
 
-    config = config.model_copy(deep=True)
-    config.rollout.engine = engine_name
-    config.grpo.shared_prefix = shared_prefix
-    run = Run(config, Path(tempfile.mkdtemp(prefix="rlvr-bench-")))
-    run.load()
-    run._engine = run.engine()
-    if config.sft.enabled:
-        run.sft()
-    run._optimizer_for_grpo()
-    reference = None
-    if config.algo.kl_coef > 0:
-        reference = copy.deepcopy(run.policy).eval().requires_grad_(False)
-    step = GRPOStep(config, run.policy, reference, run._engine, run.tokenizer, run.rewards,
-                    run.optimizer, run.scheduler, run.stop_ids)
-    sampler = run.sampler()
+    run, step, sampler = grpo_step_for(config, engine_name, shared_prefix)
     rows = []
     for i in range(steps + 1):
         idx = sampler.next(config.grpo.prompts_per_step)

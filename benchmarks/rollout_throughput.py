@@ -85,6 +85,8 @@ def main() -> None:
     warm = SamplingParams(temperature=1.0, max_new_tokens=4, n=2, seed=0)
     for engine in engines.values():  # weight snapshots, allocator and kernel warm-up
         engine.generate(make_prompts(tokenizer, 2), warm)
+    native = engines["torch"]._current_decoder().library is not None
+    print(f"torch engine: {'native kernels' if native else 'pure-torch path (no C compiler?)'}")
 
     results = {}
     for batch in batches:
