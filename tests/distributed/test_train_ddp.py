@@ -84,3 +84,16 @@ def test_a_rollback_resyncs_the_update_workers(tmp_path, monkeypatch):
         weights[processes] = _weights(run_dir, 6)
     for name in weights[1]:
         torch.testing.assert_close(weights[2][name], weights[1][name], rtol=1e-5, atol=1e-6)
+
+
+def test_a_worker_that_cannot_start_fails_the_run_instead_of_hanging():
+    from rlvr.distributed.update_group import UpdateGroup
+    from rlvr.models.tiny import tiny_model, tiny_tokenizer
+    from rlvr.train.config import RunConfig
+
+    config = RunConfig.model_validate({"model": {"name": "no-such-model-anywhere"},
+                                       "grpo": {"update_processes": 2}})
+    policy = tiny_model(tiny_tokenizer(), seed=0)
+    optimizer = torch.optim.AdamW(policy.parameters())
+    with pytest.raises(RuntimeError, match=r"rlvr-update-1 \(exit code 1\)"):
+        UpdateGroup(config, policy, optimizer)

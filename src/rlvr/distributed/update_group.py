@@ -101,14 +101,16 @@ class UpdateGroup:
         policy: rank 0's policy (wrapped in DDP here; the object itself stays the run's
             policy for rollouts, evaluation and checkpoints).
         optimizer: rank 0's optimizer over the policy's trainable parameters.
-        timeout_s: how long a collective may wait (a worker that died makes rank 0 fail after
-            this, instead of hanging).
+        timeout_s: how long a worker may wait for rank 0's next message (rank 0 may spend
+            many minutes on evaluation between two updates); rank 0 checks that its workers
+            are alive before every message instead.
 
     Raises:
-        RuntimeError: a worker failed to start or to join the process group.
+        RuntimeError: a worker exited before joining the process group (its exit code is in
+            the message), or later, before a message to it.
     """
 
-    def __init__(self, config, policy, optimizer, timeout_s: float = 1800.0):
+    def __init__(self, config, policy, optimizer, timeout_s: float = 7 * 24 * 3600.0):
         import torch.multiprocessing as mp
 
         self.config, self.optimizer = config, optimizer
@@ -117,12 +119,17 @@ class UpdateGroup:
         threads = config.threads or torch.get_num_threads()
         self.update_threads = max(1, threads // self.world)
         context = mp.get_context("spawn")
+        ready = [context.Event() for _ in range(1, self.world)]
         self.workers = [context.Process(target=_worker_main, daemon=True, name=f"rlvr-update-{r}",
                                         args=(r, self.world, port, config.model_dump_json(),
-                                              self.update_threads, os.getpid(), timeout_s))
+                                              self.update_threads, os.getpid(), timeout_s,
+                                              ready[r - 1]))
                         for r in range(1, self.world)]
         for worker in self.workers:
             worker.start()
+        while not all(event.is_set() for event in ready):  # model loading is what can fail
+            self._check_workers()
+            time.sleep(0.05)
         self._previous_env = {k: os.environ.get(k) for k in _ENV}
         self.accelerator = _join(0, self.world, port, timeout_s)
         self.model = self.accelerator.prepare(policy)  # DDP: broadcasts rank 0's weights
@@ -135,6 +142,7 @@ class UpdateGroup:
         payload = {"seqs": seqs, "advantages": advantages, "old": old_log_probs,
                    "ref": ref_log_probs, "kl_coef": kl_coef,
                    "lr": [g["lr"] for g in self.optimizer.param_groups]}
+        self._check_workers()
         _broadcast(("update", payload))
         threads = torch.get_num_threads()
         torch.set_num_threads(self.update_threads)  # the workers use the other cores
@@ -147,15 +155,25 @@ class UpdateGroup:
     def sync(self, weights: bool = True) -> None:
         """Send rank 0's optimizer state (and weights) to the workers (after a rollback)."""
         policy = self.accelerator.unwrap_model(self.model)
+        self._check_workers()
         _broadcast(("sync", {"weights": policy.state_dict() if weights else None,
                              "optimizer": self.optimizer.state_dict()}))
+
+    def _check_workers(self) -> None:
+        dead = [(w.name, w.exitcode) for w in self.workers if not w.is_alive()]
+        if dead:
+            for worker in self.workers:
+                worker.terminate()
+            raise RuntimeError(f"data-parallel update worker(s) exited: "
+                               f"{', '.join(f'{n} (exit code {c})' for n, c in dead)}")
 
     def close(self) -> None:
         """Stop the workers and leave the process group (idempotent)."""
         if not self.workers:
             return
         try:
-            _broadcast(("stop", None))
+            if all(w.is_alive() for w in self.workers):
+                _broadcast(("stop", None))
         finally:
             for worker in self.workers:
                 worker.join(timeout=30)
@@ -183,7 +201,7 @@ def _watch_parent(parent: int) -> None:
 
 
 def _worker_main(rank: int, world: int, port: int, config_json: str, threads: int,
-                 parent: int, timeout_s: float) -> None:
+                 parent: int, timeout_s: float, ready) -> None:
     """An update worker: the policy's architecture, an AdamW like rank 0's, then messages."""
     from rlvr.models import load_model_and_tokenizer
     from rlvr.train.config import RunConfig
@@ -199,6 +217,7 @@ def _worker_main(rank: int, world: int, port: int, config_json: str, threads: in
     g = config.grpo
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad],
                                   lr=g.learning_rate, weight_decay=g.weight_decay)
+    ready.set()
     accelerator = _join(rank, world, port, timeout_s)
     model = accelerator.prepare(policy)
     while True:
