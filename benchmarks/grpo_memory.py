@@ -17,7 +17,9 @@ policy forward) and a baseline built the usual way (transformers ``generate``, e
 forwarded with its own prompt copy). Peaks are of the last step (the first allocates caches).
 
 Usage: python benchmarks/grpo_memory.py [--quick] [--config configs/arithmetic.yaml]
-  [--steps 2] [--set KEY=VALUE ...]    (--quick: 48 SFT examples, half the prompts, rlvr only)
+  [--steps 2] [--set KEY=VALUE ...]    (--quick: 48 SFT examples, half the prompts, rlvr only;
+  the short cold start leaves completions running to the length cap, so a quick step is larger
+  than the preset's: compare quick with quick only)
 Linux only. Last line: ``grpo step peak RSS MiB: rlvr X (resident R, rollout a, update b),
 baseline Y, ratio Zx``.
 """

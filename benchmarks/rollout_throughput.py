@@ -85,8 +85,11 @@ def main() -> None:
     warm = SamplingParams(temperature=1.0, max_new_tokens=4, n=2, seed=0)
     for engine in engines.values():  # weight snapshots, allocator and kernel warm-up
         engine.generate(make_prompts(tokenizer, 2), warm)
+    from rlvr.rollout.kernels import unavailable_reason
+
     native = engines["torch"]._current_decoder().library is not None
-    print(f"torch engine: {'native kernels' if native else 'pure-torch path (no C compiler?)'}")
+    print(f"torch engine: "
+          f"{'native kernels' if native else f'pure-torch path ({unavailable_reason()})'}")
 
     results = {}
     for batch in batches:

@@ -90,7 +90,41 @@ def _update_on_shard(model, optimizer, payload: dict, config, accelerator) -> di
         if metrics.get("update_skipped_nonfinite"):
             break  # every rank sees the same global gradient norm, so all stop together
     keys = set().union(*epochs)
-    return {k: sum(m.get(k, 0.0) for m in epochs) / len(epochs) for k in keys}
+    local = {k: sum(m.get(k, 0.0) for m in epochs) / len(epochs) for k in keys}
+    return _global_metrics(local, rows.stop - rows.start)
+
+
+# Equal on every rank (global by construction), or per-rank counts to add up; every other
+# metric (pg_loss, kl, clip_frac, entropy, ...) is a rank's micro-batch mean, combined as a
+# mean weighted by the ranks' rows.
+_SAME_ON_ALL_RANKS = ("grad_norm", "global_rows", "global_tokens", "nonfinite_grad_norm",
+                      "update_skipped_nonfinite", "skipped_update")
+_SUMMED = ("nonfinite_log_probs", "nonfinite_loss")
+
+
+def _global_metrics(local: dict[str, float], rows: int) -> dict[str, float]:
+    """The step's metrics over all ranks (a collective: every rank calls it once per step)."""
+    gathered: list = [None] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(gathered, (local, rows))
+    return combine_rank_metrics(gathered)
+
+
+def combine_rank_metrics(gathered: list[tuple[dict[str, float], int]]) -> dict[str, float]:
+    """Combine ``(metrics, rows)`` of every rank: global values (grad norm, global counts,
+    skip flags) from the first rank, non-finite counts summed, every other metric as the mean
+    weighted by the ranks' rows (ranks without the metric, e.g. an empty shard, left out)."""
+    out: dict[str, float] = {}
+    for key in set().union(*(m for m, _ in gathered)):
+        present = [(m[key], n) for m, n in gathered if key in m]
+        if key in _SAME_ON_ALL_RANKS:
+            out[key] = present[0][0]
+        elif key in _SUMMED:
+            out[key] = sum(v for v, _ in present)
+        else:
+            weight = sum(n for _, n in present)
+            out[key] = (sum(v * n for v, n in present) / weight if weight
+                        else sum(v for v, _ in present) / len(present))
+    return out
 
 
 class UpdateGroup:
@@ -115,6 +149,10 @@ class UpdateGroup:
 
         self.config, self.optimizer = config, optimizer
         self.world = config.grpo.update_processes
+        if self.world > (os.cpu_count() or 1):
+            warnings.warn(f"grpo.update_processes = {self.world} exceeds this machine's "
+                          f"{os.cpu_count()} cores: the update will be slower, not faster",
+                          stacklevel=2)
         port = _free_port()
         threads = config.threads or torch.get_num_threads()
         self.update_threads = max(1, threads // self.world)
@@ -137,8 +175,8 @@ class UpdateGroup:
 
     def update(self, seqs, advantages, old_log_probs, ref_log_probs, kl_coef: float
                ) -> dict[str, float]:
-        """One step's update over all ranks; returns rank 0's metrics (``grad_norm`` and the
-        ``global_*`` counts are global, the loss terms are rank 0's shard's)."""
+        """One step's update over all ranks; returns the step's metrics over all ranks
+        (loss terms as row-weighted means of the ranks' micro-batch means)."""
         payload = {"seqs": seqs, "advantages": advantages, "old": old_log_probs,
                    "ref": ref_log_probs, "kl_coef": kl_coef,
                    "lr": [g["lr"] for g in self.optimizer.param_groups]}

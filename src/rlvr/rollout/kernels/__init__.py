@@ -8,9 +8,10 @@ for another CPU. They are called through ``ctypes`` (which releases the GIL) and
 OpenMP runtime: the library's ``libgomp.so.1`` dependency resolves to the one torch already
 loaded, so both use one thread pool and ``torch.set_num_threads`` applies to both.
 
-Nothing here is required: with no compiler, a failed build, ``RLVR_NATIVE_KERNELS=0`` in the
-environment, or a non-x86/ARM platform, :func:`native` returns None once (with a warning that
-names the reason) and the engine falls back to its pure-torch path.
+Nothing here is required: with no compiler, a failed build or a non-x86/ARM platform,
+:func:`native` returns None (with a warning that names the reason, once per process), and so
+it does, silently, when ``RLVR_NATIVE_KERNELS=0`` is set; the engine then runs its pure-torch
+path. :func:`unavailable_reason` says why.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ _HEADERS = ("bf16.h",)
 _FLAGS = ("-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-shared", "-fPIC")
 _LIBRARY: ctypes.CDLL | None = None
 _TRIED = False
+_REASON: str | None = None
 
 
 class KernelBuildError(RuntimeError):
@@ -123,23 +125,30 @@ def load(path: Path | str) -> ctypes.CDLL:
     return lib
 
 
+def unavailable_reason() -> str | None:
+    """Why :func:`native` returned None (after it was called), or None if it did not."""
+    return _REASON
+
+
 def native() -> ctypes.CDLL | None:
     """The loaded kernel library, or None when unavailable (reason warned once per process)."""
-    global _LIBRARY, _TRIED
+    global _LIBRARY, _TRIED, _REASON
     if _TRIED:
         return _LIBRARY
     _TRIED = True
     if os.environ.get("RLVR_NATIVE_KERNELS", "1") == "0":
+        _REASON = "disabled by RLVR_NATIVE_KERNELS=0"
         return None
     if platform.machine().lower() not in ("x86_64", "amd64", "aarch64", "arm64"):
-        warnings.warn(f"rlvr native kernels: unsupported platform {platform.machine()}; "
-                      f"using the pure-torch path", stacklevel=2)
-        return None
-    try:
-        _LIBRARY = load(build())
-    except (KernelBuildError, OSError, AttributeError) as err:
-        warnings.warn(f"rlvr native kernels unavailable ({err}); the torch rollout engine uses "
-                      f"its pure-torch attention (slower)", stacklevel=2)
+        _REASON = f"unsupported platform {platform.machine()}"
+    else:
+        try:
+            _LIBRARY = load(build())
+        except (KernelBuildError, OSError, AttributeError) as err:
+            _REASON = str(err)
+    if _REASON is not None:
+        warnings.warn(f"rlvr native kernels unavailable ({_REASON}); the torch rollout engine "
+                      f"runs its pure-torch path (slower)", stacklevel=2)
     return _LIBRARY
 
 
