@@ -9,8 +9,6 @@ configs/accelerate/ddp_cpu.yaml`` (with MPI) takes. One spawn runs every case.""
 
 from __future__ import annotations
 
-import os
-import socket
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,6 +19,7 @@ import torch
 from rlvr.algo.objective import policy_objective
 from rlvr.distributed.ddp import (DataParallelUpdate, data_parallel_weight, ddp_update,
                                   global_counts, shard_rows)
+from rlvr.distributed.update_group import free_port, join_process_group
 from rlvr.models.tiny import tiny_model, tiny_tokenizer
 from rlvr.train.config import RunConfig
 from rlvr.train.grpo import GRPOStep, _micro_weight
@@ -97,14 +96,8 @@ def _reference(case, seqs, adv, old):
 
 
 def _worker(rank: int, world: int, port: int, data: str, out_dir: str) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-                      LOCAL_WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
     torch.set_num_threads(1)
-    torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
-    from accelerate import Accelerator
-
-    accelerator = Accelerator(cpu=True)
+    accelerator = join_process_group(rank, world, port)
     assert accelerator.num_processes == world and accelerator.process_index == rank
     seqs, adv, old = torch.load(data, weights_only=False)
     results = {}
@@ -118,12 +111,6 @@ def _worker(rank: int, world: int, port: int, data: str, out_dir: str) -> None:
         results[name] = {"state": state, "metrics": metrics, "rows": (rows.start, rows.stop)}
     torch.save(results, Path(out_dir) / f"rank{rank}.pt")
     torch.distributed.destroy_process_group()
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +127,7 @@ def ranks(batch, tmp_path_factory):
     data = tmp / "batch.pt"
     torch.save(batch, data)
     t0 = time.perf_counter()
-    ctx = mp.spawn(_worker, args=(WORLD, _free_port(), str(data), str(tmp)), nprocs=WORLD,
+    ctx = mp.spawn(_worker, args=(WORLD, free_port(), str(data), str(tmp)), nprocs=WORLD,
                    join=False)
     deadline = time.monotonic() + 150
     while not ctx.join(timeout=1):

@@ -31,6 +31,7 @@ from rlvr.distributed.ray_workers import (  # noqa: E402
     shard_seed,
 )
 from rlvr.models import load_model_and_tokenizer  # noqa: E402
+from rlvr.models.tiny import spread_weights  # noqa: E402
 from rlvr.rewards.config import RewardConfig  # noqa: E402
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest  # noqa: E402
 from rlvr.rollout import SamplingParams, create_engine  # noqa: E402
@@ -45,12 +46,7 @@ TEXTS = ("12+34=", "hello world, what", "a", "7 * 8 = ?", "xyz", "the quick brow
 def tiny():
     """The tiny model with weights scaled up (as tests/rollout) so samples are not degenerate."""
     model, tokenizer = load_model_and_tokenizer("tiny-random")
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() >= 2:
-                param.copy_(torch.randn(param.shape, generator=generator) * 0.25)
-    return model.eval(), tokenizer
+    return spread_weights(model).eval(), tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -7,18 +7,13 @@ import pytest
 import torch
 
 from rlvr.models import load_model_and_tokenizer
+from rlvr.models.tiny import spread_weights
 
 
 @pytest.fixture(scope="session")
 def tiny():
     model, tokenizer = load_model_and_tokenizer("tiny-random")
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() >= 2:
-                param.copy_(torch.randn(param.shape, generator=generator) * 0.25)
-    model.eval()
-    return model, tokenizer
+    return spread_weights(model).eval(), tokenizer
 
 
 @pytest.fixture(scope="session")

@@ -35,26 +35,29 @@ from rlvr.distributed.ddp import ddp_update, shard_rows
 _ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for the process group's store)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def _set_env(rank: int, world: int, port: int) -> dict[str, str | None]:
-    """Launcher environment accelerate reads; returns the previous values."""
-    previous = {k: os.environ.get(k) for k in _ENV}
+def join_process_group(rank: int, world: int, port: int, timeout_s: float = 1800.0):
+    """Join this machine's gloo process group as ``rank`` of ``world`` (the group's store on
+    127.0.0.1:``port``) and return the CPU ``accelerate.Accelerator``, which adopts it.
+
+    Sets the launcher environment accelerate reads (RANK, WORLD_SIZE, LOCAL_RANK, ...), as
+    ``torchrun`` would, and keeps this process's torch thread count (accelerate would set it
+    to cores / processes).
+
+    Raises:
+        RuntimeError / DistBackendError: the other ranks did not join within ``timeout_s``.
+    """
+    from accelerate import Accelerator
+
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
                       LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port))
-    return previous
-
-
-def _join(rank: int, world: int, port: int, timeout_s: float):
-    """Join the gloo group and build the CPU Accelerator (which adopts it)."""
-    from accelerate import Accelerator
-
-    _set_env(rank, world, port)
     torch.distributed.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
         timeout=datetime.timedelta(seconds=timeout_s))
@@ -153,7 +156,7 @@ class UpdateGroup:
             warnings.warn(f"grpo.update_processes = {self.world} exceeds this machine's "
                           f"{os.cpu_count()} cores: the update will be slower, not faster",
                           stacklevel=2)
-        port = _free_port()
+        port = free_port()
         threads = config.threads or torch.get_num_threads()
         self.update_threads = max(1, threads // self.world)
         context = mp.get_context("spawn")
@@ -169,7 +172,7 @@ class UpdateGroup:
             self._check_workers()
             time.sleep(0.05)
         self._previous_env = {k: os.environ.get(k) for k in _ENV}
-        self.accelerator = _join(0, self.world, port, timeout_s)
+        self.accelerator = join_process_group(0, self.world, port, timeout_s)
         self.model = self.accelerator.prepare(policy)  # DDP: broadcasts rank 0's weights
         self.sync(weights=False)  # the optimizer state (non-empty after a resume)
 
@@ -256,7 +259,7 @@ def _worker_main(rank: int, world: int, port: int, config_json: str, threads: in
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad],
                                   lr=g.learning_rate, weight_decay=g.weight_decay)
     ready.set()
-    accelerator = _join(rank, world, port, timeout_s)
+    accelerator = join_process_group(rank, world, port, timeout_s)
     model = accelerator.prepare(policy)
     while True:
         kind, body = _broadcast(None)

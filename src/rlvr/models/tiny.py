@@ -72,3 +72,21 @@ def tiny_model(tokenizer, seed: int = 0, hidden_size: int = 64, layers: int = 2)
     finally:
         torch.random.set_rng_state(generator_state)
     return model
+
+
+def spread_weights(model, std: float = 0.25, seed: int = 1):
+    """Redraw every weight matrix of ``model`` from N(0, std^2), in place; returns ``model``.
+
+    The stock initialisation (std 0.02) gives a tiny random model near-uniform logits, so its
+    greedy output is one repeated token and its samples are noise; wider weights give peaked,
+    varied distributions, which engine and sampling tests need. Vectors (norms, biases) are
+    left as they are. Deterministic: same ``seed``, same weights.
+    """
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() >= 2:
+                param.copy_(torch.randn(param.shape, generator=generator) * std)
+    return model

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import gc
 import time
 from dataclasses import dataclass
@@ -69,6 +70,15 @@ from rlvr.rollout.types import RolloutOutput, RolloutTiming, SamplingParams
 _SUPPORTED = ("llama", "qwen2", "mistral")
 
 
+@functools.cache
+def _libc():
+    """glibc through ctypes, or None off glibc (the memory hints below are then no-ops)."""
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
 def keep_freed_memory() -> bool:
     """Ask glibc to serve allocations up to 32 MiB from its heap and to keep freed memory.
 
@@ -80,13 +90,12 @@ def keep_freed_memory() -> bool:
     Returns:
         True if glibc accepted both settings.
     """
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        m_trim_threshold, m_mmap_threshold = -1, -3
-        return bool(libc.mallopt(m_mmap_threshold, 32 << 20)) and bool(
-            libc.mallopt(m_trim_threshold, 1 << 30))
-    except (OSError, AttributeError):
+    libc = _libc()
+    if libc is None or not hasattr(libc, "mallopt"):
         return False
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    return bool(libc.mallopt(m_mmap_threshold, 32 << 20)) and bool(
+        libc.mallopt(m_trim_threshold, 1 << 30))
 
 
 def advise_huge_pages(tensor: Tensor) -> bool:
@@ -101,15 +110,11 @@ def advise_huge_pages(tensor: Tensor) -> bool:
     huge = 2 << 20
     start = (tensor.data_ptr() + huge - 1) & ~(huge - 1)
     end = (tensor.data_ptr() + tensor.numel() * tensor.element_size()) & ~(huge - 1)
-    if end <= start:
+    libc = _libc()
+    if end <= start or libc is None or not hasattr(libc, "madvise"):
         return False
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        madv_hugepage = 14
-        return libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start),
-                            madv_hugepage) == 0
-    except (OSError, AttributeError):
-        return False
+    madv_hugepage = 14
+    return libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), madv_hugepage) == 0
 
 
 class UnsupportedModelError(ValueError):
@@ -735,7 +740,7 @@ class TorchEngine:
         8 query heads per kv head, head dim a multiple of 16), else None."""
         if not (self.native_kernels and self.shared_prefix and weights.dtype == torch.bfloat16):
             return None
-        if weights.heads // weights.kv_heads > 8 or weights.head_dim % 16:
+        if not kernels.supports(weights.heads, weights.kv_heads, weights.head_dim):
             return None
         return native()
 

@@ -178,7 +178,6 @@ class GRPOStep:
         and ``update_skipped_nonfinite``."""
         g, a, seqs = self.config.grpo, self.config.algo, batch.sequences
         adv = batch.advantages[batch.train_rows]
-        total_rows, total_tokens = len(batch.train_rows), int(seqs.completion_mask.sum())
         old = None
         if g.mu > 1:
             old = self._log_probs(self.policy, seqs)
@@ -186,10 +185,16 @@ class GRPOStep:
         ref = self._log_probs(self.reference, seqs) if kl_coef > 0 else None
         if self.update_group is not None:  # data parallel (grpo.update_processes > 1)
             out_metrics = self.update_group.update(seqs, adv, old, ref, kl_coef)
-            self.scheduler.step()
-            if ref is None:
-                out_metrics.pop("kl", None)
-            return out_metrics
+        else:
+            out_metrics = self._update_here(batch, adv, old, ref, kl_coef)
+        self.scheduler.step()
+        return out_metrics
+
+    def _update_here(self, batch: RolloutBatch, adv: Tensor, old: Tensor | None,
+                     ref: Tensor | None, kl_coef: float) -> dict[str, float]:
+        """:meth:`update`'s ``mu`` epochs in this process."""
+        g, a, seqs = self.config.grpo, self.config.algo, batch.sequences
+        total_rows, total_tokens = len(batch.train_rows), int(seqs.completion_mask.sum())
         entropy_mode = "grad" if a.entropy_coef > 0 else "detached"
         sampler_logp = batch.rollout.logprobs[batch.train_rows]
         metrics: dict[str, list[float]] = {}
@@ -237,7 +242,6 @@ class GRPOStep:
                 self.optimizer.zero_grad(set_to_none=True)
                 break
             self.optimizer.step()
-        self.scheduler.step()
         out_metrics = {k: sum(v) / len(v) for k, v in metrics.items()}
         if ref is None:
             out_metrics.pop("kl", None)  # no KL term in the loss: nothing measured here

@@ -74,7 +74,6 @@ class Run:
                              if config.reward.verifiers else self.rewards)
         self.lr_scale = 1.0
         self.step_fn = None
-        self.update_group = None  # data-parallel update workers during GRPO
         self._resumed_kl_coef = None
 
     # -- setup ------------------------------------------------------------------------------
@@ -272,15 +271,15 @@ class Run:
         if c.grpo.update_processes > 1:
             from rlvr.distributed.update_group import UpdateGroup
 
-            step_fn.update_group = self.update_group = UpdateGroup(c, self.policy, self.optimizer)
+            step_fn.update_group = UpdateGroup(c, self.policy, self.optimizer)
             console.print(f"policy update data-parallel over {c.grpo.update_processes} "
-                          f"processes ({self.update_group.update_threads} threads each)")
+                          f"processes ({step_fn.update_group.update_threads} threads each)")
         try:
             return self._grpo_steps(step_fn, start_step, sampler, history)
         finally:
-            if self.update_group is not None:
-                self.update_group.close()
-                self.update_group = step_fn.update_group = None
+            if step_fn.update_group is not None:
+                step_fn.update_group.close()
+                step_fn.update_group = None
 
     def _grpo_steps(self, step_fn, start_step: int, sampler: TaskSampler, history: dict):
         from rlvr.monitor.alerts import strongest
@@ -352,8 +351,8 @@ class Run:
         factor = self.scheduler.lr_lambdas[0](self.scheduler.last_epoch)
         for group, base in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
             group["lr"] = base * factor
-        if self.update_group is not None:
-            self.update_group.sync()
+        if self.step_fn is not None and self.step_fn.update_group is not None:
+            self.step_fn.update_group.sync()  # the other ranks load the same state
         self.monitor.after_rollback(step)
         console.print(f"[bold magenta]rollback[/] to {target.name}; learning rate now "
                       f"{self.optimizer.param_groups[0]['lr']:.3g} (x{self.lr_scale:g})")

@@ -34,6 +34,17 @@ _TRIED = False
 _REASON: str | None = None
 
 
+# decode_attention.c's limits: MAX_GROUP query heads per kv head; a head dim that is a
+# multiple of 16 (its AVX-512 path; the portable build takes any).
+MAX_GROUP = 8
+HEAD_DIM_MULTIPLE = 16
+
+
+def supports(heads: int, kv_heads: int, head_dim: int) -> bool:
+    """Whether :func:`decode_attention` handles this attention shape."""
+    return heads % kv_heads == 0 and heads // kv_heads <= MAX_GROUP and head_dim % HEAD_DIM_MULTIPLE == 0
+
+
 class KernelBuildError(RuntimeError):
     """The native kernels could not be compiled or loaded (the message holds the reason)."""
 
