@@ -3,10 +3,11 @@ against its pure-torch cascade path."""
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from rlvr.rollout import TorchEngine
 from rlvr.rollout import kernels
-from rlvr.rollout.kernels import block_keys, decode_attention, native
+from rlvr.rollout.kernels import block_keys, decode_attention, native, pair_values
 from rlvr.rollout.torch_engine import FusedPrefixCache, SharedPrefixCache
 
 LIB = native()
@@ -25,7 +26,9 @@ def lib(request):
 
 
 def reference(q, pk, pv, start, ck, cv, columns, row_prompt):
-    """fp32 softmax attention of each row over prompt[start:] + its first `columns` keys."""
+    """fp32 softmax attention of each row over prompt[start:] + its first `columns` keys, the
+    probabilities rounded to bf16 for the product with the values (the kernel's documented
+    numerics, those of torch's CPU flash attention in bf16)."""
     rows, heads, dim = q.shape
     kv = pk.shape[1]
     out = []
@@ -34,7 +37,8 @@ def reference(q, pk, pv, start, ck, cv, columns, row_prompt):
         k = torch.cat([pk[p, :, start[p]:], ck[r, :, :columns]], 1).float()
         v = torch.cat([pv[p, :, start[p]:], cv[r, :, :columns]], 1).float()
         scores = q[r].float().view(kv, heads // kv, dim) @ k.transpose(1, 2) / dim**0.5
-        out.append((scores.softmax(-1) @ v).reshape(-1))
+        e = (scores - scores.amax(-1, keepdim=True)).exp()
+        out.append(((e.bfloat16().float() @ v) / e.sum(-1, keepdim=True)).reshape(-1))
     return torch.stack(out)
 
 
@@ -67,13 +71,20 @@ def test_kernel_matches_fp32_reference(lib, prompts, n, width, tmax, columns, he
         new["new_values"] = cv[:rows, :, columns - 1].clone()
         ck[:, :, columns - 1] = 0
         cv[:, :, columns - 1] = 0
-    keys = block_keys(ck)
-    out = decode_attention(lib, q, block_keys(pk), pv, start, keys, cv, columns, row_prompt,
-                           **new)
+    # The kernel's layouts: an even prompt width (one more left-padding column if odd) and an
+    # even completion width (one more column on the right).
+    if width % 2:
+        pk, pv, start = F.pad(pk, (0, 0, 1, 0)), F.pad(pv, (0, 0, 1, 0)), start + 1
+    if tmax % 2:
+        ck, cv = F.pad(ck, (0, 0, 0, 1)), F.pad(cv, (0, 0, 0, 1))
+    keys, values = block_keys(ck), pair_values(cv)
+    out = decode_attention(lib, q, block_keys(pk), pair_values(pv), start, keys, values, columns,
+                           row_prompt, **new)
     if write_new:  # and was written into the cache
-        column = keys[:rows, :, (columns - 1) // 16, :, (columns - 1) % 16]  # [R, Hkv, D/2, 2]
+        c = columns - 1
+        column = keys[:rows, :, c // 16, :, c % 16]  # [R, Hkv, D/2, 2]
         assert torch.equal(column.flatten(-2), new["new_keys"])
-        assert torch.equal(cv[:rows, :, columns - 1], new["new_values"])
+        assert torch.equal(values[:rows, :, c // 2, :, c % 2], new["new_values"])
     assert out.dtype == torch.bfloat16 and out.shape == (rows, heads * dim)
     # one bf16 rounding of the output (2^-8 relative) and nothing more
     torch.testing.assert_close(out.float(), expected, rtol=2**-8, atol=1e-3)
@@ -83,14 +94,20 @@ def test_kernel_rejects_what_it_cannot_do():
     def zeros(*shape):
         return torch.zeros(*shape, dtype=torch.bfloat16)
 
-    prompt = (block_keys(zeros(1, 1, 4, 64)), zeros(1, 1, 4, 64), torch.zeros(1, dtype=torch.long))
-    completion = (block_keys(zeros(2, 1, 3, 64)), zeros(2, 1, 3, 64))
+    prompt = (block_keys(zeros(1, 1, 4, 64)), pair_values(zeros(1, 1, 4, 64)),
+              torch.zeros(1, dtype=torch.long))
+    completion = (block_keys(zeros(2, 1, 4, 64)), pair_values(zeros(2, 1, 4, 64)))
     assert completion[0].shape == (2, 1, 1, 32, 16, 2)
+    assert completion[1].shape == (2, 1, 2, 64, 2)
     rows = torch.zeros(2, dtype=torch.long)
     with pytest.raises(ValueError, match="unsupported heads 9 / kv heads 1"):
         decode_attention(LIB, zeros(2, 9, 64), *prompt, *completion, 1, rows)
     with pytest.raises(ValueError, match="columns"):
-        decode_attention(LIB, zeros(2, 8, 64), *prompt, *completion, 4, rows)
+        decode_attention(LIB, zeros(2, 8, 64), *prompt, *completion, 5, rows)
+    with pytest.raises(ValueError, match="even number of columns"):
+        pair_values(zeros(1, 1, 3, 64))
+    with pytest.raises(ValueError, match="paired"):
+        decode_attention(LIB, zeros(2, 8, 64), *prompt, completion[0], zeros(2, 1, 4, 64), 1, rows)
     with pytest.raises(ValueError, match="bf16"):
         decode_attention(LIB, zeros(2, 8, 64).float(), *prompt, *completion, 1, rows)
 
@@ -158,7 +175,6 @@ def test_fused_ops_reproduce_the_torch_ops(lib):
     """Residual add + RMSNorm, rotary embedding and SwiGLU give the torch path's bf16 values:
     bit for bit where no fp32 reduction or exp is involved, else within one bf16 step on at
     most 0.1% of elements."""
-    import torch.nn.functional as F
 
     from rlvr.rollout.torch_engine import _rms_norm, _rope, _signed_sin
 
@@ -224,3 +240,59 @@ def test_default_model_log_probs_through_the_kernels_match_an_fp32_forward():
     fused, pure = errors[True], errors[False]
     assert fused.mean() < 0.05 and fused.mean() < 1.5 * pure.mean()
     assert torch.quantile(fused, 0.99) < 0.5
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.6, 1.5])
+def test_native_sampler_matches_the_exact_distribution(lib, temperature):
+    """Plain sampling through the kernel: chi-square against softmax(logits / T) over a
+    300-token vocabulary (three blocks, the last one partial, one block all -inf), no draw of
+    a -inf token, and log-probs equal to the fp64 log-softmax of the drawn token."""
+    from rlvr.rollout.sampling import sample_next
+    from rlvr.rollout.types import SamplingParams
+
+    from .conftest import chi_square_p_value
+
+    vocab, draws = 300, 40_000
+    logits = torch.randn(vocab, generator=torch.Generator().manual_seed(3)) * 2.5
+    logits[128:256] = float("-inf")  # a whole block without mass
+    logits[7] = float("-inf")
+    logits = logits.bfloat16()
+    params = SamplingParams(temperature=temperature)
+    tokens, logprobs = sample_next(logits.expand(draws, vocab).contiguous(), params,
+                                   torch.Generator().manual_seed(1234), lib)
+    exact = torch.log_softmax(logits.double() / temperature, -1)
+    counts = torch.bincount(tokens, minlength=vocab)
+    assert counts[exact == float("-inf")].sum() == 0
+    assert chi_square_p_value(counts, exact.exp()) > 1e-3
+    torch.testing.assert_close(logprobs.double(), exact[tokens], atol=2e-5, rtol=1e-5)
+
+
+def test_native_sampler_draws_what_the_torch_sampler_draws(lib):
+    """Same uniforms, same two-level inverse CDF: the kernel and the torch path pick the same
+    token on (nearly) every row of a 49k vocabulary; only fp32 summation order differs, which
+    moves a token boundary by ~1e-7 of the mass. Extreme uniforms stay in range."""
+    from rlvr.rollout import sampling
+    from rlvr.rollout.types import SamplingParams
+
+    g = torch.Generator().manual_seed(0)
+    logits = (torch.randn(256, 49152, generator=g) * 3).bfloat16()
+    params = SamplingParams(temperature=1.0)
+    native_tokens, native_lp = sampling.sample_next(logits, params,
+                                                    torch.Generator().manual_seed(1), lib)
+    torch_tokens, torch_lp = sampling.sample_next(logits, params, torch.Generator().manual_seed(1))
+    same = native_tokens == torch_tokens
+    assert same.float().mean() >= 0.98
+    torch.testing.assert_close(native_lp[same], torch_lp[same], atol=5e-5, rtol=1e-5)
+    ends = torch.tensor([0.0, 1.0 - 2**-24] * 2)
+    tokens, _ = kernels.sample(lib, logits[:4], 1.0, ends)
+    assert tokens[0] == (logits[0] > float("-inf")).nonzero()[0, 0]  # u = 0: first token with mass
+    assert 0 <= int(tokens[1]) < 49152 and 0 <= int(tokens[3]) < 49152
+
+
+def test_native_sampler_rejects_bad_input():
+    with pytest.raises(ValueError, match="temperature"):
+        kernels.sample(LIB, torch.zeros(2, 8, dtype=torch.bfloat16), 0.0, torch.zeros(2))
+    with pytest.raises(ValueError, match="bf16"):
+        kernels.sample(LIB, torch.zeros(2, 8), 1.0, torch.zeros(2))
+    with pytest.raises(ValueError, match="uniforms"):
+        kernels.sample(LIB, torch.zeros(2, 8, dtype=torch.bfloat16), 1.0, torch.zeros(3))

@@ -31,19 +31,29 @@ CHUNK_ELEMENTS = 64 * 49152  # fp32 probabilities per chunk (12 MiB)
 _TOP_P_CANDIDATES = 64
 
 
-def sample_next(logits: Tensor, params: SamplingParams, generator: torch.Generator | None
-                ) -> tuple[Tensor, Tensor]:
+def sample_next(logits: Tensor, params: SamplingParams, generator: torch.Generator | None,
+                library=None) -> tuple[Tensor, Tensor]:
     """Draw one token per row.
 
     Args:
         logits: FloatTensor[N, V], any float dtype (softmax runs in fp32).
         params: temperature / top_p / top_k (``temperature == 0``: argmax).
         generator: source of the one uniform draw per row (unused when greedy).
+        library: the native kernel library (:func:`rlvr.rollout.kernels.native`) or None. With
+            it, plain sampling (no top-k / top-p) of contiguous bf16 logits is one kernel call
+            (:func:`rlvr.rollout.kernels.sample`) on the same uniforms: the same algorithm,
+            fp32 sums in another order.
 
     Returns:
         ``(tokens LongTensor[N], logprobs FloatTensor[N])``; logprobs are fp32
         ``log_softmax(logits / T)`` of the drawn tokens (T = 1 when greedy).
     """
+    if (library is not None and not params.greedy and params.top_p >= 1.0
+            and not 0 < params.top_k < logits.shape[-1] and logits.dtype == torch.bfloat16
+            and logits.dim() == 2 and logits.is_contiguous()):
+        from rlvr.rollout.kernels import sample
+
+        return sample(library, logits, params.temperature, _uniform(logits.shape[0], generator))
     chunk = max(1, CHUNK_ELEMENTS // logits.shape[-1])
     if logits.shape[0] > chunk:
         # Row chunks keep each fp32 buffer small (cache-resident, and below glibc's mmap

@@ -63,7 +63,7 @@ from rlvr.rollout.engine import (
     register_engine,
 )
 from rlvr.rollout import kernels
-from rlvr.rollout.kernels import block_keys, decode_attention, native
+from rlvr.rollout.kernels import block_keys, native, pair_values
 from rlvr.rollout.sampling import sample_next
 from rlvr.rollout.types import RolloutOutput, RolloutTiming, SamplingParams
 
@@ -458,56 +458,68 @@ class SharedPrefixCache:
 class FusedPrefixCache:
     """:class:`SharedPrefixCache` whose decode attention is one native kernel call per layer
     (:func:`rlvr.rollout.kernels.decode_attention`): each row's prompt part and completion part
-    in a single exact softmax, instead of two flash-attention calls and a log-sum-exp merge.
-    bf16 only; keys are kept in the kernel's blocked layout (16 columns per block).
+    in a single softmax, instead of two flash-attention calls and a log-sum-exp merge.
+    bf16 only; keys are kept in the kernel's blocked layout (16 columns per block), values in
+    its pair layout (2 columns interleaved), both with an even number of columns: an odd-width
+    prompt gets one more padding column on the left.
 
-    Layout: ``prompt_keys[layer, B, Hkv, ceil(width / 16), D / 2, 16, 2]``,
-    ``prompt_values[layer, B, Hkv, width, D]``,
+    Layout: ``prompt_keys[layer, B, Hkv, ceil(W / 16), D / 2, 16, 2]``,
+    ``prompt_values[layer, B, Hkv, W / 2, D, 2]``,
     ``keys[layer, row, Hkv, ceil(T / 16), D / 2, 16, 2]``,
-    ``values[layer, row, Hkv, T, D]`` with ``T = new_tokens - 1`` completion columns.
+    ``values[layer, row, Hkv, T / 2, D, 2]`` with ``W`` the prompt width rounded up to even
+    and ``T`` the ``new_tokens - 1`` completion columns rounded up to even.
     """
 
     def __init__(self, weights: DecoderWeights, prompts: int, group: int, width: int,
                  new_tokens: int, prompt_mask: Tensor, library):
         layers, kv, dim, dtype = len(weights.layers), weights.kv_heads, weights.head_dim, weights.dtype
-        columns = max(new_tokens - 1, 1)
-        self.prompt_keys = torch.empty(layers, prompts, kv, -(-width // 16), dim // 2, 16, 2,
+        self.shift = width % 2  # extra left padding that makes the prompt width even
+        even_width, columns = width + self.shift, max(new_tokens - 1, 1) + (max(new_tokens - 1, 1) % 2)
+        self.prompt_keys = torch.empty(layers, prompts, kv, -(-even_width // 16), dim // 2, 16, 2,
                                        dtype=dtype)
-        self.prompt_values = torch.empty(layers, prompts, kv, width, dim, dtype=dtype)
+        self.prompt_values = torch.empty(layers, prompts, kv, even_width // 2, dim, 2, dtype=dtype)
         self.keys = torch.empty(layers, prompts * group, kv, -(-columns // 16), dim // 2, 16, 2,
                                 dtype=dtype)
-        self.values = torch.empty(layers, prompts * group, kv, columns, dim, dtype=dtype)
+        self.values = torch.empty(layers, prompts * group, kv, columns // 2, dim, 2, dtype=dtype)
         for cache in (self.keys, self.values):
             advise_huge_pages(cache)
+        # The kernel multiplies the unused half of a value pair by a zero probability: it must
+        # hold a finite number, never uninitialised memory (which may be a NaN pattern).
+        self.values.zero_()
         self.width, self.group, self.library = width, group, library
         self.slots = torch.arange(prompts * group)
         self.row_prompt = self.slots // group
-        self.prompt_start = (~prompt_mask).sum(1)  # left padding = first real column
+        self.prompt_start = (~prompt_mask).sum(1) + self.shift  # first real column
 
     def compact(self, keep: Tensor, columns: int) -> None:
         """Keep live slots ``keep`` (ascending), moving their completion columns to the front."""
         done, live = columns - self.width, keep.numel()
         if done > 0:
-            blocks = -(-done // 16)
+            blocks, pairs = -(-done // 16), -(-done // 2)
             self.keys[:, :live, :, :blocks] = self.keys[:, keep, :, :blocks]
-            self.values[:, :live, :, :done] = self.values[:, keep, :, :done]
+            self.values[:, :live, :, :pairs] = self.values[:, keep, :, :pairs]
         self.slots = self.slots[keep]
         self.row_prompt = self.slots // self.group
 
     def store_prompt(self, layer: int, keys: Tensor, values: Tensor, group: int) -> None:
         """Write prefill keys / values ``[B, Hkv, L, D]`` once per prompt."""
+        if self.shift:  # one zero column of left padding (never attended to)
+            keys, values = (F.pad(t, (0, 0, 1, 0)) for t in (keys, values))
         self.prompt_keys[layer].copy_(block_keys(keys))
-        self.prompt_values[layer].copy_(values)
+        self.prompt_values[layer].copy_(pair_values(values))
 
     def attend(self, layer: int, queries: Tensor, keys: Tensor, values: Tensor, column: int,
                key_mask: Tensor | None) -> Tensor:
         """As :meth:`KVCache.attend` (``key_mask`` is unused: prompt padding is in
-        ``prompt_start``)."""
-        rows = queries.shape[0]
-        return decode_attention(self.library, queries, self.prompt_keys[layer],
-                                self.prompt_values[layer], self.prompt_start, self.keys[layer],
-                                self.values[layer], column - self.width + 1,
-                                self.row_prompt[:rows], new_keys=keys, new_values=values)
+        ``prompt_start``). The layouts were fixed at construction, so the kernel is launched
+        without :func:`~rlvr.rollout.kernels.decode_attention`'s per-call checks."""
+        rows, heads, dim = queries.shape
+        out = torch.empty(rows, heads * dim, dtype=queries.dtype)
+        kernels.launch_decode_attention(
+            self.library, queries, self.prompt_keys[layer], self.prompt_values[layer],
+            self.prompt_start, self.keys[layer], self.values[layer], column - self.width + 1,
+            self.row_prompt[:rows], keys, values, out)
+        return out
 
 
 class Decoder:
@@ -775,7 +787,7 @@ class TorchEngine:
         batch = _Batch(rows=rows, positions=mask.sum(1).repeat_interleave(n),
                        key_mask=key_mask, done=torch.zeros(rows.numel(), dtype=torch.bool),
                        tokens=rows)
-        self._record(batch, first_logits, 0, params, generator, out)
+        self._record(batch, first_logits, 0, params, generator, out, decoder.library)
         timing.prefill_seconds += time.perf_counter() - start
         start = time.perf_counter()
         for step in range(1, params.max_new_tokens):
@@ -787,15 +799,16 @@ class TorchEngine:
             key_mask = batch.key_mask[:, : column + 1] if padded else None
             logits = decoder.step(batch.tokens, batch.positions, column, key_mask, cache)
             batch.positions += 1
-            self._record(batch, logits, step, params, generator, out)
+            self._record(batch, logits, step, params, generator, out, decoder.library)
         timing.decode_seconds += time.perf_counter() - start
 
     @staticmethod
     def _record(batch: _Batch, logits: Tensor, step: int, params: SamplingParams,
-                generator: torch.Generator, out: tuple[Tensor, ...]) -> None:
-        """Sample the step's tokens, store them for live rows, mark rows that stopped."""
+                generator: torch.Generator, out: tuple[Tensor, ...], library=None) -> None:
+        """Sample the step's tokens (through the native sampler when ``library`` is given),
+        store them for live rows, mark rows that stopped."""
         tokens, logprobs, lengths, stopped = out
-        sampled, logp = sample_next(logits, params, generator)
+        sampled, logp = sample_next(logits, params, generator, library)
         live = ~batch.done
         rows = batch.rows[live]
         tokens[rows, step] = sampled[live]

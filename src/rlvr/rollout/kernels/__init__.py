@@ -26,7 +26,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-_SOURCES = ("decode_attention.c", "fused_ops.c")
+_SOURCES = ("decode_attention.c", "fused_ops.c", "sampling.c")
 _HEADERS = ("bf16.h",)
 _FLAGS = ("-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-shared", "-fPIC")
 _LIBRARY: ctypes.CDLL | None = None
@@ -129,6 +129,7 @@ def load(path: Path | str) -> ctypes.CDLL:
         "add_rms_norm_bf16": ([ptr, ptr, ptr, f32, ptr, i64, i64, i32], None),
         "rope_bf16": ([ptr, i64, ptr, ptr, ptr, i64, i64, i64, i32], None),
         "silu_mul_bf16": ([ptr, ptr, i64, i64, i32], None),
+        "sample_bf16": ([ptr, i64, i64, f32, ptr, ptr, ptr, i32], i32),
     }
     for name, (args, result) in signatures.items():
         fn = getattr(lib, name)
@@ -175,6 +176,18 @@ def block_keys(keys):
     return blocks.transpose(-3, -2).contiguous()
 
 
+def pair_values(values):
+    """Values ``[..., columns, D]`` (columns even) -> the kernel's pair layout
+    ``[..., columns / 2, D, 2]`` (element (j, d) at ``[j // 2, d, j % 2]``).
+
+    Raises:
+        ValueError: an odd number of columns.
+    """
+    if values.shape[-2] % 2:
+        raise ValueError(f"pair_values needs an even number of columns, got {values.shape[-2]}")
+    return values.unflatten(-2, (-1, 2)).transpose(-2, -1).contiguous()
+
+
 def decode_attention(lib: ctypes.CDLL, queries, prompt_keys, prompt_values, prompt_start,
                      keys, values, columns: int, row_prompt, new_keys=None, new_values=None,
                      out=None):
@@ -184,10 +197,12 @@ def decode_attention(lib: ctypes.CDLL, queries, prompt_keys, prompt_values, prom
         lib: from :func:`native`.
         queries: BFloat16Tensor[R, Hq, D], rows contiguous in (head, dim) (any row stride).
         prompt_keys: [P, Hkv, ceil(W / 16), D / 2, 16, 2] prompt keys in blocked layout
-            (:func:`block_keys`); prompt_values: [P, Hkv, W, D].
+            (:func:`block_keys`); prompt_values: [P, Hkv, W / 2, D, 2] in pair layout
+            (:func:`pair_values`); W even (left-pad a prompt by one column if needed).
         prompt_start: LongTensor[P], first real (unpadded) column of each prompt.
         keys: [rows >= R, Hkv, ceil(Tmax / 16), D / 2, 16, 2] completion keys, blocked; values:
-            [rows, Hkv, Tmax, D]; row r of the batch uses row r of both.
+            [rows, Hkv, Tmax / 2, D, 2], paired (Tmax even); row r of the batch uses row r of
+            both. Value columns past ``columns`` must be finite (zero-initialise the cache).
         columns: completion columns each row attends to (1 <= columns <= Tmax).
         row_prompt: LongTensor[R], prompt index of each row.
         new_keys, new_values: optional BFloat16Tensor[R, Hkv, D] (heads contiguous, any row
@@ -196,8 +211,9 @@ def decode_attention(lib: ctypes.CDLL, queries, prompt_keys, prompt_values, prom
         out: optional BFloat16Tensor[R, Hq * D] to write into.
 
     Returns:
-        BFloat16Tensor[R, Hq * D]: ``softmax(q k^T / sqrt(D)) v`` per query head (fp32 inside,
-        rounded once to bf16).
+        BFloat16Tensor[R, Hq * D]: ``softmax(q k^T / sqrt(D)) v`` per query head: fp32 scores
+        and softmax, the probabilities rounded to bf16 for the product with the values (as
+        torch's CPU flash attention does in bf16), fp32 accumulation, one rounding to bf16.
 
     Raises:
         ValueError: shapes, dtypes or layouts the kernel does not handle (G = Hq / Hkv > 8, or
@@ -207,8 +223,8 @@ def decode_attention(lib: ctypes.CDLL, queries, prompt_keys, prompt_values, prom
     import torch
 
     rows, heads, dim = queries.shape
-    prompts, kv_heads, width = prompt_values.shape[:3]
-    tmax = values.shape[2]
+    prompts, kv_heads, width = prompt_values.shape[0], prompt_values.shape[1], 2 * prompt_values.shape[2]
+    tmax = 2 * values.shape[2]
     tensors = (queries, prompt_keys, prompt_values, keys, values)
     if any(t.dtype != torch.bfloat16 for t in tensors):
         raise ValueError("decode_attention takes bf16 tensors")
@@ -219,6 +235,9 @@ def decode_attention(lib: ctypes.CDLL, queries, prompt_keys, prompt_values, prom
             or keys.shape[1:] != (kv_heads, (tmax + 15) // 16, dim // 2, 16, 2)):
         raise ValueError(f"keys must be blocked [.., Hkv, ceil(columns / 16), D / 2, 16, 2]; got "
                          f"{tuple(prompt_keys.shape)} and {tuple(keys.shape)}")
+    if prompt_values.shape[3:] != (dim, 2) or values.shape[3:] != (dim, 2):
+        raise ValueError(f"values must be paired [.., Hkv, columns / 2, D, 2]; got "
+                         f"{tuple(prompt_values.shape)} and {tuple(values.shape)}")
     if not all(t.is_contiguous() for t in tensors[1:]) or not 1 <= columns <= tmax:
         raise ValueError(f"caches must be contiguous and 1 <= columns ({columns}) <= {tmax}")
     if keys.shape[0] < rows or row_prompt.numel() != rows or prompt_start.numel() != prompts:
@@ -229,23 +248,41 @@ def decode_attention(lib: ctypes.CDLL, queries, prompt_keys, prompt_values, prom
                                or t.stride(2) != 1 or t.stride(1) != dim) for t in new):
         raise ValueError(f"new_keys / new_values must both be bf16 [R, Hkv, D] = "
                          f"{(rows, kv_heads, dim)} with contiguous heads")
-    row_prompt = row_prompt.to(torch.int64).contiguous()
-    prompt_start = prompt_start.to(torch.int64).contiguous()
     if out is None:
         out = torch.empty(rows, heads * dim, dtype=torch.bfloat16)
+    launch_decode_attention(lib, queries, prompt_keys, prompt_values,
+                            prompt_start.to(torch.int64).contiguous(), keys, values, columns,
+                            row_prompt.to(torch.int64).contiguous(), new_keys, new_values, out)
+    return out
+
+
+def launch_decode_attention(lib: ctypes.CDLL, queries, prompt_keys, prompt_values, prompt_start,
+                            keys, values, columns: int, row_prompt, new_keys, new_values, out
+                            ) -> None:
+    """:func:`decode_attention` without its argument checks, for callers that validated the
+    layouts once (the engine's cache calls it 30 times per decode step; the checks cost about
+    as much as the kernel's first microseconds). Index tensors must be contiguous int64 and
+    ``out`` given.
+
+    Raises:
+        ValueError, MemoryError: the kernel's own refusals (see :func:`decode_attention`).
+    """
+    import torch
+
+    rows, heads, dim = queries.shape
     code = lib.decode_attention_bf16(
         queries.data_ptr(), queries.stride(0), prompt_keys.data_ptr(), prompt_values.data_ptr(),
-        width, prompt_start.data_ptr(), keys.data_ptr(), values.data_ptr(), tmax, columns,
+        2 * prompt_values.shape[2], prompt_start.data_ptr(), keys.data_ptr(), values.data_ptr(),
+        2 * values.shape[2], columns,
         None if new_keys is None else new_keys.data_ptr(), 0 if new_keys is None else new_keys.stride(0),
         None if new_values is None else new_values.data_ptr(),
-        0 if new_values is None else new_values.stride(0), row_prompt.data_ptr(), rows, heads, kv_heads, dim, dim ** -0.5, out.data_ptr(),
-        torch.get_num_threads())
+        0 if new_values is None else new_values.stride(0), row_prompt.data_ptr(), rows, heads,
+        prompt_values.shape[1], dim, dim ** -0.5, out.data_ptr(), torch.get_num_threads())
     if code == 1:
         raise MemoryError("decode_attention: could not allocate a work buffer")
     if code == 2:
-        raise ValueError(f"decode_attention: unsupported heads {heads} / kv heads {kv_heads} / "
-                         f"head dim {dim}")
-    return out
+        raise ValueError(f"decode_attention: unsupported heads {heads} / kv heads "
+                         f"{prompt_values.shape[1]} / head dim {dim} (or odd cache widths)")
 
 
 def _check_bf16(name: str, *tensors) -> None:
@@ -336,3 +373,40 @@ def silu_mul(lib: ctypes.CDLL, gate_up):
     lib.silu_mul_bf16(gate_up.data_ptr(), out.data_ptr(), rows, width // 2,
                       torch.get_num_threads())
     return out
+
+
+def sample(lib: ctypes.CDLL, logits, temperature: float, uniforms):
+    """One token per row from ``softmax(logits / temperature)`` (no top-k / top-p) by a
+    two-level inverse CDF on ``uniforms`` (see ``sampling.c``; the same draw as
+    :func:`rlvr.rollout.sampling.sample_next` makes from the same uniforms, up to fp32
+    summation order).
+
+    Args:
+        logits: BFloat16Tensor[N, V], contiguous.
+        temperature: > 0.
+        uniforms: FloatTensor[N] in [0, 1).
+
+    Returns:
+        ``(tokens LongTensor[N], logprobs FloatTensor[N])``: the drawn tokens and their fp32
+        ``log_softmax(logits / temperature)``.
+
+    Raises:
+        ValueError: wrong dtype, layout or a non-positive temperature.
+        MemoryError: a work buffer could not be allocated.
+    """
+    import torch
+
+    _check_bf16("sample", logits)
+    if logits.dim() != 2 or not logits.is_contiguous() or not temperature > 0:
+        raise ValueError(f"sample needs contiguous [N, V] logits and a temperature > 0, got "
+                         f"{tuple(logits.shape)} at {temperature}")
+    rows, vocab = logits.shape
+    uniforms = uniforms.to(torch.float32).contiguous().view(-1)
+    if uniforms.numel() != rows:
+        raise ValueError(f"sample: {uniforms.numel()} uniforms for {rows} rows")
+    tokens = torch.empty(rows, dtype=torch.int64)
+    logprobs = torch.empty(rows, dtype=torch.float32)
+    if lib.sample_bf16(logits.data_ptr(), rows, vocab, 1.0 / temperature, uniforms.data_ptr(),
+                       tokens.data_ptr(), logprobs.data_ptr(), torch.get_num_threads()):
+        raise MemoryError("sample: could not allocate a work buffer")
+    return tokens, logprobs

@@ -10,13 +10,18 @@
  * ([..., column / 16, D / 2, 16, 2]: element (j, d) of a block at (d / 2) * 32 + j * 2 + d % 2):
  * one item's keys are one contiguous stream, the score loop computes 16 columns per vector
  * with the G query heads' partial sums held in registers (no horizontal reductions), and a
- * 512-bit load holds the (d, d + 1) pairs that vdpbf16ps multiplies. Values keep the usual
- * [..., column, D] layout: acc[g][:] += p[g][j] * v[j][:] vectorises over d (fp32 weights).
+ * 512-bit load holds the (d, d + 1) pairs that vdpbf16ps multiplies. Values are stored by pairs
+ * of columns ([..., column / 2, D, 2]: element (j, d) at (j / 2) * 2D + 2d + j % 2), so the
+ * weighted sum of values is vdpbf16ps too: acc[g][d..d+15] += p[g][j] v[j][d..] + p[g][j+1]
+ * v[j+1][d..], with the probabilities rounded to bf16 first, as torch's CPU flash attention
+ * does for bf16 inputs (the normaliser is the fp32 sum of the unrounded exps).
  *
  * Layouts (element strides; bf16 stored as uint16):
  *   q    [R, Hq, D], row stride q_row_stride
- *   pk   [P, Hkv, ceil(W / 16), D / 2, 16, 2]       pv [P, Hkv, W, D]
- *   ck   [rows, Hkv, ceil(Tmax / 16), D / 2, 16, 2] cv [rows, Hkv, Tmax, D]  (row r of the batch)
+ *   pk   [P, Hkv, ceil(W / 16), D / 2, 16, 2]       pv [P, Hkv, W / 2, D, 2]
+ *   ck   [rows, Hkv, ceil(Tmax / 16), D / 2, 16, 2] cv [rows, Hkv, Tmax / 2, D, 2]  (row r)
+ *   W and Tmax even; value columns that are never attended to must hold finite numbers
+ *   (they are multiplied by zero probabilities).
  *   out  [R, Hq * D]
  *   new_k, new_v [R, Hkv, D] with row strides k_row_stride / v_row_stride: this step's keys and
  *        values, written into column T - 1 of ck / cv before attending (NULL: already there)
@@ -84,27 +89,60 @@ static inline float softmax_numerators(float *s, int64_t lo, int64_t hi, float s
     return _mm512_reduce_add_ps(total);
 }
 
-/* out[g][:] += sum_j p[g * L + j] * v[j][:] for j < n: D in chunks of CH x 16 lanes whose
- * G x CH accumulators stay in registers across the j loop. Needs D % 16 == 0. */
-static inline __attribute__((always_inline)) void weighted_values(
-        const int G, const int64_t D, const float *p, int64_t L, const uint16_t *v, int64_t n,
-        float *out) {
-    const int CH = G <= 4 ? 4 : 2;
-    for (int64_t c0 = 0; c0 < D; c0 += 16 * CH) {
-        const int chunks = (int)((D - c0) / 16 < CH ? (D - c0) / 16 : CH);
-        __m512 acc[MAX_GROUP][4], vv[4];
-        for (int g = 0; g < G; g++)
-            for (int c = 0; c < chunks; c++) acc[g][c] = _mm512_loadu_ps(out + g * D + c0 + 16 * c);
-        for (int64_t j = 0; j < n; j++) {
-            for (int c = 0; c < chunks; c++) vv[c] = load_bf16x16(v + j * D + c0 + 16 * c);
-            for (int g = 0; g < G; g++) {
-                const __m512 w = _mm512_set1_ps(p[g * L + j]);
-                for (int c = 0; c < chunks; c++) acc[g][c] = _mm512_fmadd_ps(w, vv[c], acc[g][c]);
+/* pb[0 .. 2 ceil(n / 2)) <- bf16(s[0 .. n)), zero-padded to an even count. */
+static inline void to_pairs(const float *s, int64_t n, uint16_t *pb) {
+    const int64_t even = (n + 1) / 2 * 2;
+    for (int64_t i = 0; i < even; i += 16)
+        store_bf16_masked(pb + i, _mm512_maskz_loadu_ps(tail_mask(n - i), s + i), tail_mask(even - i));
+}
+
+/* out[g][c0 .. c0 + 16 CH) += sum over n column pairs of p[g][j] * v[j][c0 ..]: the G x CH
+ * accumulators stay in registers across the pair loop (G and CH are compile-time constants
+ * at every call, so the loops unroll; a run-time count would spill them to the stack). */
+static inline __attribute__((always_inline)) void weighted_values_chunk(
+        const int G, const int CH, const int64_t D, int64_t c0, const uint16_t *pb, int64_t LP,
+        const uint16_t *v, int64_t n, float *out) {
+    __m512 acc[MAX_GROUP][4];
+    __m512i vv[4];
+    for (int g = 0; g < G; g++)
+        for (int c = 0; c < CH; c++) acc[g][c] = _mm512_loadu_ps(out + g * D + c0 + 16 * c);
+    for (int64_t jp = 0; jp < n; jp++) {
+        for (int c = 0; c < CH; c++)
+            vv[c] = _mm512_loadu_si512((const void *)(v + jp * 2 * D + 2 * (c0 + 16 * c)));
+        for (int g = 0; g < G; g++) {
+            uint32_t pair;
+            memcpy(&pair, pb + g * 2 * LP + 2 * jp, sizeof pair);
+#ifdef __AVX512BF16__
+            const __m512bh w = (__m512bh)_mm512_set1_epi32((int)pair);
+            for (int c = 0; c < CH; c++) acc[g][c] = _mm512_dpbf16_ps(acc[g][c], (__m512bh)vv[c], w);
+#else
+            const __m512 w0 = _mm512_set1_ps(bf16_to_f32((uint16_t)pair));
+            const __m512 w1 = _mm512_set1_ps(bf16_to_f32((uint16_t)(pair >> 16)));
+            for (int c = 0; c < CH; c++) {
+                const __m512 even = _mm512_castsi512_ps(_mm512_slli_epi32(vv[c], 16));
+                const __m512 odd = _mm512_castsi512_ps(
+                    _mm512_and_si512(vv[c], _mm512_set1_epi32((int)0xFFFF0000u)));
+                acc[g][c] = _mm512_fmadd_ps(w1, odd, _mm512_fmadd_ps(w0, even, acc[g][c]));
             }
+#endif
         }
-        for (int g = 0; g < G; g++)
-            for (int c = 0; c < chunks; c++) _mm512_storeu_ps(out + g * D + c0 + 16 * c, acc[g][c]);
     }
+    for (int g = 0; g < G; g++)
+        for (int c = 0; c < CH; c++) _mm512_storeu_ps(out + g * D + c0 + 16 * c, acc[g][c]);
+}
+
+/* out[g][:] += sum_j p[g][j] * v[j][:] over n column pairs: pb holds the bf16 probabilities
+ * by pairs (query head g at pb + g * 2 LP), v the values in pair layout. D in chunks of
+ * 64 lanes (32 for G > 4, to fit the registers), then 16. */
+static inline __attribute__((always_inline)) void weighted_values(
+        const int G, const int64_t D, const uint16_t *pb, int64_t LP, const uint16_t *v,
+        int64_t n, float *out) {
+    int64_t c0 = 0;
+    if (G <= 4)
+        for (; c0 + 64 <= D; c0 += 64) weighted_values_chunk(G, 4, D, c0, pb, LP, v, n, out);
+    else
+        for (; c0 + 32 <= D; c0 += 32) weighted_values_chunk(G, 2, D, c0, pb, LP, v, n, out);
+    for (; c0 < D; c0 += 16) weighted_values_chunk(G, 1, D, c0, pb, LP, v, n, out);
 }
 #define HEAD_DIM_MULTIPLE 16
 #else
@@ -132,36 +170,52 @@ static inline float softmax_numerators(float *s, int64_t lo, int64_t hi, float s
     return total;
 }
 
+static inline void to_pairs(const float *s, int64_t n, uint16_t *pb) {
+    for (int64_t i = 0; i < (n + 1) / 2 * 2; i++) pb[i] = i < n ? f32_to_bf16(s[i]) : 0;
+}
+
 static inline __attribute__((always_inline)) void weighted_values(
-        const int G, const int64_t D, const float *p, int64_t L, const uint16_t *v, int64_t n,
-        float *out) {
-    for (int64_t j = 0; j < n; j++)
-        for (int g = 0; g < G; g++)
-            for (int64_t d = 0; d < D; d++) out[g * D + d] += p[g * L + j] * bf16_to_f32(v[j * D + d]);
+        const int G, const int64_t D, const uint16_t *pb, int64_t LP, const uint16_t *v,
+        int64_t n, float *out) {
+    for (int64_t jp = 0; jp < n; jp++)
+        for (int g = 0; g < G; g++) {
+            const float w0 = bf16_to_f32(pb[g * 2 * LP + 2 * jp]);
+            const float w1 = bf16_to_f32(pb[g * 2 * LP + 2 * jp + 1]);
+            for (int64_t d = 0; d < D; d++)
+                out[g * D + d] += w0 * bf16_to_f32(v[jp * 2 * D + 2 * d])
+                                  + w1 * bf16_to_f32(v[jp * 2 * D + 2 * d + 1]);
+        }
 }
 #define HEAD_DIM_MULTIPLE 1
 #endif
 
 /* Scores for prompt columns 0..W-1 (padding included: cheaper than a ragged first block) and
- * completion columns at s + W; softmax over [start, W + T); then values over the same range. */
+ * completion columns at s + W; softmax over [start, W + T); the probabilities as bf16 pairs
+ * (prompt pairs, then completion pairs); then values over the same range. */
 static inline __attribute__((always_inline)) void attend_one(
         const int G, const int64_t D, const float *qf, const uint16_t *qb, float scale,
         const uint16_t *pk, const uint16_t *pv, int64_t W, int64_t start,
-        const uint16_t *ck, const uint16_t *cv, int64_t T, float *s, float *acc, uint16_t *out) {
-    const int64_t L = W + T;
+        const uint16_t *ck, const uint16_t *cv, int64_t T, float *s, uint16_t *pb, float *acc,
+        uint16_t *out) {
+    const int64_t L = W + T, LP = W / 2 + (T + 1) / 2, first = start / 2;
     scores(G, D, qf, qb, pk, W, s, L);
     scores(G, D, qf, qb, ck, T, s + W, L);
     float inv[MAX_GROUP];
-    for (int g = 0; g < G; g++) inv[g] = 1.0f / softmax_numerators(s + g * L, start, L, scale);
+    for (int g = 0; g < G; g++) {
+        inv[g] = 1.0f / softmax_numerators(s + g * L, start, L, scale);
+        memset(s + g * L, 0, sizeof(float) * start);  /* padding: probability 0 */
+        to_pairs(s + g * L, W, pb + g * 2 * LP);
+        to_pairs(s + g * L + W, T, pb + g * 2 * LP + W);
+    }
     memset(acc, 0, sizeof(float) * G * D);
-    weighted_values(G, D, s + start, L, pv + start * D, W - start, acc);
-    weighted_values(G, D, s + W, L, cv, T, acc);
+    weighted_values(G, D, pb + 2 * first, LP, pv + first * 2 * D, W / 2 - first, acc);
+    weighted_values(G, D, pb + W, LP, cv, (T + 1) / 2, acc);
     for (int g = 0; g < G; g++)
         for (int64_t d = 0; d < D; d++) out[g * D + d] = f32_to_bf16(acc[g * D + d] * inv[g]);
 }
 
 /* Returns 0 on success, 1 if a work buffer could not be allocated, 2 for unsupported shapes
- * (G = Hq / Hkv above MAX_GROUP, or D not a multiple of HEAD_DIM_MULTIPLE). */
+ * (G = Hq / Hkv above MAX_GROUP, D not a multiple of HEAD_DIM_MULTIPLE, odd W or Tmax). */
 int decode_attention_bf16(
         const uint16_t *q, int64_t q_row_stride,
         const uint16_t *pk, const uint16_t *pv, int64_t W, const int64_t *prompt_start,
@@ -170,17 +224,20 @@ int decode_attention_bf16(
         const int64_t *row_prompt, int64_t R, int64_t Hq, int64_t Hkv, int64_t D, float scale,
         uint16_t *out, int threads) {
     const int G = (int)(Hq / Hkv);
-    if (G < 1 || G > MAX_GROUP || Hq % Hkv || D % HEAD_DIM_MULTIPLE) return 2;
+    if (G < 1 || G > MAX_GROUP || Hq % Hkv || D % HEAD_DIM_MULTIPLE || W % 2 || Tmax % 2)
+        return 2;
     const int64_t wb = (W + 15) / 16 * 16, tb = (Tmax + 15) / 16 * 16;
     int failed = 0;
     #pragma omp parallel num_threads(threads) reduction(|:failed)
     {
         const int64_t L = W + T;
-        float *s = malloc(sizeof(float) * (G * (L + 16) + 2 * G * D));
+        const int64_t LP = W / 2 + (T + 1) / 2;
+        float *s = malloc(sizeof(float) * (G * (L + 16) + 2 * G * D + G * (LP + 16)));
         if (!s) {
             failed = 1;
         } else {
             float *qf = s + G * (L + 16), *acc = qf + G * D;
+            uint16_t *pb = (uint16_t *)(acc + G * D);  /* G x 2 LP bf16 probabilities */
             #pragma omp for schedule(static)
             for (int64_t item = 0; item < R * Hkv; item++) {
                 const int64_t r = item / Hkv, h = item % Hkv, p = row_prompt[r];
@@ -189,31 +246,32 @@ int decode_attention_bf16(
                 const uint16_t *pkh = pk + (p * Hkv + h) * D * wb;
                 const uint16_t *pvh = pv + (p * Hkv + h) * W * D;
                 uint16_t *ckh = ck + (r * Hkv + h) * D * tb;
-                uint16_t *cvh = cv + (r * Hkv + h) * Tmax * D;
+                uint16_t *cvh = cv + (r * Hkv + h) * Tmax * D;  /* Tmax / 2 pairs of D x 2 */
                 if (new_k) {  /* column c = T - 1: block c / 16, lane c % 16 */
                     const int64_t c = T - 1;
                     const uint16_t *nk = new_k + r * k_row_stride + h * D;
                     const uint16_t *nv = new_v + r * v_row_stride + h * D;
                     uint16_t *kblock = ckh + (c / 16) * D * 16 + (c % 16) * 2;
                     for (int64_t d = 0; d < D; d++) kblock[(d / 2) * 32 + d % 2] = nk[d];
-                    memcpy(cvh + c * D, nv, sizeof(uint16_t) * D);
+                    uint16_t *vpair = cvh + (c / 2) * 2 * D + c % 2;
+                    for (int64_t d = 0; d < D; d++) vpair[2 * d] = nv[d];
                 }
                 if (item + 1 < R * Hkv) {
                     /* The cache is cold (the step's weight stream evicts it): fetch the next
                      * item's completion keys / values while this one computes. */
                     const int64_t rn = (item + 1) / Hkv, hn = (item + 1) % Hkv;
                     prefetch(ck + (rn * Hkv + hn) * D * tb, (T + 15) / 16 * D * 16);
-                    prefetch(cv + (rn * Hkv + hn) * Tmax * D, T * D);
+                    prefetch(cv + (rn * Hkv + hn) * Tmax * D, (T + 1) / 2 * 2 * D);
                 }
                 uint16_t *o = out + r * Hq * D + h * G * D;
                 const int64_t st = prompt_start[p];
                 /* A constant G per branch lets the compiler unroll the query-head loops. */
                 switch (G) {
-                case 1: attend_one(1, D, qf, qr, scale, pkh, pvh, W, st, ckh, cvh, T, s, acc, o); break;
-                case 2: attend_one(2, D, qf, qr, scale, pkh, pvh, W, st, ckh, cvh, T, s, acc, o); break;
-                case 3: attend_one(3, D, qf, qr, scale, pkh, pvh, W, st, ckh, cvh, T, s, acc, o); break;
-                case 4: attend_one(4, D, qf, qr, scale, pkh, pvh, W, st, ckh, cvh, T, s, acc, o); break;
-                default: attend_one(G, D, qf, qr, scale, pkh, pvh, W, st, ckh, cvh, T, s, acc, o);
+                case 1: attend_one(1, D, qf, qr, scale, pkh, pvh, W, st, ckh, cvh, T, s, pb, acc, o); break;
+                case 2: attend_one(2, D, qf, qr, scale, pkh, pvh, W, st, ckh, cvh, T, s, pb, acc, o); break;
+                case 3: attend_one(3, D, qf, qr, scale, pkh, pvh, W, st, ckh, cvh, T, s, pb, acc, o); break;
+                case 4: attend_one(4, D, qf, qr, scale, pkh, pvh, W, st, ckh, cvh, T, s, pb, acc, o); break;
+                default: attend_one(G, D, qf, qr, scale, pkh, pvh, W, st, ckh, cvh, T, s, pb, acc, o);
                 }
             }
             free(s);
