@@ -4,8 +4,14 @@ Model: the default SmolLM2-135M-Instruct. Workload: GRPO-shaped batches, groups 
 samples per chat-formatted arithmetic prompt (batch 64 = 8 prompts x 8, batch 256 = 32 x 8),
 128 new tokens per row with no stop token (every row generates exactly max_new_tokens, so both
 engines produce the same number of tokens), temperature 1.0, no top-p / top-k (transformers'
-cheapest sampling path). ``hf`` is given its best settings: a bf16 copy of the model and no
-log-prob pass (the ``torch`` engine's timings include its log-probs).
+cheapest sampling path). Two ``hf`` figures, both on a bf16 copy of the model:
+
+- ``hf``: the ``hf`` engine as rlvr runs it, returning what the rollout protocol returns
+  (token ids *and* the sampling policy's per-token log-probs, which ``generate`` does not give,
+  so the engine adds a teacher-forced forward pass). The ``torch`` engine's timings include
+  its log-probs too, so this is the engine-for-engine comparison.
+- ``generate``: transformers ``generate`` alone, no log-probs: a stricter baseline that does
+  less work than either engine.
 
 Roofline: this machine's bf16 matmul FLOP/s, measured here (2048^3 matmuls); a token costs
 2 x parameters FLOPs, so roofline tokens/s = matmul FLOP/s / (2 x params).
@@ -13,7 +19,8 @@ Roofline: this machine's bf16 matmul FLOP/s, measured here (2048^3 matmuls); a t
 Usage: python benchmarks/rollout_throughput.py [--quick] [--batches 64 256] [--new-tokens 128]
 (--quick: batch 64 and 32 new tokens, under a minute). Wrap timing runs in
 ``flock /tmp/rlvr-bench.lock`` on shared machines.
-Last line: ``rollout tokens/s: torch X, hf Y, ratio Zx, roofline W%`` (largest batch measured).
+Last line (largest batch measured):
+``rollout tokens/s: torch X, hf Y, ratio Zx, generate alone G (ratio Rx), roofline W%``.
 """
 
 from __future__ import annotations
@@ -52,7 +59,8 @@ def make_prompts(tokenizer, count: int) -> list[list[int]]:
 
 
 def measure(engine, prompts, params) -> float:
-    """Generated tokens per second of one ``generate`` call (prefill + decode)."""
+    """Generated tokens per second of one ``generate`` call (prefill, decode and, for ``hf``,
+    its log-prob pass: ``RolloutTiming.total_seconds``)."""
     out = engine.generate(prompts, params)
     expected = len(prompts) * params.n * params.max_new_tokens
     assert out.timing.tokens_generated == expected, (out.timing.tokens_generated, expected)
@@ -80,8 +88,8 @@ def main() -> None:
     print(f"threads {torch.get_num_threads()}, params {params_count / 1e6:.1f}M, "
           f"bf16 matmul {flops / 1e9:.0f} GFLOP/s -> roofline {roofline:.0f} tokens/s")
 
-    engines = {"torch": TorchEngine(model), "hf": HFEngine(model, dtype=torch.bfloat16,
-                                                           compute_logprobs=False)}
+    engines = {"torch": TorchEngine(model), "hf": HFEngine(model, dtype=torch.bfloat16),
+               "generate": HFEngine(model, dtype=torch.bfloat16, compute_logprobs=False)}
     warm = SamplingParams(temperature=1.0, max_new_tokens=4, n=2, seed=0)
     for engine in engines.values():  # weight snapshots, allocator and kernel warm-up
         engine.generate(make_prompts(tokenizer, 2), warm)
@@ -95,15 +103,22 @@ def main() -> None:
     for batch in batches:
         prompts = make_prompts(tokenizer, batch // GROUP)
         params = SamplingParams(temperature=1.0, max_new_tokens=new_tokens, n=GROUP, seed=0)
+        short = SamplingParams(temperature=1.0, max_new_tokens=2, n=GROUP, seed=1)
+        for engine in engines.values():  # this batch shape's kernels, buffers and caches
+            engine.generate(prompts, short)
         rates = {name: measure(engine, prompts, params) for name, engine in engines.items()}
         results[batch] = rates
         print(f"batch {batch} ({len(prompts)} prompts x {GROUP}, {new_tokens} new tokens, "
-              f"prompt ~{len(prompts[0])} tokens): torch {rates['torch']:.0f} tokens/s, "
-              f"hf {rates['hf']:.0f} tokens/s, ratio {rates['torch'] / rates['hf']:.1f}x, "
-              f"roofline {100 * rates['torch'] / roofline:.0f}%", flush=True)
-    top = results[max(batches)]
-    print(f"rollout tokens/s: torch {top['torch']:.0f}, hf {top['hf']:.0f}, "
-          f"ratio {top['torch'] / top['hf']:.1f}x, roofline {100 * top['torch'] / roofline:.0f}%")
+              f"prompt ~{len(prompts[0])} tokens): {summary(rates, roofline)}", flush=True)
+    print(f"rollout tokens/s: {summary(results[max(batches)], roofline)}")
+
+
+def summary(rates: dict[str, float], roofline: float) -> str:
+    """``torch X, hf Y, ratio Zx, generate alone G (ratio Rx), roofline W%`` (tokens/s)."""
+    torch_rate = rates["torch"]
+    return (f"torch {torch_rate:.0f}, hf {rates['hf']:.0f}, ratio {torch_rate / rates['hf']:.1f}x, "
+            f"generate alone {rates['generate']:.0f} (ratio {torch_rate / rates['generate']:.1f}x), "
+            f"roofline {100 * torch_rate / roofline:.0f}%")
 
 
 if __name__ == "__main__":

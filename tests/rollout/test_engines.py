@@ -126,6 +126,25 @@ def test_stop_tokens_and_length_limit(tiny, prompts):
     assert capped.completion_ids.shape == (6, 7) and capped.finish_reason == ["length"] * 6
 
 
+def test_hf_timing_covers_its_log_prob_pass(tiny, prompts):
+    """The hf engine's extra teacher-forced pass is part of the call's timing (a rollout that
+    returns log-probs is not finished before they exist); without it, nothing is added."""
+    import time
+
+    model, _ = tiny
+    params = SamplingParams(temperature=1.0, max_new_tokens=6, n=2, seed=0)
+    start = time.perf_counter()
+    out = HFEngine(model).generate(prompts, params)
+    wall = time.perf_counter() - start
+    timing = out.timing
+    assert timing.logprob_seconds > 0
+    assert timing.total_seconds == pytest.approx(
+        timing.prefill_seconds + timing.decode_seconds + timing.logprob_seconds)
+    assert timing.total_seconds <= wall
+    bare = HFEngine(model, compute_logprobs=False).generate(prompts, params).timing
+    assert bare.logprob_seconds == 0.0
+
+
 def test_same_seed_same_completions_other_seed_differs(tiny, prompts):
     model, _ = tiny
     engine = TorchEngine(model)

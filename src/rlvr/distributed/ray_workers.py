@@ -177,7 +177,7 @@ def merge_outputs(outputs: Sequence[RolloutOutput], first_prompts: Sequence[int]
             slowest shard's prefill, ``decode_seconds`` = the rest of ``wall_seconds``, so
             ``total_seconds`` is the call's real wall time (shards run in parallel, Ray overhead
             included) and ``tokens_per_second`` the aggregate throughput. None: the slowest
-            shard's prefill and decode.
+            shard's prefill, decode and log-prob pass.
 
     Returns:
         The merged output: rows of prompt i are ``i*n .. i*n+n-1``, ``prompt_index`` global,
@@ -210,7 +210,9 @@ def merge_outputs(outputs: Sequence[RolloutOutput], first_prompts: Sequence[int]
     decode = (max(0.0, wall_seconds - prefill) if wall_seconds is not None
               else slowest.timing.decode_seconds)
     timing = RolloutTiming(prefill_seconds=prefill, decode_seconds=decode,
-                           tokens_generated=sum(o.timing.tokens_generated for o in outputs))
+                           tokens_generated=sum(o.timing.tokens_generated for o in outputs),
+                           logprob_seconds=0.0 if wall_seconds is not None
+                           else slowest.timing.logprob_seconds)
     return RolloutOutput(
         completion_ids=torch.cat([widen(o.completion_ids, pad_token_id) for o in outputs]),
         completion_mask=torch.cat([widen(o.completion_mask, False) for o in outputs]),

@@ -148,6 +148,7 @@ class HFEngine:
         logprobs = torch.zeros(completion.shape, dtype=torch.float32)
         if self.compute_logprobs and completion.shape[1] > 0:
             logprobs = self._logprobs(model, ids, mask, completion, lengths, params)
+            timing.logprob_seconds = time.perf_counter() - end
         return build_output(completion, logprobs, lengths, stopped, params.n, self.pad_token_id,
                             timing)
 

@@ -110,17 +110,20 @@ class RolloutTiming:
     Attributes:
         prefill_seconds: prompt processing (seconds), including the first token's sampling.
         decode_seconds: token-by-token generation after the first token (seconds).
+        logprob_seconds: an extra pass that computes the sampling log-probs, for engines whose
+            generation does not return them (``hf``: a teacher-forced forward; seconds).
         tokens_generated: completion tokens produced (sum of ``lengths``).
     """
 
     prefill_seconds: float = 0.0
     decode_seconds: float = 0.0
     tokens_generated: int = 0
+    logprob_seconds: float = 0.0
 
     @property
     def total_seconds(self) -> float:
-        """prefill + decode (seconds)."""
-        return self.prefill_seconds + self.decode_seconds
+        """prefill + decode + log-prob pass (seconds): the whole ``generate`` call."""
+        return self.prefill_seconds + self.decode_seconds + self.logprob_seconds
 
     @property
     def tokens_per_second(self) -> float:

@@ -210,8 +210,16 @@ static inline __attribute__((always_inline)) void attend_one(
     memset(acc, 0, sizeof(float) * G * D);
     weighted_values(G, D, pb + 2 * first, LP, pv + first * 2 * D, W / 2 - first, acc);
     weighted_values(G, D, pb + W, LP, cv, (T + 1) / 2, acc);
-    for (int g = 0; g < G; g++)
+    for (int g = 0; g < G; g++) {
+#ifdef __AVX512F__
+        const __m512 scale_g = _mm512_set1_ps(inv[g]);
+        for (int64_t d = 0; d < D; d += 16)
+            store_bf16_masked(out + g * D + d, _mm512_mul_ps(_mm512_loadu_ps(acc + g * D + d), scale_g),
+                              (__mmask16)0xFFFF);
+#else
         for (int64_t d = 0; d < D; d++) out[g * D + d] = f32_to_bf16(acc[g * D + d] * inv[g]);
+#endif
+    }
 }
 
 /* Returns 0 on success, 1 if a work buffer could not be allocated, 2 for unsupported shapes
@@ -242,7 +250,9 @@ int decode_attention_bf16(
             for (int64_t item = 0; item < R * Hkv; item++) {
                 const int64_t r = item / Hkv, h = item % Hkv, p = row_prompt[r];
                 const uint16_t *qr = q + r * q_row_stride + h * G * D;
+#ifndef __AVX512BF16__  /* the vdpbf16ps path multiplies the bf16 queries directly */
                 for (int64_t i = 0; i < G * D; i++) qf[i] = bf16_to_f32(qr[i]);
+#endif
                 const uint16_t *pkh = pk + (p * Hkv + h) * D * wb;
                 const uint16_t *pvh = pv + (p * Hkv + h) * W * D;
                 uint16_t *ckh = ck + (r * Hkv + h) * D * tb;
