@@ -5,7 +5,8 @@ rotary positions, grouped-query attention, SwiGLU) through a lean forward pass i
 transformers module tree, because at decode time (one token per row) the per-module overhead,
 not the matmuls, dominates transformers' ``generate`` on a 2-core CPU:
 
-- **bf16 weights copy** (AMX runs bf16 matmuls ~5x faster than fp32), with q/k/v fused into one
+- **bf16 weights copy** (bf16 matmuls run several times faster than fp32 on CPUs with
+  AVX512-BF16 or AMX), with q/k/v fused into one
   matmul and gate/up into another, each prepacked once into oneDNN's blocked layout
   (:class:`Linear`). The copy is refreshed when the live model's parameters change
   (their version counters move: optimizer steps, ``load_state_dict``) or on ``update_weights``.
@@ -15,8 +16,9 @@ not the matmuls, dominates transformers' ``generate`` on a 2-core CPU:
 - **Prefill once per prompt**, shared by its ``n`` samples: the prompt's keys / values are
   stored once. In bf16 (the default) decode attention is one call per layer of a native
   kernel (:class:`FusedPrefixCache`, :mod:`rlvr.rollout.kernels`, compiled on first use): each
-  row attends over its prompt's keys and its own completion keys in one exact fp32 softmax,
-  the G query heads of a kv head sharing every key / value load. Without the kernel (no C
+  row attends over its prompt's keys and its own completion keys in one fp32 softmax (the
+  probabilities rounded to bf16 for the product with the values, as torch's CPU flash
+  attention does), the G query heads of a kv head sharing every key / value load. Without the kernel (no C
   compiler, fp32, ``native_kernels=False``) :class:`SharedPrefixCache` splits attention into a
   prompt part (the group's ``n x G`` queries against one prompt copy) and a per-row
   completion part, merged exactly through their log-sum-exps (cascade attention).
@@ -25,7 +27,8 @@ not the matmuls, dominates transformers' ``generate`` on a 2-core CPU:
   surviving rows' cache is compacted to the front and decoding continues on the smaller batch.
 - **Length buckets** (R42): prompts are sorted by length and decoded in batches of at most
   ``max_batch_size`` rows, which bounds KV memory and padding.
-- **Sampling in fp32** with one seeded ``torch.Generator`` per call (:mod:`rlvr.rollout.sampling`).
+- **Sampling in fp32** with one seeded ``torch.Generator`` per call (:mod:`rlvr.rollout.sampling`);
+  plain temperature sampling of bf16 logits is one native kernel call on the same uniforms.
 
 Numerics follow transformers' Llama in the same dtype (RMSNorm in fp32, residual stream in the
 compute dtype, the same attention kernels and layouts, the same oneDNN matmul kernel), so greedy
@@ -33,10 +36,11 @@ decoding matches the ``hf`` engine token for token in fp32 with either cache, an
 ``shared_prefix=False``. The default bf16 path's attention (fused kernel, or cascade merge)
 rounds differently: its logits agree with the other paths to bf16 precision (tests/rollout).
 
-Measured on the 2-core AMX machine (benchmarks/rollout_throughput.py, batch 256, 128 new
-tokens): the fused kernel takes decode attention from ~48 ms to ~9 ms per step (flash
-attention's per-(row, head) overhead dominated); matmuls (oneDNN, prepacked) are now ~70% of
-a step.
+Measured on the 2-core development machine (AMD EPYC, AVX512-BF16, no AMX;
+benchmarks/rollout_throughput.py, batch 256, 128 new tokens): the fused kernel takes decode
+attention from ~48 ms to ~17 ms per step (flash attention's per-(row, head) overhead
+dominated; what is left is mostly the cache's memory traffic), the sampling kernel takes
+sampling from ~5 ms to ~2 ms; matmuls (oneDNN, prepacked) are ~75% of a step.
 """
 
 from __future__ import annotations
