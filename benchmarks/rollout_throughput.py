@@ -85,7 +85,8 @@ def main() -> None:
     params_count = sum(p.numel() for p in model.parameters())
     flops = matmul_flops()
     roofline = flops / (2 * params_count)
-    print(f"threads {torch.get_num_threads()}, params {params_count / 1e6:.1f}M, "
+    print(f"model smollm2-135m-instruct (bf16 copies), threads {torch.get_num_threads()}, "
+          f"params {params_count / 1e6:.1f}M, "
           f"bf16 matmul {flops / 1e9:.0f} GFLOP/s -> roofline {roofline:.0f} tokens/s")
 
     engines = {"torch": TorchEngine(model), "hf": HFEngine(model, dtype=torch.bfloat16),

@@ -8,6 +8,7 @@ import copy
 import json
 import random
 import shutil
+import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -24,7 +25,8 @@ from rlvr.train.config import RunConfig
 from rlvr.train.policy import sync_engine
 from rlvr.train.sampler import TaskSampler
 
-console = Console(stderr=True)
+# Logs piped to a file keep one line per event (rich wraps at 80 columns off a terminal).
+console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 REFERENCES_DIR = "references"  # refreshed KL references (algo.ref_refresh_every)
 SFT_MODEL_DIR = "sft_model"  # the model that entered GRPO: KL reference on resume, `rlvr sft` output
 
