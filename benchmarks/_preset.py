@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
+import argparse
 import copy
 import tempfile
 from pathlib import Path
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "arithmetic.yaml"
+
+
+def preset_parser(description: str, quick_help: str, steps: int, steps_help: str
+                  ) -> argparse.ArgumentParser:
+    """The per-step benchmarks' shared options: ``--quick``, ``--config`` (default preset),
+    ``--steps`` and repeatable ``--set KEY=VALUE`` overrides."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--config", default=str(DEFAULT_CONFIG))
+    parser.add_argument("--steps", type=int, default=steps, help=steps_help)
+    parser.add_argument("--set", dest="sets", action="append", default=[],
+                        help="config override KEY=VALUE (repeatable)")
+    return parser
 
 
 def grpo_step_for(config, engine_name: str, shared_prefix: bool = True, prefix: str = "rlvr-bench-"):

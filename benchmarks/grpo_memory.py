@@ -34,7 +34,6 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 MIB = 1024
 
@@ -101,12 +100,9 @@ def run_child(name: str, argv: list[str]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="short cold start, rlvr only")
-    parser.add_argument("--config", default=str(ROOT / "configs" / "arithmetic.yaml"))
-    parser.add_argument("--steps", type=int, default=2, help="GRPO steps (peaks of the last)")
-    parser.add_argument("--set", dest="sets", action="append", default=[],
-                        help="config override KEY=VALUE (repeatable)")
+    from _preset import preset_parser
+
+    parser = preset_parser(__doc__.split("\n")[0], "short cold start, rlvr only", 2, "GRPO steps (peaks of the last)")
     parser.add_argument("--child", choices=["rlvr", "baseline"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:

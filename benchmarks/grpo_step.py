@@ -19,13 +19,11 @@ Last line: ``grpo step s: torch X (rollout a, reward b, update c), hf Y, ratio Z
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
@@ -66,12 +64,9 @@ def summary(rows: list[dict]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="2 timed steps, torch only")
-    parser.add_argument("--config", default=str(ROOT / "configs" / "arithmetic.yaml"))
-    parser.add_argument("--steps", type=int, default=4, help="timed steps per engine")
-    parser.add_argument("--set", dest="sets", action="append", default=[],
-                        help="config override KEY=VALUE (repeatable)")
+    from _preset import preset_parser
+
+    parser = preset_parser(__doc__.split("\n")[0], "2 timed steps, torch only", 4, "timed steps per engine")
     args = parser.parse_args(argv)
 
     from rlvr.configio import load_config

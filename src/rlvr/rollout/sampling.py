@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from rlvr.rollout.kernels import sample as native_sample
 from rlvr.rollout.types import SamplingParams
 
 BLOCK = 128
@@ -51,9 +52,8 @@ def sample_next(logits: Tensor, params: SamplingParams, generator: torch.Generat
     if (library is not None and not params.greedy and params.top_p >= 1.0
             and not 0 < params.top_k < logits.shape[-1] and logits.dtype == torch.bfloat16
             and logits.dim() == 2 and logits.is_contiguous()):
-        from rlvr.rollout.kernels import sample
-
-        return sample(library, logits, params.temperature, _uniform(logits.shape[0], generator))
+        return native_sample(library, logits, params.temperature,
+                             _uniform(logits.shape[0], generator))
     chunk = max(1, CHUNK_ELEMENTS // logits.shape[-1])
     if logits.shape[0] > chunk:
         # Row chunks keep each fp32 buffer small (cache-resident, and below glibc's mmap

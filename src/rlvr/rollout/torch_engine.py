@@ -478,7 +478,8 @@ class FusedPrefixCache:
                  new_tokens: int, prompt_mask: Tensor, library):
         layers, kv, dim, dtype = len(weights.layers), weights.kv_heads, weights.head_dim, weights.dtype
         self.shift = width % 2  # extra left padding that makes the prompt width even
-        even_width, columns = width + self.shift, max(new_tokens - 1, 1) + (max(new_tokens - 1, 1) % 2)
+        even_width, columns = width + self.shift, max(new_tokens - 1, 1)
+        columns += columns % 2  # completion columns, rounded up to even
         self.prompt_keys = torch.empty(layers, prompts, kv, -(-even_width // 16), dim // 2, 16, 2,
                                        dtype=dtype)
         self.prompt_values = torch.empty(layers, prompts, kv, even_width // 2, dim, 2, dtype=dtype)
