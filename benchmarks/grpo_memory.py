@@ -107,6 +107,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.child:
         return child(args)
+    from _machine import machine_line
+    from rlvr.configio import load_config
+    from rlvr.train.config import RunConfig
+
+    print(machine_line(load_config(RunConfig, Path(args.config), args.sets).model.precision))
     passed = ["--config", args.config, "--steps", str(args.steps)]
     passed += [x for s in args.sets for x in ("--set", s)] + (["--quick"] if args.quick else [])
     ours = run_child("rlvr", passed)

@@ -78,6 +78,9 @@ def main(argv: list[str] | None = None) -> None:
         config.sft.examples = min(config.sft.examples, 48)
         config.grpo.prompts_per_step = max(1, config.grpo.prompts_per_step // 2)
     g = config.grpo
+    from _machine import machine_line
+
+    print(machine_line(config.model.precision))
     print(f"preset {config.name}: model {config.model.name}, {g.prompts_per_step} prompts x "
           f"G={g.group_size}, max {g.max_new_tokens} new tokens, micro-batch "
           f"{g.micro_batch_size}, kl_coef {config.algo.kl_coef}, {steps} timed steps")

@@ -68,6 +68,10 @@ def main() -> int:
         problems = problems[:48]
     workers = args.workers or usable_cores()
     env = environment()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _machine import machine_line
+
+    print(machine_line(None))
     print(f"tier={env.tier.value} cgroups={env.cgroups} python={env.python} workers={workers} "
           f"programs={len(problems)}")
     _isolated(problems[:4], workers)  # warm-up: probe, staging, page cache

@@ -10,7 +10,8 @@ same group size G, prompts per step, max new tokens, temperature / top-p, learni
 (beta = 0: with beta > 0 TRL reloads a reference model from the model's folder).
 
 - rlvr: as a run does it (``rlvr.train.grpo.GRPOStep`` over ``rlvr.train.run.Run``'s setup:
-  the ``torch`` rollout engine in bf16, shared-prefix policy forward in bf16 autocast).
+  the ``torch`` rollout engine and the shared-prefix policy forward in the run's precision:
+  ``model.precision`` resolved on this CPU, fp32 on AVX2-only CPUs, bf16 where it is native).
 - TRL (>= 1.0; measured with 1.16): ``GRPOTrainer`` on CPU (``use_cpu=True, bf16=False``, so
   fp32), transformers ``generate`` for the rollout, ``per_device_train_batch_size`` = prompts x G
   completions (one generation and one optimizer step per step), the dataset in rlvr's order
@@ -41,6 +42,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 ROOT = Path(__file__).resolve().parents[1]
 TRL_LOSS_TYPES = {"grpo", "dr_grpo", "dapo", "bnpo"}  # rlvr loss_agg names TRL shares
@@ -261,6 +264,9 @@ def main(argv: list[str] | None = None) -> None:
     config = build_config(args)
     check_comparable(config)
     g = config.grpo
+    from _machine import machine_line
+
+    print(machine_line(config.model.precision) + " (rlvr; TRL runs fp32)")
     print(f"model {config.model.name}: {g.prompts_per_step} prompts x G={g.group_size}, max "
           f"{g.max_new_tokens} new tokens, lr {g.learning_rate:g}, loss {config.algo.loss_agg}, "
           f"beta 0, {args.steps} steps a side (first = warm-up)", flush=True)

@@ -16,7 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 DEFAULT_CASES = Path(__file__).resolve().parents[1].parent / "shared/cases/math_equivalence.jsonl"
 WARMUP = [("\\frac{1}{2}", "\\boxed{0.5}"), ("x^2+1", "\\boxed{1+x^2}"), ("3", "#### 3")]
@@ -72,6 +75,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="passes over the cases per tool")
     args = parser.parse_args()
     cases = load(args.cases, args.quick)
+    from _machine import machine_line
+
+    print(machine_line(None))
 
     rlvr_verdicts, rlvr_s = run_rlvr(cases, args.repeat)
     mv_verdicts, mv_s = run_math_verify(cases, args.repeat)

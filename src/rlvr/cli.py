@@ -56,6 +56,29 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> "typer.Exit":
     return typer.Exit(code)
 
 
+PRECISION_HELP = ("Compute precision: auto (bf16 where the CPU / GPU computes it natively, "
+                  "else fp32), bf16 or fp32.")
+
+
+def precision_choice(value: str):
+    """Resolve a ``--precision`` value on this machine and print the choice (and any warning)
+    to stderr; an unknown value exits 2 naming the option.
+
+    Returns:
+        :class:`rlvr.models.precision.PrecisionChoice`.
+    """
+    from rlvr.models.precision import resolve_precision
+
+    try:
+        choice = resolve_precision(value)
+    except ValueError as exc:
+        raise fail(f"--precision: {exc}")
+    err.print(choice.summary(), highlight=False)
+    if choice.warning:
+        err.print(f"[yellow]warning:[/] {choice.warning}", highlight=False)
+    return choice
+
+
 @app.command()
 def verify(
     input: Path = typer.Argument(..., help="JSONL: task_type, completion, reference[, id, "
@@ -278,6 +301,7 @@ def serve(
                                "for architectures torch refuses), torch or hf."),
     max_tokens: int = typer.Option(256, "--default-max-tokens", min=1, help="max_tokens of "
                                    "requests that give none."),
+    precision: str = typer.Option("auto", "--precision", help=PRECISION_HELP),
 ) -> None:
     """Serve a model through the OpenAI-compatible API: /v1/completions,
     /v1/chat/completions, /v1/models (Ctrl-C stops)."""
@@ -286,6 +310,7 @@ def serve(
     if engine not in ENGINES:
         raise fail(f"--engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
     _check_model_name(model, "--model")
+    choice = precision_choice(precision)
     from rlvr.serve import bind_socket, missing_dependencies, serve_forever
 
     if missing_dependencies():
@@ -297,7 +322,7 @@ def serve(
     except OSError as exc:
         raise fail(f"--host/--port: {exc.strerror or exc}")
     try:
-        server = _model_server(model, engine, max_concurrency, max_tokens)
+        server = _model_server(model, engine, max_concurrency, max_tokens, choice.precision)
         server.warm_up()
     except BaseException:
         sock.close()
@@ -307,7 +332,8 @@ def serve(
     serve_forever(server, sock)
 
 
-def _model_server(name: str, engine: str, max_concurrency: int, max_tokens: int):
+def _model_server(name: str, engine: str, max_concurrency: int, max_tokens: int,
+                  precision: str = "auto"):
     """Load ``name`` and wrap it in a ModelServer; bad input exits 2 naming the option."""
     from rlvr.models.loader import ModelLoadError
     from rlvr.rollout import UnsupportedModelError
@@ -319,7 +345,8 @@ def _model_server(name: str, engine: str, max_concurrency: int, max_tokens: int)
         raise fail(f"--model: {exc}")
     try:
         return ModelServer(model, tokenizer, name, engine=engine,
-                           max_concurrency=max_concurrency, default_max_tokens=max_tokens)
+                           max_concurrency=max_concurrency, default_max_tokens=max_tokens,
+                           precision=precision)
     except UnsupportedModelError as exc:
         raise fail(f"--engine: {exc}")
 
@@ -402,6 +429,7 @@ def eval_(
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Endpoint requests in "
                                     "flight."),
     workers: int = typer.Option(1, "--workers", "-w", min=1, help="Verifier processes."),
+    precision: str = typer.Option("auto", "--precision", help=PRECISION_HELP),
     output_dir: Optional[Path] = typer.Option(None, "-o", "--output-dir", help="Output "
                                               "directory (default runs/eval-<tasks>-<time>)."),
 ) -> None:
@@ -435,6 +463,8 @@ def eval_(
         seed=seed, batch_size=batch_size, aggregators=agg, timeout_s=timeout, chunk=chunk,
         probe=probe, saturation_threshold=saturation_threshold)
     reward_config = run_config.reward.model_copy(update={"workers": workers})
+    if completions is None and endpoint is None:  # local models: sampled here
+        settings.precision = precision_choice(precision).precision
     start = time.perf_counter()
     if completions is not None:
         summaries, rows = _eval_completions(completions, settings, reward_config, k, rerank)
@@ -528,8 +558,9 @@ def _eval_models(models, endpoint, data, split, settings, reward_config, rerank,
             endpoint, model=label, timeout_s=timeout_s, retries=retries,
             concurrency=concurrency, **common)) for label in labels}
     else:
-        factories = {name: (lambda name=name: load_engine_sampler(name, seed=settings.seed,
-                                                                  **common)) for name in models}
+        factories = {name: (lambda name=name: load_engine_sampler(
+            name, seed=settings.seed, precision=settings.precision, **common))
+            for name in models}
     err.print(f"[bold]rlvr eval[/] {len(task_list)} {data.source} problems ({split}), "
               f"n = {settings.n}, temperature {settings.temperature}", highlight=False)
     try:

@@ -209,14 +209,17 @@ class ModelServer:
             ``torch`` or ``hf``.
         max_concurrency: requests in flight at most (more get 429).
         default_max_tokens: ``max_tokens`` when a request gives none.
+        precision: the engine's compute precision, ``auto`` / ``bf16`` / ``fp32``
+            (:mod:`rlvr.models.precision`).
 
     Raises:
-        ValueError: unknown ``engine``, or ``max_concurrency`` < 1.
+        ValueError: unknown ``engine`` or ``precision``, or ``max_concurrency`` < 1.
         rlvr.rollout.UnsupportedModelError: ``engine="torch"`` on an architecture it refuses.
     """
 
     def __init__(self, model, tokenizer, model_id: str, *, engine: str = "auto",
-                 max_concurrency: int = 4, default_max_tokens: int = DEFAULT_MAX_TOKENS):
+                 max_concurrency: int = 4, default_max_tokens: int = DEFAULT_MAX_TOKENS,
+                 precision: str = "auto"):
         from rlvr.train.prompting import stop_token_ids
 
         if engine not in ENGINES:
@@ -229,7 +232,7 @@ class ModelServer:
         self.default_max_tokens = default_max_tokens
         self.eos_ids = stop_token_ids(tokenizer)
         self.context_length = _context_length(model)
-        self.engine = _make_engine(engine, model, tokenizer.pad_token_id)
+        self.engine = _make_engine(engine, model, tokenizer.pad_token_id, precision)
         self._generate_lock = threading.Lock()
         # A fast tokenizer resets its truncation / padding state on every call, which fails
         # ("Already borrowed") when two request threads use it at once.
@@ -383,16 +386,11 @@ def _context_length(model) -> int | None:
     return int(value) if isinstance(value, int) and value > 0 else None
 
 
-def _make_engine(name: str, model, pad_token_id: int | None):
-    from rlvr.rollout import UnsupportedModelError, create_engine
+def _make_engine(name: str, model, pad_token_id: int | None, precision: str = "auto"):
+    from rlvr.rollout import create_auto_engine
 
-    if name != "auto":
-        return create_engine(name, model, pad_token_id=pad_token_id)
-    try:
-        return create_engine("torch", model, pad_token_id=pad_token_id)
-    except UnsupportedModelError as exc:
-        log.info("torch engine refused the model (%s); using engine 'hf'", exc)
-        return create_engine("hf", model, pad_token_id=pad_token_id)
+    return create_auto_engine(name, model, pad_token_id=pad_token_id, precision=precision,
+                              log=log.info)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ CASES += [("grpo-sgd-clip", "grpo", "sgd", 8, 0.5), ("one_row", "grpo", "sgd", 1
 
 def _config(loss_agg: str, max_grad_norm: float = NO_CLIP) -> RunConfig:
     return RunConfig.model_validate({
-        "model": {"name": "tiny-random", "bf16": False},  # fp32 for the comparison
+        "model": {"name": "tiny-random", "precision": "fp32"},  # fp32 for the comparison
         "grpo": {"micro_batch_size": 3, "max_new_tokens": MAX_NEW, "shared_prefix": True,
                  "max_grad_norm": max_grad_norm, "temperature": 1.0},
         "algo": {"loss_agg": loss_agg, "kl_coef": 0.0, "policy_loss": "clip",

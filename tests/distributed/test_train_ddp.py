@@ -15,7 +15,7 @@ pytest.importorskip("accelerate")
 
 ROOT = Path(__file__).resolve().parents[2]
 ARGS = [sys.executable, "-m", "rlvr.cli", "train", "--config", str(ROOT / "configs" / "smoke.yaml"),
-        "--set", "grpo.steps=3", "--set", "model.bf16=false", "--set", "eval.pass_at_k_samples=0",
+        "--set", "grpo.steps=3", "--set", "model.precision=fp32", "--set", "eval.pass_at_k_samples=0",
         "--set", "checkpoint.every=3", "--set", "grpo.micro_batch_size=4"]
 
 
@@ -89,7 +89,7 @@ def test_a_rollback_resyncs_the_update_workers(tmp_path, monkeypatch):
     overrides = ["grpo.steps=6", "checkpoint.every=1", "checkpoint.keep=10", "health.window=3",
                  "health.min_history=2", "health.length_inflation.action=rollback",
                  "eval.pass_at_k_samples=0", "eval.every=0", "logging.tensorboard=false",
-                 "model.bf16=false", "grpo.micro_batch_size=4"]
+                 "model.precision=fp32", "grpo.micro_batch_size=4"]
     weights = {}
     for processes in (2, 1):
         config = load_config(RunConfig, ROOT / "configs" / "smoke.yaml",

@@ -34,7 +34,7 @@ if "test-sevens" not in VERIFIERS:
 
 def _train(invert: bool, steps: int) -> list[float]:
     config = RunConfig.model_validate({
-        "seed": 3, "model": {"name": TINY_RANDOM, "bf16": True},
+        "seed": 3, "model": {"name": TINY_RANDOM, "precision": "auto"},
         "grpo": {"prompts_per_step": 4, "group_size": 8, "learning_rate": 3e-3,
                  "max_new_tokens": 8, "micro_batch_size": 32, "temperature": 1.0},
         "algo": {"kl_coef": 0.0},

@@ -159,6 +159,8 @@ def stratify(
                                           "data.instruction / one_shot build the prompts."),
     batch_size: int = typer.Option(16, min=1, help="Problems per generation call."),
     seed: int = typer.Option(0),
+    precision: str = typer.Option("auto", "--precision", help="Compute precision: auto (bf16 "
+                                  "where the CPU computes it natively, else fp32), bf16 or fp32."),
 ) -> None:
     """Measure each problem's pass rate under the model and label it easy / medium / hard
     (R24); prints the histogram."""
@@ -181,10 +183,14 @@ def stratify(
             data = load_config(RunConfig, config, []).data
         except ConfigError as exc:
             raise _fail(str(exc))
+    from rlvr.cli import precision_choice
+
+    choice = precision_choice(precision)
     try:
         sampler = load_engine_sampler(model, instruction=data.instruction,
                                       one_shot=data.one_shot, temperature=temperature,
-                                      top_p=1.0, max_new_tokens=max_new_tokens, seed=seed)
+                                      top_p=1.0, max_new_tokens=max_new_tokens, seed=seed,
+                                      precision=choice.precision)
     except ModelLoadError as exc:
         raise _fail(f"--model: {exc}")
     samples = sample_batched(sampler, loaded, n, seed=seed, batch_size=batch_size,

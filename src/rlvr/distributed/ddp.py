@@ -244,7 +244,7 @@ def ddp_update(model, optimizer, seqs: SequenceBatch | None, advantages: Tensor,
             on-policy (``mu == 1``: ratio 1, as ``GRPOStep.update``).
         config: a :class:`~rlvr.train.config.RunConfig` (or any object with the same
             attributes): ``grpo.micro_batch_size``, ``temperature``, ``shared_prefix``,
-            ``max_grad_norm``, ``max_new_tokens``; ``model.bf16``; ``algo.loss_agg``,
+            ``max_grad_norm``, ``max_new_tokens``; ``model.precision``; ``algo.loss_agg``,
             ``policy_loss``, ``clip_eps``, ``clip_eps_high``, ``kl_estimator``,
             ``entropy_coef``.
         accelerator: the ``accelerate.Accelerator`` that prepared ``model``.
@@ -276,6 +276,7 @@ def ddp_update(model, optimizer, seqs: SequenceBatch | None, advantages: Tensor,
     unwrapped = accelerator.unwrap_model(model)
     forward = model if unwrapped is model else _SharedPrefixForward(model, unwrapped)
     entropy_mode = "grad" if a.entropy_coef > 0 else "detached"
+    bf16 = config.model.bf16  # model.precision resolved on this machine
     metrics: dict[str, list[float]] = {}
     bad = {"nonfinite_log_probs": 0.0, "nonfinite_loss": 0.0}
     optimizer.zero_grad(set_to_none=True)
@@ -291,7 +292,7 @@ def ddp_update(model, optimizer, seqs: SequenceBatch | None, advantages: Tensor,
             micro = seqs.rows(rows).trimmed()
             mask, w = micro.completion_mask, micro.completion_mask.shape[1]
             logp, entropy = completion_log_probs(
-                forward, micro, temperature=g.temperature, bf16=config.model.bf16,
+                forward, micro, temperature=g.temperature, bf16=bf16,
                 shared_prefix=g.shared_prefix, entropy=entropy_mode)
             out = policy_objective(
                 logp, logp.detach() if old_log_probs is None else old_log_probs[rows, :w],

@@ -393,8 +393,14 @@ class RayRolloutEngine:
         threads = config.threads or None
         if threads is None and r.ray_address == LOCAL:
             threads = max(1, (os.cpu_count() or 1) // r.ray_rollout_workers)
+        from rlvr.models.precision import resolve_precision
+
+        # Each worker's weight snapshot in the run's precision (resolved on this machine: the
+        # workers of a local cluster share its CPU).
+        options = {"dtype": resolve_precision(config.model.precision).dtype}
         return cls(model, pad_token_id=pad_token_id, engine=r.engine,
-                   workers=r.ray_rollout_workers, threads_per_worker=threads, own_ray=started)
+                   workers=r.ray_rollout_workers, engine_options=options,
+                   threads_per_worker=threads, own_ray=started)
 
     @property
     def num_workers(self) -> int:

@@ -43,6 +43,8 @@ class EvalSettings:
         probe_template: the wrong-hint sentence, with ``{answer}``.
         saturation_threshold: gain k -> 2k below which a curve counts as saturated.
         tasks: a label for reports (e.g. ``gsm8k``).
+        precision: resolved compute precision of local models (``bf16`` / ``fp32``,
+            :mod:`rlvr.models.precision`); None when nothing is sampled here.
         extra: more settings recorded in results.json (data source, instruction, ...).
     """
 
@@ -60,6 +62,7 @@ class EvalSettings:
     probe_template: str = DEFAULT_TEMPLATE
     saturation_threshold: float = 0.01
     tasks: str = "tasks"
+    precision: str | None = None
     extra: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
@@ -69,7 +72,8 @@ class EvalSettings:
                 "max_new_tokens": self.max_new_tokens, "seed": self.seed,
                 "aggregators": self.aggregators, "timeout_s": self.timeout_s,
                 "chunk": self.chunk if self.timeout_s else None, "probe": self.probe,
-                "saturation_threshold": self.saturation_threshold, **self.extra}
+                "saturation_threshold": self.saturation_threshold,
+                **({"precision": self.precision} if self.precision else {}), **self.extra}
 
 
 def parse_ks(text: str | None, n: int) -> list[int]:

@@ -87,21 +87,23 @@ class EngineSampler:
 
 def load_engine_sampler(model_name: str, *, instruction: str, one_shot: bool,
                         temperature: float, top_p: float, max_new_tokens: int, seed: int = 0,
-                        engine: str = "auto") -> EngineSampler:
+                        engine: str = "auto", precision: str = "auto") -> EngineSampler:
     """Load ``model_name`` (``rlvr.models.load_model_and_tokenizer``: the default model,
     ``tiny-random``, a local checkpoint directory or a hub id; a LoRA adapter checkpoint is
     merged onto its run's base model by ``rlvr.serve.load_for_serving``) into a rollout engine.
     ``seed`` seeds ``tiny-random``'s weights, as in training. ``engine="auto"`` uses the fast
     ``torch`` engine and falls back to ``hf`` (transformers ``generate``) for architectures the
-    torch engine does not run.
+    torch engine does not run. ``precision`` (``auto`` / ``bf16`` / ``fp32``,
+    :mod:`rlvr.models.precision`) sets the engine's compute dtype.
 
     Raises:
         rlvr.models.loader.ModelLoadError: the model does not load.
+        ValueError: an unknown precision.
     """
     from pathlib import Path
 
     from rlvr.models import load_model_and_tokenizer
-    from rlvr.rollout import create_engine
+    from rlvr.rollout import create_auto_engine
     from rlvr.train.prompting import prompt_ids, stop_token_ids
 
     if (Path(model_name) / "adapter_config.json").is_file():
@@ -111,15 +113,8 @@ def load_engine_sampler(model_name: str, *, instruction: str, one_shot: bool,
     else:
         model, tokenizer = load_model_and_tokenizer(model_name, seed=seed)
     model.eval()
-    if engine == "auto":
-        from rlvr.rollout import UnsupportedModelError
-
-        try:
-            rollout = create_engine("torch", model, pad_token_id=tokenizer.pad_token_id)
-        except UnsupportedModelError:
-            rollout = create_engine("hf", model, pad_token_id=tokenizer.pad_token_id)
-    else:
-        rollout = create_engine(engine, model, pad_token_id=tokenizer.pad_token_id)
+    rollout = create_auto_engine(engine, model, pad_token_id=tokenizer.pad_token_id,
+                                 precision=precision)
     return EngineSampler(
         engine=rollout,
         tokenizer=tokenizer,

@@ -9,6 +9,7 @@ Engines: ``torch`` (CPU default, :mod:`rlvr.rollout.torch_engine`), ``hf`` (tran
 from rlvr.rollout.engine import (
     RolloutEngine,
     UnknownEngineError,
+    create_auto_engine,
     create_engine,
     engine_names,
     register_engine,
@@ -44,6 +45,7 @@ __all__ = [
     "TorchEngine",
     "UnknownEngineError",
     "UnsupportedModelError",
+    "create_auto_engine",
     "create_engine",
     "engine_names",
     "register_engine",

@@ -82,7 +82,8 @@ def engine_names() -> list[str]:
     return sorted(_ENGINES)
 
 
-def create_engine(name: str, model, *, pad_token_id: int | None = None, **options) -> RolloutEngine:
+def create_engine(name: str, model, *, pad_token_id: int | None = None,
+                  precision: str | None = None, **options) -> RolloutEngine:
     """Build the engine registered as ``name`` over ``model`` (a transformers causal LM).
 
     Args:
@@ -90,10 +91,15 @@ def create_engine(name: str, model, *, pad_token_id: int | None = None, **option
         model: the policy model; CPU engines keep a reference to it (see the module doc).
         pad_token_id: id used to right-pad completions; default ``model.config.pad_token_id``,
             then its ``eos_token_id``, then 0.
+        precision: ``auto`` / ``bf16`` / ``fp32`` (:mod:`rlvr.models.precision`), resolved
+            against the engine's device (its class attribute ``device``: ``cpu`` unless it says
+            ``cuda``) and passed as the engine's ``dtype`` option (a ``torch.dtype``); None
+            leaves the engine's own default. An explicit ``dtype`` option wins.
         options: engine-specific keyword options (see each engine's class doc).
 
     Raises:
         UnknownEngineError: ``name`` is not registered (the message suggests the closest name).
+        ValueError: an unknown precision.
     """
     if name not in _ENGINES:
         close = difflib.get_close_matches(name, list(_ENGINES), n=1)
@@ -101,7 +107,39 @@ def create_engine(name: str, model, *, pad_token_id: int | None = None, **option
         raise UnknownEngineError(
             f"unknown rollout engine {name!r}{hint}; known: {', '.join(engine_names())}"
         )
-    return _ENGINES[name](model, pad_token_id=pad_token_id, **options)
+    factory = _ENGINES[name]
+    if precision is not None and "dtype" not in options:
+        from rlvr.models.precision import resolve_precision
+
+        try:
+            options["dtype"] = resolve_precision(
+                precision, device=getattr(factory, "device", "cpu")).dtype
+        except RuntimeError:  # no such device here: the engine's own check says so
+            pass
+    return factory(model, pad_token_id=pad_token_id, **options)
+
+
+def create_auto_engine(name: str, model, *, pad_token_id: int | None = None,
+                       precision: str | None = None, log: Callable[[str], None] | None = None
+                       ) -> RolloutEngine:
+    """:func:`create_engine`, where ``name="auto"`` means the fast ``torch`` engine, falling
+    back to ``hf`` (transformers ``generate``) for architectures it does not run (``log`` is
+    told why). Used by ``rlvr eval``, ``rlvr serve`` and ``rlvr data stratify``.
+
+    Raises:
+        UnknownEngineError: ``name`` is neither ``auto`` nor registered.
+        UnsupportedModelError: ``name="torch"`` and the model is not Llama-family.
+    """
+    from rlvr.rollout.torch_engine import UnsupportedModelError  # torch_engine imports us
+
+    if name != "auto":
+        return create_engine(name, model, pad_token_id=pad_token_id, precision=precision)
+    try:
+        return create_engine("torch", model, pad_token_id=pad_token_id, precision=precision)
+    except UnsupportedModelError as exc:
+        if log is not None:
+            log(f"torch engine refused the model ({exc}); using engine 'hf'")
+        return create_engine("hf", model, pad_token_id=pad_token_id, precision=precision)
 
 
 # ---------------------------------------------------------------------------------------------

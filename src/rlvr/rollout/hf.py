@@ -55,8 +55,9 @@ class HFEngine:
         model: a transformers causal LM (the live policy; kept by reference).
         pad_token_id: completion padding id (default from the model config).
         dtype: run generation on a copy of the model in this dtype (e.g. ``torch.bfloat16``);
-            ``None`` (default) runs the model itself. A copy is refreshed when the live model's
-            parameters change in place, or on ``update_weights``.
+            ``None`` (default), or the model's own dtype, runs the model itself. A copy is
+            refreshed when the live model's parameters change in place, or on
+            ``update_weights``.
         compute_logprobs: fill ``RolloutOutput.logprobs`` with an extra forward pass (default
             True); False leaves zeros (for throughput measurements of ``generate`` alone).
         logprob_batch_rows: rows per forward pass when computing log-probs.
@@ -83,7 +84,7 @@ class HFEngine:
         """
         if source is not None:
             load_weights_into(self.model, source)
-        if self.dtype is not None:
+        if self.dtype is not None and not self._in_model_dtype():
             self._copy = copy.deepcopy(self.model).eval()
             # Cast parameters only: ``Module.to`` would also cast buffers such as the rotary
             # ``inv_freq``, and bf16 rotary frequencies visibly change the model's outputs.
@@ -92,11 +93,15 @@ class HFEngine:
             self._version = params_version(self.model)
 
     def _runner(self):
-        if self.dtype is None:
+        if self.dtype is None or self._in_model_dtype():
             return self.model
         if self._copy is None or params_version(self.model) != self._version:
             self.update_weights()
         return self._copy
+
+    def _in_model_dtype(self) -> bool:
+        """The live model already computes in ``dtype`` (an fp32 run's fp32 policy): no copy."""
+        return all(p.dtype == self.dtype for p in self.model.parameters())
 
     def _generation_config(self, params: SamplingParams):
         from transformers import GenerationConfig

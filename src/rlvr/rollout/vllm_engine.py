@@ -332,8 +332,10 @@ class VLLMEngine:
             same GPU; raise it for a rollout-only GPU).
         enable_sleep_mode: free vLLM's GPU memory between generations (default False; vLLM
             >= 0.7.3). ``sleep_level``: 1 (default) offloads the weights to CPU, 2 drops them.
-        dtype: vLLM's weight / compute dtype (default ``"bfloat16"``, as the ``torch`` engine;
-            ``"float32"`` to match the fp32 policy exactly, ``"auto"`` for the saved config's).
+        dtype: vLLM's weight / compute dtype (default ``"bfloat16"``; ``"float32"`` to match
+            the fp32 policy exactly, ``"auto"`` for the saved config's), or a ``torch.dtype``
+            (what :func:`~rlvr.rollout.engine.create_engine` passes for a run's precision,
+            resolved against the GPU).
         max_model_len: longest prompt + completion (default: the model config's).
         enforce_eager: no CUDA graphs (faster start, slower decode; default False).
         seed: vLLM's global seed (default 0).
@@ -352,16 +354,20 @@ class VLLMEngine:
     """
 
     name = "vllm"
+    device = "cuda"  # the run's precision resolves against the GPU (create_engine)
 
     def __init__(self, model, *, pad_token_id: int | None = None,
                  gpu_memory_utilization: float = 0.3, enable_sleep_mode: bool = False,
-                 sleep_level: int = 1, dtype: str = "bfloat16", max_model_len: int | None = None,
+                 sleep_level: int = 1, dtype: str | torch.dtype = "bfloat16",
+                 max_model_len: int | None = None,
                  enforce_eager: bool = False, seed: int = 0, per_request_seed: bool = True,
                  in_process: bool = True, llm: Any = None,
                  sampling_params_cls: Callable[..., Any] | None = None,
                  llm_kwargs: Mapping[str, Any] | None = None):
         if sleep_level not in (1, 2):
             raise ValueError(f"sleep_level must be 1 or 2, got {sleep_level}")
+        if isinstance(dtype, torch.dtype):
+            dtype = str(dtype).removeprefix("torch.")
         self.model = model if isinstance(model, torch.nn.Module) else None
         self.pad_token_id = (default_pad_token_id(self.model, pad_token_id)
                              if self.model is not None else int(pad_token_id or 0))

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rlvr.models.loader import DEFAULT_MODEL
+from rlvr.models.precision import Precision, resolve_precision
 from rlvr.monitor.config import HealthConfig
 from rlvr.monitor.sinks import LoggingConfig
 from rlvr.rewards.config import RewardConfig
@@ -34,10 +35,32 @@ class _Section(BaseModel):
 class ModelConfig(_Section):
     name: str = Field(DEFAULT_MODEL, description="`smollm2-135m-instruct` (embedded default), "
                       "`tiny-random` (tests), or any Hugging Face causal LM path / hub id.")
-    bf16: bool = Field(True, description="Forward passes in bf16 autocast (fp32 master "
-                       "weights; log-probs, advantages and KL in fp32, R13).")
+    precision: Precision = Field(
+        "auto", description="Compute precision of every path (SFT, the GRPO update, the "
+        "rollout engine's weight snapshot and kernels, the KL reference, validation, `rlvr "
+        "eval` / `serve` / `data stratify`): `bf16` (autocast; bf16 weight snapshots), `fp32`, "
+        "or `auto` (default): bf16 where the device computes it natively (a CPU with "
+        "AVX512-BF16 or AMX, a CUDA GPU with bf16), fp32 elsewhere (AVX2-only CPUs emulate "
+        "bf16 ~85x slower than fp32). Master weights, log-probs, advantages and KL are fp32 "
+        "in both (R13). The run prints and saves the choice and why (results.json "
+        "`precision`); `config.yaml` records the resolved value.")
     lora_rank: int = Field(0, ge=0, description="LoRA rank via peft; 0 = full fine-tuning.")
     lora_alpha: float = Field(32.0, gt=0, description="LoRA alpha (scaling = alpha / rank).")
+
+    @property
+    def bf16(self) -> bool:
+        """Whether compute runs in bf16: ``precision`` resolved against this machine
+        (:func:`rlvr.models.precision.resolve_precision`; a run stores the resolved value)."""
+        return resolve_precision(self.precision).bf16
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_bf16(cls, data):
+        if isinstance(data, dict) and "bf16" in data:
+            value = data["bf16"]
+            raise ValueError(f"model.bf16 was replaced by model.precision (auto | bf16 | fp32); "
+                             f"use model.precision: {'bf16' if value else 'fp32'} (or auto)")
+        return data
 
 
 SourceName = Literal["arithmetic", "logic", "gsm8k", "math500", "jsonl", "humaneval", "mbpp"]

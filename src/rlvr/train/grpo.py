@@ -73,7 +73,8 @@ class GRPOStep:
     """Runs GRPO steps for a policy, its reference and a rollout engine.
 
     Args:
-        config: the run config (``grpo``, ``algo``, ``model.bf16`` are used).
+        config: the run config (``grpo``, ``algo``, ``model.precision`` are used; the precision
+            is resolved once, here).
         policy: the trainable model (fp32 master weights).
         reference: frozen reference model, or ``None`` when ``algo.kl_coef == 0``.
         engine: rollout engine sharing ``policy``'s weights.
@@ -95,6 +96,7 @@ class GRPOStep:
         self.optimizer, self.scheduler = optimizer, scheduler
         self.stop_token_ids = stop_token_ids
         self.update_group = None
+        self.bf16 = config.model.bf16  # model.precision resolved on this machine
         self.noise = torch.Generator().manual_seed(config.seed + 17)
         a = config.algo
         self.kl_ctl = (AdaptiveKLController(a.kl_coef, a.kl_target)
@@ -207,7 +209,7 @@ class GRPOStep:
                 micro = seqs.rows(rows).trimmed()
                 w = micro.completion_mask.shape[1]
                 logp, entropy = completion_log_probs(
-                    self.policy, micro, temperature=g.temperature, bf16=self.config.model.bf16,
+                    self.policy, micro, temperature=g.temperature, bf16=self.bf16,
                     shared_prefix=g.shared_prefix, entropy=entropy_mode)
                 nonfinite_rows = int((~torch.isfinite(logp.detach()) & micro.completion_mask)
                                      .any(dim=1).sum())
@@ -291,7 +293,7 @@ class GRPOStep:
         width = seqs.completion_mask.shape[1]
         parts = [completion_log_probs(model, seqs.rows(slice(i, i + self.config.grpo.micro_batch_size)).trimmed(),
                                       temperature=self.config.grpo.temperature,
-                                      bf16=self.config.model.bf16,
+                                      bf16=self.bf16,
                                       shared_prefix=self.config.grpo.shared_prefix)
                  for i in range(0, seqs.input_ids.shape[0], self.config.grpo.micro_batch_size)]
         return torch.cat([torch.nn.functional.pad(p, (0, width - p.shape[1])) for p in parts])

@@ -62,6 +62,7 @@ class Run:
         self.config, self.run_dir, self.resume = config, run_dir, resume
         if config.threads:
             torch.set_num_threads(config.threads)
+        self.precision = self._resolve_precision(config)
         torch.manual_seed(config.seed)
         random.seed(config.seed)
         if config.rollout.ray_address:  # R22: reward actors; closing them stops Ray if started
@@ -79,6 +80,20 @@ class Run:
         self._resumed_kl_coef = None
 
     # -- setup ------------------------------------------------------------------------------
+    @staticmethod
+    def _resolve_precision(config: RunConfig):
+        """Resolve ``model.precision`` on this machine, print the choice and why, and store
+        the resolved value in ``config`` (so config.yaml, a resume and the update workers use
+        it)."""
+        from rlvr.models.precision import resolve_precision
+
+        choice = resolve_precision(config.model.precision)
+        console.print(choice.summary())
+        if choice.warning:
+            console.print(f"[yellow]warning[/]: {choice.warning}")
+        config.model.precision = choice.precision
+        return choice
+
     def load(self) -> None:
         from rlvr.models import load_model_and_tokenizer
         from rlvr.tasks.sources import load_tasks
@@ -191,14 +206,15 @@ class Run:
             return RayRolloutEngine.from_run_config(self.config, model,
                                                     self.tokenizer.pad_token_id)
         return create_engine(self.config.rollout.engine, model,
-                             pad_token_id=self.tokenizer.pad_token_id)
+                             pad_token_id=self.tokenizer.pad_token_id,
+                             precision=self.config.model.precision)
 
     # -- phases -----------------------------------------------------------------------------
     def validate(self, label: str, step: int) -> dict:
         from rlvr.train.validate import validate
 
         self.policy.eval()
-        sync_engine(self._engine, self.policy)  # the engine keeps its own bf16 snapshot
+        sync_engine(self._engine, self.policy)  # the engine keeps its own weight snapshot
         result, samples = validate(self._engine, self.tokenizer, self.val_tasks, self.val_prompts,
                                    self.eval_rewards, max_new_tokens=self.config.eval.max_new_tokens,
                                    stop_token_ids=self.stop_ids,
@@ -466,7 +482,7 @@ class Run:
         after = self.validate("sft", 0)
         path = save_model(self.run_dir / SFT_MODEL_DIR, self._plain_policy(), self.tokenizer)
         results = {"sft": report, "base_model": before, "sft_model": after,
-                   "model_dir": str(path)}
+                   "model_dir": str(path), "precision": self.precision.as_dict()}
         write_json_atomic(self.run_dir / "sft_results.json", results)
         self.rewards.close()
         return results
@@ -540,7 +556,8 @@ class Run:
                 "pass_at_k": {k: v for k, v in (history.get("pass_at_k") or {}).items() if v},
                 "gain_pass_at_1": trained["pass_at_1"] - (baseline or trained)["pass_at_1"],
                 "stopped": history.get("stopped"),
-                "wall_seconds": seconds, "run_dir": str(self.run_dir)}
+                "wall_seconds": seconds, "run_dir": str(self.run_dir),
+                "precision": self.precision.as_dict()}
 
 
 def _sampling_metrics(sampler: TaskSampler, skipped_before: int, counts_before: dict) -> dict:
