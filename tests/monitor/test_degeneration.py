@@ -1,7 +1,5 @@
 """Degeneration metrics by hand: repeated n-grams, garbled characters, script mixing."""
 
-import timeit
-
 import pytest
 
 from rlvr.monitor.degeneration import (char_script, degeneration_metrics, dominant_script,
@@ -140,12 +138,29 @@ def test_degeneration_metrics_edge_cases():
         degeneration_metrics(["a"], [])
 
 
-def test_degeneration_metrics_is_fast():
+def test_degeneration_metrics_computes_each_prompt_script_once(monkeypatch):
+    # What keeps a step's metrics cheap (the per-step cost is not asserted here): a group's G
+    # completions share their prompt, whose script is computed once, not once per completion.
+    from rlvr.monitor import degeneration
+
     words = "we add the two numbers then multiply so the total is 42 apples".split()
     completions = [" ".join(words[(i * 7 + j) % len(words)] for j in range(100))
                    for i in range(128)]
-    prompts = [EN_PROMPT] * 128
-    best = min(timeit.repeat(lambda: degeneration_metrics(completions, prompts),
-                             number=3, repeat=5)) / 3
-    # requirement: well under 20 ms per 128-completion step; measured about 4 ms
-    assert best < 0.02
+    prompts = [EN_PROMPT if i < 64 else ZH_PROMPT for i in range(128)]  # 2 groups of 64
+    expected = {
+        "repetition_rate": sum(map(repetition_rate, completions)) / 128,
+        "garbled_rate": sum(map(garbled_share, completions)) / 128,
+        "script_mix_rate": sum(script_mix_share(c, dominant_script(p))
+                               for c, p in zip(completions, prompts)) / 128,
+        "repetitive_fraction": sum(repetition_rate(c) > degeneration.REPETITIVE_THRESHOLD
+                                   for c in completions) / 128,
+    }
+    seen = []
+
+    def counting(text):
+        seen.append(text)
+        return dominant_script(text)
+
+    monkeypatch.setattr(degeneration, "dominant_script", counting)
+    assert degeneration_metrics(completions, prompts) == pytest.approx(expected)
+    assert seen == [EN_PROMPT, ZH_PROMPT]

@@ -51,11 +51,18 @@ def test_regex_rule_and_empty_pattern_error():
         rule("x")
 
 
-def test_format_rules_are_fast_on_huge_input():
-    import time
-
+def test_format_rules_read_only_the_tail_of_huge_input():
+    # What keeps the regexes cheap on adversarial output: a long completion is judged on its
+    # last 20,000 characters only (think_answer, which needs the whole text, scores 0 past
+    # 200,000). A well-formed text that long is judged by its tail, not by its head.
     text = "<think>" + "a" * 1_000_000 + "\n#### 5" + "{" * 100_000
-    start = time.perf_counter()
     for name in ("think_answer", "hash_line", "boxed", "answer_tag", "marked_answer", "json"):
-        get_format_rule(name)(text)
-    assert time.perf_counter() - start < 1.0
+        assert get_format_rule(name)(text) == 0.0, name
+    pad = "a" * 1_000_000
+    # a second box / tag / "####" line in the head is never seen: the tail holds exactly one
+    assert get_format_rule("boxed")("\\boxed{1} " + pad + " \\boxed{2}") == 1.0
+    assert get_format_rule("answer_tag")("<answer>1</answer>" + pad + "<answer>2</answer>") == 1.0
+    assert get_format_rule("hash_line")("#### 1\n" + pad + "\n#### 2") == 1.0
+    assert get_format_rule("boxed")("\\boxed{1} \\boxed{2}" + pad) == 0.0  # both out of sight
+    assert get_format_rule("think_answer")(f"<think>{pad}</think><answer>5</answer>") == 0.0
+    assert get_format_rule("think_answer")(f"<think>{pad[:1000]}</think><answer>5</answer>") == 1.0

@@ -1,60 +1,95 @@
-"""Pathological and adversarial inputs: every call must finish fast, never raise, and never
-credit a wrong answer. Bounds are generous (2 s) so slow CI machines do not flake."""
+"""Pathological and adversarial inputs: every call must never raise and never credit a wrong
+answer, and each blow-up is stopped by a guard, asserted here by which guard fired (no
+wall-clock bounds: speed is measured in benchmarks/, never asserted in tests).
+
+Guards: ``max_input_chars`` (a completion that long is not searched at all), the extractor's
+caps (markers, segments), ``max_answer_chars`` (a long answer is compared as a string only),
+and :func:`rlvr.rewards.math.symbolic.is_safe` (power towers, huge exponents, factorials and
+binomials never reach sympy)."""
 
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 
+from rlvr.rewards.math import symbolic
+from rlvr.rewards.math.structure import parse_answer
 from rlvr.rewards.math.verifier import MathVerifyConfig, verify_math
 from rlvr.rewards.types import Status
 
-BOUND_S = 2.0
+DEFAULT = MathVerifyConfig()
 
+# name -> (response, reference, the guard that stops it)
+#   unsafe:    is_safe refuses the answer, so sympy never sees it
+#   long:      the answer is over max_answer_chars and is compared as a string
+#   input_cap: the completion is over max_input_chars and is not searched
+#   no_answer: extraction finds no final answer
+#   numeric:   small enough to evaluate exactly; compared by value
 PATHOLOGICAL = {
-    "power tower": (r"\boxed{9^{9^{9^{9}}}}", "1"),
-    "tower of tens": (r"\boxed{10^{10^{10}}}", "1"),
-    "python power tower": ("9**9**9**9", "1"),
-    "huge exponent": (r"\boxed{2^{1000000000}}", "1"),
-    "huge symbolic exponent": (r"\boxed{x^{1000000000}}", "x"),
-    "nested huge power": (r"\boxed{(2^{20000})^{20000}}", "1"),
-    "e tower": (r"\boxed{e^{e^{e^{e^{10}}}}}", "1"),
-    "huge factorial": (r"\boxed{100000000!}", "1"),
-    "factorial of a power": (r"\boxed{(10^{5})!}", "1"),
-    "huge binomial": (r"\boxed{\binom{1000000}{500000}}", "1"),
-    "10k nested braces": (r"\boxed{" + "{" * 10_000 + "1" + "}" * 10_000 + "}", "1"),
-    "10k nested parens": (r"\boxed{" + "(" * 10_000 + "1" + ")" * 10_000 + "}", "1"),
-    "deep fractions": (r"\boxed{" + r"\frac{1}{" * 300 + "2" + "}" * 300 + "}", "1"),
-    "1 MB of letters": ("a" * 1_000_000, "1"),
-    "1 MB of unclosed boxes": (r"\boxed{" * 150_000, "1"),
-    "many markers": ("The answer is " * 30_000, "1"),
-    "many dollars": ("$" * 400_000, "1"),
-    "many answer tags": ("<answer>" * 50_000, "1"),
-    "100k-digit number": (r"\boxed{" + "7" * 100_000 + "}", "8"),
-    "long list": (r"\boxed{" + ", ".join(map(str, range(600))) + "}", "3"),
-    "many sqrt(": (r"\boxed{" + r"\sqrt(" * 1000 + "}", "1"),
-    "big integer literal vs power": (r"\boxed{2^{100}}", "1267650600228229401496703205377"),
+    "power tower": (r"\boxed{9^{9^{9^{9}}}}", "1", "unsafe"),
+    "tower of tens": (r"\boxed{10^{10^{10}}}", "1", "unsafe"),
+    "python power tower": ("9**9**9**9", "1", "numeric"),
+    "huge exponent": (r"\boxed{2^{1000000000}}", "1", "unsafe"),
+    "huge symbolic exponent": (r"\boxed{x^{1000000000}}", "x", "unsafe"),
+    "nested huge power": (r"\boxed{(2^{20000})^{20000}}", "1", "unsafe"),
+    "e tower": (r"\boxed{e^{e^{e^{e^{10}}}}}", "1", "unsafe"),
+    "huge factorial": (r"\boxed{100000000!}", "1", "unsafe"),
+    "factorial of a power": (r"\boxed{(10^{5})!}", "1", "unsafe"),
+    "huge binomial": (r"\boxed{\binom{1000000}{500000}}", "1", "unsafe"),
+    "10k nested braces": (r"\boxed{" + "{" * 10_000 + "1" + "}" * 10_000 + "}", "1", "long"),
+    "10k nested parens": (r"\boxed{" + "(" * 10_000 + "1" + ")" * 10_000 + "}", "1", "long"),
+    "deep fractions": (r"\boxed{" + r"\frac{1}{" * 300 + "2" + "}" * 300 + "}", "1", "long"),
+    "1 MB of letters": ("a" * 1_000_000, "1", "input_cap"),
+    "1 MB of unclosed boxes": (r"\boxed{" * 150_000, "1", "input_cap"),
+    "many markers": ("The answer is " * 30_000, "1", "no_answer"),
+    "many dollars": ("$" * 400_000, "1", "no_answer"),
+    "many answer tags": ("<answer>" * 50_000, "1", "no_answer"),
+    "100k-digit number": (r"\boxed{" + "7" * 100_000 + "}", "8", "long"),
+    "long list": (r"\boxed{" + ", ".join(map(str, range(600))) + "}", "3", "long"),
+    "many sqrt(": (r"\boxed{" + r"\sqrt(" * 1000 + "}", "1", "long"),
+    "big integer literal vs power": (r"\boxed{2^{100}}", "1267650600228229401496703205377",
+                                     "numeric"),
 }
 
 
 @pytest.mark.parametrize("name", list(PATHOLOGICAL))
-def test_pathological_inputs_are_fast_and_not_credited(name: str) -> None:
-    response, reference = PATHOLOGICAL[name]
-    start = time.perf_counter()
+def test_pathological_inputs_are_stopped_by_a_guard_and_not_credited(name: str) -> None:
+    response, reference, guard = PATHOLOGICAL[name]
     verdict = verify_math(response, reference)
-    elapsed = time.perf_counter() - start
-    assert elapsed < BOUND_S, (name, elapsed)
     assert verdict.status is not Status.correct, (name, verdict)
     assert verdict.status is not Status.error, (name, verdict)
+    if guard == "unsafe":
+        assert verdict.status is Status.wrong, verdict
+        assert verdict.detail == "unparseable or unsafe expression", verdict
+        assert not symbolic.is_safe(parse_answer(verdict.extracted).text), verdict.extracted
+    elif guard == "long":
+        assert verdict.status is Status.wrong, verdict
+        assert verdict.detail == "long answer: string comparison", verdict
+        assert len(verdict.extracted) > DEFAULT.max_answer_chars
+    elif guard == "input_cap":
+        assert len(response) > DEFAULT.max_input_chars
+        assert verdict.status is Status.unparsed and verdict.method == "none", verdict
+        # not searched at all: even a right answer at the end is not looked for
+        assert verify_math(response + r"\boxed{1}", "1").method == "none"
+    elif guard == "no_answer":
+        assert len(response) <= DEFAULT.max_input_chars  # searched, not capped
+        assert verdict.status is Status.unparsed, verdict
+        assert verdict.detail == "no final answer found", verdict
+    else:
+        assert guard == "numeric"
+        assert verdict.status is Status.wrong, verdict
+        assert verdict.detail.startswith("numeric"), verdict
 
 
 def test_identical_huge_expression_is_still_accepted() -> None:
+    # Too large for sympy (is_safe refuses it), yet accepted: identical text is matched as a
+    # string before any evaluation.
     tower = r"\frac{5^{5^{5^{5}}} - 5}{16}"
-    start = time.perf_counter()
-    assert verify_math(rf"\boxed{{{tower}}}", tower).status is Status.correct
-    assert time.perf_counter() - start < BOUND_S
+    assert not symbolic.is_safe(parse_answer(tower).text)
+    verdict = verify_math(rf"\boxed{{{tower}}}", tower)
+    assert verdict.status is Status.correct
+    assert verdict.detail == "string match"
 
 
 def test_long_correct_output_with_single_box() -> None:
@@ -86,9 +121,7 @@ def test_random_garbage_never_raises_and_is_deterministic() -> None:
     for _ in range(400):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40)))
         ref = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12)))
-        start = time.perf_counter()
         first = verify_math(text, ref)
-        assert time.perf_counter() - start < BOUND_S, (text, ref)
         assert first == verify_math(text, ref)
         assert not first.detail.startswith("internal error"), (text, ref, first)
 

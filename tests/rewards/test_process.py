@@ -2,14 +2,20 @@
 
 import dataclasses
 import json
-import time
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
 from rlvr.rewards import RewardConfig, RewardPipeline
-from rlvr.rewards.process import MAX_STEPS, Step, calculation_steps, process_score
+from rlvr.rewards.process import (
+    MAX_LINKS,
+    MAX_SIDE_CHARS,
+    MAX_STEPS,
+    Step,
+    calculation_steps,
+    process_score,
+)
 
 NATALIA = (
     "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n"
@@ -224,16 +230,35 @@ def test_steps_are_capped():
     ("20k lines", "2+2=4\n" * 20_000),
     ("commas", "1," * 50_000 + "000 + 1 = 2"),
 ])
-def test_adversarial_input_is_fast_and_safe(name, text):
-    best = float("inf")
-    for _ in range(3):  # best of three: the bound is about the work, not a busy machine
-        start = time.perf_counter()
-        steps = calculation_steps(text)
-        score = process_score(text)
-        best = min(best, time.perf_counter() - start)
+def test_adversarial_input_is_bounded_and_safe(name, text, monkeypatch):
+    # The work is bounded by the module's limits, asserted here instead of a time: at most
+    # MAX_LINKS "=" links examined per text, at most two exact evaluations per link (its
+    # expression and its claim), sides of at most MAX_SIDE_CHARS characters, MAX_STEPS steps.
+    from rlvr.rewards import process
+
+    budgets, evaluated = [], []
+
+    class Budget(process._Budget):
+        def __init__(self):
+            super().__init__()
+            budgets.append(self)
+
+    evaluate = process.evaluate
+
+    def counting(expression):
+        evaluated.append(expression)
+        return evaluate(expression)
+
+    monkeypatch.setattr(process, "_Budget", Budget)
+    monkeypatch.setattr(process, "evaluate", counting)
+    steps = calculation_steps(text)
+    assert len(budgets) == 1 and budgets[0].links <= MAX_LINKS, name
+    assert len(evaluated) <= 2 * budgets[0].links, name
     assert len(steps) <= MAX_STEPS
+    assert all(len(s.expression) <= MAX_SIDE_CHARS and len(s.claimed) <= MAX_SIDE_CHARS
+               for s in steps), name
+    score = process_score(text)
     assert score is None or 0.0 <= score <= 1.0
-    assert best < 0.1, f"{name}: {best * 1000:.0f} ms"
 
 
 def test_random_arithmetic_noise_never_raises():
