@@ -15,7 +15,7 @@ import time
 import pytest
 
 from rlvr.rewards.code import grade_code
-from rlvr.sandbox import SandboxPool, Tier, bwrap_available, environment
+from rlvr.sandbox import SandboxLimits, SandboxPool, Tier, bwrap_available, environment
 
 from sandbox_test_helpers import assert_no_leftovers, shared_path
 
@@ -23,6 +23,9 @@ CASES_FILE = shared_path("cases", "sandbox_adversarial.jsonl")
 PROBE_DIR = "/tmp/rlvr-host-probe"
 SECRET_NAME = "RLVR_HOST_SECRET_TOKEN"
 SECRET = "hunter2-host-secret-0f3a9c"
+# 3 CPU seconds for the CPU burners (SB-01, SB-18, SB-21); the wall backstop is set below its
+# default (max(4 x 3, 3 + 5) = 12 s) only to keep the sleeper (SB-02) short.
+CASE_LIMITS = SandboxLimits(timeout_s=3.0, wall_timeout_s=6.0)
 # Cases whose containment relies on namespaces (only the bwrap tier provides them).
 NEEDS_BWRAP = {
     "SB-08": "reads host files such as /etc/passwd: only a mount namespace hides them",
@@ -88,7 +91,8 @@ def _check_host(host_probe, listener, outputs: list[str]) -> None:
 def _run_case(case, pool, listener, monkeypatch):
     monkeypatch.setenv(SECRET_NAME, SECRET)
     port = str(listener.getsockname()[1])
-    return grade_code(case["completion"], case["reference"], timeout=3.0, pool=pool, env={"PROBE_PORT": port})
+    return grade_code(case["completion"], case["reference"], limits=CASE_LIMITS, pool=pool,
+                      env={"PROBE_PORT": port})
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] + "-" + c["name"] for c in CASES])

@@ -239,7 +239,8 @@ def grade_code(completion: str, reference: dict, **options) -> CodeGrade:
             ``{"entry_point", "test": "<check source>", "prompt"?}`` (HumanEval style).
         **options: ``partial_credit`` (bool, default False: when True the verdict's ``score``
             is the passed fraction of the tests), ``block`` ("last"/"first"),
-            ``timeout`` / ``timeout_s`` (seconds),
+            ``timeout`` / ``timeout_s`` (CPU seconds: the sandbox's CPU-time budget; the wall
+            backstop follows from it, see ``SandboxLimits``),
             ``memory_bytes``, ``max_output_bytes``, ``limits`` (a full
             :class:`~rlvr.sandbox.SandboxLimits`), ``env`` (extra environment variables for the
             program), ``pool`` (a :class:`~rlvr.sandbox.SandboxPool`, default the process pool).
@@ -272,7 +273,7 @@ def grade_code(completion: str, reference: dict, **options) -> CodeGrade:
     g = grade(pool.run(job), plan)
     detail = (
         f"sandbox={g.status.value} tier={g.tier.value} passed={g.passed}/{g.total} "
-        f"wall={g.run.wall_s:.2f}s reason={g.run.detail if g.status is not SandboxStatus.wrong_answer else 'tests failed'}"
+        f"cpu={g.run.cpu_s:.2f}s wall={g.run.wall_s:.2f}s reason={g.run.detail if g.status is not SandboxStatus.wrong_answer else 'tests failed'}"
     )
     status = _STATUS_MAP[g.status]
     # Partial credit never applies to infrastructure failures (``error``): those samples are

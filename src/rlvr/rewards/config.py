@@ -69,7 +69,7 @@ class RewardConfig(BaseModel):
         "sandbox limits on top). A call that exceeds it gets status `timeout` and reward 0.",
     )
     timeout_overrides_s: dict[str, float] = Field(
-        default_factory=lambda: {"code": 30.0},
+        default_factory=lambda: {"code": 75.0},
         description="Task type -> verifier wall-time bound in seconds, overriding `timeout_s`.",
     )
     workers: int = Field(

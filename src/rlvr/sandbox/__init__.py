@@ -2,7 +2,8 @@
 
 Public API:
 
-- :class:`SandboxJob`, :class:`SandboxLimits`, :class:`InSandboxCheck`: what to run, how limited.
+- :class:`SandboxJob`, :class:`SandboxLimits`, :class:`InSandboxCheck`: what to run, how limited
+  (time is a CPU-time budget, ``DEFAULT_CPU_BUDGET_S``, with a loose wall-clock backstop).
 - :func:`run_job`: run one job in a fresh sandbox (blocking, thread-safe).
 - :class:`SandboxPool` / :func:`default_pool`: concurrent runs bounded to the usable cores,
   machine-wide (across threads and processes).
@@ -14,6 +15,7 @@ from rlvr.sandbox.pool import SandboxPool, SlotLimiter, default_pool, usable_cor
 from rlvr.sandbox.runner import run_job
 from rlvr.sandbox.tiers import SandboxEnvironment, bwrap_available, environment
 from rlvr.sandbox.types import (
+    DEFAULT_CPU_BUDGET_S,
     CheckOutcome,
     InSandboxCheck,
     ProbeOutcome,
@@ -25,6 +27,7 @@ from rlvr.sandbox.types import (
 )
 
 __all__ = [
+    "DEFAULT_CPU_BUDGET_S",
     "CheckOutcome",
     "InSandboxCheck",
     "ProbeOutcome",

@@ -1,10 +1,15 @@
-"""Per-run cgroup v1 groups (``pids`` and ``memory``): limits, OOM detection, tree kill.
+"""Per-run cgroup v1 groups (``pids``, ``memory``, optionally ``cpuacct``): limits, OOM
+detection, CPU accounting, tree kill.
 
 RLIMIT_NPROC does not bind root, so the process count is capped by a pids cgroup; memory is
 capped for the whole run (all its processes together) by a memory cgroup. Both also give a
 complete list of the run's processes, which is how cleanup finds daemons that left the process
-group. Only cgroup v1 hierarchies mounted at ``/sys/fs/cgroup/<controller>`` are used; on other
-layouts :func:`available` is False and the sandbox runs without cgroups (and says so).
+group. A ``cpuacct`` group, where that controller is mounted and writable, gives the run's exact
+CPU time summed over all its processes and threads (``cpuacct.usage``), including processes that
+were reaped automatically (``SIGCHLD`` ignored), which ``/proc`` sums miss; without it the CPU
+budget falls back to ``/proc`` accounting (:mod:`rlvr.sandbox.cputime`). Only cgroup v1
+hierarchies mounted at ``/sys/fs/cgroup/<controller>`` are used; on other layouts
+:func:`available` is False and the sandbox runs without cgroups (and says so).
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ import time
 ROOT = "/sys/fs/cgroup"
 BASE = "rlvr-sandbox"
 CONTROLLERS = ("pids", "memory")
+# Used when present (``cpuacct`` may be co-mounted as ``cpu,cpuacct``, reached through the
+# ``cpuacct`` symlink); the limits do not depend on it, only the precision of CPU accounting.
+OPTIONAL_CONTROLLERS = ("cpuacct",)
 
 _counter = itertools.count()
 _lock = threading.Lock()
@@ -27,8 +35,17 @@ def _base(controller: str) -> str:
     return os.path.join(ROOT, controller, BASE)
 
 
+def _optional_present() -> tuple[str, ...]:
+    return tuple(
+        c for c in OPTIONAL_CONTROLLERS if os.path.isfile(os.path.join(ROOT, c, "cgroup.procs"))
+    )
+
+
 def available() -> bool:
-    """True if per-run pids and memory groups can be created here (root, cgroup v1)."""
+    """True if per-run pids and memory groups can be created here (root, cgroup v1).
+
+    The optional ``cpuacct`` group is not required (see :attr:`RunCgroup.has_cpu_accounting`).
+    """
     try:
         for c in CONTROLLERS:
             if not os.path.isfile(os.path.join(ROOT, c, "cgroup.procs")):
@@ -42,11 +59,18 @@ def available() -> bool:
         return False
 
 
+def cpu_accounting_available() -> bool:
+    """True if runs get a ``cpuacct`` group here (exact CPU accounting; see the module doc).
+
+    Only meaningful when :func:`available` is True (the groups are created together)."""
+    return "cpuacct" in _optional_present()
+
+
 def reap_stale() -> int:
     """Kill and remove run groups left by dead processes (e.g. a verifier worker killed
     mid-run). Groups are named ``<owner pid>-...``. Returns how many groups were removed."""
     removed = 0
-    for c in CONTROLLERS:
+    for c in CONTROLLERS + _optional_present():
         try:
             names = os.listdir(_base(c))
         except OSError:
@@ -77,7 +101,7 @@ def _write(path: str, value: str) -> None:
 
 
 class RunCgroup:
-    """The pids + memory cgroups of one run.
+    """The pids + memory (+ cpuacct, when available) cgroups of one run.
 
     Args:
         max_processes: ``pids.max`` (threads count too).
@@ -112,6 +136,32 @@ class RunCgroup:
                 except OSError:
                     pass
             raise
+        # Optional: a run without a cpuacct group is measured through /proc instead.
+        for c in _optional_present():
+            p = os.path.join(_base(c), self.name)
+            try:
+                os.makedirs(_base(c), exist_ok=True)
+                os.mkdir(p, 0o700)
+            except OSError:
+                continue
+            self.paths[c] = p
+
+    @property
+    def has_cpu_accounting(self) -> bool:
+        """True if the run has a cpuacct group (:meth:`cpu_seconds` can answer)."""
+        return "cpuacct" in self.paths
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds (user + system) used so far by every process and thread that ever ran in
+        the run's group, or ``None`` without a cpuacct group (or if it cannot be read)."""
+        p = self.paths.get("cpuacct")
+        if p is None:
+            return None
+        try:
+            with open(os.path.join(p, "cpuacct.usage")) as f:
+                return int(f.read().strip()) / 1e9  # nanoseconds
+        except (OSError, ValueError):
+            return None
 
     @property
     def procs_files(self) -> list[str]:

@@ -20,6 +20,15 @@ So nothing the program does (exit early, patch ``json``, print fake records, ret
 a lying ``__eq__``, walk frames) can produce a passing record: probe values are compared by the
 host on decoded plain data, in-sandbox tests run in the supervisor on plain data returned by
 remote calls, and only the supervisor knows the nonce and the expected values.
+
+Time: the driver keeps no timers (a per-test timer would be wall time, which load stretches).
+It writes ``READY`` once it is up; the host takes the run's CPU baseline then, sends the job,
+and enforces the CPU budget (summed over all processes) and the wall backstop from outside;
+RLIMIT_CPU, set here, is the kernel's per-process kill behind both. The supervisor is a child
+subreaper, so every orphan of the run becomes its child; before it writes the record it kills
+and reaps all of them, so the record's ``cpu`` (its own CPU since ``READY`` plus that of every
+reaped descendant) is the run's complete CPU time; the host keeps the larger of it and its own
+reading.
 """
 
 import builtins
@@ -347,6 +356,11 @@ def _read_job():
     return json.loads(b"".join(chunks))
 
 
+def _cpu_seconds(who):
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _sweep_children():
     """Kill every remaining child (orphans were re-parented to us as subreaper)."""
     me = str(os.getpid())
@@ -383,8 +397,10 @@ def main():
     devnull = os.open("/dev/null", os.O_RDWR)
     r_job, w_job = os.pipe()
     r_res, w_res = os.pipe()
-    if limits.get("subreaper"):
-        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    # Orphans (daemons, children of a dead candidate) are re-parented to us, not to an init we
+    # cannot see: they can be found, killed, and reaped into our CPU accounting.
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    if limits.get("pdeathsig"):  # no bwrap --die-with-parent around us
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the host process died: so do we
     # Fork before reading the job, so the candidate's memory never holds the nonce or tests.
     pid = os.fork()
@@ -400,8 +416,10 @@ def main():
     os.close(w_res)
     os.close(devnull)
     record = {"phase": "driver_error"}
+    cpu_at_ready = None
     try:
         _prctl(PR_SET_DUMPABLE, 0)
+        cpu_at_ready = _cpu_seconds(resource.RUSAGE_SELF)
         os.write(1, b"READY\n")
         job = _read_job()
         record["nonce"] = job["nonce"]
@@ -440,9 +458,13 @@ def main():
         os.kill(pid, signal.SIGKILL)
     except OSError:
         pass
+    # Everything is reaped before the record leaves: the host's final CPU reading then finds no
+    # process dying half-way through its parent's accounting.
+    _sweep_children()
+    if cpu_at_ready is not None:
+        total = _cpu_seconds(resource.RUSAGE_SELF) + _cpu_seconds(resource.RUSAGE_CHILDREN)
+        record["cpu"] = round(total - cpu_at_ready, 4)
     os.write(1, (json.dumps(record) + "\n").encode())
-    if limits.get("subreaper"):
-        _sweep_children()
     os._exit(0)
 
 

@@ -1,13 +1,23 @@
 """Launch one sandboxed run, supervise it from the parent, clean up, and classify the outcome.
 
-The parent (this process) owns every limit that matters for liveness: the wall deadline, the
-output cap and the final kill. It never executes anything the program produced; it only reads
-capped bytes and parses the supervisor's one JSON record (which must carry this run's nonce).
+The parent (this process) owns every limit that matters for liveness: the CPU-time budget, the
+wall-clock backstop, the output cap and the final kill. It never executes anything the program
+produced; it only reads capped bytes and parses the supervisor's one JSON record (which must
+carry this run's nonce).
+
+Time limits (see :class:`~rlvr.sandbox.types.SandboxLimits`): the run's clock starts when the
+driver reports ready, which is also when the job is handed over. From then on the parent polls
+the run's CPU time (:class:`~rlvr.sandbox.cputime.CpuMeter`, summed over every process and
+thread of the run) and kills the run once it exceeds the budget; a run that finishes over the
+budget between two polls is a timeout too, so the verdict depends on the CPU time used, not on
+when a poll happened. The wall clock only decides as a loose backstop for programs that use no
+CPU (sleep, block), and RLIMIT_CPU is the kernel's hard per-process kill behind both.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 import selectors
@@ -18,6 +28,7 @@ import tempfile
 import time
 
 from rlvr.sandbox import cgroups, codec, tiers
+from rlvr.sandbox.cputime import CpuMeter, process_tree
 from rlvr.sandbox.types import (
     CheckOutcome,
     ProbeOutcome,
@@ -33,16 +44,15 @@ _SH_JOIN_CGROUPS = 'for f in "$@"; do case "$f" in --) shift; break;; esac; echo
 
 def _driver_limits(job: SandboxJob, env: tiers.SandboxEnvironment, tier: Tier) -> dict:
     lim = job.limits
-    cpu = lim.cpu_s if lim.cpu_s is not None else lim.timeout_s + 1.0
     out = {
-        "cpu_s": max(1, int(cpu + 0.999)),
+        "cpu_s": lim.rlimit_cpu_s(),
         "file_bytes": lim.max_file_bytes,
         "open_files": lim.max_open_files,
         "address_space_bytes": lim.address_space_bytes,
         # Binds only a non-root uid: in the fallback tier (run as nobody), not under bwrap.
         "processes": lim.max_processes if (tier is Tier.rlimit and env.drop_to_nobody) else None,
-        # Without a pid namespace, orphans must be re-parented to the supervisor to be found.
-        "subreaper": tier is Tier.rlimit,
+        # Without bwrap's --die-with-parent, the supervisor must die with this process itself.
+        "pdeathsig": tier is Tier.rlimit,
     }
     if not env.cgroups and lim.address_space_bytes is not None:
         # No memory cgroup: RLIMIT_AS is the only memory bound left, so make it the real one.
@@ -82,16 +92,48 @@ def _job_payload(job: SandboxJob, nonce: str) -> bytes:
 
 
 class _Run:
-    """Mutable state of one supervised run."""
+    """Mutable state of one supervised run.
+
+    ``timed_out`` is ``None``, ``"startup"`` (the sandbox never got ready), ``"cpu"`` (the
+    parent killed the run over its CPU budget) or ``"wall"`` (the wall backstop expired).
+    ``cpu_used`` is in CPU seconds since the ready report, ``ended_at`` when the run's clock
+    stopped (record received, kill decided or supervisor gone).
+    """
 
     def __init__(self) -> None:
         self.ready_at: float | None = None
+        self.ended_at: float | None = None
+        self.cpu_base: float | None = None
+        self.cpu_used = 0.0
         self.record: dict | None = None
         self.result_buf = bytearray()
         self.output = bytearray()
         self.output_over = False
-        self.timed_out = False
+        self.timed_out: str | None = None
         self.started_at = time.monotonic()
+
+    @property
+    def program_wall_s(self) -> float:
+        """Wall seconds from the ready report to the end of the run's clock (0 if never ready)."""
+        if self.ready_at is None:
+            return 0.0
+        return (self.ended_at or time.monotonic()) - self.ready_at
+
+    def stop_clock(self, meter: CpuMeter) -> None:
+        """Take the final CPU reading (once), before teardown adds CPU of its own.
+
+        With a record, the supervisor's own count (everything it reaped, see ``driver.py``)
+        also counts: a ``/proc`` reading taken while processes exit can miss one.
+        """
+        if self.ended_at is not None:
+            return
+        self.ended_at = time.monotonic()
+        if self.cpu_base is not None:
+            self.cpu_used = max(self.cpu_used, meter.read() - self.cpu_base)
+        reported = self.record.get("cpu") if self.record is not None else None
+        if isinstance(reported, (int, float)) and not isinstance(reported, bool):
+            if math.isfinite(reported) and reported >= 0:
+                self.cpu_used = max(self.cpu_used, float(reported))
 
 
 def _parse_result_lines(run: _Run, nonce: str) -> None:
@@ -115,9 +157,18 @@ def _parse_result_lines(run: _Run, nonce: str) -> None:
 
 
 def _supervise(
-    proc: subprocess.Popen, job: SandboxJob, payload: bytes, nonce: str, spawned_at: float
+    proc: subprocess.Popen,
+    job: SandboxJob,
+    payload: bytes,
+    nonce: str,
+    spawned_at: float,
+    meter: CpuMeter,
 ) -> _Run:
     lim = job.limits
+    budget, wall_limit = lim.timeout_s, lim.wall_limit_s()
+    # The run's CPU time grows by at most this many CPU seconds per wall second; the sandbox
+    # may use any core of the machine, not only those of our own affinity mask.
+    cores = os.cpu_count() or 1
     run = _Run()
     # A pre-started sandbox may have been waiting long: its start-up clock is not the job's.
     startup_deadline = max(spawned_at + lim.startup_timeout_s, time.monotonic() + 1.0)
@@ -126,20 +177,40 @@ def _supervise(
         os.set_blocking(f.fileno(), False)
     sel.register(proc.stdout, selectors.EVENT_READ, "res")
     sel.register(proc.stderr, selectors.EVENT_READ, "out")
-    sel.register(proc.stdin, selectors.EVENT_WRITE, "in")
     pending = memoryview(payload)
     open_reads = 2
+    next_poll = 0.0
     try:
         while run.record is None and open_reads:
             now = time.monotonic()
             if run.ready_at is None:
                 deadline = startup_deadline
             else:
-                deadline = run.ready_at + lim.timeout_s
+                if run.cpu_base is None:
+                    # The budget starts now: take the baseline, then hand the job over (the
+                    # driver does nothing for the job before it has it).
+                    run.cpu_base = meter.read()
+                    sel.register(proc.stdin, selectors.EVENT_WRITE, "in")
+                    next_poll = now
+                deadline = run.ready_at + wall_limit
+                if now >= next_poll:
+                    run.cpu_used = meter.read() - run.cpu_base
+                    if run.cpu_used > budget:
+                        run.timed_out = "cpu"
+                        run.stop_clock(meter)
+                        break
+                    # No poll before this one could find the budget spent (CPU time grows at
+                    # most `cores` times as fast as wall time), so polls are rare while much
+                    # budget is left and frequent near its end: the overshoot stays below
+                    # `cores` x min_interval_s without reading the meter often.
+                    left = (budget - run.cpu_used) / cores
+                    next_poll = now + min(0.25, max(meter.min_interval_s, left))
             if now >= deadline:
-                run.timed_out = True
+                run.timed_out = "startup" if run.ready_at is None else "wall"
+                run.stop_clock(meter)
                 break
-            for key, _ in sel.select(min(deadline - now, 0.5)):
+            wait = deadline - now if run.ready_at is None else min(deadline, next_poll) - now
+            for key, _ in sel.select(max(0.0, min(wait, 0.5))):
                 tag = key.data
                 if tag == "in":
                     try:
@@ -164,15 +235,20 @@ def _supervise(
                 if tag == "res":
                     if len(run.result_buf) + len(chunk) > RESULT_CAP:
                         run.output_over = True  # only a runaway could do this; treat as a cap
+                        run.stop_clock(meter)
                         return run
                     run.result_buf += chunk
                     _parse_result_lines(run, nonce)
+                    if run.record is not None:
+                        run.stop_clock(meter)
                 else:
                     room = lim.max_output_bytes - len(run.output)
                     run.output += chunk[: max(room, 0)]
                     if len(chunk) > room:
                         run.output_over = True
+                        run.stop_clock(meter)
                         return run
+        run.stop_clock(meter)  # the supervisor is gone (both channels closed)
         if run.record is not None:
             # Let the supervisor finish on its own (its sweep, the pid namespace teardown):
             # the result channel reaches EOF when it is gone. Keep collecting output meanwhile.
@@ -198,12 +274,30 @@ def _supervise(
     return run
 
 
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rindex(b")") + 2 :][:1] != b"Z"
+    except (OSError, ValueError):
+        return False
+
+
 def _kill_tree(proc: subprocess.Popen, cg: cgroups.RunCgroup | None) -> int:
-    """SIGKILL the run's process group and every process in its cgroups; reap the launcher."""
+    """SIGKILL the run's process group and every process in its cgroups (or, without cgroups,
+    its process tree); reap the launcher. Returns once they are gone (bounded wait)."""
+    # Without cgroups the tree is the only complete list: a daemon that left the process
+    # group is still in it (re-parented to the supervisor or the pid namespace's init).
+    tree = process_tree(proc.pid) if cg is None else set()
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    for pid in tree:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     killed = 0
     if cg is not None:
         killed = len(cg.pids())
@@ -213,6 +307,13 @@ def _kill_tree(proc: subprocess.Popen, cg: cgroups.RunCgroup | None) -> int:
     except subprocess.TimeoutExpired:  # pragma: no cover - a launcher stuck in the kernel
         proc.kill()
         proc.wait()
+    # SIGKILLed processes take a moment to exit (a pid namespace is torn down after its
+    # init); cg.remove() above waits for that, so wait here too rather than return early.
+    deadline = time.monotonic() + 5.0
+    while tree and time.monotonic() < deadline:
+        tree = {pid for pid in tree if _alive(pid)}
+        if tree:
+            time.sleep(0.005)
     for f in (proc.stdin, proc.stdout, proc.stderr):
         try:
             f.close()
@@ -236,12 +337,23 @@ def _probe_outcomes(raw) -> tuple[ProbeOutcome, ...]:
     return tuple(out)
 
 
-def _classify(run: _Run, oom: bool, cpu_limit_s: float) -> tuple[SandboxStatus, str, dict]:
+def _classify(
+    run: _Run, oom: bool, job: SandboxJob, meter: CpuMeter
+) -> tuple[SandboxStatus, str, dict]:
     """Map what happened to a status and a short detail. Returns (status, detail, fields)."""
     S = SandboxStatus
     rec = run.record
+    lim = job.limits
     if run.output_over:
         return S.output_limit, "output cap exceeded", {}
+    if run.cpu_used > lim.timeout_s:
+        # Killed by the parent, or ended (finished, crashed, hit RLIMIT_CPU) after spending more
+        # than the budget: either way the CPU time decides, not when the last poll happened.
+        how = "killed" if run.timed_out == "cpu" else "ended"
+        return S.timeout, (
+            f"CPU budget exceeded: {run.cpu_used:.2f} s CPU > {lim.timeout_s:g} s budget "
+            f"({how} after {run.program_wall_s:.2f} s wall; {meter.source} accounting)"
+        ), {}
     if rec is not None:
         phase = rec.get("phase")
         exit_info = rec.get("exit") or {}
@@ -272,15 +384,20 @@ def _classify(run: _Run, oom: bool, cpu_limit_s: float) -> tuple[SandboxStatus, 
             if oom:
                 return S.memory, "memory limit (OOM kill)", fields
             cpu = exit_info.get("cpu") or 0.0
-            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= cpu_limit_s - 0.05):
-                return S.timeout, "CPU time limit", fields
+            rlimit = lim.rlimit_cpu_s()
+            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= rlimit - 0.05):
+                why = f"CPU time limit: the program process reached RLIMIT_CPU ({rlimit} s)"
+                return S.timeout, why, fields
             return S.runtime_error, f"program exited before the tests ({exit_info or rec.get('why')})", fields
         err = rec.get("error") or {}
         return S.sandbox_error, f"driver error: {err.get('type')}: {err.get('msg')}", fields
-    if run.timed_out:
-        if run.ready_at is None:
-            return S.sandbox_error, "sandbox did not start in time", {}
-        return S.timeout, "wall time limit", {}
+    if run.timed_out == "startup":
+        return S.sandbox_error, "sandbox did not start in time", {}
+    if run.timed_out == "wall":
+        return S.timeout, (
+            f"wall backstop: {run.program_wall_s:.2f} s wall >= {lim.wall_limit_s():g} s backstop; "
+            f"{run.cpu_used:.2f} s of the {lim.timeout_s:g} s CPU budget used"
+        ), {}
     if oom:
         return S.memory, "memory limit (OOM kill)", {}
     if run.ready_at is not None:
@@ -377,8 +494,10 @@ def execute(sandbox: Launched, job: SandboxJob) -> SandboxResult:
         raise ValueError("sandbox was launched with different limits, env or tier")
     nonce = secrets.token_hex(16)
     t0 = sandbox.spawned_at
+    meter = CpuMeter(sandbox.proc.pid, sandbox.cg)
     try:
-        run = _supervise(sandbox.proc, job, _job_payload(job, nonce), nonce, sandbox.spawned_at)
+        payload = _job_payload(job, nonce)
+        run = _supervise(sandbox.proc, job, payload, nonce, sandbox.spawned_at, meter)
     except OSError as e:
         sandbox.discard()
         return SandboxResult(
@@ -387,13 +506,14 @@ def execute(sandbox: Launched, job: SandboxJob) -> SandboxResult:
     oom = sandbox.cg.oom_killed() if sandbox.cg is not None else False
     killed = len(sandbox.cg.pids()) if sandbox.cg is not None else 0
     sandbox.discard()
-    status, detail, fields = _classify(run, oom, _driver_limits(job, tiers.environment(), sandbox.tier)["cpu_s"])
+    status, detail, fields = _classify(run, oom, job, meter)
     if status is SandboxStatus.sandbox_error and run.record is None and run.output:
         detail += ": " + bytes(run.output[:300]).decode("utf-8", "replace").strip()
     return SandboxResult(
         status=status,
         tier=sandbox.tier,
         wall_s=time.monotonic() - max(t0, run.started_at),
+        cpu_s=run.cpu_used,
         output=bytes(run.output).decode("utf-8", "replace"),
         detail=detail,
         leftover_killed=killed,

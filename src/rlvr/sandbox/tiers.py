@@ -45,6 +45,9 @@ class SandboxEnvironment:
             ``setpriv`` exists).
         stage_dir: read-only directory holding the driver files (``driver.py``, ``codec.py``).
         reason: why the tier was chosen, for the log and for test skip messages.
+        cpu_accounting: how a run's CPU time (its budget) is measured: ``"cgroup"`` (a
+            cpuacct group per run: exact) or ``"proc"`` (sums over ``/proc``; see
+            :mod:`rlvr.sandbox.cputime`).
     """
 
     tier: Tier
@@ -55,6 +58,7 @@ class SandboxEnvironment:
     drop_to_nobody: bool
     stage_dir: str
     reason: str
+    cpu_accounting: str = "proc"
 
 
 _env: SandboxEnvironment | None = None
@@ -180,6 +184,8 @@ def environment(refresh: bool = False) -> SandboxEnvironment:
             stage_dir=_stage_driver(),
             reason="",
         )
+        if env.cgroups and cgroups.cpu_accounting_available():
+            env = _replace(env, cpu_accounting="cgroup")
         forced = os.environ.get("RLVR_SANDBOX_TIER", "").strip().lower()
         if forced == "rlimit":
             reason = "RLVR_SANDBOX_TIER=rlimit forces the fallback tier"
@@ -191,7 +197,10 @@ def environment(refresh: bool = False) -> SandboxEnvironment:
             if err is None:
                 env = _replace(env, tier=Tier.bwrap)
         env = _replace(env, reason=reason)
-        extras = f"cgroups={'yes' if env.cgroups else 'NO'} python={env.python}"
+        extras = (
+            f"cgroups={'yes' if env.cgroups else 'NO'} cpu_accounting={env.cpu_accounting} "
+            f"python={env.python}"
+        )
         if env.tier is Tier.bwrap:
             log.info("rlvr sandbox: tier=bwrap (%s)", extras)
         else:

@@ -2,9 +2,31 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
+
+
+# Default CPU-time budget of one run, in CPU seconds (program + tests, all processes).
+#
+# Measured (src/rlvr/sandbox, 2 vCPU Intel Xeon with AVX2, Debian 12, bwrap tier, cgroup
+# accounting; every reference solution of MBPP (974) and HumanEval (164) graded through the
+# sandbox, 2 runs at a time; the machine was shared, load average 2-8):
+#
+#   reference                  CPU s, no extra load   CPU s, + 2 busy loops   wall s, + 2 loops
+#   MBPP/123 (amicable sums)   1.65-1.74              1.66                    3.7-4.9
+#   HumanEval/75               0.095-0.097            0.093-0.100             0.33-0.37
+#   any other reference        <= 0.02                <= 0.02
+#   MBPP/123, 10 reruns each:  1.61-1.75 s CPU (no extra load, + 2 and + 4 busy loops alike),
+#                              3.2-4.6 s wall
+#
+# Load stretched MBPP/123's wall time to 3.2-4.9 s (the old 5 s wall limit failed it on a
+# slower machine) while its CPU time stayed within 1.61-1.75 s. A slower CPU stretches CPU time
+# too, by about 2x between the machines this project runs on, so the budget keeps a 3x margin
+# on such a machine as well: 12 s = 6.9x the slowest reference here, 3.4x at 2x slower.
+# The price is CPU burned by programs that loop forever (up to 12 CPU seconds each).
+DEFAULT_CPU_BUDGET_S = 12.0
 
 
 class SandboxStatus(str, Enum):
@@ -14,7 +36,9 @@ class SandboxStatus(str, Enum):
     - ``wrong_answer``: it ran, but at least one test compared unequal / asserted false.
     - ``runtime_error``: the program raised or exited before the tests, or a test raised, or the
       run hit a hard limit other than time / memory / output (e.g. open files).
-    - ``timeout``: the wall deadline (enforced by the parent) or the CPU limit was hit.
+    - ``timeout``: the run used more CPU time than its budget (summed over all its processes,
+      checked by the parent), a process hit RLIMIT_CPU, or the run outlived the looser
+      wall-clock backstop (a program that sleeps or blocks). ``detail`` says which.
     - ``memory``: MemoryError, or the memory cgroup OOM-killed the run.
     - ``output_limit``: the program wrote more than the output cap.
     - ``sandbox_error``: the infrastructure failed (bwrap / interpreter could not start, driver
@@ -54,10 +78,37 @@ class Tier(str, Enum):
 class SandboxLimits:
     """Resource limits of one run (seconds, bytes, counts).
 
+    Time is judged by CPU time, not wall time: a loaded machine stretches a program's wall time
+    (it waits for a core) but not the CPU time it needs, so a correct program's verdict must
+    not depend on the load. A run is a ``timeout`` when
+
+    - its CPU time, summed over all its processes and threads from the moment the in-sandbox
+      driver reports ready, exceeds ``timeout_s`` (checked by the parent, see
+      :mod:`rlvr.sandbox.cputime`); or
+    - one process reaches RLIMIT_CPU (``cpu_s``): the kernel's hard per-process kill, in case
+      the parent's check comes late; or
+    - the run outlives the wall-clock backstop :meth:`wall_limit_s`, which only exists to stop
+      programs that use no CPU (sleep, wait on a pipe, a lock or a child; stdin is
+      ``/dev/null``, so reading input fails at once) and is deliberately loose.
+
+    A slower CPU does stretch CPU time (about 2x between the machines this runs on), which is
+    what the margin of the default budget is for (see ``DEFAULT_CPU_BUDGET_S``). Whoever bounds
+    a whole run from outside (e.g. the reward pipeline's per-call limit) must allow more than
+    ``startup_timeout_s + wall_limit_s()`` wall seconds, or that bound decides instead.
+
     Attributes:
-        timeout_s: wall-clock limit of the program and its tests, measured by the parent from
-            the moment the in-sandbox driver reports ready.
-        cpu_s: RLIMIT_CPU per process; ``None`` means ``timeout_s + 1``.
+        timeout_s: the CPU-time budget in CPU seconds (the program, its tests and every
+            process it starts, together).
+        cpu_s: RLIMIT_CPU per process in seconds; ``None`` means ``ceil(timeout_s) + 1``.
+        wall_timeout_s: wall-clock backstop in seconds, measured by the parent from the
+            moment the driver reports ready; ``None`` means
+            ``max(wall_factor * timeout_s, timeout_s + wall_slack_s)``.
+        wall_factor: see ``wall_timeout_s``. At 4x a program that needs its whole budget is
+            stopped by the backstop only if it gets less than a quarter of a core (more than
+            8 runnable processes on 2 cores); the slowest reference (1/7 of the default budget)
+            only below 1/28 of a core.
+        wall_slack_s: see ``wall_timeout_s``; keeps the backstop loose for small budgets,
+            where scheduling delays are large relative to the budget.
         memory_bytes: memory cgroup limit of the whole run (when cgroups are writable).
         address_space_bytes: RLIMIT_AS per process (kept loose: it breaks threads), ``None``
             for none.
@@ -67,11 +118,15 @@ class SandboxLimits:
         max_output_bytes: cap on captured stdout + stderr; exceeding it kills the run
             (``output_limit``).
         tmpfs_bytes: size of the tmpfs work dir and ``/tmp`` (bwrap tier).
-        startup_timeout_s: how long the sandbox may take to start before ``sandbox_error``.
+        startup_timeout_s: how long (wall) the sandbox may take to start before
+            ``sandbox_error`` (infrastructure, not the program).
     """
 
-    timeout_s: float = 5.0
+    timeout_s: float = DEFAULT_CPU_BUDGET_S
     cpu_s: float | None = None
+    wall_timeout_s: float | None = None
+    wall_factor: float = 4.0
+    wall_slack_s: float = 5.0
     memory_bytes: int = 512 << 20
     address_space_bytes: int | None = 4 << 30
     max_processes: int = 64
@@ -80,6 +135,17 @@ class SandboxLimits:
     max_output_bytes: int = 1 << 20
     tmpfs_bytes: int = 64 << 20
     startup_timeout_s: float = 20.0
+
+    def wall_limit_s(self) -> float:
+        """The wall-clock backstop in seconds (see ``wall_timeout_s``)."""
+        if self.wall_timeout_s is not None:
+            return float(self.wall_timeout_s)
+        return max(self.wall_factor * self.timeout_s, self.timeout_s + self.wall_slack_s)
+
+    def rlimit_cpu_s(self) -> int:
+        """RLIMIT_CPU in whole seconds (at least 1; see ``cpu_s``)."""
+        cpu = self.cpu_s if self.cpu_s is not None else math.ceil(self.timeout_s) + 1
+        return max(1, math.ceil(cpu))
 
 
 @dataclass(frozen=True)
@@ -156,7 +222,11 @@ class SandboxResult:
             program and all tests ran (probe values are not judged there) and ``wrong_answer``
             only for failed in-sandbox checks; :func:`rlvr.sandbox.grading.grade` judges probes.
         tier: the isolation tier used.
-        wall_s: seconds from spawn to the end of cleanup.
+        wall_s: wall seconds from the start of the job (or the sandbox's spawn, if later) to
+            the end of cleanup.
+        cpu_s: CPU seconds used by all the run's processes and threads from the driver's
+            ready report to the end of the run (the quantity the budget ``timeout_s`` limits);
+            0.0 if the sandbox never got ready.
         probes: probe outcomes, in job order (empty if the tests did not run).
         checks: in-sandbox check outcomes, in job order.
         output: captured stdout + stderr of the program (decoded with ``errors="replace"``,
@@ -169,6 +239,7 @@ class SandboxResult:
     status: SandboxStatus
     tier: Tier
     wall_s: float = 0.0
+    cpu_s: float = 0.0
     probes: tuple[ProbeOutcome, ...] = ()
     checks: tuple[CheckOutcome, ...] = ()
     output: str = ""
@@ -182,6 +253,7 @@ class SandboxResult:
             "status": self.status.value,
             "tier": self.tier.value,
             "wall_s": round(self.wall_s, 4),
+            "cpu_s": round(self.cpu_s, 4),
             "probes": [
                 {"ok": p.ok, "value": repr(p.value), "error": p.error} for p in self.probes
             ],
