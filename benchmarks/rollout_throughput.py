@@ -4,7 +4,10 @@ Model: the default SmolLM2-135M-Instruct. Workload: GRPO-shaped batches, groups 
 samples per chat-formatted arithmetic prompt (batch 64 = 8 prompts x 8, batch 256 = 32 x 8),
 128 new tokens per row with no stop token (every row generates exactly max_new_tokens, so both
 engines produce the same number of tokens), temperature 1.0, no top-p / top-k (transformers'
-cheapest sampling path). Two ``hf`` figures, both on a bf16 copy of the model:
+cheapest sampling path). Every engine runs in one precision, ``--precision`` (``auto``: bf16
+where the CPU computes it natively, i.e. ATen dispatches AVX-512 and the CPU has AVX512-BF16
+or AMX; fp32 elsewhere, where torch emulates bf16 far slower than fp32). Two ``hf`` figures,
+both in that precision (a bf16 copy of the model, or the fp32 model itself):
 
 - ``hf``: the ``hf`` engine as rlvr runs it, returning what the rollout protocol returns
   (token ids *and* the sampling policy's per-token log-probs, which ``generate`` does not give,
@@ -13,12 +16,17 @@ cheapest sampling path). Two ``hf`` figures, both on a bf16 copy of the model:
 - ``generate``: transformers ``generate`` alone, no log-probs: a stricter baseline that does
   less work than either engine.
 
-Roofline: this machine's bf16 matmul FLOP/s, measured here (2048^3 matmuls); a token costs
-2 x parameters FLOPs, so roofline tokens/s = matmul FLOP/s / (2 x params).
+Roofline: this machine's matmul FLOP/s in the precision used, measured here (the best of
+1024^3, 1536^3 and 2048^3 matmuls); a token costs 2 x parameters FLOPs, so roofline tokens/s =
+matmul FLOP/s / (2 x params).
+The header names the CPU, ATen's dispatch level (``torch.backends.cpu.get_cpu_capability()``)
+and the precision.
 
 Usage: python benchmarks/rollout_throughput.py [--quick] [--batches 64 256] [--new-tokens 128]
-(--quick: batch 64 and 32 new tokens, under a minute). Wrap timing runs in
-``flock /tmp/rlvr-bench.lock`` on shared machines.
+[--precision auto|bf16|fp32] (--quick: batch 64 and 32 new tokens, under a minute). Wrap
+timing runs in ``flock /tmp/rlvr-bench.lock`` on shared machines. An AVX2-only CPU can be
+simulated on an AVX-512 one with ``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
+MKL_ENABLE_INSTRUCTIONS=AVX2 RLVR_KERNEL_CFLAGS=-march=haswell``.
 Last line (largest batch measured):
 ``rollout tokens/s: torch X, hf Y, ratio Zx, generate alone G (ratio Rx), roofline W%``.
 """
@@ -33,17 +41,55 @@ import torch
 GROUP = 8
 
 
-def matmul_flops(size: int = 2048, seconds: float = 1.0) -> float:
-    """Measured bf16 matmul throughput (FLOP/s) of a ``size``-cubed product."""
-    a = torch.randn(size, size).to(torch.bfloat16)
-    b = torch.randn(size, size).to(torch.bfloat16)
-    for _ in range(3):
-        a @ b
-    count, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        a @ b
-        count += 1
-    return 2 * size**3 * count / (time.perf_counter() - start)
+def native_bf16() -> bool:
+    """Whether this CPU runs bf16 matmuls natively: ATen dispatches its AVX-512 kernels and the
+    CPU has AVX512-BF16 or AMX tiles (elsewhere torch emulates bf16, ~85x slower than fp32)."""
+    return torch.backends.cpu.get_cpu_capability() == "AVX512" and (
+        torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
+def resolve_precision(requested: str) -> torch.dtype:
+    """``auto`` -> bf16 where :func:`native_bf16`, else fp32; ``bf16`` / ``fp32`` as given."""
+    if requested == "auto":
+        return torch.bfloat16 if native_bf16() else torch.float32
+    return {"bf16": torch.bfloat16, "fp32": torch.float32}[requested]
+
+
+def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo (the platform's processor string elsewhere)."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def matmul_flops(dtype: torch.dtype, sizes: tuple[int, ...] = (1024, 1536, 2048),
+                 seconds: float = 0.5) -> float:
+    """This machine's matmul throughput (FLOP/s) in ``dtype``: the best of ``size``-cubed
+    products over ``sizes``. The best, not one size, because a roofline is an upper bound and
+    single sizes have pathologies (MKL's AVX2 sgemm on 2 threads runs 2048^3 at ~5 GFLOP/s,
+    1536^3 at ~110)."""
+    best = 0.0
+    for size in sizes:
+        a = torch.randn(size, size).to(dtype)
+        b = torch.randn(size, size).to(dtype)
+        start = time.perf_counter()
+        a @ b  # warm-up, and the measurement of a size too slow to repeat
+        count, elapsed = 1, time.perf_counter() - start
+        if elapsed < seconds:
+            count, start = 0, time.perf_counter()
+            while count < 1 or time.perf_counter() - start < seconds:
+                a @ b
+                count += 1
+            elapsed = time.perf_counter() - start
+        best = max(best, 2 * size**3 * count / elapsed)
+    return best
 
 
 def make_prompts(tokenizer, count: int) -> list[list[int]]:
@@ -72,7 +118,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="batch 64, 32 new tokens")
     parser.add_argument("--batches", type=int, nargs="+", default=None)
     parser.add_argument("--new-tokens", type=int, default=None)
+    parser.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
+                        help="compute dtype of every engine (auto: bf16 where native)")
     args = parser.parse_args()
+    dtype = resolve_precision(args.precision)
+    precision = "bf16" if dtype == torch.bfloat16 else "fp32"
     batches = args.batches or ([64] if args.quick else [64, 256])
     new_tokens = args.new_tokens or (32 if args.quick else 128)
 
@@ -83,30 +133,38 @@ def main() -> None:
     model, tokenizer = load_model_and_tokenizer("smollm2-135m-instruct")
     model.eval()
     params_count = sum(p.numel() for p in model.parameters())
-    flops = matmul_flops()
+    flops = matmul_flops(dtype)
     roofline = flops / (2 * params_count)
-    print(f"model smollm2-135m-instruct (bf16 copies), threads {torch.get_num_threads()}, "
+    print(f"cpu {cpu_model()}, capability {torch.backends.cpu.get_cpu_capability()}, "
+          f"precision {precision} ({args.precision})")
+    print(f"model smollm2-135m-instruct ({precision}), threads {torch.get_num_threads()}, "
           f"params {params_count / 1e6:.1f}M, "
-          f"bf16 matmul {flops / 1e9:.0f} GFLOP/s -> roofline {roofline:.0f} tokens/s")
+          f"{precision} matmul {flops / 1e9:.0f} GFLOP/s -> roofline {roofline:.0f} tokens/s")
 
-    engines = {"torch": TorchEngine(model), "hf": HFEngine(model, dtype=torch.bfloat16),
-               "generate": HFEngine(model, dtype=torch.bfloat16, compute_logprobs=False)}
+    copy = None if dtype == torch.float32 else dtype  # hf: the fp32 model itself, or a copy
+    engines = {"torch": TorchEngine(model, dtype=dtype), "hf": HFEngine(model, dtype=copy),
+               "generate": HFEngine(model, dtype=copy, compute_logprobs=False)}
     warm = SamplingParams(temperature=1.0, max_new_tokens=4, n=2, seed=0)
     for engine in engines.values():  # weight snapshots, allocator and kernel warm-up
         engine.generate(make_prompts(tokenizer, 2), warm)
-    from rlvr.rollout.kernels import unavailable_reason
+    from rlvr.rollout.kernels import unavailable_reason, vector_width
 
-    native = engines["torch"]._current_decoder().library is not None
-    print(f"torch engine: "
-          f"{'native kernels' if native else f'pure-torch path ({unavailable_reason()})'}")
+    library = engines["torch"]._current_decoder().library
+    lanes = None if library is None else vector_width(library)
+    path = (f"native {precision} kernels ({lanes}-lane fp32 vectors)" if library is not None
+            else f"pure-torch path ({unavailable_reason()})")
+    print(f"torch engine: {path}")
 
     results = {}
     for batch in batches:
         prompts = make_prompts(tokenizer, batch // GROUP)
         params = SamplingParams(temperature=1.0, max_new_tokens=new_tokens, n=GROUP, seed=0)
         short = SamplingParams(temperature=1.0, max_new_tokens=2, n=GROUP, seed=1)
-        for engine in engines.values():  # this batch shape's kernels, buffers and caches
-            engine.generate(prompts, short)
+        # This batch shape's kernels, buffers and caches; --quick skips "generate" (it runs the
+        # same transformers forward as "hf", whose call warms the shapes for both).
+        for name, engine in engines.items():
+            if not (args.quick and name == "generate"):
+                engine.generate(prompts, short)
         rates = {name: measure(engine, prompts, params) for name, engine in engines.items()}
         results[batch] = rates
         print(f"batch {batch} ({len(prompts)} prompts x {GROUP}, {new_tokens} new tokens, "

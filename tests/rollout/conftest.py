@@ -3,6 +3,10 @@ is not degenerate (the stock init, std 0.02, gives near-uniform logits and one r
 
 from __future__ import annotations
 
+import os
+import platform
+import shutil
+
 import pytest
 import torch
 
@@ -38,3 +42,35 @@ def chi_square_p_value(counts: torch.Tensor, probs: torch.Tensor, min_expected: 
     stat = ((obs - exp) ** 2 / exp).sum()
     dof = torch.tensor(float(obs.numel() - 1), dtype=torch.float64)
     return float(torch.special.gammaincc(dof / 2, stat / 2))
+
+
+# Builds of the native kernels' sources that run each of their code paths on one machine
+# (x86-64: the flags are GCC / clang x86 options). "native" is the engine's own build.
+_X86 = platform.machine().lower() in ("x86_64", "amd64")
+KERNEL_VARIANTS = {
+    "native": (),
+    "avx512f": ("-mno-avx512bf16",),  # AVX-512 without the bf16 dot products
+    "avx2": ("-march=haswell",),  # AVX2 + FMA, no AVX-512 (the fp32 target CPUs)
+    "portable": ("-mno-avx", "-mno-avx2", "-mno-fma", "-mno-avx512f"),  # generic vectors
+}
+
+
+def kernel_variants(*names: str) -> list[str]:
+    """``names`` on x86-64, else just the native build (the flags are x86 options)."""
+    return list(names) if _X86 else ["native"]
+
+
+def have_compiler() -> bool:
+    """Whether the kernels can be compiled here at all: a C compiler on PATH and a platform
+    :func:`rlvr.rollout.kernels.native` builds for. Where this holds, a failed build is a test
+    failure, never a skip."""
+    supported = platform.machine().lower() in ("x86_64", "amd64", "aarch64", "arm64")
+    return supported and shutil.which(os.environ.get("CC") or "cc") is not None
+
+
+def build_variant(name: str):
+    """The loaded kernel library built with ``KERNEL_VARIANTS[name]``'s flags (raises
+    :class:`rlvr.rollout.kernels.KernelBuildError` on a failed build)."""
+    from rlvr.rollout import kernels
+
+    return kernels.load(kernels.build(KERNEL_VARIANTS[name]))

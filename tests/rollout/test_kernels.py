@@ -1,5 +1,5 @@
-"""The native decode-attention kernel against an fp32 reference, and the engine's fused cache
-against its pure-torch cascade path."""
+"""The native bf16 decode-attention kernel against an fp32 reference, and the engine's fused
+cache against its pure-torch cascade path (the fp32 kernels: test_kernels_f32.py)."""
 
 import pytest
 import torch
@@ -10,19 +10,22 @@ from rlvr.rollout import kernels
 from rlvr.rollout.kernels import block_keys, decode_attention, native, pair_values
 from rlvr.rollout.torch_engine import FusedPrefixCache, SharedPrefixCache
 
-LIB = native()
-pytestmark = pytest.mark.skipif(LIB is None, reason="native kernels unavailable (no C compiler)")
+from .conftest import build_variant, have_compiler, kernel_variants
+
+pytestmark = pytest.mark.skipif(not have_compiler(), reason="no C compiler")
+LIB = native() if have_compiler() else None
+
+
+def test_native_library_builds_where_a_compiler_exists():
+    assert LIB is not None, kernels.unavailable_reason()
+
 
 # The other code paths of the same sources, built on this machine: AVX-512 without the BF16
-# dot-product instructions, and the portable loops.
-VARIANTS = {"native": (), "avx512f": ("-mno-avx512bf16",), "portable": ("-mno-avx512f",)}
-
-
-@pytest.fixture(scope="module", params=list(VARIANTS))
+# dot-product instructions, AVX2 (the bf16 kernels' portable loops, the sampler's AVX2 path)
+# and the portable code without any x86 SIMD extension.
+@pytest.fixture(scope="module", params=kernel_variants("native", "avx512f", "avx2", "portable"))
 def lib(request):
-    if not VARIANTS[request.param]:
-        return LIB
-    return kernels.load(kernels.build(VARIANTS[request.param]))
+    return build_variant(request.param)
 
 
 def reference(q, pk, pv, start, ck, cv, columns, row_prompt):
@@ -106,7 +109,7 @@ def test_kernel_rejects_what_it_cannot_do():
         decode_attention(LIB, zeros(2, 8, 64), *prompt, *completion, 5, rows)
     with pytest.raises(ValueError, match="even number of columns"):
         pair_values(zeros(1, 1, 3, 64))
-    with pytest.raises(ValueError, match="paired"):
+    with pytest.raises(ValueError, match="laid out"):
         decode_attention(LIB, zeros(2, 8, 64), *prompt, completion[0], zeros(2, 1, 4, 64), 1, rows)
     with pytest.raises(ValueError, match="bf16"):
         decode_attention(LIB, zeros(2, 8, 64).float(), *prompt, *completion, 1, rows)
@@ -167,7 +170,7 @@ def test_engine_uses_the_kernel_and_can_opt_out(tiny, prompts, monkeypatch):
     assert used
     used.clear()
     TorchEngine(model, native_kernels=False).generate(prompts, params)
-    TorchEngine(model, dtype=torch.float32).generate(prompts, params)
+    TorchEngine(model, shared_prefix=False).generate(prompts, params)
     assert not used
 
 
@@ -292,7 +295,7 @@ def test_native_sampler_draws_what_the_torch_sampler_draws(lib):
 def test_native_sampler_rejects_bad_input():
     with pytest.raises(ValueError, match="temperature"):
         kernels.sample(LIB, torch.zeros(2, 8, dtype=torch.bfloat16), 0.0, torch.zeros(2))
-    with pytest.raises(ValueError, match="bf16"):
-        kernels.sample(LIB, torch.zeros(2, 8), 1.0, torch.zeros(2))
+    with pytest.raises(ValueError, match="bf16 or fp32"):
+        kernels.sample(LIB, torch.zeros(2, 8, dtype=torch.float64), 1.0, torch.zeros(2))
     with pytest.raises(ValueError, match="uniforms"):
         kernels.sample(LIB, torch.zeros(2, 8, dtype=torch.bfloat16), 1.0, torch.zeros(3))

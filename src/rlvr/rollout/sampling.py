@@ -41,16 +41,17 @@ def sample_next(logits: Tensor, params: SamplingParams, generator: torch.Generat
         params: temperature / top_p / top_k (``temperature == 0``: argmax).
         generator: source of the one uniform draw per row (unused when greedy).
         library: the native kernel library (:func:`rlvr.rollout.kernels.native`) or None. With
-            it, plain sampling (no top-k / top-p) of contiguous bf16 logits is one kernel call
-            (:func:`rlvr.rollout.kernels.sample`) on the same uniforms: the same algorithm,
-            fp32 sums in another order.
+            it, plain sampling (no top-k / top-p) of contiguous bf16 or fp32 logits is one
+            kernel call (:func:`rlvr.rollout.kernels.sample`) on the same uniforms: the same
+            algorithm, fp32 sums in another order.
 
     Returns:
         ``(tokens LongTensor[N], logprobs FloatTensor[N])``; logprobs are fp32
         ``log_softmax(logits / T)`` of the drawn tokens (T = 1 when greedy).
     """
     if (library is not None and not params.greedy and params.top_p >= 1.0
-            and not 0 < params.top_k < logits.shape[-1] and logits.dtype == torch.bfloat16
+            and not 0 < params.top_k < logits.shape[-1]
+            and logits.dtype in (torch.bfloat16, torch.float32)
             and logits.dim() == 2 and logits.is_contiguous()):
         return native_sample(library, logits, params.temperature,
                              _uniform(logits.shape[0], generator))

@@ -5,21 +5,25 @@ rotary positions, grouped-query attention, SwiGLU) through a lean forward pass i
 transformers module tree, because at decode time (one token per row) the per-module overhead,
 not the matmuls, dominates transformers' ``generate`` on a 2-core CPU:
 
-- **bf16 weights copy** (bf16 matmuls run several times faster than fp32 on CPUs with
-  AVX512-BF16 or AMX), with q/k/v fused into one
-  matmul and gate/up into another, each prepacked once into oneDNN's blocked layout
-  (:class:`Linear`). The copy is refreshed when the live model's parameters change
-  (their version counters move: optimizer steps, ``load_state_dict``) or on ``update_weights``.
+- **A compute-dtype weights copy**: bf16 where the CPU computes it natively (AVX512-BF16 or
+  AMX: bf16 matmuls several times faster than fp32), fp32 elsewhere (AVX2-only x86, ARM:
+  torch emulates bf16 matmuls ~85x slower than fp32 ones). q/k/v are fused into one matmul
+  and gate/up into another, each prepacked once into oneDNN's blocked layout (:class:`Linear`;
+  in fp32 unless ``prepack_fp32=False``). The copy is refreshed when the live model's
+  parameters change (their version counters move: optimizer steps, ``load_state_dict``) or on
+  ``update_weights``.
 - **Static KV cache**, pre-allocated per batch; prompts are left-padded so every row writes its
   next key/value in the same column. Position ids come from the per-row prompt lengths, so
   padding never shifts rotary positions.
 - **Prefill once per prompt**, shared by its ``n`` samples: the prompt's keys / values are
-  stored once. In bf16 (the default) decode attention is one call per layer of a native
-  kernel (:class:`FusedPrefixCache`, :mod:`rlvr.rollout.kernels`, compiled on first use): each
-  row attends over its prompt's keys and its own completion keys in one fp32 softmax (the
-  probabilities rounded to bf16 for the product with the values, as torch's CPU flash
-  attention does), the G query heads of a kv head sharing every key / value load. Without the kernel (no C
-  compiler, fp32, ``native_kernels=False``) :class:`SharedPrefixCache` splits attention into a
+  stored once. Decode attention is one call per layer of a native kernel of the compute dtype
+  (:class:`FusedPrefixCache`, :mod:`rlvr.rollout.kernels`, compiled on first use for the
+  machine's SIMD: AVX-512, AVX2 + FMA or portable): each row attends over its prompt's keys
+  and its own completion keys in one fp32 softmax (in bf16 the probabilities are rounded to
+  bf16 for the product with the values, as torch's CPU flash attention does), the G query
+  heads of a kv head sharing every key / value load. Residual add + RMSNorm, rotary
+  embedding and SwiGLU are one kernel call each on that path. Without the kernels (no C
+  compiler, ``native_kernels=False``) :class:`SharedPrefixCache` splits attention into a
   prompt part (the group's ``n x G`` queries against one prompt copy) and a per-row
   completion part, merged exactly through their log-sum-exps (cascade attention).
   With ``shared_prefix=False`` (:class:`KVCache`) the prompt cache is copied n-fold instead.
@@ -28,19 +32,28 @@ not the matmuls, dominates transformers' ``generate`` on a 2-core CPU:
 - **Length buckets** (R42): prompts are sorted by length and decoded in batches of at most
   ``max_batch_size`` rows, which bounds KV memory and padding.
 - **Sampling in fp32** with one seeded ``torch.Generator`` per call (:mod:`rlvr.rollout.sampling`);
-  plain temperature sampling of bf16 logits is one native kernel call on the same uniforms.
+  plain temperature sampling of bf16 or fp32 logits is one native kernel call on the same
+  uniforms.
 
 Numerics follow transformers' Llama in the same dtype (RMSNorm in fp32, residual stream in the
-compute dtype, the same attention kernels and layouts, the same oneDNN matmul kernel), so greedy
-decoding matches the ``hf`` engine token for token in fp32 with either cache, and in bf16 with
-``shared_prefix=False``. The default bf16 path's attention (fused kernel, or cascade merge)
-rounds differently: its logits agree with the other paths to bf16 precision (tests/rollout).
+compute dtype). With ``shared_prefix=False`` the attention kernels and layouts are
+transformers' own and in bf16 the matmul kernel too (oneDNN), so bf16 greedy decoding matches
+the ``hf`` engine token for token; in fp32, ``prepack_fp32=False`` keeps transformers' matmul
+kernel too (``F.linear``: MKL). The default paths round differently: the bf16 fused kernels
+agree with the other paths to bf16 precision; the fp32 ones (fused kernels, oneDNN's fp32
+matmuls) to ~1e-5 of the logits, which has kept greedy tokens equal to the ``hf`` engine's on
+the test prompts (tests/rollout) but cannot promise it at near-ties.
 
-Measured on the 2-core development machine (AMD EPYC, AVX512-BF16, no AMX;
-benchmarks/rollout_throughput.py, batch 256, 128 new tokens): the fused kernel takes decode
-attention from ~48 ms to ~17 ms per step (flash attention's per-(row, head) overhead
-dominated; what is left is mostly the cache's memory traffic), the sampling kernel takes
-sampling from ~5 ms to ~2 ms; matmuls (oneDNN, prepacked) are ~75% of a step.
+Measured on the 2-core development machines (benchmarks/rollout_throughput.py, batch 256, 128
+new tokens). bf16 (AMD EPYC, AVX512-BF16, no AMX): the fused kernel takes decode attention
+from ~48 ms to ~17 ms per step (flash attention's per-(row, head) overhead dominated; what is
+left is mostly the cache's memory traffic), the sampling kernel takes sampling from ~5 ms to
+~2 ms; matmuls (oneDNN, prepacked) are ~75% of a step. fp32 (Intel Xeon capped to AVX2:
+``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2
+RLVR_KERNEL_CFLAGS=-march=haswell``; one thread, completion columns 56-72): the fused path
+takes a decode step from 939 to 782 ms (attention 144 -> 104 ms: the kernel streams the fp32
+cache at memory bandwidth; norms, rotary, SwiGLU and sampling 75 -> 29 ms), oneDNN's prepacked
+fp32 matmuls are ~10% faster than MKL's here, and matmuls are ~82% of a step.
 """
 
 from __future__ import annotations
@@ -67,7 +80,7 @@ from rlvr.rollout.engine import (
     register_engine,
 )
 from rlvr.rollout import kernels
-from rlvr.rollout.kernels import block_keys, native, pair_values
+from rlvr.rollout.kernels import block_keys, kernel_values, native
 from rlvr.rollout.sampling import sample_next
 from rlvr.rollout.types import RolloutOutput, RolloutTiming, SamplingParams
 
@@ -164,20 +177,27 @@ class Linear:
     at decode batch sizes that repacking costs as much as the product itself (measured on 60
     streamed [3072, 576] weights: 27 -> 20 ms at 64 rows, 47 -> 32 ms at 256). Packing once
     per weight snapshot removes it, and the kernel, hence every output bit, is unchanged.
-    fp32 weights stay plain (transformers' fp32 path is MKL, which the packed op would not match).
+    fp32 weights are prepacked too when ``prepack_fp32`` (oneDNN's JIT kernels are
+    vendor-neutral, where MKL's sgemm, transformers' fp32 path, is weak at skinny shapes on AMD
+    CPUs); the packed op sums in another order than MKL (outputs differ in their last bits), so
+    ``prepack_fp32=False`` keeps ``F.linear``, i.e. transformers' own fp32 matmuls bit for bit.
 
     Args:
         weight: [out, in] in the compute dtype; bias: [out] or None.
         batch_hint: typical row count, for the packing heuristics.
+        prepack_fp32: prepack an fp32 weight as well (bf16 weights are always prepacked).
 
     Attributes:
         weight: the plain weight, or None once packed (the engine keeps one copy).
+        packed: oneDNN's packed weight, or None.
     """
 
-    def __init__(self, weight: Tensor, bias: Tensor | None, batch_hint: int):
+    def __init__(self, weight: Tensor, bias: Tensor | None, batch_hint: int,
+                 prepack_fp32: bool = True):
         self.weight, self.bias, self.out_features = weight, bias, weight.shape[0]
         self.packed = None
-        if weight.dtype == torch.bfloat16 and _mkldnn_linear_available():
+        pack = weight.dtype == torch.bfloat16 or (weight.dtype == torch.float32 and prepack_fp32)
+        if pack and _mkldnn_linear_available(weight.dtype):
             self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, batch_hint)
             self.weight = None  # only the packed copy is used (saves a copy of the weights)
 
@@ -189,22 +209,22 @@ class Linear:
         return y.view(*x.shape[:-1], self.out_features)
 
 
-_MKLDNN_LINEAR: bool | None = None
+_MKLDNN_LINEAR: dict[torch.dtype, bool] = {}
 
 
-def _mkldnn_linear_available() -> bool:
-    """Whether this torch build has oneDNN's prepacked linear ops (checked once)."""
-    global _MKLDNN_LINEAR
-    if _MKLDNN_LINEAR is None:
+def _mkldnn_linear_available(dtype: torch.dtype = torch.bfloat16) -> bool:
+    """Whether this torch build has oneDNN's prepacked linear ops for ``dtype`` (checked once
+    per dtype)."""
+    if dtype not in _MKLDNN_LINEAR:
         try:
-            w = torch.zeros(8, 8, dtype=torch.bfloat16)
+            w = torch.zeros(8, 8, dtype=dtype)
             packed = torch.ops.mkldnn._reorder_linear_weight(w, 1)
-            torch.ops.mkldnn._linear_pointwise(torch.zeros(1, 8, dtype=torch.bfloat16), packed,
+            torch.ops.mkldnn._linear_pointwise(torch.zeros(1, 8, dtype=dtype), packed,
                                                None, "none", [None], "")
-            _MKLDNN_LINEAR = torch.backends.mkldnn.is_available()
+            _MKLDNN_LINEAR[dtype] = torch.backends.mkldnn.is_available()
         except (AttributeError, RuntimeError):
-            _MKLDNN_LINEAR = False
-    return _MKLDNN_LINEAR
+            _MKLDNN_LINEAR[dtype] = False
+    return _MKLDNN_LINEAR[dtype]
 
 
 @dataclass
@@ -222,16 +242,27 @@ class _Layer:
 class DecoderWeights:
     """A compute-dtype snapshot of a Llama-family model's weights plus its rotary table.
 
+    Args:
+        model: a supported transformers causal LM (:func:`check_supported_model`).
+        dtype: compute dtype (bf16 or fp32).
+        batch_hint: typical decode rows, for oneDNN's packing heuristics.
+        prepack_fp32: prepack fp32 matmul weights for oneDNN (see :class:`Linear`).
+
     Attributes:
         embed: [V, H] token embeddings; lm_head: [V, H] output projection; norm: [H] final
             RMSNorm weight.
         layers: list of per-layer weights; eps: RMSNorm epsilon.
         heads, kv_heads, head_dim, intermediate: attention / MLP sizes.
+
+    Raises:
+        UnsupportedModelError: the architecture is not Llama-family.
     """
 
-    def __init__(self, model, dtype: torch.dtype, batch_hint: int = 64):
+    def __init__(self, model, dtype: torch.dtype, batch_hint: int = 64,
+                 prepack_fp32: bool = True):
         check_supported_model(model)
         self.batch_hint = batch_hint
+        self.prepack_fp32 = prepack_fp32
         cfg = model.config
         inner = model.model
         self.dtype = dtype
@@ -246,7 +277,7 @@ class DecoderWeights:
             self.embed = self._cast(inner.embed_tokens.weight)
             head = (self.embed if model.lm_head.weight is inner.embed_tokens.weight
                     else self._cast(model.lm_head.weight))
-            self.lm_head = Linear(head, None, batch_hint)
+            self.lm_head = self._linear(head, None)
             self.norm = self._cast(inner.norm.weight)
             self.layers = [self._layer(block) for block in inner.layers]
         self._probe = torch.zeros(1, dtype=dtype)  # tells the rotary module the output dtype
@@ -254,21 +285,23 @@ class DecoderWeights:
     def _cast(self, t: Tensor) -> Tensor:
         return t.detach().to(self.dtype).contiguous()
 
+    def _linear(self, weight: Tensor, bias: Tensor | None) -> Linear:
+        return Linear(weight, bias, self.batch_hint, self.prepack_fp32)
+
     def _layer(self, block) -> _Layer:
         att, mlp = block.self_attn, block.mlp
         projections = (att.q_proj, att.k_proj, att.v_proj)
         bias = None
         if att.q_proj.bias is not None:
             bias = self._cast(torch.cat([p.bias for p in projections]))
-        hint = self.batch_hint
         return _Layer(
             ln1=self._cast(block.input_layernorm.weight),
-            qkv=Linear(self._cast(torch.cat([p.weight for p in projections])), bias, hint),
-            o=Linear(self._cast(att.o_proj.weight), None, hint),
+            qkv=self._linear(self._cast(torch.cat([p.weight for p in projections])), bias),
+            o=self._linear(self._cast(att.o_proj.weight), None),
             ln2=self._cast(block.post_attention_layernorm.weight),
-            gate_up=Linear(self._cast(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])),
-                           None, hint),
-            down=Linear(self._cast(mlp.down_proj.weight), None, hint),
+            gate_up=self._linear(
+                self._cast(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])), None),
+            down=self._linear(self._cast(mlp.down_proj.weight), None),
         )
 
     def rotary(self, positions: Tensor) -> tuple[Tensor, Tensor]:
@@ -463,34 +496,54 @@ class FusedPrefixCache:
     """:class:`SharedPrefixCache` whose decode attention is one native kernel call per layer
     (:func:`rlvr.rollout.kernels.decode_attention`): each row's prompt part and completion part
     in a single softmax, instead of two flash-attention calls and a log-sum-exp merge.
-    bf16 only; keys are kept in the kernel's blocked layout (16 columns per block), values in
-    its pair layout (2 columns interleaved), both with an even number of columns: an odd-width
-    prompt gets one more padding column on the left.
+    bf16 or fp32 (the weights' dtype), each in its kernel's layouts (16 key columns per block):
 
-    Layout: ``prompt_keys[layer, B, Hkv, ceil(W / 16), D / 2, 16, 2]``,
-    ``prompt_values[layer, B, Hkv, W / 2, D, 2]``,
-    ``keys[layer, row, Hkv, ceil(T / 16), D / 2, 16, 2]``,
-    ``values[layer, row, Hkv, T / 2, D, 2]`` with ``W`` the prompt width rounded up to even
-    and ``T`` the ``new_tokens - 1`` completion columns rounded up to even.
+    - bf16: keys blocked by pairs of dims, values by pairs of columns, both with an even number
+      of columns (an odd-width prompt gets one more padding column on the left):
+      ``prompt_keys[layer, B, Hkv, ceil(W / 16), D / 2, 16, 2]``,
+      ``prompt_values[layer, B, Hkv, W / 2, D, 2]``, ``keys[layer, row, Hkv, ceil(T / 16), D / 2,
+      16, 2]``, ``values[layer, row, Hkv, T / 2, D, 2]``, W and T rounded up to even.
+    - fp32: keys transposed inside a block, values plain rows, any widths:
+      ``prompt_keys[layer, B, Hkv, ceil(W / 16), D, 16]``, ``prompt_values[layer, B, Hkv, W, D]``,
+      ``keys[layer, row, Hkv, ceil(T / 16), D, 16]``, ``values[layer, row, Hkv, T, D]``.
+
+    W is the prompt width and T the ``new_tokens - 1`` completion columns.
+
+    Raises:
+        ValueError: a dtype other than bf16 / fp32.
     """
 
     def __init__(self, weights: DecoderWeights, prompts: int, group: int, width: int,
                  new_tokens: int, prompt_mask: Tensor, library):
-        layers, kv, dim, dtype = len(weights.layers), weights.kv_heads, weights.head_dim, weights.dtype
-        self.shift = width % 2  # extra left padding that makes the prompt width even
-        even_width, columns = width + self.shift, max(new_tokens - 1, 1)
-        columns += columns % 2  # completion columns, rounded up to even
-        self.prompt_keys = torch.empty(layers, prompts, kv, -(-even_width // 16), dim // 2, 16, 2,
-                                       dtype=dtype)
-        self.prompt_values = torch.empty(layers, prompts, kv, even_width // 2, dim, 2, dtype=dtype)
-        self.keys = torch.empty(layers, prompts * group, kv, -(-columns // 16), dim // 2, 16, 2,
-                                dtype=dtype)
-        self.values = torch.empty(layers, prompts * group, kv, columns // 2, dim, 2, dtype=dtype)
+        layers, kv, dim = len(weights.layers), weights.kv_heads, weights.head_dim
+        dtype = weights.dtype
+        if dtype not in (torch.bfloat16, torch.float32):
+            raise ValueError(f"FusedPrefixCache holds bf16 or fp32, not {dtype}")
+        self.paired = dtype == torch.bfloat16  # the bf16 kernel's column pairs
+        self.shift = width % 2 if self.paired else 0  # extra left padding: an even width
+        width_, columns = width + self.shift, max(new_tokens - 1, 1)
+        if self.paired:
+            columns += columns % 2  # completion columns, rounded up to even
+        block = (dim // 2, kernels.KEY_BLOCK, 2) if self.paired else (dim, kernels.KEY_BLOCK)
+        per_value = (dim, 2) if self.paired else (dim,)
+        value_columns = (width_ // 2, columns // 2) if self.paired else (width_, columns)
+
+        def blocks(n: int) -> int:
+            return -(-n // kernels.KEY_BLOCK)
+
+        self.prompt_keys = torch.empty(layers, prompts, kv, blocks(width_), *block, dtype=dtype)
+        self.prompt_values = torch.empty(layers, prompts, kv, value_columns[0], *per_value,
+                                         dtype=dtype)
+        self.keys = torch.empty(layers, prompts * group, kv, blocks(columns), *block, dtype=dtype)
+        self.values = torch.empty(layers, prompts * group, kv, value_columns[1], *per_value,
+                                  dtype=dtype)
         for cache in (self.keys, self.values):
             advise_huge_pages(cache)
-        # The kernel multiplies the unused half of a value pair by a zero probability: it must
-        # hold a finite number, never uninitialised memory (which may be a NaN pattern).
-        self.values.zero_()
+        if self.paired:
+            # The bf16 kernel multiplies the unused half of a value pair by a zero probability:
+            # it must hold a finite number, never uninitialised memory (maybe a NaN pattern).
+            # (The fp32 kernel never reads a value column it does not attend to.)
+            self.values.zero_()
         self.width, self.group, self.library = width, group, library
         self.slots = torch.arange(prompts * group)
         self.row_prompt = self.slots // group
@@ -500,9 +553,10 @@ class FusedPrefixCache:
         """Keep live slots ``keep`` (ascending), moving their completion columns to the front."""
         done, live = columns - self.width, keep.numel()
         if done > 0:
-            blocks, pairs = -(-done // 16), -(-done // 2)
+            blocks = -(-done // kernels.KEY_BLOCK)
+            value_columns = -(-done // 2) if self.paired else done
             self.keys[:, :live, :, :blocks] = self.keys[:, keep, :, :blocks]
-            self.values[:, :live, :, :pairs] = self.values[:, keep, :, :pairs]
+            self.values[:, :live, :, :value_columns] = self.values[:, keep, :, :value_columns]
         self.slots = self.slots[keep]
         self.row_prompt = self.slots // self.group
 
@@ -511,7 +565,7 @@ class FusedPrefixCache:
         if self.shift:  # one zero column of left padding (never attended to)
             keys, values = (F.pad(t, (0, 0, 1, 0)) for t in (keys, values))
         self.prompt_keys[layer].copy_(block_keys(keys))
-        self.prompt_values[layer].copy_(pair_values(values))
+        self.prompt_values[layer].copy_(kernel_values(values))
 
     def attend(self, layer: int, queries: Tensor, keys: Tensor, values: Tensor, column: int,
                key_mask: Tensor | None) -> Tensor:
@@ -533,7 +587,7 @@ class Decoder:
     Args:
         weights: the snapshot.
         library: the native kernel library (:func:`rlvr.rollout.kernels.native`) for the fused
-            bf16 decode path (:meth:`step` with a :class:`FusedPrefixCache`), or None.
+            bf16 / fp32 decode path (:meth:`step` with a :class:`FusedPrefixCache`), or None.
     """
 
     def __init__(self, weights: DecoderWeights, library=None):
@@ -616,9 +670,10 @@ class Decoder:
 
     def _fused_step(self, tokens: Tensor, positions: Tensor, column: int,
                     cache: FusedPrefixCache) -> Tensor:
-        """:meth:`step` through the native kernels: residual add + RMSNorm, rotary embedding,
-        attention and SwiGLU are one call each (the same roundings as the torch ops, see
-        :mod:`rlvr.rollout.kernels`); the matmuls stay oneDNN's."""
+        """:meth:`step` through the native kernels (bf16 or fp32, by the weights' dtype):
+        residual add + RMSNorm, rotary embedding, attention and SwiGLU are one call each (the
+        torch ops' arithmetic up to summation order, see :mod:`rlvr.rollout.kernels`); the
+        matmuls stay :class:`Linear`'s."""
         w, lib = self.w, cache.library
         rows = tokens.numel()
         cos, sin = w.rotary(positions.unsqueeze(1))  # [R, 1, D]
@@ -668,19 +723,26 @@ class TorchEngine:
         model: a transformers Llama-family causal LM (any parameter dtype); the engine keeps a
             reference and snapshots its weights in ``dtype``.
         pad_token_id: completion padding id (default from the model config).
-        dtype: compute dtype, ``torch.bfloat16`` (default, fast on AMX) or ``torch.float32``.
+        dtype: compute dtype, ``torch.bfloat16`` (default; fast with AVX512-BF16 / AMX) or
+            ``torch.float32`` (for CPUs without native bf16, where torch emulates bf16 matmuls
+            many times slower than fp32 ones).
         max_batch_size: rows (prompts x n) decoded together at most; more prompts are split into
             length-sorted buckets.
         compact_fraction: compact the batch once this fraction of its rows has finished.
         tune_malloc: call :func:`keep_freed_memory` (process-wide glibc setting; default True).
-        shared_prefix: keep one copy of each prompt's keys / values for its n samples and use
-            cascade attention (:class:`SharedPrefixCache`, default). False copies the prompt's
-            cache n-fold and attends with transformers' own kernels and layouts, which makes
-            bf16 greedy decoding bit-identical to the ``hf`` engine.
-        native_kernels: with ``shared_prefix`` in bf16, run decode attention through the
-            compiled kernel (:class:`FusedPrefixCache`; default True). Falls back to the
-            pure-torch cascade when the kernel cannot be built (no C compiler) or does not
-            handle the shapes (more than 8 query heads per kv head).
+        shared_prefix: keep one copy of each prompt's keys / values for its n samples
+            (default): attention through the native kernel (:class:`FusedPrefixCache`), else
+            cascade attention (:class:`SharedPrefixCache`). False copies the prompt's cache
+            n-fold and attends with transformers' own kernels and layouts, which makes bf16
+            greedy decoding bit-identical to the ``hf`` engine.
+        native_kernels: with ``shared_prefix``, run decode attention, the elementwise ops and
+            plain temperature sampling through the compiled kernels of the compute dtype
+            (:class:`FusedPrefixCache`; default True). Falls back to the pure-torch cascade
+            when the kernels cannot be built (no C compiler) or do not handle the shapes (more
+            than 8 query heads per kv head, a head dim not a multiple of 16).
+        prepack_fp32: in fp32, run the matmuls through oneDNN's prepacked fp32 kernels
+            (:class:`Linear`; default True). False keeps ``F.linear`` (MKL on x86), the
+            arithmetic of transformers' fp32 forward, bit for bit.
 
     Raises:
         UnsupportedModelError: the architecture is not Llama-family.
@@ -691,7 +753,8 @@ class TorchEngine:
     def __init__(self, model, *, pad_token_id: int | None = None,
                  dtype: torch.dtype = torch.bfloat16, max_batch_size: int = 256,
                  compact_fraction: float = 0.125, tune_malloc: bool = True,
-                 shared_prefix: bool = True, native_kernels: bool = True):
+                 shared_prefix: bool = True, native_kernels: bool = True,
+                 prepack_fp32: bool = True):
         check_supported_model(model)
         if tune_malloc:
             keep_freed_memory()
@@ -704,6 +767,7 @@ class TorchEngine:
         self.compact_fraction = compact_fraction
         self.shared_prefix = shared_prefix
         self.native_kernels = native_kernels
+        self.prepack_fp32 = prepack_fp32
         self._decoder: Decoder | None = None
         self._version = -1
 
@@ -716,7 +780,7 @@ class TorchEngine:
         """
         if source is not None:
             load_weights_into(self.model, source)
-        weights = DecoderWeights(self.model, self.dtype, self.max_batch_size)
+        weights = DecoderWeights(self.model, self.dtype, self.max_batch_size, self.prepack_fp32)
         self._decoder = Decoder(weights, self._kernel_library(weights))
         self._version = params_version(self.model)
 
@@ -753,9 +817,10 @@ class TorchEngine:
         return build_output(tokens, logprobs, lengths, stopped, n, self.pad_token_id, timing)
 
     def _kernel_library(self, weights: DecoderWeights):
-        """The native kernel library when the fused path applies (bf16, shared prefix, at most
-        8 query heads per kv head, head dim a multiple of 16), else None."""
-        if not (self.native_kernels and self.shared_prefix and weights.dtype == torch.bfloat16):
+        """The native kernel library when the fused path applies (bf16 or fp32, shared prefix,
+        at most 8 query heads per kv head, head dim a multiple of 16), else None."""
+        if not (self.native_kernels and self.shared_prefix
+                and weights.dtype in (torch.bfloat16, torch.float32)):
             return None
         if not kernels.supports(weights.heads, weights.kv_heads, weights.head_dim):
             return None

@@ -1,6 +1,7 @@
-/* Next-token sampling from bf16 logits at a temperature, without top-k / top-p: one call per
- * decode step instead of a softmax, two cumulative sums, two searches and a gather (about 5 ms
- * per step at 256 rows x 49k vocabulary in torch ops, most of it passes over fp32 copies).
+/* Next-token sampling from bf16 or fp32 logits at a temperature, without top-k / top-p: one
+ * call per decode step instead of a softmax, two cumulative sums, two searches and a gather
+ * (about 5 ms per step at 256 rows x 49k vocabulary in torch ops, most of it passes over fp32
+ * copies).
  *
  * The same two-level inverse CDF as rlvr.rollout.sampling._sample_blocked, on the unnormalised
  * exps e_j = exp(l_j / T - max / T) (inverse-CDF draws are scale-invariant): per row, the mass
@@ -11,65 +12,60 @@
  * log(e_token / total) = (l_token - max) / T - log(total): the log of the fp32 probability the
  * token was drawn from.
  * Rows are split across OpenMP threads; each reads its logits twice (max, then exps) and one
- * block a third time.
+ * block a third time. One source serves both logit types (an always-inline core with the type
+ * as a constant flag) and all three code paths of simd_f32.h (AVX-512, AVX2, portable).
  */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include "bf16.h"
+#include "simd_f32.h"
 
 #define BLOCK 128
 
-#ifdef __AVX512F__
-static float row_max(const uint16_t *l, int64_t V) {
-    __m512 m = _mm512_set1_ps(-INFINITY);
-    for (int64_t i = 0; i < V; i += 16) {
-        const __mmask16 k = tail_mask(V - i);
-        m = _mm512_mask_max_ps(m, k, m, load_bf16_masked(l + i, k));
-    }
-    return _mm512_reduce_max_ps(m);
+/* Logits [i, i + min(n, VW)) as fp32 lanes, `fill` past n. */
+static inline __attribute__((always_inline)) vf load_logits(
+        const int bf16, const void *l, int64_t i, int64_t n, float fill) {
+    if (n >= VW)
+        return bf16 ? vf_load_bf16((const uint16_t *)l + i) : vf_load((const float *)l + i);
+    if (bf16) return vf_load_bf16_part((const uint16_t *)l + i, n, fill);
+    return vf_load_part((const float *)l + i, n, fill);
 }
 
-/* Sum of exp(l * inv_t - shift) over l[0 .. n), n <= BLOCK; exps below fp32's range are 0. */
-static float block_mass(const uint16_t *l, int64_t n, __m512 inv_t, __m512 shift) {
-    __m512 total = _mm512_setzero_ps();
-    const __m512 floor = _mm512_set1_ps(-87.0f);
-    for (int64_t i = 0; i < n; i += 16) {
-        const __mmask16 k = tail_mask(n - i);
-        const __m512 x = _mm512_fmsub_ps(load_bf16_masked(l + i, k), inv_t, shift);
-        const __mmask16 live = k & _mm512_cmp_ps_mask(x, floor, _CMP_GE_OQ);
-        total = _mm512_mask_add_ps(total, live, total, exp16(x));
-    }
-    return _mm512_reduce_add_ps(total);
-}
-#else
-static float row_max(const uint16_t *l, int64_t V) {
-    float m = -INFINITY;
-    for (int64_t i = 0; i < V; i++) m = bf16_to_f32(l[i]) > m ? bf16_to_f32(l[i]) : m;
-    return m;
+static inline __attribute__((always_inline)) float logit(const int bf16, const void *l, int64_t i) {
+    return bf16 ? bf16_to_f32(((const uint16_t *)l)[i]) : ((const float *)l)[i];
 }
 
-static float block_mass(const uint16_t *l, int64_t n, float inv_t, float shift) {
-    float total = 0.0f;
-    for (int64_t i = 0; i < n; i++) {
-        const float x = bf16_to_f32(l[i]) * inv_t - shift;
-        total += x >= -87.0f ? expf(x) : 0.0f;
-    }
-    return total;
+static inline __attribute__((always_inline)) float row_max(
+        const int bf16, const void *l, int64_t V) {
+    vf m = vf_set1(-INFINITY);
+    for (int64_t i = 0; i < V; i += VW) m = vf_max(m, load_logits(bf16, l, i, V - i, -INFINITY));
+    return vf_hmax(m);
 }
-#endif
 
-static inline float one_exp(uint16_t l, float inv_t, float shift) {
-    const float x = bf16_to_f32(l) * inv_t - shift;
-    return x >= -87.0f ? expf(x) : 0.0f;
+/* Sum of exp(l * inv_t - shift) over l[i .. i + n), n <= BLOCK; exps below fp32's range
+ * (and -inf logits) are 0. */
+static inline __attribute__((always_inline)) float block_mass(
+        const int bf16, const void *l, int64_t i, int64_t n, vf inv_t, vf shift) {
+    vf total = vf_zero();
+    for (int64_t k = 0; k < n; k += VW) {
+        const vf x = vf_mul(load_logits(bf16, l, i + k, n - k, -INFINITY), inv_t);
+        total = vf_add(total, vf_exp_flush(vf_sub(x, shift)));
+    }
+    return vf_hsum(total);
+}
+
+static inline float one_exp(float l, float inv_t, float shift) {
+    const float x = l * inv_t - shift;
+    return x >= EXP_LO ? expf(x) : 0.0f;
 }
 
 /* Draw one token per row.
- *   logits [R, V] bf16 (row stride V); inv_t = 1 / temperature (> 0); u [R] uniforms in [0, 1)
- *   tokens [R] (int64), logprobs [R] (fp32): outputs.
+ *   logits [R, V] (bf16 as uint16, or fp32; row stride V); inv_t = 1 / temperature (> 0);
+ *   u [R] uniforms in [0, 1); tokens [R] (int64), logprobs [R] (fp32): outputs.
  * Returns 0, or 1 if a work buffer could not be allocated. */
-int sample_bf16(const uint16_t *logits, int64_t R, int64_t V, float inv_t, const float *u,
-                int64_t *tokens, float *logprobs, int threads) {
+static inline __attribute__((always_inline)) int sample_rows(
+        const int bf16, const void *logits, int64_t R, int64_t V, float inv_t, const float *u,
+        int64_t *tokens, float *logprobs, int threads) {
     const int64_t blocks = (V + BLOCK - 1) / BLOCK;
     int failed = 0;
     #pragma omp parallel num_threads(threads) reduction(|:failed)
@@ -80,17 +76,14 @@ int sample_bf16(const uint16_t *logits, int64_t R, int64_t V, float inv_t, const
         } else {
             #pragma omp for schedule(static)
             for (int64_t r = 0; r < R; r++) {
-                const uint16_t *l = logits + r * V;
-                const float shift = row_max(l, V) * inv_t;
-#ifdef __AVX512F__
-                const __m512 vinv = _mm512_set1_ps(inv_t), vshift = _mm512_set1_ps(shift);
-#else
-                const float vinv = inv_t, vshift = shift;
-#endif
+                const void *l = bf16 ? (const void *)((const uint16_t *)logits + r * V)
+                                     : (const void *)((const float *)logits + r * V);
+                const float shift = row_max(bf16, l, V) * inv_t;
+                const vf vinv = vf_set1(inv_t), vshift = vf_set1(shift);
                 float running = 0.0f;
                 for (int64_t b = 0; b < blocks; b++) {
                     const int64_t n = V - b * BLOCK < BLOCK ? V - b * BLOCK : BLOCK;
-                    running += block_mass(l + b * BLOCK, n, vinv, vshift);
+                    running += block_mass(bf16, l, b * BLOCK, n, vinv, vshift);
                     cdf[b] = running;
                 }
                 const float total = running;
@@ -103,17 +96,27 @@ int sample_bf16(const uint16_t *logits, int64_t R, int64_t V, float inv_t, const
                 float inside = target - before, acc = 0.0f;
                 int64_t token = -1, last = lo;
                 for (int64_t j = lo; j < hi; j++) {
-                    const float e = one_exp(l[j], inv_t, shift);
+                    const float e = one_exp(logit(bf16, l, j), inv_t, shift);
                     if (e > 0.0f) last = j;
                     acc += e;
                     if (acc > inside && e > 0.0f) { token = j; break; }
                 }
                 if (token < 0) token = last;  /* rounding left the target at the block's end */
                 tokens[r] = token;
-                logprobs[r] = (bf16_to_f32(l[token]) * inv_t - shift) - logf(total);
+                logprobs[r] = (logit(bf16, l, token) * inv_t - shift) - logf(total);
             }
             free(cdf);
         }
     }
     return failed;
+}
+
+int sample_bf16(const uint16_t *logits, int64_t R, int64_t V, float inv_t, const float *u,
+                int64_t *tokens, float *logprobs, int threads) {
+    return sample_rows(1, logits, R, V, inv_t, u, tokens, logprobs, threads);
+}
+
+int sample_f32(const float *logits, int64_t R, int64_t V, float inv_t, const float *u,
+               int64_t *tokens, float *logprobs, int threads) {
+    return sample_rows(0, logits, R, V, inv_t, u, tokens, logprobs, threads);
 }
