@@ -34,39 +34,13 @@ Last line (largest batch measured):
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import torch
 
 GROUP = 8
-
-
-def native_bf16() -> bool:
-    """Whether this CPU runs bf16 matmuls natively: ATen dispatches its AVX-512 kernels and the
-    CPU has AVX512-BF16 or AMX tiles (elsewhere torch emulates bf16, ~85x slower than fp32)."""
-    return torch.backends.cpu.get_cpu_capability() == "AVX512" and (
-        torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
-
-
-def resolve_precision(requested: str) -> torch.dtype:
-    """``auto`` -> bf16 where :func:`native_bf16`, else fp32; ``bf16`` / ``fp32`` as given."""
-    if requested == "auto":
-        return torch.bfloat16 if native_bf16() else torch.float32
-    return {"bf16": torch.bfloat16, "fp32": torch.float32}[requested]
-
-
-def cpu_model() -> str:
-    """The CPU model name from /proc/cpuinfo (the platform's processor string elsewhere)."""
-    import platform
-
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def matmul_flops(dtype: torch.dtype, sizes: tuple[int, ...] = (1024, 1536, 2048),
@@ -121,8 +95,10 @@ def main() -> None:
     parser.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
                         help="compute dtype of every engine (auto: bf16 where native)")
     args = parser.parse_args()
-    dtype = resolve_precision(args.precision)
-    precision = "bf16" if dtype == torch.bfloat16 else "fp32"
+    from rlvr.models.precision import resolve_precision
+
+    choice = resolve_precision(args.precision)
+    dtype, precision = choice.dtype, choice.precision
     batches = args.batches or ([64] if args.quick else [64, 256])
     new_tokens = args.new_tokens or (32 if args.quick else 128)
 
@@ -135,8 +111,10 @@ def main() -> None:
     params_count = sum(p.numel() for p in model.parameters())
     flops = matmul_flops(dtype)
     roofline = flops / (2 * params_count)
-    print(f"cpu {cpu_model()}, capability {torch.backends.cpu.get_cpu_capability()}, "
-          f"precision {precision} ({args.precision})")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _machine import machine_line
+
+    print(machine_line(args.precision))
     print(f"model smollm2-135m-instruct ({precision}), threads {torch.get_num_threads()}, "
           f"params {params_count / 1e6:.1f}M, "
           f"{precision} matmul {flops / 1e9:.0f} GFLOP/s -> roofline {roofline:.0f} tokens/s")

@@ -723,9 +723,10 @@ class TorchEngine:
         model: a transformers Llama-family causal LM (any parameter dtype); the engine keeps a
             reference and snapshots its weights in ``dtype``.
         pad_token_id: completion padding id (default from the model config).
-        dtype: compute dtype, ``torch.bfloat16`` (default; fast with AVX512-BF16 / AMX) or
+        dtype: compute dtype, ``torch.bfloat16`` (fast with AVX512-BF16 / AMX) or
             ``torch.float32`` (for CPUs without native bf16, where torch emulates bf16 matmuls
-            many times slower than fp32 ones).
+            ~85x slower than fp32 ones); None (default) resolves ``auto`` on this CPU
+            (:func:`rlvr.models.precision.resolve_precision`).
         max_batch_size: rows (prompts x n) decoded together at most; more prompts are split into
             length-sorted buckets.
         compact_fraction: compact the batch once this fraction of its rows has finished.
@@ -751,7 +752,7 @@ class TorchEngine:
     name = "torch"
 
     def __init__(self, model, *, pad_token_id: int | None = None,
-                 dtype: torch.dtype = torch.bfloat16, max_batch_size: int = 256,
+                 dtype: torch.dtype | None = None, max_batch_size: int = 256,
                  compact_fraction: float = 0.125, tune_malloc: bool = True,
                  shared_prefix: bool = True, native_kernels: bool = True,
                  prepack_fp32: bool = True):
@@ -762,6 +763,10 @@ class TorchEngine:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         self.model = model
         self.pad_token_id = default_pad_token_id(model, pad_token_id)
+        if dtype is None:
+            from rlvr.models.precision import resolve_precision
+
+            dtype = resolve_precision("auto").dtype
         self.dtype = dtype
         self.max_batch_size = max_batch_size
         self.compact_fraction = compact_fraction
