@@ -45,7 +45,8 @@ def test_smoke_run_completes_with_each_variant(tmp_path, option):
 def test_kl_in_the_reward_lowers_the_reward_and_leaves_the_loss_without_kl(tmp_path):
     _, _, metrics = _run(tmp_path, "algo.kl_in=reward", "algo.kl_coef=0.5")
     for m in metrics:
-        assert m["kl"] >= 0  # k3 per token, measured on all rows before the advantage
+        # k3 per token (>= 0 up to fp32 rounding), measured on all rows before the advantage
+        assert m["kl"] >= -1e-6
         assert m["reward_shaped_mean"] <= m["reward_mean"] + 1e-6
     later = metrics[1:]  # the policy has moved off the reference after step 1
     assert any(m["reward_shaped_mean"] < m["reward_mean"] - 1e-6 for m in later)

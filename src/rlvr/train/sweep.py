@@ -35,6 +35,7 @@ from typing import Any, Callable, Sequence
 
 import yaml
 
+from rlvr.models.precision import resolve_precision
 from rlvr.configio import ConfigError, load_config, parse_override
 from rlvr.reports.run_report import _finite, _num, _pct, _points, _read_jsonl, _series
 from rlvr.rewards.records_io import atomic_write
@@ -325,6 +326,8 @@ def _check_existing(run_dir: Path, config) -> None:
     except (OSError, yaml.YAMLError) as exc:
         raise SweepError(f"{saved_path}: unreadable ({exc})") from None
     want = config.model_dump(mode="json")
+    # A run's config.yaml records the precision resolved on its machine (rlvr.train.run).
+    want["model"]["precision"] = resolve_precision(want["model"]["precision"]).precision
     diffs = [k for k in sorted(set(_flatten(saved)) | set(_flatten(want)))
              if k != "output_dir" and _flatten(saved).get(k) != _flatten(want).get(k)]
     if diffs:
