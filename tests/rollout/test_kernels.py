@@ -143,7 +143,7 @@ def test_fused_cache_matches_cascade_cache_on_the_model(tiny, prompts):
     """Same weights, same fed tokens (left-padded prompts, a compaction mid-way): the fused
     kernel and the flash-attention cascade give the same logits up to bf16 rounding."""
     model, _ = tiny
-    engine = TorchEngine(model)
+    engine = TorchEngine(model, dtype=torch.bfloat16)
     n, steps = 3, 20
     feed = torch.randint(3, 100, (steps, len(prompts) * n), generator=torch.Generator().manual_seed(0))
     fused = _teacher_forced_logits(engine, FusedPrefixCache, prompts, n, feed, compact_at=7)
@@ -166,11 +166,11 @@ def test_engine_uses_the_kernel_and_can_opt_out(tiny, prompts, monkeypatch):
     from rlvr.rollout import SamplingParams
 
     params = SamplingParams(temperature=1.0, max_new_tokens=5, n=2, seed=0)
-    TorchEngine(model).generate(prompts, params)
+    TorchEngine(model, dtype=torch.bfloat16).generate(prompts, params)
     assert used
     used.clear()
-    TorchEngine(model, native_kernels=False).generate(prompts, params)
-    TorchEngine(model, shared_prefix=False).generate(prompts, params)
+    TorchEngine(model, dtype=torch.bfloat16, native_kernels=False).generate(prompts, params)
+    TorchEngine(model, dtype=torch.bfloat16, shared_prefix=False).generate(prompts, params)
     assert not used
 
 
@@ -230,7 +230,8 @@ def test_default_model_log_probs_through_the_kernels_match_an_fp32_forward():
                             stop_token_ids=(tokenizer.eos_token_id,))
     errors = {}
     for native_kernels in (True, False):
-        out = TorchEngine(model, native_kernels=native_kernels).generate(prompts, params)
+        out = TorchEngine(model, dtype=torch.bfloat16,
+                          native_kernels=native_kernels).generate(prompts, params)
         gaps = []
         for row in range(out.num_rows):
             prompt, completion = prompts[int(out.prompt_index[row])], out.completion(row)
