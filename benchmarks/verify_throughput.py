@@ -74,10 +74,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a third of the cases, one pass")
     parser.add_argument("--repeat", type=int, default=1, help="passes over the cases per tool")
     args = parser.parse_args()
-    cases = load(args.cases, args.quick)
     from _machine import machine_line
 
     print(machine_line(None))
+    if not args.cases.is_file():
+        sys.exit(f"missing {args.cases} (the shared cases: put ../shared next to the repository, "
+                 f"or pass --cases)")
+    cases = load(args.cases, args.quick)
 
     rlvr_verdicts, rlvr_s = run_rlvr(cases, args.repeat)
     mv_verdicts, mv_s = run_math_verify(cases, args.repeat)
