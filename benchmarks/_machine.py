@@ -5,21 +5,17 @@ from __future__ import annotations
 
 
 def machine_line(precision: str | None = "auto") -> str:
-    """``cpu NAME (ATen ISA, native bf16 yes/no), threads T[, precision P (reason)]``.
-
-    Args:
-        precision: ``auto`` / ``bf16`` / ``fp32`` to resolve and report
-            (:func:`rlvr.models.precision.resolve_precision`), or None for benchmarks that run
-            no model (verifiers, sandbox).
+    """The run's own precision line (:meth:`rlvr.models.precision.PrecisionChoice.summary`:
+    precision, why, CPU name and ATen dispatch level) plus the thread count; for benchmarks
+    that run no model (``precision=None``: verifiers, sandbox), the CPU part alone.
     """
     import torch
 
     from rlvr.models.precision import probe_cpu, resolve_precision
 
     cap = probe_cpu()
-    line = (f"cpu {cap.name} (ATen {cap.isa}, native bf16 {'yes' if cap.native_bf16 else 'no'}), "
-            f"threads {torch.get_num_threads()}")
-    if precision is not None:
-        choice = resolve_precision(precision, cap)
-        line += f", precision {choice.precision} ({choice.requested}: {choice.reason})"
-    return line
+    threads = f"threads {torch.get_num_threads()}"
+    if precision is None:
+        native = "yes" if cap.native_bf16 else "no"
+        return f"cpu {cap.name} (ATen {cap.isa}, native bf16 {native}), {threads}"
+    return f"{resolve_precision(precision, cap).summary()}, {threads}"

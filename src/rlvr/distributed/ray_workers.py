@@ -54,6 +54,7 @@ from typing import Any, Callable, Mapping, Sequence
 import ray
 import torch
 
+from rlvr.models.precision import resolve_precision
 from rlvr.rewards.config import RewardConfig
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
 from rlvr.rewards.registry import get_verifier
@@ -393,8 +394,6 @@ class RayRolloutEngine:
         threads = config.threads or None
         if threads is None and r.ray_address == LOCAL:
             threads = max(1, (os.cpu_count() or 1) // r.ray_rollout_workers)
-        from rlvr.models.precision import resolve_precision
-
         # Each worker's weight snapshot in the run's precision (resolved on this machine: the
         # workers of a local cluster share its CPU).
         options = {"dtype": resolve_precision(config.model.precision).dtype}

@@ -196,12 +196,3 @@ def resolve_precision(requested: str = "auto", capability: DeviceCapability | No
     precision = "bf16" if cap.native_bf16 else "fp32"
     return PrecisionChoice(requested, precision, cap, cap.reason)
 
-
-def compute_dtype(precision: str, capability: DeviceCapability | None = None) -> torch.dtype:
-    """The compute dtype of ``precision`` (``auto`` resolved against the device): shorthand for
-    ``resolve_precision(precision, capability).dtype``.
-
-    Raises:
-        ValueError: an unknown precision.
-    """
-    return resolve_precision(precision, capability).dtype

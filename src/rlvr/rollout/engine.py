@@ -22,6 +22,8 @@ from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 import torch
 from torch import Tensor
 
+from rlvr.models.precision import resolve_precision
+
 from rlvr.rollout.types import (
     FINISH_LENGTH,
     FINISH_STOP,
@@ -109,8 +111,6 @@ def create_engine(name: str, model, *, pad_token_id: int | None = None,
         )
     factory = _ENGINES[name]
     if precision is not None and "dtype" not in options:
-        from rlvr.models.precision import resolve_precision
-
         try:
             options["dtype"] = resolve_precision(
                 precision, device=getattr(factory, "device", "cpu")).dtype

@@ -70,6 +70,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from rlvr.models.precision import resolve_precision
 from rlvr.rollout.engine import (
     build_output,
     check_prompts,
@@ -764,8 +765,6 @@ class TorchEngine:
         self.model = model
         self.pad_token_id = default_pad_token_id(model, pad_token_id)
         if dtype is None:
-            from rlvr.models.precision import resolve_precision
-
             dtype = resolve_precision("auto").dtype
         self.dtype = dtype
         self.max_batch_size = max_batch_size

@@ -18,6 +18,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from rlvr.models.precision import resolve_precision
 from rlvr.rewards.pipeline import RewardPipeline
 from rlvr.train.checkpoint import (latest_checkpoint, load_trainer_state, save_checkpoint,
                                    save_model, write_json_atomic)
@@ -85,8 +86,6 @@ class Run:
         """Resolve ``model.precision`` on this machine, print the choice and why, and store
         the resolved value in ``config`` (so config.yaml, a resume and the update workers use
         it)."""
-        from rlvr.models.precision import resolve_precision
-
         choice = resolve_precision(config.model.precision)
         console.print(choice.summary())
         if choice.warning:
