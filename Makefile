@@ -20,8 +20,12 @@ verify-demo: setup
 	$(RLVR) verify runs/demo/gsm8k_refs.jsonl -o runs/demo/verified.jsonl --workers 2 \
 		--summary --summary-json runs/demo/summary.json
 
+# One pytest-xdist worker per core (tests/conftest.py gives each one torch thread and groups
+# the tests by file, the sandboxed-program files together, for --dist loadfile).
+TEST_WORKERS ?= auto
+
 test: setup
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow

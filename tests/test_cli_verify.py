@@ -89,3 +89,25 @@ def test_console_entry_point_runs_as_a_process(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["status"] == "correct"
+
+
+def test_input_that_is_not_utf8_names_the_file_and_line(tmp_path):
+    """UTF-16 (BOM) and Latin-1 input exit 2 naming file and line, before any scoring; a UTF-8
+    BOM is accepted."""
+    row = {"id": "a", "task_type": "math", "completion": "café costs #### 4", "reference": "4"}
+    text = json.dumps(row, ensure_ascii=False) + "\n"
+    utf16 = tmp_path / "utf16.jsonl"
+    utf16.write_bytes(text.encode("utf-16"))
+    latin1 = tmp_path / "latin1.jsonl"
+    latin1.write_bytes((json.dumps({**row, "id": "z"}) + "\n" + text).encode("latin-1"))
+    for path, where, what in [(utf16, ":1:", "UTF-16"), (latin1, ":2:", "not valid UTF-8")]:
+        out = tmp_path / "out.jsonl"
+        result = runner.invoke(app, ["verify", str(path), "-o", str(out)])
+        assert result.exit_code == 2, result.output
+        message = " ".join(result.output.split())
+        assert f"{path.name}{where}" in message.replace(" ", "") or f"{path}{where}" in message
+        assert what in message and not out.exists()
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    result = runner.invoke(app, ["verify", str(bom), "-o", str(tmp_path / "ok.jsonl")])
+    assert result.exit_code == 0, result.output

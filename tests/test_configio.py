@@ -37,7 +37,7 @@ def test_typo_names_the_closest_valid_key(tmp_path):
 
 
 def test_wrong_type_names_field_and_value():
-    with pytest.raises(ConfigError, match=r"config: workers: .*integer.*\(got 'many'\)"):
+    with pytest.raises(ConfigError, match=r"--set 'workers=many': workers: .*integer.*\(got 'many'\)"):
         load_config(RewardConfig, None, ["workers=many"])
 
 
@@ -59,3 +59,21 @@ def test_overrides_index_lists_and_name_a_bad_index():
                                        {"source": "mbpp", "weight": 0.3}]
     with pytest.raises(ConfigError, match="data.sources is a list of 2; '2' is not an index"):
         apply_overrides(data, ["data.sources.2.weight=1"])
+
+
+def test_a_problem_from_an_override_names_the_override_not_the_file(tmp_path):
+    from rlvr.train.config import RunConfig
+
+    path = tmp_path / "run.yaml"
+    path.write_text("model:\n  name: tiny-random\ngrpo:\n  steps: 2\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(RunConfig, path, ["grpo.steps=3", "model.bf16=false"])
+    assert str(err.value).startswith("--set 'model.bf16=false': model: ")
+    assert "use model.precision: fp32" in str(err.value)
+    path.write_text("model:\n  name: tiny-random\n  bf16: true\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(RunConfig, path, ["grpo.steps=3"])
+    assert str(err.value).startswith(f"{path}: model: ")
+    with pytest.raises(ConfigError) as err:
+        load_config(RunConfig, None, ["grpo.steps=-1"])
+    assert str(err.value).startswith("--set 'grpo.steps=-1': grpo.steps: ")

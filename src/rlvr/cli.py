@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Optional
@@ -164,15 +166,21 @@ def train(
                                               "(default runs/<name>-<timestamp>)."),
     resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this "
                                           "directory from its last checkpoint."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Clear a run directory that "
+                                   "already holds files (otherwise refused: use --resume to "
+                                   "continue a run)."),
 ) -> None:
     """SFT cold start + GRPO, ending with a baseline vs trained validation table."""
     from rlvr.train.run import Run, RunInputError, results_table, run_dir_for
 
+    if resume is not None and overwrite:
+        raise fail("--resume continues a run and --overwrite clears one: pass one of them")
     run_config = _load_run_config(resume / "config.yaml" if resume else config, set_)
     if output_dir is not None:
         run_config.output_dir = str(output_dir)
     run_dir = resume or run_dir_for(run_config)
     _check_run_inputs(run_config)
+    _prepare_run_dir(run_dir, resume=resume is not None, overwrite=overwrite)
     err.print(f"[bold]rlvr train[/] -> {run_dir}")
     err.print(_yaml(run_config.model_dump(mode="json")), highlight=False)
     try:
@@ -263,6 +271,8 @@ def sft(
     set_: list[str] = typer.Option([], "--set", help="Override KEY=VALUE (dotted keys)."),
     output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Run directory "
                                               "(default runs/<name>-sft-<timestamp>)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Clear a run directory that "
+                                   "already holds files (otherwise refused)."),
 ) -> None:
     """The SFT cold start alone: validation before and after, model saved to RUN/sft_model
     (pass it as model.name to a later `rlvr train --set sft.enabled=false`)."""
@@ -275,6 +285,7 @@ def sft(
         run_config.name = f"{run_config.name}-sft"
     run_dir = run_dir_for(run_config)
     _check_run_inputs(run_config)
+    _prepare_run_dir(run_dir, resume=False, overwrite=overwrite)
     err.print(f"[bold]rlvr sft[/] -> {run_dir}")
     err.print(_yaml(run_config.model_dump(mode="json")), highlight=False)
     try:
@@ -691,6 +702,31 @@ def _load_run_config(path: Optional[Path], overrides: list[str]):
         return load_config(RunConfig, path, overrides)
     except ConfigError as exc:
         raise fail(str(exc))
+
+
+def _prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
+    """Fail before any work (exit 2, naming the path) on a run directory that cannot take this
+    run: a file in its place, an unwritable location, or a directory already holding a run
+    (without ``--resume`` two runs' logs would interleave and the old ``sft_model/`` would
+    become a later resume's KL reference). ``--overwrite`` clears such a directory first."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise fail(f"{run_dir}: exists and is not a directory (choose another --output-dir)")
+    if resume:
+        return
+    if run_dir.is_dir() and any(run_dir.iterdir()):
+        if not overwrite:
+            raise fail(f"{run_dir} already holds files (a run?): continue that run with "
+                       f"--resume {run_dir}, clear it with --overwrite, or choose another "
+                       f"--output-dir")
+        for entry in run_dir.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    existing = next((p for p in (run_dir, *run_dir.parents) if p.exists()), Path("."))
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise fail(f"{run_dir}: cannot create the run directory ({existing} is not a writable "
+                   f"directory)")
 
 
 def _check_run_inputs(config) -> None:

@@ -76,11 +76,25 @@ def _known_fields(model: type[BaseModel], loc: tuple) -> list[str]:
     return list(getattr(current, "model_fields", {}))
 
 
-def format_validation_error(exc: ValidationError, model: type[BaseModel], source: str) -> str:
-    """One line per problem: ``source: field.path: message (did you mean 'x'?)``."""
+def _blame(loc: tuple, source: str, overrides: list[str]) -> str:
+    # A problem at or under (or a section-level check above) a ``--set`` key is that
+    # override's, not the file's: the file may not even mention the key.
+    path = tuple(str(p) for p in loc)
+    for text in reversed(overrides):  # the last override of a key is the one that counts
+        key = tuple(text.split("=", 1)[0].strip().split("."))
+        if key[:len(path)] == path or path[:len(key)] == key:
+            return f"--set {text!r}"
+    return source
+
+
+def format_validation_error(exc: ValidationError, model: type[BaseModel], source: str,
+                            overrides: list[str] | None = None) -> str:
+    """One line per problem: ``source: field.path: message (did you mean 'x'?)``, where
+    ``source`` is the ``--set`` override behind the problem when there is one, else the file."""
     lines = []
     for error in exc.errors():
         loc = tuple(error["loc"])
+        origin = _blame(loc, source, overrides or [])
         where = ".".join(str(p) for p in loc) or "(top level)"
         message = error["msg"]
         if error["type"] == "extra_forbidden":
@@ -88,7 +102,7 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel], source
             message = "unknown key" + (f"; did you mean '{close[0]}'?" if close else "")
         elif "input" in error and error["type"] != "missing":
             message += f" (got {error['input']!r})"
-        lines.append(f"{source}: {where}: {message}")
+        lines.append(f"{origin}: {where}: {message}")
     return "\n".join(lines)
 
 
@@ -123,4 +137,4 @@ def load_config(model: type[M], path: str | Path | None = None,
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, model, source)) from None
+        raise ConfigError(format_validation_error(exc, model, source, overrides)) from None

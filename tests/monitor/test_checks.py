@@ -31,7 +31,8 @@ def rec(step=1, category="a", status="wrong", reward=0.0, outcome=0.0, text="x",
 
 def test_every_check_has_a_config_section():
     assert set(HEALTH_CHECKS) == {"nonfinite", "reward_collapse", "kl_spike", "length_inflation",
-                                  "zero_variance", "format_errors", "category_bias",
+                                  "zero_variance", "format_errors", "verifier_errors",
+                                  "category_bias",
                                   "degeneration", "reward_hacking", "overfitting"}
     for name in HEALTH_CHECKS:
         assert CFG.check_config(name).action in ("warn", "stop", "rollback")
@@ -99,6 +100,21 @@ def test_format_errors(last, fires):
     history = [{"format_error_rate": 0.1}] * 5 + [{"format_error_rate": last}]
     finding = run("format_errors", ctx(history))
     assert (finding is not None) == fires  # 0.5 > 0.1 + 0.25 and >= 0.3; 0.3 is not
+
+
+@pytest.mark.parametrize("errors, timeouts, fires", [(3, 1, True), (2, 1, False), (0, 0, False)])
+def test_verifier_errors(errors, timeouts, fires):
+    """Error and timeout rows of the current step only; 4 of 32 = 12.5% > 10%, 3 = 9.4% not."""
+    current = ([rec(step=2, status="error", text="boom")] * errors
+               + [rec(step=2, status="timeout")] * timeouts)
+    current += [rec(step=2, status="correct")] * (32 - len(current))
+    earlier = [rec(step=1, status="error")] * 32  # last step's failures do not count now
+    finding = run("verifier_errors", ctx([{}, {}], rows=earlier + current))
+    assert (finding is not None) == fires
+    if fires:
+        assert finding.value == pytest.approx(4 / 32) and finding.threshold == 0.1
+        assert "(4 of 32) got a verifier error or timeout" in finding.message
+        assert finding.examples[0] == "boom"
 
 
 def _category_rows(a_unparsed, b_unparsed, n=40, a_solves=True):

@@ -120,3 +120,22 @@ def test_same_input_same_result_across_processes_and_runs():
     first = judge(0)
     assert judge(0) == first and judge(2) == first
     assert [s for _, s, _, _ in first][3] is Status.multiple_answers
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_malformed_verdict_is_an_error_row_naming_the_verifier(workers):
+    """None, another type, a non-Status status, or a score that is NaN / inf / outside [0, 1]
+    become counted error rows (outcome 0, left out of GRPO's group statistics), in the worker
+    pool and in process alike; a well-formed partial score passes through."""
+    config = RewardConfig(plugins=PLUGIN, workers=workers)
+    kinds = ["none", "bool", "nan", "inf", "big", "status", "half"]
+    with RewardPipeline(config) as pipeline:
+        results = pipeline.score_batch([ScoreRequest(k, None, "test_returns") for k in kinds])
+    by_kind = dict(zip(kinds, results))
+    for kind in kinds[:-1]:
+        result = by_kind[kind]
+        assert result.status is Status.error, kind
+        assert result.components["outcome"] == 0.0 and "'test_returns'" in result.detail
+    assert "returned NoneType instead of a Verdict" in by_kind["none"].detail
+    assert "score nan" in by_kind["nan"].detail
+    assert by_kind["half"].status is Status.wrong and by_kind["half"].components["outcome"] == 0.5

@@ -215,12 +215,15 @@ def close_in_bf16(actual, expected):
 
 @pytest.mark.slow
 def test_default_model_log_probs_through_the_kernels_match_an_fp32_forward():
-    """On SmolLM2 (30 layers, 3 query heads per kv head, head dim 64): the sampled tokens'
-    log-probs of the kernel path agree with a teacher-forced fp32 forward as closely as the
-    pure-torch bf16 path's do."""
+    """On SmolLM2 (30 layers, 3 query heads per kv head, head dim 64), in the precision the
+    machine's policy picks (bf16 with native bf16, else fp32: forcing emulated bf16 here would
+    take ~85x longer): the sampled tokens' log-probs of the kernel path agree with a
+    teacher-forced fp32 forward as closely as the pure-torch path's do."""
     from rlvr.models import load_model_and_tokenizer
+    from rlvr.models.precision import resolve_precision
     from rlvr.rollout import SamplingParams
 
+    dtype = resolve_precision("auto").dtype
     model, tokenizer = load_model_and_tokenizer("smollm2-135m-instruct")
     prompts = [list(tokenizer.apply_chat_template([{"role": "user", "content": q}],
                                                   add_generation_prompt=True,
@@ -230,7 +233,7 @@ def test_default_model_log_probs_through_the_kernels_match_an_fp32_forward():
                             stop_token_ids=(tokenizer.eos_token_id,))
     errors = {}
     for native_kernels in (True, False):
-        out = TorchEngine(model, dtype=torch.bfloat16,
+        out = TorchEngine(model, dtype=dtype,
                           native_kernels=native_kernels).generate(prompts, params)
         gaps = []
         for row in range(out.num_rows):
@@ -242,8 +245,12 @@ def test_default_model_log_probs_through_the_kernels_match_an_fp32_forward():
             gaps.append((out.logprobs[row, :len(completion)] - exact).abs())
         errors[native_kernels] = torch.cat(gaps)
     fused, pure = errors[True], errors[False]
-    assert fused.mean() < 0.05 and fused.mean() < 1.5 * pure.mean()
-    assert torch.quantile(fused, 0.99) < 0.5
+    if dtype == torch.bfloat16:  # bf16 weights and activations: ~2^-8 relative per op
+        assert fused.mean() < 0.05 and fused.mean() < 1.5 * pure.mean()
+        assert torch.quantile(fused, 0.99) < 0.5
+    else:  # fp32 end to end: only summation order differs from the reference forward
+        assert fused.mean() < 1e-3 and fused.mean() < 1.5 * pure.mean() + 1e-5
+        assert torch.quantile(fused, 0.99) < 1e-2
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.6, 1.5])

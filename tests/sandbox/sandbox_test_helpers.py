@@ -13,11 +13,37 @@ def shared_path(*parts: str) -> Path:
     return SHARED.joinpath(*parts)
 
 
+def _is_sandbox(cmd: bytes) -> bool:
+    return b"rlvr-sandbox" in cmd or b"/sandbox/driver.py" in cmd
+
+
+def _ours_or_orphaned(pid: int, me: int) -> bool:
+    """Whether the sandbox process ``pid`` belongs to this process or to nobody: above its
+    chain of sandbox processes (driver, bwrap, the program's children) sits this process, or
+    init (it escaped and was orphaned). A live sandbox of another process (another
+    pytest-xdist worker) is not this test's leftover."""
+    for _ in range(64):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{parent}/cmdline", "rb") as f:
+                parent_cmd = f.read()
+        except (OSError, ValueError, IndexError):
+            return True  # the parent just exited: count it (the check is then retried)
+        if parent in (me, 1) or parent == 0:
+            return True
+        if not _is_sandbox(parent_cmd):
+            return False
+        pid = parent
+    return True
+
+
 def leftover_processes(cgroup_prefix: str) -> list[int]:
     """Pids of live processes that belong to this test process's sandbox runs.
 
     A run's processes are found through their cgroup path (``rlvr-sandbox/<our pid>-...``), or
-    (without cgroups) through the driver's command line.
+    (without cgroups) through the driver's command line, if they descend from this process or
+    were orphaned.
     """
     me = os.getpid()
     found = []
@@ -35,7 +61,9 @@ def leftover_processes(cgroup_prefix: str) -> list[int]:
             continue
         if state == "Z":
             continue
-        if f"/rlvr-sandbox/{cgroup_prefix}" in cg or b"driver.py" in cmd and b"rlvr-sandbox" in cmd:
+        if f"/rlvr-sandbox/{cgroup_prefix}" in cg:
+            found.append(int(entry))
+        elif b"driver.py" in cmd and _is_sandbox(cmd) and _ours_or_orphaned(int(entry), me):
             found.append(int(entry))
     return found
 

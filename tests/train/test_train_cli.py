@@ -161,3 +161,33 @@ def test_lora_run_trains_adapters_only_and_resumes(tmp_path):
     resumed = runner.invoke(app, ["train", "--resume", str(run), "--set", "grpo.steps=2"])
     assert resumed.exit_code == 0, resumed.output
     assert [m["step"] for m in _metrics(run)] == [1, 2]
+
+
+def test_a_run_directory_holding_files_is_refused_before_any_work(tmp_path):
+    """Without --resume a second run into the same directory would interleave both runs'
+    logs; refused (exit 2, naming the directory and the ways out), the old files untouched."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"step": 1}\n')
+    result = runner.invoke(app, ["train", "--config", SMOKE, "-o", str(run)])
+    message = " ".join(result.output.split())  # rich wraps long lines
+    assert result.exit_code == 2
+    assert "already holds files" in message and f"--resume {run}" in message
+    assert (run / "metrics.jsonl").read_text() == '{"step": 1}\n'
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    result = runner.invoke(app, ["train", "--config", SMOKE, "-o", str(a_file)])
+    assert result.exit_code == 2 and "is not a directory" in " ".join(result.output.split())
+    result = runner.invoke(app, ["train", "--resume", str(run), "--overwrite"])
+    assert result.exit_code == 2 and "pass one of them" in " ".join(result.output.split())
+
+
+def test_overwrite_clears_the_run_directory_first(tmp_path):
+    run = tmp_path / "run"
+    (run / "sft_model").mkdir(parents=True)
+    (run / "metrics.jsonl").write_text('{"step": 7}\n')
+    result = runner.invoke(app, ["train", "--config", SMOKE, "-o", str(run), "--overwrite",
+                                 "--set", "grpo.steps=1", "--set", "eval.every=0"])
+    assert result.exit_code == 0, result.output
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1]

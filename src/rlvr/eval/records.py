@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from rlvr.eval.metrics import ProblemView, normalize_answer
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
-from rlvr.rewards.records_io import InputError
+from rlvr.rewards.records_io import InputError, text_lines
 from rlvr.rewards.types import RewardResult
 
 
@@ -208,51 +208,50 @@ def read_completions(path: str | os.PathLike) -> CompletionsFile:
 
     known_types = set(task_types())
     models: dict[str | None, dict[str, tuple[dict, list[Generated], int]]] = {}
-    with open(path, encoding="utf-8") as f:
-        for line_no, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(path, line_no, f"invalid JSON ({exc.msg} at column "
-                                                f"{exc.colno})") from None
-            if not isinstance(obj, dict):
-                raise InputError(path, line_no, f"expected a JSON object, got "
-                                                f"{type(obj).__name__}")
-            for name in (*_REQUIRED, "reference"):
-                if obj.get(name) is None:
-                    raise InputError(path, line_no, f"missing required field '{name}'")
-            for name, kinds in _REQUIRED.items():
+    for line_no, text in text_lines(path):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(path, line_no, f"invalid JSON ({exc.msg} at column "
+                                            f"{exc.colno})") from None
+        if not isinstance(obj, dict):
+            raise InputError(path, line_no, f"expected a JSON object, got "
+                                            f"{type(obj).__name__}")
+        for name in (*_REQUIRED, "reference"):
+            if obj.get(name) is None:
+                raise InputError(path, line_no, f"missing required field '{name}'")
+        for name, kinds in _REQUIRED.items():
+            _check(obj, name, kinds, path, line_no)
+        for name, kinds in _OPTIONAL.items():
+            if obj.get(name) is not None:
                 _check(obj, name, kinds, path, line_no)
-            for name, kinds in _OPTIONAL.items():
-                if obj.get(name) is not None:
-                    _check(obj, name, kinds, path, line_no)
-            for name in ("tokens", "seconds"):
-                if obj.get(name) is not None and obj[name] < 0:
-                    raise InputError(path, line_no, f"field '{name}': expected >= 0, got "
-                                                    f"{obj[name]}")
-            if obj["task_type"] not in known_types:
-                raise InputError(path, line_no, f"field 'task_type': unknown task type "
-                                 f"{obj['task_type']!r}; known: {', '.join(sorted(known_types))}")
-            pid = str(obj["id"])
-            problems = models.setdefault(obj.get("model"), {})
-            if pid not in problems:
-                meta = {"id": pid, "task_type": obj["task_type"], "reference": obj["reference"],
-                        "category": obj.get("category"), "source": obj.get("source"),
-                        "difficulty": None if obj.get("difficulty") is None
-                        else str(obj["difficulty"]), "prompt": obj.get("prompt")}
-                problems[pid] = (meta, [], line_no)
-            meta, gens, first_line = problems[pid]
-            for name in ("task_type", "reference"):
-                if obj[name] != meta[name]:
-                    raise InputError(path, line_no, f"field '{name}': problem {pid!r} has "
-                                     f"{json.dumps(meta[name])[:60]} on line {first_line}, "
-                                     f"{json.dumps(obj[name])[:60]} here")
-            gens.append(Generated(text=obj["completion"], tokens=obj.get("tokens"),
-                                  seconds=obj.get("seconds"),
-                                  finish_reason=obj.get("finish_reason"),
-                                  mean_logprob=obj.get("mean_logprob")))
+        for name in ("tokens", "seconds"):
+            if obj.get(name) is not None and obj[name] < 0:
+                raise InputError(path, line_no, f"field '{name}': expected >= 0, got "
+                                                f"{obj[name]}")
+        if obj["task_type"] not in known_types:
+            raise InputError(path, line_no, f"field 'task_type': unknown task type "
+                             f"{obj['task_type']!r}; known: {', '.join(sorted(known_types))}")
+        pid = str(obj["id"])
+        problems = models.setdefault(obj.get("model"), {})
+        if pid not in problems:
+            meta = {"id": pid, "task_type": obj["task_type"], "reference": obj["reference"],
+                    "category": obj.get("category"), "source": obj.get("source"),
+                    "difficulty": None if obj.get("difficulty") is None
+                    else str(obj["difficulty"]), "prompt": obj.get("prompt")}
+            problems[pid] = (meta, [], line_no)
+        meta, gens, first_line = problems[pid]
+        for name in ("task_type", "reference"):
+            if obj[name] != meta[name]:
+                raise InputError(path, line_no, f"field '{name}': problem {pid!r} has "
+                                 f"{json.dumps(meta[name])[:60]} on line {first_line}, "
+                                 f"{json.dumps(obj[name])[:60]} here")
+        gens.append(Generated(text=obj["completion"], tokens=obj.get("tokens"),
+                              seconds=obj.get("seconds"),
+                              finish_reason=obj.get("finish_reason"),
+                              mean_logprob=obj.get("mean_logprob")))
     if not models:
         raise InputError(path, 1, "no completions in the file (expected one JSON object per line)")
     return CompletionsFile({label: [(meta, gens) for meta, gens, _ in problems.values()]

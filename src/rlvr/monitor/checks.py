@@ -252,6 +252,21 @@ def format_errors(ctx: CheckContext, cfg) -> Finding | None:
     return None
 
 
+@health_check("verifier_errors")
+def verifier_errors(ctx: CheckContext, cfg) -> Finding | None:
+    """The share of the step's completions whose verifier failed (status ``error`` or
+    ``timeout``) exceeds max_rate: a broken plugin or an overloaded sandbox, not the policy."""
+    rows = [r for r in ctx.rows if r.step == ctx.step]
+    failed = [r for r in rows if r.status in ("error", "timeout")]
+    if not rows or len(failed) / len(rows) <= cfg.max_rate:
+        return None
+    rate = len(failed) / len(rows)
+    return Finding(f"{rate:.0%} of completions ({len(failed)} of {len(rows)}) got a verifier "
+                   f"error or timeout: their reward is 0 and they train nothing (a broken "
+                   f"verifier plugin or an overloaded sandbox?)", value=rate,
+                   threshold=cfg.max_rate, examples=[_clip(r.text) for r in failed[:3]])
+
+
 # -- completion-level checks over the window -------------------------------------------------
 @health_check("category_bias")
 def category_bias(ctx: CheckContext, cfg) -> Finding | None:

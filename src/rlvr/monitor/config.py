@@ -84,6 +84,14 @@ class FormatErrorCheck(CheckConfig):
     min_rate: float = Field(0.3, ge=0, le=1, description="... and is at least this.")
 
 
+class VerifierErrorCheck(CheckConfig):
+    """Verifier failures (the verifier raised, returned no valid verdict, or timed out): such
+    rows score 0 and train nothing, so a failing verifier looks like a hard task set."""
+
+    max_rate: float = Field(0.1, ge=0, le=1, description="Alert when more than this share of "
+                            "a step's completions got a verifier error or timeout.")
+
+
 class CategoryBiasCheck(CheckConfig):
     """R10. Per category (or source): a parse-failure or zero-reward rate that stands out
     from the other categories over the last window, e.g. a verifier that cannot read one
@@ -165,6 +173,7 @@ class HealthConfig(_Section):
     length_inflation: LengthInflationCheck = Field(default_factory=LengthInflationCheck)
     zero_variance: ZeroVarianceCheck = Field(default_factory=ZeroVarianceCheck)
     format_errors: FormatErrorCheck = Field(default_factory=FormatErrorCheck)
+    verifier_errors: VerifierErrorCheck = Field(default_factory=VerifierErrorCheck)
     category_bias: CategoryBiasCheck = Field(default_factory=CategoryBiasCheck)
     degeneration: DegenerationCheck = Field(default_factory=DegenerationCheck)
     reward_hacking: RewardHackingCheck = Field(default_factory=RewardHackingCheck)

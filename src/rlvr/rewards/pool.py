@@ -9,6 +9,7 @@ from ``rlvr verify --workers N`` alike.
 
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
 import os
 import threading
@@ -54,12 +55,37 @@ def run_verifier(job: VerifyJob) -> tuple[Verdict, float]:
     from rlvr.rewards.registry import get_verifier, load_plugins
 
     start = time.perf_counter()
+    name = job.verifier or job.task_type
     try:
         load_plugins(job.plugins)
-        verdict = get_verifier(job.verifier or job.task_type)(job.completion, job.reference, **job.options)
+        verdict = checked_verdict(get_verifier(name)(job.completion, job.reference, **job.options),
+                                  name)
     except Exception as exc:  # a verifier bug must not take the run down; it is reported
         verdict = Verdict(Status.error, detail=f"{type(exc).__name__}: {exc}"[:500])
     return verdict, time.perf_counter() - start
+
+
+def checked_verdict(value: Any, verifier: str) -> Verdict:
+    """``value`` if it is a well-formed :class:`Verdict`, else an ``error`` verdict naming the
+    verifier and what it returned: ``None`` or another type, a status that is not a
+    :class:`Status`, or a ``score`` that is not a finite number in [0, 1]. Such a row is then
+    counted as a verifier error (and left out of GRPO's group statistics), never scored."""
+    if not isinstance(value, Verdict):
+        return Verdict(Status.error, detail=f"verifier {verifier!r} returned "
+                       f"{type(value).__name__} instead of a Verdict")
+    if not isinstance(value.status, Status):
+        return Verdict(Status.error, detail=f"verifier {verifier!r} returned status "
+                       f"{value.status!r}, not a Status")
+    if value.score is not None:
+        try:
+            score = float(value.score)
+        except (TypeError, ValueError):
+            score = math.nan
+        if not (0.0 <= score <= 1.0):  # also false for NaN
+            return Verdict(Status.error, extracted=value.extracted, method=value.method,
+                           detail=f"verifier {verifier!r} returned score {value.score!r}, "
+                           f"expected a finite number in [0, 1]")
+    return value
 
 
 def _worker_main(conn: Connection) -> None:

@@ -27,6 +27,33 @@ class InputError(ValueError):
         super().__init__(f"{path}:{line}: {message}")
 
 
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def text_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of a UTF-8 text file (1-based; a UTF-8 BOM is dropped).
+
+    Raises:
+        InputError: the file is UTF-16 / UTF-32 (a BOM says so) or a line is not valid UTF-8,
+            naming the line and the byte, e.g. a Latin-1 file.
+        OSError: the file cannot be read.
+    """
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, 1):
+            if line_no == 1:
+                if raw.startswith(_UTF16_BOMS):
+                    raise InputError(path, 1, "the file is UTF-16 or UTF-32 encoded (it starts "
+                                              "with that byte-order mark); rlvr reads UTF-8: "
+                                              "convert it, e.g. iconv -f UTF-16 -t UTF-8")
+                raw = raw.removeprefix(b"\xef\xbb\xbf")
+            try:
+                yield line_no, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(path, line_no, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} "
+                                                f"at byte {exc.start + 1} of the line); save "
+                                                f"the file as UTF-8") from None
+
+
 def jsonl_objects(path: str | os.PathLike) -> list[tuple[int, dict]]:
     """``(line number, object)`` for every non-blank line of a JSONL file (1-based lines).
 
@@ -35,17 +62,16 @@ def jsonl_objects(path: str | os.PathLike) -> list[tuple[int, dict]]:
         OSError: the file cannot be read.
     """
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for line_no, text in enumerate(f, 1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(path, line_no, f"invalid JSON ({exc.msg})") from None
-            if not isinstance(obj, dict):
-                raise InputError(path, line_no, "expected a JSON object")
-            rows.append((line_no, obj))
+    for line_no, text in text_lines(path):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(path, line_no, f"invalid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise InputError(path, line_no, "expected a JSON object")
+        rows.append((line_no, obj))
     return rows
 
 
@@ -112,12 +138,8 @@ def read_records(path: str | os.PathLike) -> list[VerifyRecord]:
     Blank lines are skipped. Raises :class:`InputError` (first bad line) or ``OSError``.
     """
     known = set(task_types())
-    records = []
-    with open(path, encoding="utf-8") as f:
-        for line_no, text in enumerate(f, 1):
-            if text.strip():
-                records.append(parse_record(text, path, line_no, known))
-    return records
+    return [parse_record(text, path, line_no, known)
+            for line_no, text in text_lines(path) if text.strip()]
 
 
 def output_row(record: VerifyRecord, result: RewardResult) -> dict[str, Any]:

@@ -339,13 +339,16 @@ class Run:
         _append_jsonl(self.run_dir / "samples.jsonl", [
             {"step": step, "completion": batch.texts[r], "reward": res.reward,
              "components": res.components, "status": res.status.value,
-             "extracted": res.extracted, "category": batch.tasks[index[r]].category}
+             "extracted": res.extracted, "detail": res.detail,
+             "category": batch.tasks[index[r]].category}
             for r, res in list(enumerate(batch.results))[:: max(1, len(batch.results) // 4)]])
         console.print(f"step {step}/{self.config.grpo.steps} reward {m['reward_mean']:.3f} acc "
                       f"{m['accuracy']:.1%} zero-var {m['zero_variance_fraction']:.0%} "
                       f"len {m['length_mean']:.0f} kl {m.get('kl', 0):.4f} clip "
                       f"{m.get('clip_frac', 0):.3f} | rollout {m['seconds_rollout']:.1f}s "
-                      f"reward {m['seconds_reward']:.1f}s update {m['seconds_update']:.1f}s")
+                      f"reward {m['seconds_reward']:.1f}s update {m['seconds_update']:.1f}s"
+                      + (f" | [bold red]verifier errors {m['verifier_errors']}[/]"
+                         if m.get("verifier_errors") else ""))
         cats = sorted(k.split("/", 1)[1] for k in m if k.startswith("reward_mean/"))
         if cats:  # R10: per-category reward and parse failures, printed as well as logged
             console.print("  by category: " + ", ".join(
@@ -397,7 +400,8 @@ class Run:
         c, start = self.config, time.perf_counter()
         checkpoint = latest_checkpoint(self.run_dir) if self.resume else None
         if self.resume and checkpoint is None:
-            raise RunInputError(f"--resume: {self.run_dir} has no complete checkpoint")
+            raise RunInputError(f"--resume: {self.run_dir} has no complete checkpoint (start it "
+                                f"afresh with: rlvr train -o {self.run_dir} --overwrite)")
         self.load()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if not self.resume:

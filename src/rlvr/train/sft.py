@@ -91,18 +91,26 @@ def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], co
 
 
 def _step(model, batch: list[tuple[list[int], list[int]]], pad_id: int, bf16: bool):
+    # Left padding puts every row's answer at the end, so the LM head and the log-softmax run
+    # on the answer positions only (``logits_to_keep``): the prompt positions, most of an RLVR
+    # example, carry no loss (labels -100) and would cost a [rows, prompt, vocab] projection.
     width = max(len(ids) for ids, _ in batch)
     ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
     labels = torch.full((len(batch), width), -100, dtype=torch.long)
     attention = torch.zeros((len(batch), width), dtype=torch.long)
-    for row, (x, y) in enumerate(batch):  # right padding: positions start at 0 for every row
-        ids[row, :len(x)] = torch.tensor(x)
-        labels[row, :len(y)] = torch.tensor(y)
-        attention[row, :len(x)] = 1
+    for row, (x, y) in enumerate(batch):
+        ids[row, width - len(x):] = torch.tensor(x)
+        labels[row, width - len(y):] = torch.tensor(y)
+        attention[row, width - len(x):] = 1
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    labelled = labels != -100
+    first = int(labelled.float().argmax(-1)[labelled.any(-1)].min()) if labelled.any() else width - 1
+    keep = width - max(first - 1, 0)  # logits at position t predict token t + 1
     with autocast(bf16):
-        logits = model(input_ids=ids, attention_mask=attention, use_cache=False).logits
+        logits = model(input_ids=ids, attention_mask=attention, position_ids=positions,
+                       logits_to_keep=keep, use_cache=False).logits
     logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
-    target = labels[:, 1:]
+    target = labels[:, width - keep + 1:]
     mask = target != -100
     nll = -logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
     return (nll * mask).sum() / mask.sum().clamp(min=1)
