@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from rlvr.eval.metrics import ProblemView, normalize_answer
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
-from rlvr.rewards.records_io import InputError, text_lines
+from rlvr.rewards.records_io import InputError, jsonl_objects
 from rlvr.rewards.types import RewardResult
 
 
@@ -208,17 +208,7 @@ def read_completions(path: str | os.PathLike) -> CompletionsFile:
 
     known_types = set(task_types())
     models: dict[str | None, dict[str, tuple[dict, list[Generated], int]]] = {}
-    for line_no, text in text_lines(path):
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(path, line_no, f"invalid JSON ({exc.msg} at column "
-                                            f"{exc.colno})") from None
-        if not isinstance(obj, dict):
-            raise InputError(path, line_no, f"expected a JSON object, got "
-                                            f"{type(obj).__name__}")
+    for line_no, obj in jsonl_objects(path):
         for name in (*_REQUIRED, "reference"):
             if obj.get(name) is None:
                 raise InputError(path, line_no, f"missing required field '{name}'")

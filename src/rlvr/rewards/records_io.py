@@ -68,9 +68,11 @@ def jsonl_objects(path: str | os.PathLike) -> list[tuple[int, dict]]:
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise InputError(path, line_no, f"invalid JSON ({exc.msg})") from None
+            raise InputError(path, line_no, f"invalid JSON ({exc.msg} at column "
+                                            f"{exc.colno})") from None
         if not isinstance(obj, dict):
-            raise InputError(path, line_no, "expected a JSON object")
+            raise InputError(path, line_no, f"expected a JSON object, got "
+                                            f"{type(obj).__name__}")
         rows.append((line_no, obj))
     return rows
 
