@@ -111,3 +111,22 @@ def test_input_that_is_not_utf8_names_the_file_and_line(tmp_path):
     bom.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
     result = runner.invoke(app, ["verify", str(bom), "-o", str(tmp_path / "ok.jsonl")])
     assert result.exit_code == 0, result.output
+
+
+def test_unusable_output_paths_exit_2_before_any_scoring(tmp_path):
+    inp = write_jsonl(tmp_path / "in.jsonl", [{"task_type": "math", "completion": "#### 4",
+                                               "reference": "4"}])
+    for args, what in [(["-o", str(tmp_path)], "is a directory"),
+                       (["-o", str(tmp_path / "missing" / "out.jsonl")], "does not exist"),
+                       (["--summary-json", str(tmp_path)], "is a directory")]:
+        result = runner.invoke(app, ["verify", str(inp), *args])
+        message = " ".join(result.output.split())
+        assert result.exit_code == 2 and what in message and args[0] in message, result.output
+
+
+def test_an_empty_input_says_so(tmp_path):
+    inp = tmp_path / "empty.jsonl"
+    inp.write_text("")
+    result = runner.invoke(app, ["verify", str(inp), "-o", str(tmp_path / "out.jsonl")])
+    assert result.exit_code == 0 and "no records" in result.output
+    assert (tmp_path / "out.jsonl").read_text() == ""

@@ -104,6 +104,9 @@ def verify(
     from rlvr.rewards.summary import summarize, summary_table
 
     reward_config = _load_reward_config(config, workers=workers, timeout_s=timeout)
+    for option, path in (("-o", output), ("--summary-json", summary_json)):
+        if path is not None:
+            _check_output_file(path, option)
     try:
         records = read_records(input)
     except InputError as exc:
@@ -111,6 +114,8 @@ def verify(
     except OSError as exc:
         raise fail(f"{input}: cannot read ({exc.strerror or exc})")
 
+    if not records:
+        err.print(f"{input}: no records (empty file); nothing to score")
     requests = [ScoreRequest(r.completion, r.reference, r.task_type) for r in records]
     with RewardPipeline(reward_config) as pipeline:
         results = _score_with_progress(pipeline, requests)
@@ -702,6 +707,19 @@ def _load_run_config(path: Optional[Path], overrides: list[str]):
         return load_config(RunConfig, path, overrides)
     except ConfigError as exc:
         raise fail(str(exc))
+
+
+def _check_output_file(path: Path, option: str) -> None:
+    """Fail before any work (exit 2, naming the option and the path) when ``path`` cannot be
+    written as a file: it is a directory, or its directory is missing or not writable."""
+    if path.is_dir():
+        raise fail(f"{option} {path}: is a directory (expected a file path)")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise fail(f"{option} {path}: directory {parent} does not exist")
+    writable = os.access(parent, os.W_OK | os.X_OK)
+    if not writable or (path.exists() and not os.access(path, os.W_OK)):
+        raise fail(f"{option} {path}: not writable")
 
 
 def _prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:

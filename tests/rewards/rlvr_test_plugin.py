@@ -38,5 +38,6 @@ def raising(completion: str, reference, **options) -> Verdict:
 def returns(completion: str, reference, **options):
     """Returns what the completion names: a verifier with a wrong return value."""
     return {"none": None, "bool": True, "nan": Verdict(Status.correct, score=float("nan")),
-            "inf": Verdict(Status.wrong, score=float("inf")), "big": Verdict(Status.correct, score=2),
-            "status": Verdict("correct"), "half": Verdict(Status.wrong, "x", score=0.5)}[completion]
+            "inf": Verdict(Status.wrong, score=float("inf")),
+            "big": Verdict(Status.correct, score=2), "status": Verdict("correct"),
+            "half": Verdict(Status.wrong, "x", score=0.5)}[completion]

@@ -104,7 +104,8 @@ def _step(model, batch: list[tuple[list[int], list[int]]], pad_id: int, bf16: bo
         attention[row, width - len(x):] = 1
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     labelled = labels != -100
-    first = int(labelled.float().argmax(-1)[labelled.any(-1)].min()) if labelled.any() else width - 1
+    has_answer = labelled.any(-1)
+    first = int(labelled.float().argmax(-1)[has_answer].min()) if has_answer.any() else width - 1
     keep = width - max(first - 1, 0)  # logits at position t predict token t + 1
     with autocast(bf16):
         logits = model(input_ids=ids, attention_mask=attention, position_ids=positions,
