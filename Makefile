@@ -32,6 +32,7 @@ test-slow: setup
 
 bench: setup
 	$(PY) benchmarks/verify_throughput.py --quick
+	$(PY) benchmarks/sandbox_throughput.py --quick
 	$(PY) benchmarks/rollout_throughput.py --quick
 	$(PY) benchmarks/grpo_step.py --quick
 	$(PY) benchmarks/grpo_memory.py --quick

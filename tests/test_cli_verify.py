@@ -100,7 +100,10 @@ def test_input_that_is_not_utf8_names_the_file_and_line(tmp_path):
     utf16.write_bytes(text.encode("utf-16"))
     latin1 = tmp_path / "latin1.jsonl"
     latin1.write_bytes((json.dumps({**row, "id": "z"}) + "\n" + text).encode("latin-1"))
-    for path, where, what in [(utf16, ":1:", "UTF-16"), (latin1, ":2:", "not valid UTF-8")]:
+    utf16le = tmp_path / "utf16le.jsonl"
+    utf16le.write_bytes(text.encode("utf-16-le"))  # no byte-order mark
+    for path, where, what in [(utf16, ":1:", "UTF-16"), (latin1, ":2:", "not valid UTF-8"),
+                              (utf16le, ":1:", "NUL bytes")]:
         out = tmp_path / "out.jsonl"
         result = runner.invoke(app, ["verify", str(path), "-o", str(out)])
         assert result.exit_code == 2, result.output

@@ -34,8 +34,8 @@ def text_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
     """``(line number, text)`` of a UTF-8 text file (1-based; a UTF-8 BOM is dropped).
 
     Raises:
-        InputError: the file is UTF-16 / UTF-32 (a BOM says so) or a line is not valid UTF-8,
-            naming the line and the byte, e.g. a Latin-1 file.
+        InputError: the file is UTF-16 / UTF-32 (a BOM says so, or NUL bytes in a line) or a
+            line is not valid UTF-8, naming the line and the byte, e.g. a Latin-1 file.
         OSError: the file cannot be read.
     """
     with open(path, "rb") as f:
@@ -46,6 +46,10 @@ def text_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
                                               "with that byte-order mark); rlvr reads UTF-8: "
                                               "convert it, e.g. iconv -f UTF-16 -t UTF-8")
                 raw = raw.removeprefix(b"\xef\xbb\xbf")
+            if b"\x00" in raw:  # UTF-16 / UTF-32 without a byte-order mark, or binary data
+                raise InputError(path, line_no, "the line holds NUL bytes: the file is not "
+                                                "UTF-8 text (UTF-16 or UTF-32 without a "
+                                                "byte-order mark?); rlvr reads UTF-8")
             try:
                 yield line_no, raw.decode("utf-8")
             except UnicodeDecodeError as exc:
