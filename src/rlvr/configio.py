@@ -81,7 +81,7 @@ def _blame(loc: tuple, source: str, overrides: list[str]) -> str:
     # override's, not the file's: the file may not even mention the key.
     path = tuple(str(p) for p in loc)
     for text in reversed(overrides):  # the last override of a key is the one that counts
-        key = tuple(text.split("=", 1)[0].strip().split("."))
+        key = tuple(parse_override(text)[0])  # already validated by apply_overrides
         if key[:len(path)] == path or path[:len(key)] == key:
             return f"--set {text!r}"
     return source

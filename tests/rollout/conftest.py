@@ -74,3 +74,23 @@ def build_variant(name: str):
     from rlvr.rollout import kernels
 
     return kernels.load(kernels.build(KERNEL_VARIANTS[name]))
+
+
+def attention_case(dtype: torch.dtype, prompts: int, n: int, width: int, tmax: int, heads: int,
+                   kv: int, dim: int, seed: int = 0) -> dict:
+    """Random decode-attention inputs in ``dtype`` for the kernel tests: ``prompts`` prompts of
+    ``width`` left-padded keys (``start``: first real column, prompt 0 unpadded), ``n`` rows
+    per prompt with ``tmax`` completion columns (two spare cache rows), strided queries as the
+    engine passes them; ``randn`` draws more from the same generator."""
+    g = torch.Generator().manual_seed(seed)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g).to(dtype)
+
+    rows = prompts * n
+    case = dict(q=randn(rows, heads + kv, dim)[:, :heads],
+                pk=randn(prompts, kv, width, dim), pv=randn(prompts, kv, width, dim),
+                ck=randn(rows + 2, kv, tmax, dim), cv=randn(rows + 2, kv, tmax, dim))
+    start = torch.randint(0, width, (prompts,), generator=g)
+    start[0] = 0
+    return dict(case, start=start, row_prompt=torch.arange(rows) // n, rows=rows, randn=randn)

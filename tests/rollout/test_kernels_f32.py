@@ -12,7 +12,7 @@ from rlvr.rollout.kernels import block_keys, decode_attention, kernel_values
 from rlvr.rollout.torch_engine import FusedPrefixCache, SharedPrefixCache
 
 from .conftest import KERNEL_VARIANTS, build_variant, chi_square_p_value, have_compiler
-from .conftest import kernel_variants
+from .conftest import attention_case, kernel_variants
 
 pytestmark = pytest.mark.skipif(not have_compiler(), reason="no C compiler")
 VARIANTS = kernel_variants("native", "avx2", "portable")
@@ -88,18 +88,9 @@ def reference(q, pk, pv, start, ck, cv, columns, row_prompt):
 @pytest.mark.parametrize("write_new", [False, True], ids=["cached", "new-kv"])
 def test_kernel_matches_fp64_reference(lib, prompts, n, width, tmax, columns, heads, kv, dim,
                                        write_new):
-    g = torch.Generator().manual_seed(0)
-    rows = prompts * n
-
-    def randn(*shape):
-        return torch.randn(*shape, generator=g)
-
-    q = randn(rows, heads + kv, dim)[:, :heads]  # strided rows, as the engine passes them
-    pk, pv = randn(prompts, kv, width, dim), randn(prompts, kv, width, dim)
-    ck, cv = randn(rows + 2, kv, tmax, dim), randn(rows + 2, kv, tmax, dim)  # spare rows
-    start = torch.randint(0, width, (prompts,), generator=g)
-    start[0] = 0  # one unpadded prompt
-    row_prompt = torch.arange(rows) // n
+    c = attention_case(torch.float32, prompts, n, width, tmax, heads, kv, dim)
+    q, pk, pv, ck, cv = c["q"], c["pk"], c["pv"], c["ck"], c["cv"]
+    start, row_prompt, rows, randn = c["start"], c["row_prompt"], c["rows"], c["randn"]
     expected = reference(q, pk, pv, start, ck, cv, columns, row_prompt)
     new = {}
     if write_new:  # this step's key / value arrive separately; the cache column is stale

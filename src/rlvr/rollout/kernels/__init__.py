@@ -167,21 +167,17 @@ def load(path: Path | str) -> ctypes.CDLL:
 
     lib = ctypes.CDLL(str(path))
     ptr, i64, f32, i32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
-    signatures = {
-        "decode_attention_bf16": ([ptr, i64, ptr, ptr, i64, ptr, ptr, ptr, i64, i64, ptr, i64,
-                                   ptr, i64, ptr, i64, i64, i64, i64, f32, ptr, i32], i32),
-        "add_rms_norm_bf16": ([ptr, ptr, ptr, f32, ptr, i64, i64, i32], None),
-        "rope_bf16": ([ptr, i64, ptr, ptr, ptr, i64, i64, i64, i32], None),
-        "silu_mul_bf16": ([ptr, ptr, i64, i64, i32], None),
-        "sample_bf16": ([ptr, i64, i64, f32, ptr, ptr, ptr, i32], i32),
-        "decode_attention_f32": ([ptr, i64, ptr, ptr, i64, ptr, ptr, ptr, i64, i64, ptr, i64,
-                                  ptr, i64, ptr, i64, i64, i64, i64, f32, ptr, i32], i32),
-        "add_rms_norm_f32": ([ptr, ptr, ptr, f32, ptr, i64, i64, i32], None),
-        "rope_f32": ([ptr, i64, ptr, ptr, ptr, i64, i64, i64, i32], None),
-        "silu_mul_f32": ([ptr, ptr, i64, i64, i32], None),
-        "sample_f32": ([ptr, i64, i64, f32, ptr, ptr, ptr, i32], i32),
-        "simd_f32_width": ([], i32),
+    per_dtype = {  # the same C signature for the bf16 and the fp32 build of each kernel
+        "decode_attention": ([ptr, i64, ptr, ptr, i64, ptr, ptr, ptr, i64, i64, ptr, i64,
+                              ptr, i64, ptr, i64, i64, i64, i64, f32, ptr, i32], i32),
+        "add_rms_norm": ([ptr, ptr, ptr, f32, ptr, i64, i64, i32], None),
+        "rope": ([ptr, i64, ptr, ptr, ptr, i64, i64, i64, i32], None),
+        "silu_mul": ([ptr, ptr, i64, i64, i32], None),
+        "sample": ([ptr, i64, i64, f32, ptr, ptr, ptr, i32], i32),
     }
+    signatures = {f"{name}_{dtype}": sig for name, sig in per_dtype.items()
+                  for dtype in ("bf16", "f32")}
+    signatures["simd_f32_width"] = ([], i32)
     for name, (args, result) in signatures.items():
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = args, result
