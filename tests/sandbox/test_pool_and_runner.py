@@ -161,3 +161,29 @@ def test_pool_map_and_prestart_cleanup():
         rs = pool.map(jobs)
     assert [r.probes[0].value for r in rs] == list(range(6))
     assert_no_leftovers()
+
+
+def test_close_waits_for_a_sandbox_being_prestarted(monkeypatch):
+    """close() returns only once a sandbox the prestart thread was launching at that moment is
+    discarded (a race that left an idle sandbox alive just after close)."""
+    import rlvr.sandbox.pool as pool_mod
+
+    launching, discarded = threading.Event(), []
+
+    class Fake:
+        key = None
+
+        def discard(self):
+            discarded.append(self)
+
+    def slow_launch(job, tier=None):
+        launching.set()
+        time.sleep(0.3)
+        return Fake()
+
+    monkeypatch.setattr(pool_mod, "launch", slow_launch)
+    pool = SandboxPool(workers=1)
+    pool._refill(JOB)
+    assert launching.wait(5)
+    pool.close()
+    assert len(discarded) == 1

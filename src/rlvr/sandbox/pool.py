@@ -109,6 +109,7 @@ class SandboxPool:
         self._warm: list[Launched] = []
         self._pid = os.getpid()
         self._refills: queue.SimpleQueue | None = None
+        self._launcher_thread: threading.Thread | None = None
         _live_pools.add(self)
 
     def _take_warm(self, key) -> Launched | None:
@@ -140,9 +141,10 @@ class SandboxPool:
                 return
             if self._refills is None:
                 self._refills = queue.SimpleQueue()
-                threading.Thread(
+                self._launcher_thread = threading.Thread(
                     target=self._launcher, args=(self._refills,), name="rlvr-sandbox-prestart", daemon=True
-                ).start()
+                )
+                self._launcher_thread.start()
             self._refills.put(job)
 
     def _launcher(self, requests: queue.SimpleQueue) -> None:
@@ -202,13 +204,19 @@ class SandboxPool:
         with self._lock:
             executor, self._executor = self._executor, None
             warm, self._warm = (self._warm if self._pid == os.getpid() else []), []
+            launcher = None
             if self._refills is not None and self._pid == os.getpid():
                 self._refills.put(None)
-            self._refills = None
+                launcher = self._launcher_thread
+            self._refills, self._launcher_thread = None, None
         if executor is not None:
             executor.shutdown(wait=True)
         for sb in warm:
             sb.discard()
+        # A sandbox the launcher is starting right now is discarded by the launcher itself
+        # once it sees the pool closed; wait for that so no sandbox outlives close().
+        if launcher is not None and launcher is not threading.current_thread():
+            launcher.join(timeout=30)
 
     def __enter__(self) -> "SandboxPool":
         return self
