@@ -25,7 +25,7 @@ import mpmath
 from . import symbolic
 from .normalize import compact
 from .numbers import Num, TooLarge, eval_arith, parse_number
-from .structure import (Assign, Matrix, Relation, Scalar, Seq, SetExpr, Text, is_label,
+from .structure import (Assign, Clock, Matrix, MatrixExpr, Relation, Scalar, Seq, SetExpr, Text, is_label,
                         parse_answer)
 
 mpmath.mp.dps = 50
@@ -151,6 +151,9 @@ def unevaluated_arithmetic(answer: str, reference: str) -> bool:
 
 def compare_scalars(ref: Scalar, resp: Scalar, policy: Policy) -> Outcome:
     """Compare two single values: string, base-n numeral, exact number, then sympy."""
+    if ref.unit and resp.unit and ref.unit != resp.unit:
+        # the answer must be in the reference's unit: 5 m is not 5 cm, 50 mm is not 5 cm either
+        return _no(f"different units: {resp.unit} vs {ref.unit}")
     if compact(ref.text) == compact(resp.text) and ref.percent == resp.percent:
         return _yes("string match")
     if not policy.accept_unevaluated and unevaluated_arithmetic(resp.text, ref.text):
@@ -216,6 +219,8 @@ def compare(ref, resp, policy: Policy = Policy()) -> Outcome:
     """Compare parsed reference ``ref`` with parsed response ``resp`` (any shapes)."""
     if isinstance(ref, Text) or isinstance(resp, Text):
         return _compare_text(ref, resp)
+    if isinstance(ref, Clock) or isinstance(resp, Clock):
+        return _compare_clocks(ref, resp, policy)
     if isinstance(ref, Assign) and not isinstance(resp, (Assign, Relation)):
         return compare(ref.value, resp, policy)
     if isinstance(resp, Assign) and not isinstance(ref, (Assign, Relation)):
@@ -229,11 +234,27 @@ def compare(ref, resp, policy: Policy = Policy()) -> Outcome:
         return _compare_relations(ref, resp, policy)
     if isinstance(ref, SetExpr) or isinstance(resp, SetExpr):
         return _compare_real_sets(ref, resp, policy)
+    if isinstance(ref, MatrixExpr) or isinstance(resp, MatrixExpr):
+        return _compare_matrix_values(ref, resp)
     if isinstance(ref, Matrix) or isinstance(resp, Matrix):
         return _compare_matrices(ref, resp, policy)
     if isinstance(ref, Seq) or isinstance(resp, Seq):
         return _compare_seq(ref, resp, policy)
     return compare_scalars(ref, resp, policy)
+
+
+def _compare_clocks(ref, resp, policy) -> Outcome:
+    """Times of day: equal when some reading of one is a reading of the other (``3:45`` without
+    am/pm is both 03:45 and 15:45; ``3:45 AM`` is not ``15:45``)."""
+    if not (isinstance(ref, Clock) and isinstance(resp, Clock)):
+        # "7:32" read as a time beside a ratio (\(V_1:V_2 = 7:32\)): compare it as written
+        ratio = [Scalar(f"{n.hour}:{n.minute:02d}") if isinstance(n, Clock) and not n.meridiem
+                 and not n.second else n for n in (ref, resp)]
+        if any(isinstance(n, Clock) for n in ratio):
+            return _no("time of day vs another kind of answer")
+        return compare(ratio[0], ratio[1], policy)
+    ok = bool(ref.minutes_of_day() & resp.minutes_of_day())
+    return Outcome(ok, "time of day " + ("equal" if ok else "differs"))
 
 
 def _compare_text(ref, resp) -> Outcome:
@@ -315,13 +336,28 @@ def _compare_two_seqs(ref: Seq, resp: Seq, policy) -> Outcome:
     if _all_assign(ref.items) and _all_assign(resp.items):
         return _compare_mappings(ref.items, resp.items, policy)
     if _all_assign(ref.items) or _all_assign(resp.items):
+        # labelled values against a plain tuple: the tuple lists the variables in their
+        # conventional (alphabetical) order, (x, y, z) or (a, b, c)
         ordered = True
+        ref, resp = _by_label(ref), _by_label(resp)
     if ordered:
         for a, b in zip(ref.items, resp.items):
             if not compare(a, b, policy).equal:
                 return _no("tuple element differs")
         return _yes("tuple: all elements equal")
     return _unordered(ref.items, resp.items, policy)
+
+
+def _by_label(seq: Seq) -> Seq:
+    """``y = 2, x = 1`` -> ``x = 1, y = 2`` when every item is a value of a distinct
+    one-letter variable (optionally subscripted: ``x_1, x_2``)."""
+    if not _all_assign(seq.items):
+        return seq
+    keys = [compact(i.label) for i in seq.items]
+    if len(set(keys)) != len(keys) or not all(re.fullmatch(r"[A-Za-z](?:_\d+)?", k) for k in keys):
+        return seq
+    order = sorted(range(len(keys)), key=lambda k: (keys[k][0], int(keys[k][2:] or 0)))
+    return Seq(tuple(seq.items[k] for k in order), seq.open, seq.close, seq.pm, seq.raw)
 
 
 def _all_assign(items) -> bool:
@@ -369,6 +405,37 @@ def _compare_matrices(ref, resp, policy) -> Outcome:
             if not compare(a, b, policy).equal:
                 return _no("matrix entry differs")
     return _yes("matrix: all entries equal")
+
+
+def _sympy_matrix(node):
+    """The value of a matrix or matrix expression as a sympy matrix, or ``None``."""
+    import sympy
+    if isinstance(node, MatrixExpr):
+        value = symbolic.to_sympy(node.text)
+        try:
+            value = value.doit().as_explicit() if isinstance(value, sympy.MatrixExpr) else value
+        except Exception:
+            return None
+    elif isinstance(node, Matrix) and all(isinstance(e, Scalar) for r in node.rows for e in r):
+        entries = [[symbolic.to_sympy(e.text) for e in r] for r in node.rows]
+        if any(e is None for r in entries for e in r) or len({len(r) for r in entries}) != 1:
+            return None
+        value = sympy.Matrix(entries)
+    else:
+        return None
+    return value if isinstance(value, sympy.MatrixBase) else None
+
+
+def _compare_matrix_values(ref, resp) -> Outcome:
+    a, b = _sympy_matrix(ref), _sympy_matrix(resp)
+    if a is None or b is None:
+        return _no("matrix expression not comparable")
+    if a.shape != b.shape:
+        return _no("matrix shapes differ")
+    for x, y in zip(a, b):
+        if symbolic.exact_equal(x, y) is not True:
+            return _no("matrix value: an entry differs")
+    return _yes("matrix value: all entries equal")
 
 
 def _to_matrix(node):

@@ -24,20 +24,27 @@ from dataclasses import dataclass
 
 from rlvr.rewards.types import Extraction, Status
 
-from .normalize import clean_latex, compact, find_group
+from .normalize import clean_latex, compact, currency_decimal_comma, find_group
+from .numwords import ZH_NUMERAL_CHARS, english_number
 
-_RESIDUE_RE = re.compile(r"<\|(?:im_start|im_end|endoftext|eot_id|end_of_text|eos)\|>|</s>")
+# Chat-template special tokens of any model family: <|im_end|>, <|eot_id|>, <|end|>,
+# <｜end▁of▁sentence｜> (full-width bars), </s>, <end_of_turn>, <eos>, [INST].
+_RESIDUE_RE = re.compile(r"<\|[A-Za-z_][\w.\-]{0,40}\|>|<｜[^｜<>\n]{1,40}｜>|</?s>|<eos>|<pad>|"
+                         r"<(?:start|end)_of_turn>|\[/?INST\]")
+_LEADING_RESIDUE_RE = re.compile(r"^(?:\s*(?:" + _RESIDUE_RE.pattern + r")\s*(?:assistant|model)?\b\s*)+",
+                                 re.I)
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
 _HASH_RE = re.compile(r"####\s*([^\n]*)")
 _MARKER_RE = re.compile(
     r"(?i)(?:\b(?:the\s+)?final\s+answer\b(?:\s+is\b|\s*[:：])?"
     r"|\b(?:the\s+)?(?:correct\s+)?answer\s+(?:is|would\s+be|should\s+be)\b"
     r"|\banswer\s*[:：]|\banswer\b(?=\s*(?:\$|\\\(|\\\[))"
-    r"|最终答案\s*(?:是|为|：|:)?|答案\s*(?:约为|约等于|应为|是|为|：|:)?"
+    r"|最终答案\s*(?:是|为|：|:)?|答案\s*(?:约为|约等于|应为|是|为|：|:)?|(?<![回解])答\s*[:：]"
     r"|(?:结果|结论)\s*(?:是|为)|约为|约等于)")
 _APPROX_RE = re.compile(r"(?i)约|approximately|approx\.?|about|roughly|\\approx|≈")
 _CONCLUSION_RE = re.compile(r"(?i)(?:^|(?<=[\s.。$]))(?:therefore|thus|hence|so|in conclusion|"
-                            r"consequently)\b|所以|因此|综上所述|综上")
+                            r"consequently|in total|altogether)\b|所以|因此|综上所述|综上|"
+                            r"一共|总共|共计|合计|总计|共有")
 _HEDGE_RE = re.compile(r"(?i)\b(?:maybe|possibly|perhaps|probably|not sure|either|alternatively|"
                        r"(?:could|might) (?:also )?be)\b|可能|不确定|也许|或许")
 _COPULA_RE = re.compile(r"(?i)(?:\s(?:is|are|was|equals|be|it's|its)\s)|(?:是|为|等于)")
@@ -45,8 +52,15 @@ _FUNC_WORDS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "exp", "sqrt", "
                "mod", "pmod", "gcd", "lcm", "max", "min", "det", "arcsin", "arccos", "arctan",
                "and", "or", "infty", "cdot", "times", "circ", "left", "right", "pmatrix",
                "bmatrix", "begin", "end", "pct", "percent", "dfrac", "tfrac"}
-_NUMBER_RE = re.compile(r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?\s*%?|(?<![\w.])[-+]?\.\d+%?")
-_ZH_NUMERAL_RE = re.compile(r"(?:百分之|负)?[零〇一二两三四五六七八九十百千万亿点]+")
+# Lookbehinds are ASCII: a number right after a CJK character ("共有12种") is still a number.
+_NUMBER_RE = re.compile(r"(?<![A-Za-z0-9_.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?\s*%?|"
+                        r"(?<![A-Za-z0-9_.])[-+]?\.\d+%?")
+_ZH_NUMERAL_RE = re.compile(f"(?:百分之)?[{ZH_NUMERAL_CHARS}]+")
+# Common words that contain numeral characters but are not numbers (一共 "altogether", 一样
+# "the same", 第一 "first", 万一 "in case" ...).
+_ZH_NOT_NUMBER_RE = re.compile(r"一共|一起|一样|一定|一下|一些|一直|一般|一边|一旦|一切|一致|一点儿|"
+                               r"唯一|统一|同一|每一|万一|之一|第[零〇一二两三四五六七八九十百千万]+|"
+                               r"十分|万分|百分比|分之一秒")
 _EMPTY_PHRASE_RE = re.compile(r"(?i)\bno (?:real |integer |positive )?(?:solutions?|roots?)\b|"
                               r"\bempty set\b|无解|没有(?:实数)?解")
 _SHORT_CHARS = 160
@@ -111,9 +125,10 @@ def find_boxes(text: str) -> list[_Box]:
 
 def _final_part(text: str) -> tuple[str, str | None]:
     """Split off reasoning: returns (final text, reasoning or None)."""
-    m = _RESIDUE_RE.search(text, 1)
+    text = _LEADING_RESIDUE_RE.sub("", text)     # "<|im_start|>assistant\n..." echoed first
+    m = _RESIDUE_RE.search(text)
     if m:
-        text = text[:m.start()]
+        text = text[:m.start()]     # the turn ended: what follows is another turn
     if "</think>" in text:
         k = text.rfind("</think>")
         return text[k + len("</think>"):], text[:k].replace("<think>", "")
@@ -214,6 +229,8 @@ def refine(seg: str) -> str | None:
     seg = seg[:end].strip().strip("*").strip()
     if not seg:
         return None
+    if english_number(seg) is not None:
+        return seg          # "twenty-one", "one half": a number in words
     if not _is_prose(seg):
         return _unwrap_math(seg)
     cop = None
@@ -229,12 +246,24 @@ def refine(seg: str) -> str | None:
     distinct = {compact(s[2]) for s in spans}
     if len(distinct) == 1 and not re.search(r"\d", _strip_spans(seg)):
         return spans[-1][2]
-    nums = {n.group(0).replace(" ", "") for n in _NUMBER_RE.finditer(_strip_spans(seg))}
+    nums = {n.group(0).replace(" ", "")
+            for n in _NUMBER_RE.finditer(currency_decimal_comma(_strip_spans(seg)))}
     if len(nums) == 1 and not spans:
         return nums.pop()
+    if not nums and not spans:
+        zh = zh_numerals(seg)
+        if len(zh) == 1:
+            return zh[0]
     if spans and seg.rstrip(" .").endswith("$"):
         return spans[-1][2]
     return None
+
+
+def zh_numerals(seg: str) -> list[str]:
+    """Distinct numbers written in Chinese numerals in a sentence (``一共有十二个`` ->
+    ``["十二"]``), leaving out words that merely contain numeral characters."""
+    found = _ZH_NUMERAL_RE.findall(_ZH_NOT_NUMBER_RE.sub("，", seg))
+    return list(dict.fromkeys(n for n in found if n.strip("点分之又负")))
 
 
 def _unwrap_math(seg: str) -> str:
@@ -257,7 +286,9 @@ def _from_markers(text: str) -> Extraction | None:
     matches = list(_MARKER_RE.finditer(text.replace("**", "  ")))
     for m in reversed(matches[-_MAX_MARKERS:]):
         seg = text[m.end():m.end() + _MAX_SEGMENT]
-        if not seg.strip():
+        if not seg.strip(" \n*:：$"):
+            if m is matches[-1]:     # "... the final answer is" and nothing: cut off
+                return Extraction(Status.unparsed, method="phrase", reasoning=text[:m.start()])
             continue
         head = seg[:_sentence_end(seg.strip()) + (len(seg) - len(seg.lstrip()))]
         # a hedge in the answer sentence or right after it ("5. Or it might be 6.")
@@ -271,6 +302,31 @@ def _from_markers(text: str) -> Extraction | None:
     return None
 
 
+_STOP_WORDS_RE = re.compile(r"(?i)\b(?:and|or|then|to|the|a|an|of|by|with|for|from|in|on|at|we|is|"
+                            r"are|be|that|which|so|but|because|if|since|plus|minus|times|into|as|"
+                            r"divided|multiplied|let|this|it|its|our|next|first)$")
+
+
+def looks_cut_off(seg: str) -> bool:
+    """Whether a prose sentence stops mid-way (a truncated completion): it ends in a comma, an
+    open bracket or a function word, or more than two words follow its last value, with no
+    sentence end. ``"the total is 42 and then we"`` is cut off; ``"the total is 42"``, ``"She
+    has 15 apples"`` and ``"共有12种方法"`` are not."""
+    t = seg.rstrip().rstrip("*").rstrip()
+    if not t:
+        return True
+    if t[-1] in ".!?。！？$)]}%\"'" or t[-1].isdigit() or _CJK_END_RE.search(t):
+        return False
+    if t[-1] in ",:;(-=+" or _STOP_WORDS_RE.search(t):
+        return True
+    values = list(re.finditer(r"\d|\$|\\\)", t))
+    tail = t[values[-1].end():] if values else t
+    return len(re.findall(r"[A-Za-z]+", tail)) > 2
+
+
+_CJK_END_RE = re.compile(r"[\u4e00-\u9fff]$")
+
+
 def _from_conclusion(text: str) -> Extraction | None:
     """A final sentence "Therefore, ... is X." counts as a marked answer."""
     body = text.rstrip()
@@ -281,6 +337,8 @@ def _from_conclusion(text: str) -> Extraction | None:
     seg = body[m.end():].lstrip(" ,，")
     if len(seg) > _MAX_SEGMENT:
         return None
+    if looks_cut_off(seg):
+        return None      # "so the total is 42 and then we": truncated, not a conclusion
     if seg[_sentence_end(seg):].strip(" .。!\n"):
         return None      # more sentences follow: not the closing statement
     ans = refine(seg)
@@ -292,6 +350,8 @@ def _from_conclusion(text: str) -> Extraction | None:
 def _from_bare(text: str) -> Extraction | None:
     t = text.strip()
     if not t or len(t) > _SHORT_CHARS:
+        return None
+    if _is_prose(t) and looks_cut_off(t):
         return None
     if _hedged(t):
         return Extraction(Status.multiple_answers, method="bare")

@@ -34,6 +34,12 @@ _SPACING_RE = re.compile(r"(?<!\\)\\(?:[,;:! ]|quad|qquad|enspace|thinspace|hspa
                          r"limits|nolimits)(?![a-zA-Z])")
 _SIZING_RE = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)"
                         r"(?![a-zA-Z])\s*(\\?[()\[\]|.{}]|\\[lr]?[vV]ert|\\langle|\\rangle)?")
+# Plain-text maths ("pi/2", "sqrt(2)", "exp(16)", "2*pi"): function and constant names that
+# LaTeX writes as commands. Only whole words not already a command are rewritten.
+_PLAIN_NAMES_RE = re.compile(
+    r"(?<![A-Za-z\\])(pi|sqrt|exp|ln|log|sin|cos|tan|cot|csc|arcsin|arccos|arctan|sinh|"
+    r"cosh|tanh|theta|alpha|beta|infty)(?![A-Za-z])")
+_PLAIN_INF_RE = re.compile(r"(?<![A-Za-z\\])(?:infinity|inf)(?![A-Za-z])", re.I)
 _TEXT_CMDS_RE = re.compile(r"\\(?:textbf|textnormal|textrm|textit|textsf|texttt|mathrm|mathbf|"
                            r"mathit|mathsf|mathtt|mbox|operatorname\*?|emph|hbox)\s*\{")
 
@@ -98,6 +104,42 @@ def _frac_shorthand(s: str) -> str:
     return s
 
 
+def plain_names(s: str) -> str:
+    """Plain-text maths to LaTeX commands: ``pi/2`` -> ``\\pi/2``, ``sqrt(2)`` -> ``\\sqrt(2)``,
+    ``exp(16)`` -> ``e^{16}``, ``infinity`` -> ``\\infty``; ``*`` products are kept (latex2sympy
+    reads them). Text inside ``\\text{...}`` is left alone (it may be a word answer)."""
+    if not re.search(r"[a-z]{2}", s):
+        return s
+    parts = re.split(r"(\\text\s*\{[^{}]*\})", s)
+    for k in range(0, len(parts), 2):
+        t = _PLAIN_NAMES_RE.sub(r"\\\1", parts[k])
+        t = _PLAIN_INF_RE.sub(r"\\infty", t)
+        t = _exp_call(t)
+        parts[k] = t
+    return "".join(parts)
+
+
+def _exp_call(s: str) -> str:
+    # \exp(x) / \exp{x} -> e^{x}: one spelling for the exponential function.
+    out, i = [], 0
+    while True:
+        j = s.find(r"\exp", i)
+        if j < 0 or re.match(r"[A-Za-z]", s[j + 4:j + 5]):
+            out.append(s[i:])
+            return "".join(out)
+        k = j + 4
+        while k < len(s) and s[k] == " ":
+            k += 1
+        if k < len(s) and s[k] in "({":
+            end = find_group(s, k, s[k], ")" if s[k] == "(" else "}")
+            if end > 0:
+                out.append(s[i:j] + "e^{" + s[k + 1:end - 1] + "}")
+                i = end
+                continue
+        out.append(s[i:k])
+        i = k
+
+
 def strip_math_delims(s: str) -> str:
     """Remove surrounding ``$..$``, ``$$..$$``, ``\\(..\\)``, ``\\[..\\]`` and stray ``$``.
 
@@ -145,6 +187,7 @@ def clean_latex(s: str) -> str:
     s = s.replace("~", " ")
     s = re.sub(r"\\[dtc]frac(?![a-zA-Z])", r"\\frac", s)
     s = _frac_shorthand(s)
+    s = plain_names(s)
     s = _sqrt_parens(s)
     s = _TEXT_CMDS_RE.sub(r"\\text{", s)
     s = re.sub(r"\\text\s*\{\s*\}", "", s)
@@ -161,6 +204,18 @@ def clean_latex(s: str) -> str:
     s = re.sub(r"(?<!\\)[.,;:。]+$", "", s).strip()
     s = re.sub(r"(?<![\d)}\s!])!+$", "", s).strip()     # "5!" is a factorial, "yes!" is not
     return s
+
+
+_CURRENCY_RE = re.compile(r"[€£¥元]|\\euro|\bEUR\b|\bUSD\b|\bdollars?\b|\beuros?\b|\\\$|(?<![\\\w])\$(?=\s*\d)")
+
+
+def currency_decimal_comma(s: str) -> str:
+    """``€3,50`` / ``3,50 €`` / ``1.234,56 €``: beside a currency sign, a comma followed by one
+    or two digits is a decimal comma (``$1,000`` keeps its thousands separator)."""
+    if not _CURRENCY_RE.search(s):
+        return s
+    return re.sub(r"(?<![\d.,])(\d{1,3}(?:\.\d{3})*|\d+),(\d{1,2})(?![\d,])",
+                  lambda m: m.group(1).replace(".", "") + "." + m.group(2), s)
 
 
 def compact(s: str) -> str:

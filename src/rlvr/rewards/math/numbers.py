@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from .numwords import chinese_number, english_number
+
 MAX_BITS = 200_000          # largest exact integer we are willing to build (~60k digits)
 MAX_FACTORIAL = 3000
 
@@ -54,6 +56,11 @@ _SLASH_RE = re.compile(r"([+-]?\d+)\s*/\s*([+-]?\d+)")
 _REPEATING_RE = re.compile(r"([+-]?)(\d*)\.(\d*)\\overline\{(\d+)\}")
 _PERCENT_RE = re.compile(r"\s*(?:%|\\%|percent|per cent|pct)\s*$", re.I)
 _SCALE_WORDS = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12, "万": 4, "亿": 8}
+
+
+def _words(t: str) -> Num | None:
+    parsed = chinese_number(t) or english_number(t)
+    return None if parsed is None else Num(parsed[0], parsed[1])
 
 
 def _decimal(text: str) -> Num | None:
@@ -122,10 +129,10 @@ def _parse_core(t: str) -> Num | None:
         return Num(Fraction(int(m.group(1)), int(m.group(2))))
     m = re.fullmatch(r"(.+?)\s*(?:\\text\{\s*)?(thousand|million|billion|trillion|万|亿)\}?", t)
     if m:
-        base = _decimal(m.group(1)) or chinese_number(m.group(1))
+        base = _decimal(m.group(1)) or _words(m.group(1))
         if base is not None:
             return Num(base.value * 10 ** _SCALE_WORDS[m.group(2)], None)
-    return chinese_number(t)
+    return _words(t)
 
 
 def _repeating(m: re.Match) -> Num:
@@ -134,53 +141,6 @@ def _repeating(m: re.Match) -> Num:
     value = Fraction(int(whole)) + (Fraction(int(fixed), 10 ** len(fixed)) if fixed else 0)
     value += Fraction(int(block), (10 ** len(block) - 1) * 10 ** len(fixed))
     return Num(-value if sign == "-" else value)
-
-
-_ZH_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6,
-              "七": 7, "八": 8, "九": 9}
-_ZH_UNITS = {"十": 10, "百": 100, "千": 1000, "万": 10_000, "亿": 100_000_000}
-
-
-def chinese_number(t: str) -> Num | None:
-    """Parse a number written in Chinese characters (``三点一四`` -> 3.14, ``负五`` -> -5).
-
-    Handles digits 零..九, units 十 百 千 万 亿, the decimal point 点 and the minus sign 负.
-    Returns ``None`` for anything else.
-    """
-    t = t.strip()
-    if not t or any(c not in _ZH_DIGITS and c not in _ZH_UNITS and c not in "点负" for c in t):
-        return None
-    neg = t.startswith("负")
-    t = t.lstrip("负")
-    int_part, _, frac_part = t.partition("点")
-    if any(c not in _ZH_DIGITS for c in frac_part):
-        return None
-    value = _zh_integer(int_part) if int_part else 0
-    if value is None:
-        return None
-    frac = Fraction(0)
-    if frac_part:
-        digits = "".join(str(_ZH_DIGITS[c]) for c in frac_part)
-        frac = Fraction(int(digits), 10 ** len(digits))
-    v = Fraction(value) + frac
-    return Num(-v if neg else v, len(frac_part) if frac_part else None)
-
-
-def _zh_integer(t: str) -> int | None:
-    if all(c in _ZH_DIGITS for c in t) and len(t) > 1:   # 一二三 written digit by digit
-        return int("".join(str(_ZH_DIGITS[c]) for c in t))
-    total, section, digit = 0, 0, None
-    for c in t:
-        if c in _ZH_DIGITS:
-            digit = _ZH_DIGITS[c]
-        elif c in ("万", "亿"):
-            section = (section + (digit or 0)) * _ZH_UNITS[c]
-            total += section
-            section, digit = 0, None
-        else:
-            section += (1 if digit is None else digit) * _ZH_UNITS[c]
-            digit = None
-    return total + section + (digit or 0)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,7 +17,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .normalize import clean_latex, find_group, split_top_level, unwrap_command
+from .numwords import english_number
+from .units import canonical_unit
+from .normalize import clean_latex, currency_decimal_comma, find_group, split_top_level, unwrap_command
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,7 @@ class Scalar:
 
     text: str
     percent: bool = False
+    unit: str = ""       # canonical unit of measurement (``cm``, ``kg``; see .units) or ""
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,36 @@ class Matrix:
 
 
 @dataclass(frozen=True)
+class MatrixExpr:
+    """An expression of matrices (``2\\begin{pmatrix}..\\end{pmatrix}``, a sum or product):
+    compared by its value."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Clock:
+    """A time of day ``H:MM[:SS]`` with ``meridiem`` ``"am"``/``"pm"`` or ``""`` (not said)."""
+
+    hour: int
+    minute: int
+    second: int = 0
+    meridiem: str = ""
+
+    def minutes_of_day(self) -> set[int]:
+        """The times of day (in seconds after midnight) this reading can mean: one with am/pm
+        or a 24-hour hour above 12, else both the morning and the afternoon reading."""
+        base = (self.hour % 12) * 3600 + self.minute * 60 + self.second
+        if self.meridiem == "am":
+            return {base}
+        if self.meridiem == "pm":
+            return {base + 12 * 3600}
+        if self.hour > 12 or self.hour == 0:
+            return {(self.hour % 24) * 3600 + self.minute * 60 + self.second}
+        return {base, base + 12 * 3600}
+
+
+@dataclass(frozen=True)
 class Text:
     """A word answer (``yes``, ``Tuesday``, a sentence), lower-cased, spaces collapsed."""
 
@@ -91,12 +124,19 @@ _REL_OPS = re.compile(r"\\le(?![a-zA-Z])|\\ge(?![a-zA-Z])|\\ne(?![a-zA-Z])|\\in(
 _THOUSANDS_RE = re.compile(r"(?<![\d.,(\[{])[1-9]\d{0,2}(?:,\d{3})+(?![\d,)\]}])")
 _TRIG_RE = re.compile(r"\\(?:sin|cos|tan|cot|sec|csc)(?![a-zA-Z])")
 _CJK_RE = re.compile(r"[\u4e00-\u9fff]")
+_CLOCK_RE = re.compile(r"(?i)(上午|早上|凌晨|下午|晚上)?\s*([01]?\d|2[0-4]):([0-5]\d)(?::([0-5]\d))?"
+                       r"\s*(a\.?\s?m\.?|p\.?\s?m\.?)?")
+_PM_WORDS = ("下午", "晚上")
+# Words that say "approximately": read like \approx (the value after them is the answer).
+_APPROX_WORDS_RE = re.compile(r"(?i)(?:^|(?<=[\s=]))(?:about|approximately|approx\.?|roughly|around|"
+                              r"circa)(?=\s)|(?:^|(?<=[\s=]))~(?=\s*\d)|大约|约为|约")
 
 
-def _replace_text_groups(s: str) -> str:
+def _replace_text_groups(s: str) -> tuple[str, str]:
     """Resolve every ``\\text{...}``: separators become commas, scale words become powers of
-    ten, other words are units (dropped) unless the whole answer is text."""
-    out, i = [], 0
+    ten, other words are units (dropped) unless the whole answer is text. Returns the text and
+    the unit word that ended it (``5\\text{ cm}`` -> ``("5 ", "cm")``), if any."""
+    out, i, trailing = [], 0, ""
     has_math = bool(re.search(r"[\d\\^=+]", re.sub(r"\\text\{[^{}]*\}", "", s)))
     while True:
         j = s.find(r"\text{", i)
@@ -117,17 +157,22 @@ def _replace_text_groups(s: str) -> str:
         elif has_math and not re.fullmatch(r"[\d.,\s()+-]+", inner):
             out.append(" ")
             unit_power = re.match(r"\s*\^\s*\{?\s*[23]\s*\}?", s[end:])
+            word = inner
             if unit_power:          # "5\text{ cm}^2": the square belongs to the unit
                 end += unit_power.end()
+                word += "^" + unit_power.group(0).strip(" ^{}")
+            trailing = word if not s[end:].strip(" .") else ""
         else:
             out.append(inner)
         i = end
-    return "".join(out)
+    return "".join(out), trailing
 
 
-def _strip_units(s: str) -> tuple[str, bool]:
-    """Remove currency signs, trailing unit words and degree signs; detect percent."""
-    percent = False
+def _strip_units(s: str) -> tuple[str, bool, str]:
+    """Remove currency signs, trailing unit words and degree signs; detect percent. Returns
+    ``(text, percent, unit words removed from the end)``."""
+    percent, removed = False, []
+    s = currency_decimal_comma(s)
     s = re.sub(r"[€£¥元]|\\euro|\bUSD\b|\bdollars?\b|\bcents?\b", " ", s).strip()
     s = re.sub(r"[（(][^()（）]*[\u4e00-\u9fff][^()（）]*[)）]", " ", s).strip()
     m = re.search(r"\s*(?:%|\bpercent\b|\bper cent\b|\bpct\b)\s*$", s)
@@ -139,19 +184,20 @@ def _strip_units(s: str) -> tuple[str, bool]:
     s = re.sub(r"\\circ(?![a-zA-Z])", "", s)
     for _ in range(3):
         m = re.search(r"(?<=[\d}).\s])\s*([A-Za-z]{2,}|[A-Za-z]+(?:\^\{?[23]\}?|\^\s*\d)|"
-                      r"[A-Za-z]+/[A-Za-z]+|[\u4e00-\u9fff]+)\s*$", s)
+                      r"[A-Za-z]+/[A-Za-z]+|[\u4e00-\u9fff]+)\s*$|(?<=\d)\s+([mshgLl])\s*$", s)
         if not m or not re.search(r"\d", s[:m.start()]):
             break
-        word = m.group(1)
+        word = m.group(1) or m.group(2)     # group 2: a one-letter unit after "5 " (5 m, 3 s)
         base = re.sub(r"\^.*$", "", word)
         if (len(base) >= 3 and base.lower() not in _SEPARATOR_WORDS) or base in _UNIT_WORDS_SHORT \
                 or "^" in word or "/" in word or _CJK_RE.match(word):
             if s[:m.start()].rstrip().endswith("\\"):
                 break
+            removed.insert(0, word)
             s = s[:m.start()].strip()
         else:
             break
-    return s, percent
+    return s, percent, " ".join(removed)
 
 
 def is_label(s: str) -> bool:
@@ -240,14 +286,26 @@ def _parse(s: str, depth: int):
         inner = unwrap_command(s, cmd)
         if inner is not None:
             return _parse(clean_latex(inner), depth + 1)
+    s = _APPROX_WORDS_RE.sub(r"\\approx ", s)
     if r"\approx" in s:
-        before = s.split(r"\approx")[0].strip()
-        s = before if before else s.replace(r"\approx", "").strip()
+        # "x \approx 11" names the value; "\frac{22}{7} \approx 3.14" gives the exact one first
+        before, _, after = s.partition(r"\approx")
+        before, after = before.strip(), after.replace(r"\approx", " ").strip()
+        if not before or is_label(before):
+            s = after
+        elif after:
+            s = before if not re.fullmatch(r"[^=]*=\s*", before) else after
+        else:
+            s = before
+    clock = _as_clock(s)
+    if clock is not None:
+        return clock
     text = _as_text(s)
     if text is not None:
         return text
-    s = _replace_text_groups(s)
-    s, percent = _strip_units(s)
+    s, trailing = _replace_text_groups(s)
+    s, percent, removed = _strip_units(s)
+    unit = canonical_unit(trailing) or canonical_unit(removed) or "" if (trailing or removed) else ""
     s = s.strip().rstrip(".").strip()
     if _EMPTY_RE.match(s):
         return SetExpr(r"\emptyset")
@@ -261,7 +319,23 @@ def _parse(s: str, depth: int):
         return _make_seq(items, "", "", s, depth)
     if not items:
         return Text("")
-    return _parse_single(items[0], percent, depth)
+    return _parse_single(items[0], percent, depth, unit)
+
+
+def _as_clock(s: str) -> Clock | None:
+    """``9:05``, ``3:45 PM``, ``15:45``, ``9:05 a.m.``, ``下午3:45``: a time of day (two-digit
+    minutes; a ratio such as ``3:4`` is not one)."""
+    t = re.sub(r"\\text\{\s*([^{}]*)\}", r" \1", s).strip().rstrip(".")
+    m = _CLOCK_RE.fullmatch(t)
+    if not m:
+        return None
+    zh, hour, minute, second, mer = m.groups()
+    meridiem = "pm" if zh in _PM_WORDS else "am" if zh else ""
+    if mer:
+        meridiem = "pm" if mer.lower().startswith("p") else "am"
+    if meridiem and not 1 <= int(hour) <= 12:
+        return None
+    return Clock(int(hour), int(minute), int(second or 0), meridiem)
 
 
 def _as_text(s: str) -> Text | None:
@@ -270,11 +344,24 @@ def _as_text(s: str) -> Text | None:
     if inner is not None and re.fullmatch(r"[\d\s.,+-]+", inner):
         return None
     words = re.sub(r"\\text\{([^{}]*)\}", r"\1", candidate).strip()
+    spelled = english_number(words)
+    if spelled is not None:      # "five", "two thirds", "negative three": a number
+        return _number_scalar(*spelled)
     if re.fullmatch(r"[A-Za-z][A-Za-z'\s.-]*[A-Za-z.]|[A-Za-z]{2,}", words) and not re.search(
             r"(?<![A-Za-z])(?:and|or)(?![A-Za-z])", words):
         if len(words) >= 3 or inner is not None or words.lower() in ("no", "ok"):
             return Text(" ".join(words.lower().rstrip(".").split()))
     return None
+
+
+def _number_scalar(value, decimals) -> Scalar:
+    """A :class:`Scalar` spelling ``value`` (a Fraction) the way the comparison reads it."""
+    if value.denominator == 1:
+        return Scalar(str(value.numerator))
+    if decimals is not None:
+        return Scalar(f"{float(value):.{decimals}f}")
+    sign = "-" if value < 0 else ""
+    return Scalar(f"{sign}\\frac{{{abs(value.numerator)}}}{{{value.denominator}}}")
 
 
 def _separators_to_commas(s: str) -> str:
@@ -305,7 +392,7 @@ def _group_assignments(items: tuple) -> tuple:
     return items
 
 
-def _parse_single(s: str, percent: bool, depth: int):
+def _parse_single(s: str, percent: bool, depth: int, unit: str = ""):
     if re.match(r"\\begin\{[pbvBV]?matrix\}|\\begin\{array\}", s):
         m = _parse_matrix(s, depth)
         if m is not None:
@@ -313,13 +400,15 @@ def _parse_single(s: str, percent: bool, depth: int):
     br = _bracketed(s)
     if br is not None:
         open_, inner, close = br
-        if re.match(r"\s*\\begin\{", inner) and open_ == "(":
-            return _parse(inner, depth + 1)
+        if re.match(r"\s*\\begin\{", inner) and re.search(r"\\end\{[^{}]*\}\s*$", inner) and open_ in "([":
+            return _parse(inner, depth + 1)   # \left[\begin{array}..\end{array}\right]
         items = split_top_level(inner, ",;")
         if len(items) >= 2 or open_ == "{":
             return _make_seq(items, open_, close, s, depth)
         if open_ == "(" and close == ")":
             return _parse(inner, depth + 1)
+    if re.search(r"\\begin\{(?:[pbvBV]?matrix|array)\}", s):
+        return MatrixExpr(s)
     if re.search(r"\\cup|\\cap|\\setminus|\\mathbb\{R\}|\\emptyset", s):
         return SetExpr(s)
     if r"\pm" in s or r"\mp" in s:
@@ -331,29 +420,53 @@ def _parse_single(s: str, percent: bool, depth: int):
     parts, ops = _split_relation(s)
     if ops:
         return _relation(parts, ops, depth)
-    return Scalar(s, percent)
+    return Scalar(s, percent, unit)
 
 
 def _relation(parts: list[str], ops: list[str], depth: int):
     if any(not p for p in parts):
         return Scalar(" ".join(parts))
     if all(op == "=" for op in ops):
+        named = _named_tuple(parts[0], parts[-1], depth)
+        if named is not None:
+            return named
         if len(parts) >= 3:
             return Assign(parts[0], _parse(parts[-1], depth + 1), parts[-1])
         if is_label(parts[0]) or not re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", parts[0])):
             # "x = 3", "f(x) = 1"; or a computation "\frac{1}{2} \cdot 20 = 10": the value counts
             return Assign(parts[0], _parse(parts[1], depth + 1), parts[1])
-        if is_label(parts[1]) and re.fullmatch(r"[-\d\s.]+", parts[0]):
+        if is_label(parts[1]) and (re.fullmatch(r"[-\d\s.]+", parts[0]) or not (
+                _names(parts[1]) & _names(parts[0]))):
+            # "12 = x"; "2x + 3 = y": the label on the right names the value on the left
             return Assign(parts[1], _parse(parts[0], depth + 1), parts[0])
     if ops == [r"\in"] and is_label(parts[0]):
         return _parse(parts[1], depth + 1)
     return Relation(tuple(parts), tuple(ops))
 
 
+def _names(s: str) -> set[str]:
+    """Letters and commands naming variables in ``s`` (``f(x)`` -> ``{f, x}``)."""
+    return set(re.findall(r"\\[A-Za-z]+|[A-Za-z]", re.sub(r"\\(?:frac|sqrt|cdot|times|left|right)", " ", s)))
+
+
+def _named_tuple(lhs: str, rhs: str, depth: int) -> Seq | None:
+    """``(a, b) = (3, 4)`` -> the labelled values ``a = 3, b = 4`` (a tuple of names on the left
+    of a tuple of values of the same length), so it equals ``(3, 4)`` and ``b = 4, a = 3``."""
+    left, right = _bracketed(lhs.strip()), _bracketed(rhs.strip())
+    if left is None or right is None or left[0] != right[0]:
+        return None
+    names = split_top_level(left[1], ",;")
+    values = split_top_level(right[1], ",;")
+    if len(names) < 2 or len(names) != len(values) or not all(is_label(n) for n in names):
+        return None
+    return Seq(tuple(Assign(n, _parse(v, depth + 1), v) for n, v in zip(names, values)),
+               left[0], left[2], raw=rhs)
+
+
 def _parse_matrix(s: str, depth: int) -> Matrix | None:
     m = re.match(r"\\begin\{([pbvBV]?matrix|array)\}(?:\{[^{}]*\})?(.*)\\end\{\1\}\s*$", s, re.S)
-    if not m:
-        return None
+    if not m or re.search(r"\\(?:begin|end)\{" + m.group(1) + r"\}", m.group(2)):
+        return None     # several matrices (a product or sum): a matrix expression
     body = m.group(2).strip()
     body = re.sub(r"\\\\\s*$", "", body)
     rows = [r for r in re.split(r"\\\\", body) if r.strip()]

@@ -1,0 +1,188 @@
+"""Answer kinds the verifier must handle by a rule, not by example (issue 16).
+
+Each table is one kind of answer: named tuples and solution lists, matrices in other
+environments and matrix expressions, plain-text maths, Chinese and English number words,
+units and currency, approximation signs, truncated completions, clock times, equations against
+bare expressions, chat-template debris, references written in words. The cases are our own
+construction in the styles of the public graders' tests (Math-Verify ``tests/test_all.py``, the
+Qwen2.5-Math grader, PRM800K's grader, lm-eval's minerva_math, the requirements' 约为 example),
+each labelled by the policy the README states under "How math answers are judged".
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rlvr.rewards.math.verifier import verify_math
+from rlvr.rewards.types import Status
+
+KINDS = {
+    "named_tuple": [
+        ("(3,4)", "So $(a,b)=(3,4)$.", True),
+        ("(a,b)=(3,4)", "The answer is \\boxed{(3,4)}", True),
+        ("(a,b)=(3,4)", "The answer is \\boxed{(4,3)}", False),
+        ("(1,2)", "\\boxed{x=1, y=2}", True),
+        ("(1,2)", "\\boxed{y=2, x=1}", True),
+        ("(2,1)", "\\boxed{x=1, y=2}", False),
+        ("x=1, y=2", "\\boxed{(1,2)}", True),
+        ("x=1, y=2", "\\boxed{x = 1 \\text{ and } y = 2}", True),
+        ("x=2, y=3, z=4", "\\boxed{(2,3,4)}", True),
+        ("(a,b,c)=(2,3,4)", "\\boxed{a=2,b=3,c=4}", True),
+        ("(a,b,c)=(2,3,4)", "\\boxed{a=2,c=3,b=4}", False),
+    ],
+    "solution_list": [
+        ("(1,2),(3,4)", "\\boxed{(1,2) \\quad \\text{and} \\quad (3,4)}", True),
+        ("(1,2),(3,4)", "\\boxed{(3,4),(1,2)}", True),
+        ("\\{(1,2),(3,4)\\}", "\\boxed{(3,4),(1,2)}", True),
+        ("(1,2),(3,4)", "The solutions are $(x,y)=(1,2)$ and $(x,y)=(3,4)$.", True),
+        ("(1,2),(3,4)", "\\boxed{(x, y) = (3, 4) \\text{ or } (1, 2)}", True),
+        ("(1,2),(3,4)", "\\boxed{(1,2)}", False),
+        ("(1,2)", "\\boxed{(2,1)}", False),
+    ],
+    "matrix": [
+        ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}",
+         "\\boxed{\\left[\\begin{array}{cc}1&2\\\\3&4\\end{array}\\right]}", True),
+        ("\\left[\\begin{array}{cc}1&2\\\\3&4\\end{array}\\right]",
+         "\\boxed{\\begin{bmatrix}1&2\\\\3&4\\end{bmatrix}}", True),
+        ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}",
+         "\\boxed{\\begin{pmatrix}1&2\\\\3&5\\end{pmatrix}}", False),
+        ("\\begin{pmatrix}2&0\\\\0&2\\end{pmatrix}",
+         "\\boxed{2\\begin{pmatrix}1&0\\\\0&1\\end{pmatrix}}", True),
+        ("\\begin{pmatrix}2&0\\\\0&2\\end{pmatrix}",
+         "\\boxed{3\\begin{pmatrix}1&0\\\\0&1\\end{pmatrix}}", False),
+        ("\\begin{pmatrix}3\\\\4\\end{pmatrix}",
+         "\\boxed{\\begin{pmatrix}1&0\\\\0&1\\end{pmatrix}\\begin{pmatrix}3\\\\4\\end{pmatrix}}", True),
+        ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}",
+         "\\boxed{\\begin{pmatrix}1&0\\\\0&1\\end{pmatrix}+\\begin{pmatrix}0&2\\\\3&3\\end{pmatrix}}", True),
+    ],
+    "plain_text_math": [
+        ("\\frac{\\pi}{2}", "The answer is pi/2", True),
+        ("-2\\pi", "The answer is -2*pi.", True),
+        ("2\\pi", "The answer is 2pi.", True),
+        ("e^{16}", "\\boxed{exp(16)}", True),
+        ("e^{16}", "The answer is e^16.", True),
+        ("e^{16}", "The answer is e^15.", False),
+        ("\\frac{\\sqrt{2}}{2}", "The answer is sqrt(2)/2.", True),
+        ("3\\sqrt{5}", "The answer is 3sqrt(5)", True),
+        ("3\\sqrt{5}", "The answer is 5sqrt(3)", False),
+        ("\\frac{1}{2\\pi}", "\\boxed{1/(2*pi)}", True),
+        ("\\ln 2", "\\boxed{ln(2)}", True),
+        ("x^2+1", "The answer is x^2+1", True),
+    ],
+    "chinese_numbers": [
+        ("-3", "所以答案是负三。", True),
+        ("-3", "所以答案是负3。", True),
+        ("-5", "最后结果为负五。", True),
+        ("\\frac{1}{2}", "答案是二分之一。", True),
+        ("\\frac{2}{3}", "答：三分之二", True),
+        ("\\frac{2}{3}", "答：三分之一", False),
+        ("12", "答：一共有十二个。", True),
+        ("105", "一共有一百零五人。", True),
+        ("25\\%", "答案是百分之二十五", True),
+        ("0.25", "答案是百分之二十五。", True),
+        ("12", "共有12种方法。", True),
+        ("13", "共有12种方法。", False),
+        ("12", "经过计算，我们发现总共需要十二天。", True),
+    ],
+    "english_number_words": [
+        ("5", "The answer is \\boxed{\\text{five}}", True),
+        ("5", "The answer is five.", True),
+        ("5", "The answer is six.", False),
+        ("21", "The answer is twenty-one.", True),
+        ("\\frac{1}{2}", "The answer is one half.", True),
+    ],
+    "reference_in_words": [
+        ("five", "The answer is 5.", True),
+        ("five", "The answer is 4.", False),
+        ("two thirds", "\\boxed{\\frac{2}{3}}", True),
+        ("negative three", "\\boxed{-3}", True),
+        ("negative three", "\\boxed{3}", False),
+    ],
+    "units": [
+        ("5 \\text{ cm}", "The answer is 5 m", False),
+        ("5 \\text{ cm}", "\\boxed{5 \\text{ kg}}", False),
+        ("5 \\text{ cm}", "\\boxed{5}", True),
+        ("5 \\text{ cm}", "\\boxed{5 \\text{ centimeters}}", True),
+        ("5 m", "\\boxed{5\\text{ m}}", True),
+        ("12 \\text{ km/h}", "\\boxed{12 \\text{ m/s}}", False),
+        ("12", "\\boxed{12 \\text{ apples}}", True),
+    ],
+    "currency_decimal_comma": [
+        ("3.50", "The total cost is €3,50.", True),
+        ("3.5", "The total is 3,50 €.", True),
+        ("3.05", "The total cost is €3,50.", False),
+        ("1000", "The total is \\boxed{\\$1,000}", True),
+        ("1234.56", "So she pays 1.234,56 €.", True),
+    ],
+    "approximation": [
+        ("11", "\\boxed{x \\approx 11}", True),
+        ("11", "\\boxed{x \\approx 12}", False),
+        ("3.14", "\\boxed{\\pi \\approx 3.14}", True),
+        ("7.5", "\\boxed{\\approx 7.5}", True),
+        ("12", "答案约为12", True),
+        ("3.14", "所以圆周率约为3.14。", True),
+        ("7.5", "The answer is about 7.5", True),
+        ("7.5", "So the speed is approximately 7.5 m/s.", True),
+    ],
+    "truncated": [
+        ("42", "Let's think. We have 6 boxes with 7 apples each, so the total is 42 and then we need to", False),
+        ("42", "So the total is 42 and then we", False),
+        ("12", "First, 3 apples cost $6. Next, we have 12 pencils and", False),
+        ("12", "There are 12 pencils in the box and the teacher", False),
+        ("45", "Step 1: compute 9 * 5. That gives us 45. Step 2: Subtract", False),
+        ("45", "Therefore, the answer", False),
+        ("42", "The answer is 42. Wait, let me recheck the steps: so the final answer is", False),
+        ("15", "She has 15 apples", True),
+    ],
+    "clock_time": [
+        ("9:05", "The answer is 9:05 a.m.", True),
+        ("3:45", "\\boxed{3:45 \\text{ PM}}", True),
+        ("15:45", "\\boxed{3:45 PM}", True),
+        ("15:45", "\\boxed{3:45 AM}", False),
+        ("3:45 p.m.", "\\boxed{15:45}", True),
+        ("9:05", "\\boxed{9:50}", False),
+        ("12:00", "The answer is 12:00 PM", True),
+    ],
+    "equation_vs_expression": [
+        ("y=2x+3", "\\boxed{2x+3}", True),
+        ("2x+3", "\\boxed{y=2x+3}", True),
+        ("2x+3", "\\boxed{2x+3=y}", True),
+        ("y=2x+3", "\\boxed{y = 3 + 2x}", True),
+        ("y=2x+3", "\\boxed{2x - y + 3 = 0}", True),
+        ("y = 2x + 3", "\\boxed{2x+4}", False),
+        ("x^2+y^2=1", "\\boxed{x^2+y^2-1}", False),
+        ("x = 5", "The answer is 5", True),
+        ("5", "\\boxed{x=5}", True),
+        ("5", "\\boxed{x=6}", False),
+        ("f(x) = x^2 - 1", "\\boxed{(x-1)(x+1)}", True),
+    ],
+    "chat_template_debris": [
+        ("7", "\\boxed{7}<|im_end|>\n<|im_start|>user\nnext", True),
+        ("7", "The answer is 7.<|im_start|>user hi", True),
+        ("7", "\\boxed{7}<|eot_id|><|start_header_id|>user", True),
+        ("7", "The answer is 7<｜end▁of▁sentence｜>", True),
+        ("7", "The answer is 7.</s><s>[INST] next", True),
+        ("7", "The answer is \\boxed{7}<end_of_turn>\n<start_of_turn>user\n\\boxed{8}", True),
+        ("7", "<|im_start|>assistant\nThe answer is \\boxed{7}<|im_end|>", True),
+        ("7", "The answer is \\boxed{7}.<|endoftext|>Human: what is \\boxed{9}", True),
+        ("7", "The answer is \\boxed{7}<|end|><|user|>\\boxed{8}", True),
+        ("8", "The answer is \\boxed{7}<|end|><|user|>\\boxed{8}", False),
+    ],
+}
+
+CASES = [pytest.param(ref, resp, exp, id=f"{kind}-{k}")
+         for kind, rows in KINDS.items() for k, (ref, resp, exp) in enumerate(rows)]
+
+
+@pytest.mark.parametrize("reference, response, expected", CASES)
+def test_kind(reference: str, response: str, expected: bool) -> None:
+    verdict = verify_math(response, reference)
+    assert (verdict.status is Status.correct) == expected, (
+        f"{verdict.status.value}: extracted={verdict.extracted!r} detail={verdict.detail!r}")
+
+
+def test_every_kind_has_both_labels() -> None:
+    """A kind tested only with true (or only false) cases cannot catch over- (under-) credit."""
+    for kind, rows in KINDS.items():
+        if kind not in ("chat_template_debris",):
+            assert {exp for _, _, exp in rows} == {True, False}, kind
