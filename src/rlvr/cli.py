@@ -53,8 +53,11 @@ EXIT_STOPPED = 3  # `rlvr train`: a health check stopped the run (results are st
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> "typer.Exit":
-    """Print ``error: message`` to stderr and return the Exit to raise."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    """Print ``error: message`` to stderr and return the Exit to raise. ``message`` is plain
+    text: brackets in it (``pip install 'rlvr[compare]'``, a path) are printed as written."""
+    from rich.markup import escape
+
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     return typer.Exit(code)
 
 
@@ -96,17 +99,43 @@ def verify(
     timeout: float = typer.Option(2.0, "--timeout", min=0.001, help="Seconds per verifier call."),
     config: Optional[Path] = typer.Option(None, "--config", help="YAML with a RewardConfig "
                                           "(weights, format rules, verifier options)."),
+    compare: Optional[str] = typer.Option(None, "--compare", help="Also score the math "
+                                          "records with another library and list the "
+                                          "disagreements: math-verify (Hugging Face's "
+                                          "Math-Verify; pip install 'rlvr\\[compare]'). Its "
+                                          "calls run in the verifier processes with the same "
+                                          "--timeout. Other task types are skipped. Prints one "
+                                          "line: records compared, agreement, disagreements, "
+                                          "correct per side."),
+    compare_out: Optional[Path] = typer.Option(None, "--compare-out", help="JSONL of the "
+                                               "--compare disagreements (atomically). Default: "
+                                               "beside -o's file, else beside the input: "
+                                               "<stem>.disagreements.jsonl."),
 ) -> None:
     """Score completions with the reward pipeline: reward, components, status, extracted."""
     from rlvr.rewards.config import RewardConfig
     from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
+    from rlvr.rewards.pool import VerifierPool
     from rlvr.rewards.records_io import InputError, atomic_write, output_row, read_records
     from rlvr.rewards.summary import summarize, summary_table
 
     reward_config = _load_reward_config(config, workers=workers, timeout_s=timeout)
-    for option, path in (("-o", output), ("--summary-json", summary_json)):
+    if compare is not None:
+        from rlvr.rewards.compare import CompareError, check_tool, default_compare_out
+
+        try:
+            check_tool(compare)
+        except CompareError as exc:
+            raise fail(str(exc))
+        compare_out = compare_out or default_compare_out(input, output)
+    elif compare_out is not None:
+        raise fail("--compare-out: give --compare math-verify too (it names the other "
+                   "library whose disagreements are written)")
+    outputs = (("-o", output), ("--summary-json", summary_json), ("--compare-out", compare_out))
+    for option, path in outputs:
         if path is not None:
             _check_output_file(path, option)
+    _check_distinct_outputs([(o, p) for o, p in outputs if p is not None])
     try:
         records = read_records(input)
     except InputError as exc:
@@ -117,8 +146,20 @@ def verify(
     if not records:
         err.print(f"{input}: no records (empty file); nothing to score")
     requests = [ScoreRequest(r.completion, r.reference, r.task_type) for r in records]
-    with RewardPipeline(reward_config) as pipeline:
-        results = _score_with_progress(pipeline, requests)
+    pool = VerifierPool(workers) if compare is not None else None  # shared by both libraries
+    try:
+        with RewardPipeline(reward_config, pool=pool) as pipeline:
+            results = _with_progress(len(requests), "verifying",
+                                     lambda done: pipeline.score_batch(requests, done))
+        if compare is not None:
+            from rlvr.rewards.compare import compare_results, math_verify_verdicts
+
+            n_math = sum(r.task_type == "math" for r in records)
+            other = _with_progress(n_math, compare, lambda done: math_verify_verdicts(
+                pool, records, timeout, done))
+    finally:
+        if pool is not None:
+            pool.close()
 
     rows = [output_row(r, res) for r, res in zip(records, results)]
     if output is not None:
@@ -137,17 +178,40 @@ def verify(
         if summary_json:
             with atomic_write(summary_json) as f:
                 json.dump(stats, f, indent=2)
+    if compare is not None:
+        comparison = compare_results(records, results, other, compare)
+        with atomic_write(compare_out) as f:
+            for row in comparison.rows:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        line = comparison.summary_line(compare_out)
+        if output is None and not summary:  # stdout carries the scored rows: keep it JSONL
+            err.print(line, highlight=False, soft_wrap=True)
+        else:
+            print(line)
 
 
-def _score_with_progress(pipeline, requests):
-    if len(requests) < 200:
-        return pipeline.score_batch(requests)
+def _with_progress(total: int, label: str, run):
+    """``run(on_result)`` with a progress bar on stderr for 200 or more calls (``on_result(n)``
+    is called with the number done); returns what ``run`` returns."""
+    if total < 200:
+        return run(None)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-    with Progress("verifying", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+    with Progress(label, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True) as progress:
-        task = progress.add_task("verify", total=len(requests))
-        return pipeline.score_batch(requests, lambda n: progress.update(task, completed=n))
+        task = progress.add_task(label, total=total)
+        return run(lambda n: progress.update(task, completed=n))
+
+
+def _check_distinct_outputs(paths: list[tuple[str, Path]]) -> None:
+    """Fail (exit 2, naming both options) when two output options name the same file."""
+    seen: dict[Path, str] = {}
+    for option, path in paths:
+        key = path.resolve()
+        if key in seen:
+            raise fail(f"{option} {path}: the same file as {seen[key]}; give each output its "
+                       f"own path")
+        seen[key] = option
 
 
 def _load_reward_config(path: Optional[Path], **overrides):
