@@ -11,6 +11,9 @@ each labelled by the policy the README states under "How math answers are judged
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from rlvr.rewards.math.verifier import verify_math
@@ -40,6 +43,8 @@ KINDS = {
         ("(1,2)", "\\boxed{(2,1)}", False),
     ],
     "matrix": [
+        ("-2", "\\boxed{\\begin{vmatrix}-3&1\\\\2&0\\end{vmatrix}}", True),
+        ("\\begin{pmatrix}-3&1\\\\2&0\\end{pmatrix}", "\\boxed{\\begin{vmatrix}-3&1\\\\2&0\\end{vmatrix}}", False),
         ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}",
          "\\boxed{\\left[\\begin{array}{cc}1&2\\\\3&4\\end{array}\\right]}", True),
         ("\\left[\\begin{array}{cc}1&2\\\\3&4\\end{array}\\right]",
@@ -108,6 +113,8 @@ KINDS = {
         ("12", "\\boxed{12 \\text{ apples}}", True),
     ],
     "currency_decimal_comma": [
+        ("7.5", "The area is 3 × 2,5 = 7,5.", True),
+        ("(2,5)", "\\boxed{(2,5)}", True),
         ("3.50", "The total cost is €3,50.", True),
         ("3.5", "The total is 3,50 €.", True),
         ("3.05", "The total cost is €3,50.", False),
@@ -125,6 +132,11 @@ KINDS = {
         ("7.5", "So the speed is approximately 7.5 m/s.", True),
     ],
     "truncated": [
+        ("7", "设这个数为 x，则 2x + 3 = 17，所以 x = 7。我们再验证一下：正确。接下来考虑第二个条件，", False),
+        ("42", "We get 42 in total. I hope it is correct.", True),
+        ("1000", "She saves $250 each month for 4 months. She saved $1,000 in total.", True),
+        ("5", "Subtracting 7 from both sides gives 2x = 10. Solving, we find x = 5.", True),
+        ("\\frac{\\sqrt{5}-1}{2}", "Taking the positive root, x = (-1 + sqrt(5))/2", True),
         ("42", "Let's think. We have 6 boxes with 7 apples each, so the total is 42 and then we need to", False),
         ("42", "So the total is 42 and then we", False),
         ("12", "First, 3 apples cost $6. Next, we have 12 pencils and", False),
@@ -135,6 +147,11 @@ KINDS = {
         ("15", "She has 15 apples", True),
     ],
     "clock_time": [
+        ("12:00 PM", "They meet at noon.", True),
+        ("12:00 AM", "They meet at noon.", False),
+        ("3:45", "So the clock shows a quarter to four.", True),
+        ("4:15", "So the clock shows a quarter to four.", False),
+        ("6:30", "The show starts at half past six.", True),
         ("9:05", "The answer is 9:05 a.m.", True),
         ("3:45", "\\boxed{3:45 \\text{ PM}}", True),
         ("15:45", "\\boxed{3:45 PM}", True),
@@ -144,6 +161,8 @@ KINDS = {
         ("12:00", "The answer is 12:00 PM", True),
     ],
     "equation_vs_expression": [
+        ("7 = 11a+c", "\\boxed{11a+c}", False),
+        ("7 = 11a+c", "\\boxed{11a+c=7}", True),
         ("y=2x+3", "\\boxed{2x+3}", True),
         ("2x+3", "\\boxed{y=2x+3}", True),
         ("2x+3", "\\boxed{2x+3=y}", True),
@@ -186,3 +205,34 @@ def test_every_kind_has_both_labels() -> None:
     for kind, rows in KINDS.items():
         if kind not in ("chat_template_debris",):
             assert {exp for _, _, exp in rows} == {True, False}, kind
+
+
+# A larger labelled set of the same kinds (190 cases: 21 real pairs from Math-Verify's tests and
+# issues, the rest constructed), kept in tests/rewards/data/math_kinds.jsonl in the shared
+# cases' format. Built by a separate pass from the rules above, so it checks that each rule
+# covers its kind rather than its examples.
+KIND_FILE = Path(__file__).with_name("data") / "math_kinds.jsonl"
+KIND_ROWS = [json.loads(line) for line in KIND_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
+# id -> why our verdict differs from the label (strict xfail: a fix is noticed)
+KIND_KNOWN_FAILURES = {
+    "K-0084": "disputed: '1.000 €' is read as the decimal 1.000, not European thousands",
+    "K-0082": "'Soucis : 2,74 $ a..' has trailing debris the extractor does not drop",
+}
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(c, id=c["id"], marks=(pytest.mark.xfail(strict=True, reason=KIND_KNOWN_FAILURES[c["id"]]),)
+                 if c["id"] in KIND_KNOWN_FAILURES else ()) for c in KIND_ROWS])
+def test_kind_file_case(case: dict) -> None:
+    verdict = verify_math(case["response"], case["reference"])
+    assert (verdict.status is Status.correct) == case["expected"], (
+        f"{case['category']}: {verdict.status.value} extracted={verdict.extracted!r} "
+        f"detail={verdict.detail!r} note={case['note']}")
+
+
+def test_kind_file_accuracy() -> None:
+    """>= 97% of the non-disputed and >= 94% of all cases right (the issue's bar)."""
+    right = [(verify_math(c["response"], c["reference"]).status is Status.correct) == c["expected"]
+             for c in KIND_ROWS]
+    nd = [ok for ok, c in zip(right, KIND_ROWS) if not c["disputed"]]
+    assert sum(nd) / len(nd) >= 0.97 and sum(right) / len(right) >= 0.94

@@ -253,7 +253,7 @@ def _compare_clocks(ref, resp, policy) -> Outcome:
         if any(isinstance(n, Clock) for n in ratio):
             return _no("time of day vs another kind of answer")
         return compare(ratio[0], ratio[1], policy)
-    ok = bool(ref.minutes_of_day() & resp.minutes_of_day())
+    ok = bool(ref.seconds_of_day() & resp.seconds_of_day())
     return Outcome(ok, "time of day " + ("equal" if ok else "differs"))
 
 

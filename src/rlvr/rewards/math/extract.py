@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from rlvr.rewards.types import Extraction, Status
 
 from .normalize import clean_latex, compact, currency_decimal_comma, find_group
+from .clock import FIND_RE as CLOCK_RE
 from .numwords import ZH_NUMERAL_CHARS, english_number
 
 # Chat-template special tokens of any model family: <|im_end|>, <|eot_id|>, <|end|>,
@@ -176,8 +177,13 @@ def _math_spans(seg: str) -> list[tuple[int, int, str]]:
     spans = []
     for m in re.finditer(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", seg, re.S):
         inner = next(g for g in m.groups() if g is not None)
+        if m.group(2) is not None and _CURRENCY_SPAN_RE.match(inner):
+            continue     # "$250 each month ... saved $1,000": two dollar amounts, not maths
         spans.append((m.start(), m.end(), inner))
     return spans
+
+
+_CURRENCY_SPAN_RE = re.compile(r"\d[\d,.]*\s+(?:[^\\$]*\s)?[A-Za-z]{3,}\s+[A-Za-z]{3,}")
 
 
 def _prose_words(seg: str) -> list[str]:
@@ -231,6 +237,9 @@ def refine(seg: str) -> str | None:
         return None
     if english_number(seg) is not None:
         return seg          # "twenty-one", "one half": a number in words
+    clocks = {m.group(0) for m in CLOCK_RE.finditer(seg)}
+    if len(clocks) == 1 and not _NUMBER_RE.search(CLOCK_RE.sub(" ", _strip_spans(seg))):
+        return clocks.pop().strip()      # "so it leaves at 9:05 a.m."
     if not _is_prose(seg):
         return _unwrap_math(seg)
     cop = None
@@ -242,6 +251,9 @@ def refine(seg: str) -> str | None:
         if after and not _is_prose(after):
             return after
         seg = after or seg
+    assigned = _trailing_assignment(seg)
+    if assigned:
+        return assigned
     spans = _math_spans(seg)
     distinct = {compact(s[2]) for s in spans}
     if len(distinct) == 1 and not re.search(r"\d", _strip_spans(seg)):
@@ -257,6 +269,19 @@ def refine(seg: str) -> str | None:
     if spans and seg.rstrip(" .").endswith("$"):
         return spans[-1][2]
     return None
+
+
+_TRAILING_ASSIGN_RE = re.compile(r"(?:^|[\s,:;])([A-Za-z](?:_\{?\w+\}?)?(?:\([a-z]\))?\s*=\s*[^=]+?)\s*$")
+
+
+def _trailing_assignment(seg: str) -> str | None:
+    """``"Taking the positive root, x = (-1 + sqrt(5))/2"`` -> ``"x = (-1 + sqrt(5))/2"``: a
+    sentence that ends by giving a variable its value (the value has no prose in it)."""
+    m = _TRAILING_ASSIGN_RE.search(seg.rstrip(" ."))
+    if not m or "$" in m.group(1):
+        return None
+    value = m.group(1).split("=", 1)[1]
+    return m.group(1).strip() if value.strip() and not _is_prose(value) else None
 
 
 def zh_numerals(seg: str) -> list[str]:
@@ -317,7 +342,7 @@ def looks_cut_off(seg: str) -> bool:
         return True
     if t[-1] in ".!?。！？$)]}%\"'" or t[-1].isdigit() or _CJK_END_RE.search(t):
         return False
-    if t[-1] in ",:;(-=+" or _STOP_WORDS_RE.search(t):
+    if t[-1] in ",:;(-=+，：；（、" or _STOP_WORDS_RE.search(t):
         return True
     values = list(re.finditer(r"\d|\$|\\\)", t))
     tail = t[values[-1].end():] if values else t
@@ -327,9 +352,21 @@ def looks_cut_off(seg: str) -> bool:
 _CJK_END_RE = re.compile(r"[\u4e00-\u9fff]$")
 
 
+_VALUE_RE = re.compile(CLOCK_RE.pattern + "|" + _NUMBER_RE.pattern)
+_PLEASANTRY_RE = re.compile(r"(?:\s*(?:I hope\b|Hope this helps|Let me know\b|希望)[^.!?。！\n]*[.!?。！]*)+\s*$",
+                            re.I)
+_SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\\$(])|(?<=[。！？])|\n+")
+_LAST_SENTENCE_CHARS = 600
+
+
+def _without_pleasantries(text: str) -> str:
+    """Drop closing courtesy sentences ("I hope it is correct.") after the last statement."""
+    return _PLEASANTRY_RE.sub("", text.rstrip()).rstrip()
+
+
 def _from_conclusion(text: str) -> Extraction | None:
     """A final sentence "Therefore, ... is X." counts as a marked answer."""
-    body = text.rstrip()
+    body = _without_pleasantries(text)
     matches = list(_CONCLUSION_RE.finditer(body))
     if not matches:
         return None
@@ -344,6 +381,31 @@ def _from_conclusion(text: str) -> Extraction | None:
     ans = refine(seg)
     if ans:
         return Extraction(Status.wrong, ans, "phrase", reasoning=body[:m.start()])
+    return None
+
+
+def _from_last_sentence(text: str) -> Extraction | None:
+    """The closing sentence states the answer without a marker ("She saved $1,000 in total.",
+    "Solving, we find x = 5.", "共有12种方法。"): accepted only when it holds a single value,
+    is complete (a cut-off completion is not credited with its last number), and is neither a
+    question nor a hedge."""
+    body = _without_pleasantries(text)
+    tail = body[-_LAST_SENTENCE_CHARS:]
+    pieces = [p for p in _SENTENCE_SPLIT_RE.split(tail) if p and p.strip()]
+    if not pieces:
+        return None
+    last = pieces[-1].strip()
+    if len(pieces) == 1 and len(body) > len(tail) or looks_cut_off(last) or last.rstrip().endswith(("?", "？")):
+        return None
+    values = {v.group(0).replace(" ", "")
+              for v in _VALUE_RE.finditer(_strip_spans(currency_decimal_comma(last)))}
+    if len(values) + len(_math_spans(last)) != 1 and not _trailing_assignment(last):
+        return None      # a reasoning step ("6 times 7 gives 42"), not a statement of the answer
+    if _hedged(last) or _HEDGE_RE.search(last):
+        return None
+    ans = refine(last)
+    if ans and re.search(r"\d|\\|[\u4e00-\u9fff]", ans):
+        return Extraction(Status.wrong, ans, "last_sentence", reasoning=body[:len(body) - len(last)])
     return None
 
 
@@ -432,7 +494,7 @@ def _extract_final(final: str, allow_last_number: bool) -> Extraction:
         if later is not None and later.answer and re.search(r"[\d\\]", later.answer):
             return later
         return ex
-    for finder in (_from_markers, _from_conclusion, _from_bare):
+    for finder in (_from_markers, _from_conclusion, _from_bare, _from_last_sentence):
         ex = finder(final)
         if ex is not None:
             return ex

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .clock import Clock, parse_clock  # noqa: F401  (Clock is a parsed shape)
 from .numwords import english_number
 from .units import canonical_unit
 from .normalize import clean_latex, currency_decimal_comma, find_group, split_top_level, unwrap_command
@@ -83,28 +84,6 @@ class MatrixExpr:
 
 
 @dataclass(frozen=True)
-class Clock:
-    """A time of day ``H:MM[:SS]`` with ``meridiem`` ``"am"``/``"pm"`` or ``""`` (not said)."""
-
-    hour: int
-    minute: int
-    second: int = 0
-    meridiem: str = ""
-
-    def minutes_of_day(self) -> set[int]:
-        """The times of day (in seconds after midnight) this reading can mean: one with am/pm
-        or a 24-hour hour above 12, else both the morning and the afternoon reading."""
-        base = (self.hour % 12) * 3600 + self.minute * 60 + self.second
-        if self.meridiem == "am":
-            return {base}
-        if self.meridiem == "pm":
-            return {base + 12 * 3600}
-        if self.hour > 12 or self.hour == 0:
-            return {(self.hour % 24) * 3600 + self.minute * 60 + self.second}
-        return {base, base + 12 * 3600}
-
-
-@dataclass(frozen=True)
 class Text:
     """A word answer (``yes``, ``Tuesday``, a sentence), lower-cased, spaces collapsed."""
 
@@ -124,9 +103,6 @@ _REL_OPS = re.compile(r"\\le(?![a-zA-Z])|\\ge(?![a-zA-Z])|\\ne(?![a-zA-Z])|\\in(
 _THOUSANDS_RE = re.compile(r"(?<![\d.,(\[{])[1-9]\d{0,2}(?:,\d{3})+(?![\d,)\]}])")
 _TRIG_RE = re.compile(r"\\(?:sin|cos|tan|cot|sec|csc)(?![a-zA-Z])")
 _CJK_RE = re.compile(r"[\u4e00-\u9fff]")
-_CLOCK_RE = re.compile(r"(?i)(上午|早上|凌晨|下午|晚上)?\s*([01]?\d|2[0-4]):([0-5]\d)(?::([0-5]\d))?"
-                       r"\s*(a\.?\s?m\.?|p\.?\s?m\.?)?")
-_PM_WORDS = ("下午", "晚上")
 # Words that say "approximately": read like \approx (the value after them is the answer).
 _APPROX_WORDS_RE = re.compile(r"(?i)(?:^|(?<=[\s=]))(?:about|approximately|approx\.?|roughly|around|"
                               r"circa)(?=\s)|(?:^|(?<=[\s=]))~(?=\s*\d)|大约|约为|约")
@@ -297,7 +273,7 @@ def _parse(s: str, depth: int):
             s = before if not re.fullmatch(r"[^=]*=\s*", before) else after
         else:
             s = before
-    clock = _as_clock(s)
+    clock = parse_clock(s)
     if clock is not None:
         return clock
     text = _as_text(s)
@@ -312,6 +288,7 @@ def _parse(s: str, depth: int):
     s = _separators_to_commas(s)
     if ", " not in s:   # 1,234,567 is one number unless the commas are list separators
         s = _THOUSANDS_RE.sub(lambda m: m.group(0).replace(",", ""), s)
+        s = _computation_decimal_commas(s)
     if s.startswith("{") and find_group(s, 0) == len(s):
         return _parse(s[1:-1], depth + 1)   # bare braces are grouping: {1,2} is a list
     items = split_top_level(s, ",;")
@@ -320,22 +297,6 @@ def _parse(s: str, depth: int):
     if not items:
         return Text("")
     return _parse_single(items[0], percent, depth, unit)
-
-
-def _as_clock(s: str) -> Clock | None:
-    """``9:05``, ``3:45 PM``, ``15:45``, ``9:05 a.m.``, ``下午3:45``: a time of day (two-digit
-    minutes; a ratio such as ``3:4`` is not one)."""
-    t = re.sub(r"\\text\{\s*([^{}]*)\}", r" \1", s).strip().rstrip(".")
-    m = _CLOCK_RE.fullmatch(t)
-    if not m:
-        return None
-    zh, hour, minute, second, mer = m.groups()
-    meridiem = "pm" if zh in _PM_WORDS else "am" if zh else ""
-    if mer:
-        meridiem = "pm" if mer.lower().startswith("p") else "am"
-    if meridiem and not 1 <= int(hour) <= 12:
-        return None
-    return Clock(int(hour), int(minute), int(second or 0), meridiem)
 
 
 def _as_text(s: str) -> Text | None:
@@ -362,6 +323,17 @@ def _number_scalar(value, decimals) -> Scalar:
         return Scalar(f"{float(value):.{decimals}f}")
     sign = "-" if value < 0 else ""
     return Scalar(f"{sign}\\frac{{{abs(value.numerator)}}}{{{value.denominator}}}")
+
+
+_ARITH_OP_RE = re.compile(r"[×*+/]|\\times|\\cdot|\\div|(?<=\d)\s-\s")
+
+
+def _computation_decimal_commas(s: str) -> str:
+    """``3 × 2,5 = 7,5``: inside a computation (an arithmetic operator and no brackets), a comma
+    between digits that is not a thousands separator is a decimal comma, not a list."""
+    if re.search(r"[(\[{]", s) or not _ARITH_OP_RE.search(s):
+        return s
+    return re.sub(r"(?<![\d,])(\d+),(\d{1,2}|\d{4,})(?![\d,])", r"\1.\2", s)
 
 
 def _separators_to_commas(s: str) -> str:
@@ -393,7 +365,9 @@ def _group_assignments(items: tuple) -> tuple:
 
 
 def _parse_single(s: str, percent: bool, depth: int, unit: str = ""):
-    if re.match(r"\\begin\{[pbvBV]?matrix\}|\\begin\{array\}", s):
+    if re.fullmatch(r"\\begin\{[vV]matrix\}.*\\end\{[vV]matrix\}", s, re.S):
+        return Scalar(s, percent, unit)     # |..| bars: the determinant, a number
+    if re.match(r"\\begin\{[pbB]?matrix\}|\\begin\{array\}", s):
         m = _parse_matrix(s, depth)
         if m is not None:
             return m
@@ -407,7 +381,7 @@ def _parse_single(s: str, percent: bool, depth: int, unit: str = ""):
             return _make_seq(items, open_, close, s, depth)
         if open_ == "(" and close == ")":
             return _parse(inner, depth + 1)
-    if re.search(r"\\begin\{(?:[pbvBV]?matrix|array)\}", s):
+    if re.search(r"\\begin\{(?:[pbB]?matrix|array)\}", s):
         return MatrixExpr(s)
     if re.search(r"\\cup|\\cap|\\setminus|\\mathbb\{R\}|\\emptyset", s):
         return SetExpr(s)
@@ -432,8 +406,10 @@ def _relation(parts: list[str], ops: list[str], depth: int):
             return named
         if len(parts) >= 3:
             return Assign(parts[0], _parse(parts[-1], depth + 1), parts[-1])
-        if is_label(parts[0]) or not re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", parts[0])):
-            # "x = 3", "f(x) = 1"; or a computation "\frac{1}{2} \cdot 20 = 10": the value counts
+        if is_label(parts[0]) or (not _has_variables(parts[0]) and not (
+                re.fullmatch(r"\s*-?[\d.]+\s*", parts[0]) and _has_variables(parts[1]))):
+            # "x = 3", "f(x) = 1"; or a computation "\frac{1}{2} \cdot 20 = 10": the value
+            # counts. "7 = 11a + c" is a constraint on a and c, not a value: an equation.
             return Assign(parts[0], _parse(parts[1], depth + 1), parts[1])
         if is_label(parts[1]) and (re.fullmatch(r"[-\d\s.]+", parts[0]) or not (
                 _names(parts[1]) & _names(parts[0]))):
@@ -442,6 +418,10 @@ def _relation(parts: list[str], ops: list[str], depth: int):
     if ops == [r"\in"] and is_label(parts[0]):
         return _parse(parts[1], depth + 1)
     return Relation(tuple(parts), tuple(ops))
+
+
+def _has_variables(s: str) -> bool:
+    return bool(re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", s)))
 
 
 def _names(s: str) -> set[str]:
