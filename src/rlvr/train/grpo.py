@@ -151,24 +151,42 @@ class GRPOStep:
 
     def advantages(self, rewards: Tensor, group_ids: Tensor, valid: Tensor
                    ) -> tuple[Tensor, Tensor, Tensor]:
-        """Advantages [N], the rows to train on, and BoolTensor[B]: which groups (prompts) had
-        zero reward variance.
+        """Advantages, the rows to train on, and which groups had zero reward variance.
 
-        Rows whose verifier failed (status ``error``: infrastructure, not the policy's fault)
-        are excluded from their group's statistics rather than scored 0 (R14 logic)."""
+        Rows whose verifier failed (``valid`` false: status ``error``, e.g. a ``sandbox_error``
+        of a code task; infrastructure, not the policy's fault) are left out of every
+        statistic rather than scored 0 (R14 logic): the estimator sees only the valid rows, so
+        their group's mean and std, and with ``algo.std_scale: batch`` or
+        ``reinforce_pp_baseline`` the batch's std, are those of the valid rows; an excluded
+        row gets advantage 0 and is not a train row. A group of only excluded rows trains
+        nothing (and is not counted as zero-variance: it has no valid reward).
+
+        Args:
+            rewards: FloatTensor[N], the (shaped) reward per completion.
+            group_ids: LongTensor[N], the prompt index of each completion (0 .. B - 1).
+            valid: BoolTensor[N], false for rows to leave out.
+
+        Returns:
+            ``(advantages FloatTensor[N] fp32, train_rows LongTensor[n], zero_variance
+            BoolTensor[B])``: advantages are 0 for excluded rows and zero-variance groups;
+            train rows are the valid rows of groups with non-zero variance.
+        """
         a = self.config.algo
         r = rewards.clone()
-        if a.reward_noise > 0:
+        if a.reward_noise > 0:  # drawn for all N rows, so the generator's stream is fixed
             r = add_reward_noise(r, a.reward_noise, self.noise)
-        # Excluded rows get their own singleton groups: zero variance, zero advantage.
-        ids = torch.where(valid, group_ids, group_ids.max() + 1 + torch.arange(len(r)))
-        zero = zero_variance_groups(rewards.where(valid, torch.zeros_like(rewards)), ids)
-        options = {"std_scale": a.std_scale} if a.advantage == "grpo" else {}
-        adv = compute_advantages(a.advantage, r, ids, **options)
-        adv = torch.where(valid & ~zero.mask, adv, torch.zeros_like(adv))
+        adv = torch.zeros(len(r), dtype=torch.float32)
+        zero_rows = torch.zeros(len(r), dtype=torch.bool)  # valid rows of zero-variance groups
+        if bool(valid.any()):
+            ids = group_ids[valid]
+            zero_rows[valid] = zero_variance_groups(rewards[valid], ids).mask  # before noise
+            options = {"std_scale": a.std_scale} if a.advantage == "grpo" else {}
+            adv[valid] = compute_advantages(a.advantage, r[valid], ids, **options)
+        trained = valid & ~zero_rows
+        adv = torch.where(trained, adv, torch.zeros_like(adv))
         zero_groups = torch.zeros(int(group_ids.max()) + 1, dtype=torch.bool)
-        zero_groups[group_ids[zero.mask & valid]] = True
-        rows = torch.nonzero(valid & ~zero.mask).flatten()
+        zero_groups[group_ids[zero_rows]] = True
+        rows = torch.nonzero(trained).flatten()
         return adv, rows, zero_groups
 
     def update(self, batch: RolloutBatch) -> dict[str, float]:
