@@ -91,16 +91,28 @@ def test_unparsed_and_bad_reference():
     assert verify_code(fenced("x = 1"), {"entry_point": "f", "tests": []}).status is Status.error
 
 
-def test_sandbox_error_is_error(monkeypatch):
-    from rlvr.sandbox import SandboxLimits
+@pytest.mark.parametrize("partial", [False, True])
+def test_sandbox_error_is_error(monkeypatch, partial):
+    """The sandbox cannot be launched (bwrap / the interpreter does not start: OSError at
+    launch): a correct program gets status ``error`` (infrastructure, not the policy's fault),
+    never a score, with or without partial credit."""
+    import rlvr.sandbox.pool as sandbox_pool
 
-    # A start-up deadline no sandbox can meet: infrastructure failure, not the policy's fault.
-    lim = SandboxLimits(startup_timeout_s=0.0)
-    g = grade_code(fenced("def add(a, b):\n    return a + b"), ADD, limits=lim, pool=_no_prestart())
-    # (the supervisor gets at least 1 s, so on a fast machine this may still run; accept both)
-    assert g.verdict.status in (Status.error, Status.correct)
-    if g.verdict.status is Status.error:
-        assert g.grade.status is SandboxStatus.sandbox_error
+    def launch_fails(job, **kwargs):
+        raise OSError("simulated: bwrap could not start")
+
+    monkeypatch.setattr(sandbox_pool, "launch", launch_fails)
+    pool = _no_prestart()  # no pre-started sandbox: the job goes through the launcher
+    try:
+        g = grade_code(fenced("def add(a, b):\n    return a + b"), ADD, pool=pool,
+                       partial_credit=partial)
+    finally:
+        pool.close()
+    assert g.verdict.status is Status.error
+    assert g.grade.status is SandboxStatus.sandbox_error and g.grade.passed == 0
+    assert parse_detail(g.verdict.detail)["sandbox"] == "sandbox_error"
+    assert "launch failed: simulated: bwrap could not start" in g.verdict.detail
+    assert g.verdict.score is None and g.verdict.outcome == 0.0
 
 
 def _no_prestart():
