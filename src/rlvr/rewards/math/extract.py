@@ -409,10 +409,16 @@ def _from_last_sentence(text: str) -> Extraction | None:
     return None
 
 
+_LEADING_OPTION_RE = re.compile(r"\(?([A-E])[.)]\s+(?=[A-Z])")
+
+
 def _from_bare(text: str) -> Extraction | None:
     t = text.strip()
     if not t or len(t) > _SHORT_CHARS:
         return None
+    lead = _LEADING_OPTION_RE.match(t)
+    if lead and _is_prose(t[lead.end():]):
+        return Extraction(Status.wrong, lead.group(1), "bare")    # "A. Because B is not valid"
     if _is_prose(t) and looks_cut_off(t):
         return None
     if _hedged(t):

@@ -201,6 +201,7 @@ def clean_latex(s: str) -> str:
     s = s.replace(r"\dots", r"\ldots").replace(r"\cdots", r"\ldots")
     s = strip_math_delims(s)
     s = re.sub(r"\s+", " ", s).strip()
+    s = re.sub(r",\s*(?:\.\.\.|…)\s*$", r", \\ldots", s)   # "1, 2, 3, ..." continues
     s = re.sub(r"(?<!\\)[.,;:。]+$", "", s).strip()
     s = re.sub(r"(?<![\d)}\s!])!+$", "", s).strip()     # "5!" is a factorial, "yes!" is not
     return s

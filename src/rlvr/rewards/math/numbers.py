@@ -53,6 +53,7 @@ _THOUSANDS_RE = re.compile(r"[+-]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?")
 _SCI_RE = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(?:[eE]\s*([+-]?\d+)|(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{?\s*([+-]?\d+)\s*\}?)")
 _FRAC_RE = re.compile(r"([+-]?)\\frac\{\s*([+-]?\d+)\s*\}\{\s*([+-]?\d+)\s*\}")
 _SLASH_RE = re.compile(r"([+-]?\d+)\s*/\s*([+-]?\d+)")
+_MIXED_RE = re.compile(r"([+-]?)(\d{1,3}(?:[ ,]\d{3})+|\d+)[ \t]+(\d+)\s*/\s*(\d+)")
 _REPEATING_RE = re.compile(r"([+-]?)(\d*)\.(\d*)\\overline\{(\d+)\}")
 _PERCENT_RE = re.compile(r"\s*(?:%|\\%|percent|per cent|pct)\s*$", re.I)
 _SCALE_WORDS = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12, "万": 4, "亿": 8}
@@ -127,6 +128,11 @@ def _parse_core(t: str) -> Num | None:
     m = _SLASH_RE.fullmatch(t)
     if m and int(m.group(2)) != 0:
         return Num(Fraction(int(m.group(1)), int(m.group(2))))
+    m = _MIXED_RE.fullmatch(t)
+    if m and int(m.group(3)) < int(m.group(4)):
+        # "4 4/9", "-11 5/6", "1 000 4/9": a whole number and a proper fraction (mixed number)
+        v = int(re.sub(r"[ ,]", "", m.group(2))) + Fraction(int(m.group(3)), int(m.group(4)))
+        return Num(-v if m.group(1) == "-" else v)
     m = re.fullmatch(r"(.+?)\s*(?:\\text\{\s*)?(thousand|million|billion|trillion|万|亿)\}?", t)
     if m:
         base = _decimal(m.group(1)) or _words(m.group(1))

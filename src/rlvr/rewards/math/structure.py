@@ -282,7 +282,9 @@ def _parse(s: str, depth: int):
     s, trailing = _replace_text_groups(s)
     s, percent, removed = _strip_units(s)
     unit = canonical_unit(trailing) or canonical_unit(removed) or "" if (trailing or removed) else ""
-    s = s.strip().rstrip(".").strip()
+    # "1, 2, 3, ..." goes on: keep the ellipsis as an element so it never equals a finite list
+    s = re.sub(r",\s*(?:\.\.\.|…|\\ldots)\s*\.?$", r", \\ldots", s.strip())
+    s = s.strip().rstrip(".").strip() if not s.endswith(r"\ldots") else s
     if _EMPTY_RE.match(s):
         return SetExpr(r"\emptyset")
     s = _separators_to_commas(s)
