@@ -145,6 +145,8 @@ KINDS = {
         ("45", "Therefore, the answer", False),
         ("42", "The answer is 42. Wait, let me recheck the steps: so the final answer is", False),
         ("15", "She has 15 apples", True),
+        ("5", "Is the answer 5?", False),
+        ("5", "So is it 5? I am not sure", False),
     ],
     "clock_time": [
         ("12:00 PM", "They meet at noon.", True),

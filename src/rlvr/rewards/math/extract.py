@@ -419,8 +419,8 @@ def _from_bare(text: str) -> Extraction | None:
     lead = _LEADING_OPTION_RE.match(t)
     if lead and _is_prose(t[lead.end():]):
         return Extraction(Status.wrong, lead.group(1), "bare")    # "A. Because B is not valid"
-    if _is_prose(t) and looks_cut_off(t):
-        return None
+    if _is_prose(t) and (looks_cut_off(t) or t.endswith(("?", "？"))):
+        return None      # cut off, or a question ("Is the answer 5?"): not an answer
     if _hedged(t):
         return Extraction(Status.multiple_answers, method="bare")
     if not _is_prose(t):
