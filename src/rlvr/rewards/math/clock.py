@@ -43,8 +43,11 @@ class Clock:
 _MERIDIEM = r"(a\.?\s?m\.?|p\.?\s?m\.?|in the (?:morning|afternoon|evening)|at night)"
 _DIGITS_RE = re.compile(r"(?i)(上午|早上|凌晨|下午|晚上)?\s*([01]?\d|2[0-4]):([0-5]\d)(?::([0-5]\d))?"
                         r"\s*" + _MERIDIEM + "?")
-_HOUR = r"(\d{1,2}|[a-z]+(?:-[a-z]+)?)"
-_WORDS_RE = re.compile(r"(?i)(?:(a\s+)?quarter|half|(\d{1,2}|[a-z]+(?:-[a-z]+)?)\s+minutes?)\s+"
+_UNIT_WORD = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+_NUMBER_WORD = (r"(?:" + _UNIT_WORD[3:-1] + r"|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|"
+                r"nineteen|twenty|thirty|forty|fifty)(?:-" + _UNIT_WORD + ")?")
+_HOUR = r"(\d{1,2}|" + _UNIT_WORD + ")"
+_WORDS_RE = re.compile(r"(?i)(?:(a\s+)?quarter|half|(\d{1,2}|" + _NUMBER_WORD + r")\s+minutes?)\s+"
                        r"(past|after|to|before)\s+" + _HOUR + r"(?:\s+o'?clock)?\s*" + _MERIDIEM + "?"
                        r"|" + _HOUR + r"\s+o'?clock\s*" + _MERIDIEM + "?")
 _NAMED = {"noon": (12, "pm"), "midday": (12, "pm"), "midnight": (12, "am"),

@@ -487,7 +487,28 @@ def _compare_relations(ref, resp, policy) -> Outcome:
         return _compare_equations(ra, sa, policy)
     if not eq_r or not eq_s:
         return _compare_real_sets(ref, resp, policy)
+    for quantity, value in ((resp, ref), (ref, resp)):
+        rhs = _named_quantity_value(quantity)
+        if rhs is not None and not isinstance(value, (Relation, Assign)):
+            # "A + B = [matrix]" for the matrix: the left side names the quantity asked for
+            return compare(value, rhs, policy)
     return _no("equation vs non-equation")
+
+
+def _named_quantity_value(node):
+    """The value of ``expr = constant`` when ``expr`` is built from matrix names (``A^2``,
+    ``A + B``, ``A^{-1}``): it names the quantity asked for. An expression in lower-case
+    unknowns (``x + z = 1``, ``a + 3z = 0``) is an equation, not a value (as Math-Verify's
+    tests label it). ``None`` otherwise."""
+    if not isinstance(node, Relation) or node.ops != ("=",):
+        return None
+    lhs, rhs = node.parts
+    if re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", rhs)) and r"\begin" not in rhs:
+        return None
+    names = set(re.findall(r"(?<![\\A-Za-z])[A-Za-z](?![A-Za-z])", re.sub(r"\\[A-Za-z]+", " ", lhs)))
+    if not names or not all(n.isupper() for n in names):
+        return None
+    return parse_answer(rhs)
 
 
 def _compare_equations(ref: Relation, resp: Relation, policy) -> Outcome:

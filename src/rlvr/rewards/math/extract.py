@@ -31,7 +31,7 @@ from .numwords import ZH_NUMERAL_CHARS, english_number
 # Chat-template special tokens of any model family: <|im_end|>, <|eot_id|>, <|end|>,
 # <｜end▁of▁sentence｜> (full-width bars), </s>, <end_of_turn>, <eos>, [INST].
 _RESIDUE_RE = re.compile(r"<\|[A-Za-z_][\w.\-]{0,40}\|>|<｜[^｜<>\n]{1,40}｜>|</?s>|<eos>|<pad>|"
-                         r"<(?:start|end)_of_turn>|\[/?INST\]")
+                         r"<(?:start|end)_of_turn>|\[/?INST\]|\n[ \t]*(?:#{1,3}[ \t]*)?(?:User|Human|USER|HUMAN)[ \t]*:")
 _LEADING_RESIDUE_RE = re.compile(r"^(?:\s*(?:" + _RESIDUE_RE.pattern + r")\s*(?:assistant|model)?\b\s*)+",
                                  re.I)
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
@@ -340,6 +340,8 @@ def looks_cut_off(seg: str) -> bool:
     t = seg.rstrip().rstrip("*").rstrip()
     if not t:
         return True
+    if _unbalanced(t):
+        return True      # "... which gives $42 + \frac{": cut inside maths
     if t[-1] in ".!?。！？$)]}%\"'" or t[-1].isdigit() or _CJK_END_RE.search(t):
         return False
     if t[-1] in ",:;(-=+，：；（、" or _STOP_WORDS_RE.search(t):
@@ -347,6 +349,12 @@ def looks_cut_off(seg: str) -> bool:
     values = list(re.finditer(r"\d|\$|\\\)", t))
     tail = t[values[-1].end():] if values else t
     return len(re.findall(r"[A-Za-z]+", tail)) > 2
+
+
+def _unbalanced(t: str) -> bool:
+    unescaped = re.sub(r"\\[${}]", "", t)
+    return unescaped.count("$") % 2 == 1 or unescaped.count("{") > unescaped.count("}") or \
+        bool(re.search(r"\\[A-Za-z]*$|[\^_]$", t))
 
 
 _CJK_END_RE = re.compile(r"[\u4e00-\u9fff]$")
@@ -425,6 +433,8 @@ def _from_bare(text: str) -> Extraction | None:
         return Extraction(Status.multiple_answers, method="bare")
     if not _is_prose(t):
         return Extraction(Status.wrong, t, "bare")
+    if _without_pleasantries(t)[_sentence_end(t):].strip(" .。!！\n"):
+        return None      # several sentences: reasoning, not an answer-only response
     spans = _math_spans(t)
     if len({compact(s[2]) for s in spans}) == 1 and not re.search(r"\d", _strip_spans(t)):
         return Extraction(Status.wrong, spans[0][2], "bare")

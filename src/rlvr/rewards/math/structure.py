@@ -383,8 +383,6 @@ def _parse_single(s: str, percent: bool, depth: int, unit: str = ""):
             return _make_seq(items, open_, close, s, depth)
         if open_ == "(" and close == ")":
             return _parse(inner, depth + 1)
-    if re.search(r"\\begin\{(?:[pbB]?matrix|array)\}", s):
-        return MatrixExpr(s)
     if re.search(r"\\cup|\\cap|\\setminus|\\mathbb\{R\}|\\emptyset", s):
         return SetExpr(s)
     if r"\pm" in s or r"\mp" in s:
@@ -396,6 +394,8 @@ def _parse_single(s: str, percent: bool, depth: int, unit: str = ""):
     parts, ops = _split_relation(s)
     if ops:
         return _relation(parts, ops, depth)
+    if re.search(r"\\begin\{(?:[pbB]?matrix|array)\}", s):
+        return MatrixExpr(_arrays_as_matrices(s))
     return Scalar(s, percent, unit)
 
 
@@ -429,6 +429,13 @@ def _has_variables(s: str) -> bool:
 def _names(s: str) -> set[str]:
     """Letters and commands naming variables in ``s`` (``f(x)`` -> ``{f, x}``)."""
     return set(re.findall(r"\\[A-Za-z]+|[A-Za-z]", re.sub(r"\\(?:frac|sqrt|cdot|times|left|right)", " ", s)))
+
+
+def _arrays_as_matrices(s: str) -> str:
+    """``[\\begin{array}{cc}..\\end{array}]`` (``\\left[..\\right]`` once sizing is dropped) ->
+    ``\\begin{bmatrix}..\\end{bmatrix}``, the spelling latex2sympy reads inside expressions."""
+    return re.sub(r"[\[(]?\s*\\begin\{array\}(?:\{[^{}]*\})?(.*?)\\end\{array\}\s*[\])]?",
+                  lambda m: r"\begin{bmatrix}" + m.group(1) + r"\end{bmatrix}", s, flags=re.S)
 
 
 def _named_tuple(lhs: str, rhs: str, depth: int) -> Seq | None:
