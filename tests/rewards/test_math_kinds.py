@@ -43,6 +43,9 @@ KINDS = {
         ("(1,2)", "\\boxed{(2,1)}", False),
     ],
     "matrix": [
+        ("\\begin{pmatrix}1&-2\\\\3&0\\end{pmatrix}", "So $A + B = \\left[\\begin{array}{cc} 1 & -2 \\\\ 3 & 0 \\end{array}\\right]$.", True),
+        ("\\begin{pmatrix}6&0\\\\0&6\\end{pmatrix}", "so\n$A^2 = 6\\begin{pmatrix} 1 & 0 \\\\ 0 & 1 \\end{pmatrix}$.", True),
+        ("\\begin{pmatrix}6&0\\\\0&6\\end{pmatrix}", "so\n$A^2 = 5\\begin{pmatrix} 1 & 0 \\\\ 0 & 1 \\end{pmatrix}$.", False),
         ("-2", "\\boxed{\\begin{vmatrix}-3&1\\\\2&0\\end{vmatrix}}", True),
         ("\\begin{pmatrix}-3&1\\\\2&0\\end{pmatrix}", "\\boxed{\\begin{vmatrix}-3&1\\\\2&0\\end{vmatrix}}", False),
         ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}",
@@ -61,6 +64,10 @@ KINDS = {
          "\\boxed{\\begin{pmatrix}1&0\\\\0&1\\end{pmatrix}+\\begin{pmatrix}0&2\\\\3&3\\end{pmatrix}}", True),
     ],
     "plain_text_math": [
+        ("e^{16}", "So the population grows by a factor of e^16.", True),
+        ("\\sqrt[3]{2}", "So x = 2^(1/3).", True),
+        ("\\sqrt[3]{2}", "\\boxed{\\sqrt[3]2}", True),
+        ("\\sqrt{2}+1", "The answer is sqrt(2+1)", False),
         ("\\frac{\\pi}{2}", "The answer is pi/2", True),
         ("-2\\pi", "The answer is -2*pi.", True),
         ("2\\pi", "The answer is 2pi.", True),
@@ -75,6 +82,8 @@ KINDS = {
         ("x^2+1", "The answer is x^2+1", True),
     ],
     "chinese_numbers": [
+        ("15", "解：9 + 6 = 15（千米）。\n答：他一共走了十五千米。", True),
+        ("3.5", "每人分得七除以二千克，答案是三点五千克。", True),
         ("-3", "所以答案是负三。", True),
         ("-3", "所以答案是负3。", True),
         ("-5", "最后结果为负五。", True),
@@ -90,6 +99,9 @@ KINDS = {
         ("12", "经过计算，我们发现总共需要十二天。", True),
     ],
     "english_number_words": [
+        ("12", "Each box holds 4 eggs and she buys 3 boxes.\n\nSo she has a dozen eggs.", True),
+        ("\\frac{3}{4}", "Three of the 4 parts are shaded. Therefore, three-fourths of the square is shaded.", True),
+        ("\\frac{2}{3}", "Therefore, three-fourths of the square is shaded.", False),
         ("5", "The answer is \\boxed{\\text{five}}", True),
         ("5", "The answer is five.", True),
         ("5", "The answer is six.", False),
@@ -113,6 +125,8 @@ KINDS = {
         ("12", "\\boxed{12 \\text{ apples}}", True),
     ],
     "currency_decimal_comma": [
+        ("3.20", "Half a kilo at R$ 6,40 per kilo costs R$ 3,20.\n\n#### R$ 3,20", True),
+        ("1250", "So the total cost is 500 × 2,50 €.\n\nThe total is 12,50 €.", False),
         ("7.5", "The area is 3 × 2,5 = 7,5.", True),
         ("(2,5)", "\\boxed{(2,5)}", True),
         ("3.50", "The total cost is €3,50.", True),
@@ -132,6 +146,7 @@ KINDS = {
         ("7.5", "So the speed is approximately 7.5 m/s.", True),
     ],
     "truncated": [
+        ("42", "First we count the total: $6 \\times 7 = 42$. Then we add the leftover pieces, which gives $42 + \\frac{", False),
         ("7", "设这个数为 x，则 2x + 3 = 17，所以 x = 7。我们再验证一下：正确。接下来考虑第二个条件，", False),
         ("42", "We get 42 in total. I hope it is correct.", True),
         ("1000", "She saves $250 each month for 4 months. She saved $1,000 in total.", True),
@@ -178,6 +193,7 @@ KINDS = {
         ("f(x) = x^2 - 1", "\\boxed{(x-1)(x+1)}", True),
     ],
     "chat_template_debris": [
+        ("18", "Half of 36 is 18.\n\n\\boxed{18}\n\nUser: What is 3 cubed?\nAssistant: \\boxed{27}", True),
         ("7", "\\boxed{7}<|im_end|>\n<|im_start|>user\nnext", True),
         ("7", "The answer is 7.<|im_start|>user hi", True),
         ("7", "\\boxed{7}<|eot_id|><|start_header_id|>user", True),
@@ -209,8 +225,8 @@ def test_every_kind_has_both_labels() -> None:
             assert {exp for _, _, exp in rows} == {True, False}, kind
 
 
-# A larger labelled set of the same kinds (190 cases: 21 real pairs from Math-Verify's tests and
-# issues, the rest constructed), kept in tests/rewards/data/math_kinds.jsonl in the shared
+# A larger labelled set of the same kinds (345 cases: 21 real pairs from Math-Verify's tests and
+# issues, the rest constructed in two independent passes, K- and B-), kept in tests/rewards/data/math_kinds.jsonl in the shared
 # cases' format. Built by a separate pass from the rules above, so it checks that each rule
 # covers its kind rather than its examples.
 KIND_FILE = Path(__file__).with_name("data") / "math_kinds.jsonl"
@@ -219,6 +235,10 @@ KIND_ROWS = [json.loads(line) for line in KIND_FILE.read_text(encoding="utf-8").
 KIND_KNOWN_FAILURES = {
     "K-0084": "disputed: '1.000 €' is read as the decimal 1.000, not European thousands",
     "K-0082": "'Soucis : 2,74 $ a..' has trailing debris the extractor does not drop",
+    "B-0112": "disputed: a reference time without am/pm (7:30) matches either half of the day",
+    "B-0091": "policy: a 1-decimal reference 0.5 is a rounded value and accepts 0.48 (rounds to 0.5)",
+    "B-0122": "policy: 'a + b = 3' is an equation in free variables, not the value 3 (Math-Verify's "
+              "tests label it so, shared cases MV-0104 / MV-0261)",
 }
 
 

@@ -149,12 +149,20 @@ def unevaluated_arithmetic(answer: str, reference: str) -> bool:
     return bool(_BINARY_OP_RE.search(text)) and not _SCIENTIFIC_RE.match(text)
 
 
+def _same_spelling(a: str, b: str) -> bool:
+    """Identical up to spacing and ``\\text`` wrappers. Braces are kept: ``\\sqrt{2}+1`` is
+    not ``\\sqrt{2+1}`` (both lose their braces under :func:`compact`)."""
+    def key(t: str) -> str:
+        return re.sub(r"\s+", "", re.sub(r"\\text\{([^{}]*)\}", r"\1", t))
+    return key(a) == key(b)
+
+
 def compare_scalars(ref: Scalar, resp: Scalar, policy: Policy) -> Outcome:
     """Compare two single values: string, base-n numeral, exact number, then sympy."""
     if ref.unit and resp.unit and ref.unit != resp.unit:
         # the answer must be in the reference's unit: 5 m is not 5 cm, 50 mm is not 5 cm either
         return _no(f"different units: {resp.unit} vs {ref.unit}")
-    if compact(ref.text) == compact(resp.text) and ref.percent == resp.percent:
+    if _same_spelling(ref.text, resp.text) and ref.percent == resp.percent:
         return _yes("string match")
     if not policy.accept_unevaluated and unevaluated_arithmetic(resp.text, ref.text):
         return _no(f"unevaluated arithmetic: {resp.text} (the reference is a number)")

@@ -26,7 +26,7 @@ from rlvr.rewards.types import Extraction, Status
 
 from .normalize import clean_latex, compact, currency_decimal_comma, find_group
 from .clock import FIND_RE as CLOCK_RE
-from .numwords import ZH_NUMERAL_CHARS, english_number
+from .numwords import ZH_NUMERAL_CHARS, english_number, english_numbers_in
 
 # Chat-template special tokens of any model family: <|im_end|>, <|eot_id|>, <|end|>,
 # <｜end▁of▁sentence｜> (full-width bars), </s>, <end_of_turn>, <eos>, [INST].
@@ -249,6 +249,10 @@ def refine(seg: str) -> str | None:
     if cop is not None:
         after = seg[cop.end():].strip()
         if after and not _is_prose(after):
+            if not re.search(r"[\d\\$^=]|[\u4e00-\u9fff]", after) and english_number(after) is None:
+                words = list(dict.fromkeys(english_numbers_in(seg)))
+                if len(words) == 1 and not _NUMBER_RE.search(_strip_spans(seg)):
+                    return words[0]      # "three-fourths of the square is shaded"
             return after
         seg = after or seg
     assigned = _trailing_assignment(seg)
@@ -261,11 +265,14 @@ def refine(seg: str) -> str | None:
     nums = {n.group(0).replace(" ", "")
             for n in _NUMBER_RE.finditer(currency_decimal_comma(_strip_spans(seg)))}
     if len(nums) == 1 and not spans:
-        return nums.pop()
+        return _math_token(seg, nums.pop())
     if not nums and not spans:
         zh = zh_numerals(seg)
         if len(zh) == 1:
             return zh[0]
+        words = list(dict.fromkeys(english_numbers_in(seg)))
+        if len(words) == 1:
+            return words[0]      # "So she has a dozen eggs.", "three-fourths of it is shaded"
     if spans and seg.rstrip(" .").endswith("$"):
         return spans[-1][2]
     return None
@@ -284,9 +291,23 @@ def _trailing_assignment(seg: str) -> str | None:
     return m.group(1).strip() if value.strip() and not _is_prose(value) else None
 
 
+_TOKEN_OP_RE = re.compile(r"[\^*/]|\b(?:sqrt|pi|exp|ln|log)\b")
+
+
+def _math_token(seg: str, number: str) -> str:
+    """The plain-text maths written around ``number`` when it is part of one
+    (``"a factor of e^16."`` -> ``"e^16"``, ``"about 3*pi"`` -> ``"3*pi"``), else ``number``."""
+    for tok in re.findall(r"[^\s,;]+", seg):
+        tok = tok.rstrip(".。!?")
+        if number in tok and tok != number and _TOKEN_OP_RE.search(tok) and not re.search(r"[A-Za-z]{5,}", tok):
+            return tok
+    return number
+
+
 def zh_numerals(seg: str) -> list[str]:
     """Distinct numbers written in Chinese numerals in a sentence (``一共有十二个`` ->
     ``["十二"]``), leaving out words that merely contain numeral characters."""
+    seg = seg.replace("千米", "公里").replace("千克", "公斤").replace("千瓦", "瓦")  # 千 of a unit
     found = _ZH_NUMERAL_RE.findall(_ZH_NOT_NUMBER_RE.sub("，", seg))
     return list(dict.fromkeys(n for n in found if n.strip("点分之又负")))
 

@@ -81,6 +81,9 @@ def _sqrt_parens(s: str) -> str:
             out.append(s[i:])
             return "".join(out)
         k = j + 5
+        index = re.match(r"\[[^\[\]]*\]", s[k:])     # \sqrt[3]2 -> \sqrt[3]{2}
+        if index:
+            k += index.end()
         out.append(s[i:k])
         if k < len(s) and s[k] == "(":
             end = find_group(s, k, "(", ")")
@@ -117,6 +120,27 @@ def plain_names(s: str) -> str:
         t = _exp_call(t)
         parts[k] = t
     return "".join(parts)
+
+
+def _paren_exponents(s: str) -> str:
+    # 2^(1/3) -> 2^{1/3}: plain-text exponents in parentheses (LaTeX would read ^( as ^{(})
+    out, i = [], 0
+    while True:
+        j = s.find("^", i)
+        if j < 0:
+            out.append(s[i:])
+            return "".join(out)
+        k = j + 1
+        while k < len(s) and s[k] == " ":
+            k += 1
+        if k < len(s) and s[k] == "(":
+            end = find_group(s, k, "(", ")")
+            if end > 0:
+                out.append(s[i:j] + "^{" + s[k + 1:end - 1] + "}")
+                i = end
+                continue
+        out.append(s[i:j + 1])
+        i = j + 1
 
 
 def _exp_call(s: str) -> str:
@@ -188,6 +212,7 @@ def clean_latex(s: str) -> str:
     s = re.sub(r"\\[dtc]frac(?![a-zA-Z])", r"\\frac", s)
     s = _frac_shorthand(s)
     s = plain_names(s)
+    s = _paren_exponents(s)
     s = _sqrt_parens(s)
     s = _TEXT_CMDS_RE.sub(r"\\text{", s)
     s = re.sub(r"\\text\s*\{\s*\}", "", s)
@@ -199,6 +224,7 @@ def clean_latex(s: str) -> str:
     s = s.replace(r"\%", "%").replace(r"\varnothing", r"\emptyset")
     s = re.sub(r"\\(?:mathbb|Bbb)\s*\{?\s*R\s*\}?", r"\\mathbb{R}", s)
     s = s.replace(r"\dots", r"\ldots").replace(r"\cdots", r"\ldots")
+    s = currency_decimal_comma(s)   # before the $ signs go
     s = strip_math_delims(s)
     s = re.sub(r"\s+", " ", s).strip()
     s = re.sub(r",\s*(?:\.\.\.|…)\s*$", r", \\ldots", s)   # "1, 2, 3, ..." continues
@@ -207,13 +233,18 @@ def clean_latex(s: str) -> str:
     return s
 
 
-_CURRENCY_RE = re.compile(r"[€£¥元]|\\euro|\bEUR\b|\bUSD\b|\bdollars?\b|\beuros?\b|\\\$|(?<![\\\w])\$(?=\s*\d)")
+_CURRENCY_RE = re.compile(r"[€£¥元]|\\euro|\bEUR\b|\bUSD\b|\bBRL\b|\bdollars?\b|\beuros?\b|\\\$")
+_CURRENCY_PREFIX_RE = re.compile(r"\b(?:R|US|C|A|HK|NZ|S)\$")
 
 
 def currency_decimal_comma(s: str) -> str:
-    """``€3,50`` / ``3,50 €`` / ``1.234,56 €``: beside a currency sign, a comma followed by one
-    or two digits is a decimal comma (``$1,000`` keeps its thousands separator)."""
-    if not _CURRENCY_RE.search(s):
+    """``€3,50`` / ``3,50 €`` / ``R$ 3,20`` / ``1.234,56 €``: beside a currency sign, a comma
+    followed by one or two digits is a decimal comma (``$1,000`` keeps its thousands
+    separator). A bare ``$`` counts as a currency sign only when it is not a maths delimiter
+    (an odd number of them), so ``$1,2$`` stays a list."""
+    s = _CURRENCY_PREFIX_RE.sub(r"\\$", s)
+    bare = len(re.findall(r"(?<!\\)\$", s))
+    if not (_CURRENCY_RE.search(s) or bare % 2 == 1):
         return s
     return re.sub(r"(?<![\d.,])(\d{1,3}(?:\.\d{3})*|\d+),(\d{1,2})(?![\d,])",
                   lambda m: m.group(1).replace(".", "") + "." + m.group(2), s)

@@ -188,3 +188,30 @@ def _integer(words: list[str]) -> int | None:
             return None
         seen = True
     return total + current if seen else None
+
+
+_VOCAB = sorted(set(_UNITS) | set(_TENS) | set(_SCALES) | set(_DENOMS)
+                | {d + "s" for d in _DENOMS} | {"a", "an", "and", "dozen", "point", "negative", "minus"},
+                key=len, reverse=True)
+_PHRASE_RE = re.compile(r"(?i)\b(?:" + "|".join(_VOCAB) + r")(?:[\s-]+(?:" + "|".join(_VOCAB) + r"))*\b")
+_FILLER = {"a", "an", "and"}
+
+
+def english_numbers_in(text: str) -> list[str]:
+    """Number phrases written in English words inside a sentence, in order, each exactly one
+    number (``"So she has a dozen eggs."`` -> ``["a dozen"]``; ``"three-fourths of the square"``
+    -> ``["three-fourths"]``). Leading and trailing filler words ("a", "and") are dropped
+    unless they belong to the number ("a dozen", "a half")."""
+    found = []
+    for m in _PHRASE_RE.finditer(text):
+        words = re.split(r"([\s-]+)", m.group(0))
+        while words and words[-1].lower() in _FILLER | {""} or words and not words[-1].strip(" -"):
+            words.pop()
+        while words and (not words[0].strip(" -") or words[0].lower() in ("and",)):
+            words.pop(0)
+        phrase = "".join(words).strip(" -")
+        if phrase and phrase.lower() not in _FILLER and english_number(phrase) is not None:
+            found.append(phrase)
+        elif phrase.lower().startswith(("a ", "an ")) and english_number(phrase.split(" ", 1)[1]):
+            found.append(phrase.split(" ", 1)[1])
+    return found
