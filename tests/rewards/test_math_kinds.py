@@ -192,6 +192,14 @@ KINDS = {
         ("5", "\\boxed{x=6}", False),
         ("f(x) = x^2 - 1", "\\boxed{(x-1)(x+1)}", True),
     ],
+    "multiple_choice_prose": [
+        ("B", "Because B is valid", True),
+        ("B", "I think it is B", True),
+        ("B", "A good choice is B", True),
+        ("B", "The answer is A or B", False),
+        ("B", "A is correct", False),
+        ("A", "A. Because B is not valid", True),
+    ],
     "chat_template_debris": [
         ("18", "Half of 36 is 18.\n\n\\boxed{18}\n\nUser: What is 3 cubed?\nAssistant: \\boxed{27}", True),
         ("7", "\\boxed{7}<|im_end|>\n<|im_start|>user\nnext", True),

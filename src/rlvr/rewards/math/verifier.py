@@ -78,6 +78,9 @@ def extract_answer(completion: str, config: MathVerifyConfig = _DEFAULT) -> Extr
 
 
 _LETTER_RE = re.compile(r"(?<![A-Za-z\\])\(?([A-J])\)?(?![A-Za-z])")
+# "A" and "I" before a lower-case word are the English article and pronoun ("A good choice",
+# "I think"), not options; before "or" / "is" they are options ("A or B", "A is correct").
+_ARTICLE_RE = re.compile(r"(?<![A-Za-z\\(])[AI] (?!(?:or|and|nor|is|was|are|and/or)\b)[a-z]")
 
 
 def _choice_letter(ref: str) -> str | None:
@@ -91,7 +94,7 @@ def _response_letters(answer: str) -> list[str]:
     if single:
         return [single.group(1).upper()]
     t = re.sub(r"(?i)\b(?:option|choice)\s+", "", t)
-    return list(dict.fromkeys(_LETTER_RE.findall(t)))
+    return list(dict.fromkeys(_LETTER_RE.findall(_ARTICLE_RE.sub(lambda m: "_" + m.group(0)[1:], t))))
 
 
 def _compare_choice(letter: str, answer: str) -> Outcome:
@@ -145,6 +148,12 @@ def _verify(completion: str, reference: str, config: MathVerifyConfig) -> Verdic
         return Verdict(Status.multiple_answers, ex.answer, ex.method,
                        f"several candidate answers{': ' + shown if shown else ''}")
     if not ex.found:
+        letter = _choice_letter(ref)
+        named = _response_letters(completion) if letter and isinstance(completion, str) \
+            and len(completion) <= 200 else []
+        if len(named) == 1:   # "Because B is valid": a short reply naming exactly one option
+            out = _compare_choice(letter, named[0])
+            return Verdict(Status.correct if out.equal else Status.wrong, named[0], "choice", out.detail)
         return Verdict(Status.unparsed, None, ex.method, "no final answer found")
     out = _judge(ref.strip(), ex.answer.strip(), config.policy, config.max_answer_chars)
     if ex.method == "bare" and not out.equal and out.detail in _NOT_AN_ANSWER:
