@@ -447,12 +447,18 @@ def eval_(
                                     "or hub id. Repeat to compare models side by side (same "
                                     "problems, same seeds). With --endpoint: the served name."),
     tasks: Optional[str] = typer.Option(None, "--tasks", "-t", help="Task source, as "
-                                        "data.source of a run config: arithmetic, gsm8k, "
-                                        "math500, jsonl, humaneval, mbpp."),
+                                        "data.source of a run config: arithmetic, logic "
+                                        "(generated in-process from --mixture, or read from "
+                                        "--data-path), gsm8k, math500, jsonl, humaneval, mbpp "
+                                        "(read from --data-path)."),
     data_path: Optional[Path] = typer.Option(None, "--data-path", help="Data file or "
-                                             "directory of file sources (data.path)."),
-    mixture: Optional[str] = typer.Option(None, "--mixture", help="Arithmetic difficulty "
-                                          "mixture, e.g. 2d+-2d (data.mixture)."),
+                                             "directory of file sources (data.path); for "
+                                             "arithmetic / logic a task file instead of "
+                                             "generating."),
+    mixture: Optional[str] = typer.Option(None, "--mixture", help="Generator levels of "
+                                          "arithmetic (e.g. 2d+-2d) or logic (e.g. "
+                                          "countdown-3:0.5,kk-3:0.5; default "
+                                          "countdown-3:0.5,kk-3:0.5) (data.mixture)."),
     split: str = typer.Option("validation", "--split", help="validation (the held-out set "
                               "a training run validates on) or train."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Problems to evaluate "
@@ -583,7 +589,7 @@ def _eval_data_config(run_config, tasks, data_path, mixture, split, limit, instr
     line's choices applied (bad values exit 2 naming the option)."""
     from pydantic import ValidationError
 
-    from rlvr.train.config import DataConfig
+    from rlvr.train.config import GENERATED, DataConfig
 
     if split not in ("validation", "train"):
         raise fail(f"--split: expected validation or train, got {split!r}")
@@ -592,7 +598,13 @@ def _eval_data_config(run_config, tasks, data_path, mixture, split, limit, instr
                ("val_size" if split == "validation" else "train_size"): limit}
     data = run_config.data.model_dump()
     if tasks is not None and tasks != data["source"]:
-        data["path"] = None  # another source: the config's data path does not apply
+        from rlvr.train.config import carry_instruction
+
+        # another source: the config's path and generator levels do not apply, and its
+        # instruction carries over only when it is not the old source's default one
+        del data["mixture"]
+        data["path"] = None
+        data["instruction"] = carry_instruction(data["instruction"], data["source"], tasks)
     data.update({key: value for key, value in updates.items() if value is not None})
     if split == "validation":  # the validation set never depends on train_size: skip the work
         data["train_size"] = 1
@@ -605,7 +617,7 @@ def _eval_data_config(run_config, tasks, data_path, mixture, split, limit, instr
         field = str(first["loc"][0]) if first["loc"] else "data"
         raise fail(f"{option.get(field, 'data.' + field)}: {first['msg']}"
                    f" (got {first.get('input')!r})")
-    if data.source != "arithmetic" and not data.path:
+    if data.source not in GENERATED and not data.path:
         raise fail(f"--data-path: --tasks {data.source} reads a data file or directory")
     if data.path and not Path(data.path).exists():
         raise fail(f"--data-path: {data.path} does not exist")

@@ -84,14 +84,20 @@ def load_math500(path: Path, split: str) -> list[Task]:
             for line, obj in _read_jsonl(path)]
 
 
-def load_task_file(path: Path) -> list[Task]:
-    """Tasks in the project's JSONL task format. Raises :class:`DataError` naming the line."""
+def load_task_file(path: Path, task_type: str | None = None) -> list[Task]:
+    """Tasks in the project's JSONL task format. ``task_type``: every task must be of this
+    type (``data.source: logic`` reads logic tasks only). Raises :class:`DataError` naming the
+    line."""
     tasks = []
     for line, obj in _read_jsonl(path):
         try:
-            tasks.append(Task.from_dict(obj))
+            task = Task.from_dict(obj)
         except RecordError as exc:
             raise DataError(f"{path}:{line}: {exc}") from None
+        if task_type is not None and task.task_type != task_type:
+            raise DataError(f"{path}:{line}: task_type {task.task_type!r}, expected "
+                            f"{task_type!r} (data.source: jsonl reads tasks of any type)")
+        tasks.append(task)
     return tasks
 
 
@@ -109,6 +115,11 @@ def _hold_out(tasks: list[Task], path: Path, data, seed: int) -> tuple[list[Task
 def load_tasks(data, seed: int) -> tuple[list[Task], list[Task]]:
     """``(train, validation)`` task lists for a :class:`rlvr.train.config.DataConfig`.
 
+    ``arithmetic`` and ``logic`` are generated from ``data.mixture`` (train and validation
+    puzzles disjoint), or, with ``data.path``, read from that task file (e.g. written by
+    ``rlvr data generate``; every task must be of the source's task type) and held out like
+    ``jsonl``.
+
     Sizes are capped by ``data.train_size`` / ``data.val_size``; file sources are shuffled
     with ``seed`` before the cap (deterministically). For ``jsonl`` and ``humaneval`` the
     validation set is a seeded hold-out of ``val_size`` tasks from the file (so is ``math500``'s,
@@ -118,7 +129,7 @@ def load_tasks(data, seed: int) -> tuple[list[Task], list[Task]]:
     Raises:
         DataError: missing file, malformed record, or too few tasks.
     """
-    if data.source in ("arithmetic", "logic"):
+    if data.source in ("arithmetic", "logic") and not data.path:
         if data.source == "arithmetic":
             from rlvr.tasks.arithmetic import generate
         else:
@@ -131,6 +142,9 @@ def load_tasks(data, seed: int) -> tuple[list[Task], list[Task]]:
         raise DataError(f"data.path: {path} does not exist")
     if data.source == "jsonl":
         return _hold_out(load_task_file(path), path, data, seed)
+    if data.source in ("arithmetic", "logic"):  # a file of generated tasks (`rlvr data generate`)
+        expected = "math" if data.source == "arithmetic" else "logic"
+        return _hold_out(load_task_file(path, expected), path, data, seed)
     if data.source == "humaneval":
         from rlvr.tasks.code import load_humaneval
 

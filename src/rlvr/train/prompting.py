@@ -9,13 +9,19 @@ ONE_SHOT_QUESTION = "What is 23 + 48?"
 ONE_SHOT_ANSWER = "23 + 48 = 71\n#### 71"
 
 
+def user_turn(question: str, instruction: str) -> str:
+    """The user turn: the question, then the instruction on its own line (nothing is added
+    for an empty instruction, e.g. logic puzzles that state their own answer format)."""
+    return f"{question}\n{instruction}" if instruction else question
+
+
 def chat_messages(task: Task, instruction: str, one_shot: bool) -> list[dict[str, str]]:
     """The chat messages for ``task``: ``[example user, example assistant,] user``."""
     messages = []
     if one_shot:
-        messages += [{"role": "user", "content": f"{ONE_SHOT_QUESTION}\n{instruction}"},
+        messages += [{"role": "user", "content": user_turn(ONE_SHOT_QUESTION, instruction)},
                      {"role": "assistant", "content": ONE_SHOT_ANSWER}]
-    messages.append({"role": "user", "content": f"{task.prompt}\n{instruction}"})
+    messages.append({"role": "user", "content": user_turn(task.prompt, instruction)})
     return messages
 
 

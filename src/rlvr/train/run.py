@@ -22,7 +22,7 @@ from rlvr.models.precision import resolve_precision
 from rlvr.rewards.pipeline import RewardPipeline
 from rlvr.train.checkpoint import (latest_checkpoint, load_trainer_state, save_checkpoint,
                                    save_model, write_json_atomic)
-from rlvr.train.config import RunConfig
+from rlvr.train.config import GENERATED, RunConfig
 from rlvr.train.policy import sync_engine
 from rlvr.train.sampler import TaskSampler
 
@@ -135,15 +135,13 @@ class Run:
         train, val = [], []
         self._instructions: dict[str, str] = {}
         for i, spec in enumerate(specs):
-            data = c.data if spec is None else c.data.model_copy(update={
-                k: v for k, v in spec.model_dump().items()
-                if v is not None and k in ("source", "path", "mixture", "train_size", "val_size")})
+            data = c.data.source_config(spec)
             part_train, part_val = load_tasks(data, c.seed + 101 * i)
-            if c.data.check_references and data.source not in ("arithmetic", "logic"):
+            if c.data.check_references and not (data.source in GENERATED and not data.path):
                 part_train, part_val = self._verified(part_train), self._verified(part_val)
             label = (spec.name or spec.source) if spec is not None else None
-            if spec is not None and spec.instruction:
-                self._instructions.update((t.id, spec.instruction)
+            if spec is not None:
+                self._instructions.update((t.id, data.instruction)
                                           for t in part_train + part_val)
             train += [(label, t) for t in part_train]
             val += part_val
