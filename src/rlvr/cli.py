@@ -454,7 +454,10 @@ def eval_(
     data_path: Optional[Path] = typer.Option(None, "--data-path", help="Data file or "
                                              "directory of file sources (data.path); for "
                                              "arithmetic / logic a task file instead of "
-                                             "generating."),
+                                             "generating. A file is evaluated whole, every "
+                                             "record in file order (--limit: the first N); an "
+                                             "MBPP file or a GSM8K directory by its validation "
+                                             "split."),
     mixture: Optional[str] = typer.Option(None, "--mixture", help="Generator levels of "
                                           "arithmetic (e.g. 2d+-2d) or logic (e.g. "
                                           "countdown-3:0.5,kk-3:0.5; default "
@@ -463,7 +466,8 @@ def eval_(
                               "a training run validates on) or train."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Problems to evaluate "
                                         "(sets data.val_size, or train_size with --split "
-                                        "train; default: the config's)."),
+                                        "train; default: the config's; with a --data-path "
+                                        "file: the first N of it, default all)."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="Run config YAML: its "
                                           "data, reward, seed and eval.max_new_tokens are the "
                                           "defaults (evaluate on that run's validation set)."),
@@ -603,11 +607,15 @@ def _eval_data_config(run_config, tasks, data_path, mixture, split, limit, instr
         # another source: the config's path and generator levels do not apply, and its
         # instruction carries over only when it is not the old source's default one
         del data["mixture"]
-        data["path"] = None
+        data["path"] = data["val_path"] = None
         data["instruction"] = carry_instruction(data["instruction"], data["source"], tasks)
     data.update({key: value for key, value in updates.items() if value is not None})
     if split == "validation":  # the validation set never depends on train_size: skip the work
         data["train_size"] = 1
+        if data_path is not None and data_path.is_file() and data["source"] != "mbpp":
+            # the file given is what is evaluated: every record (--limit: the first N), not
+            # a hold-out of it (an MBPP file holds all its splits: its validation ids are used)
+            data["val_path"] = str(data_path)
     option = {"source": "--tasks", "path": "--data-path", "mixture": "--mixture",
               "val_size": "--limit", "train_size": "--limit", "instruction": "--instruction"}
     try:
@@ -636,7 +644,8 @@ def _eval_models(models, endpoint, data, split, settings, reward_config, rerank,
         for name in models:
             _check_model_name(name, "--model")
     try:
-        train, val = load_tasks(data, settings.seed)
+        train, val = load_tasks(data, settings.seed,
+                                log=lambda m: err.print(m, highlight=False, soft_wrap=True))
     except ValueError as exc:
         raise fail(f"--tasks {data.source}: {exc}")
     task_list = val if split == "validation" else train
@@ -827,8 +836,15 @@ def _check_run_inputs(config) -> None:
     """Fail before any work on inputs that cannot work (exit 2)."""
     from rlvr.models.loader import DEFAULT_MODEL, TINY_RANDOM
 
-    if config.data.path and not Path(config.data.path).exists():
-        raise fail(f"data.path: {config.data.path} does not exist")
+    for field in ("path", "val_path"):
+        value = getattr(config.data, field)
+        if value and not Path(value).exists():
+            raise fail(f"data.{field}: {value} does not exist")
+    for i, spec in enumerate(config.data.sources):
+        for field in ("path", "val_path"):
+            value = getattr(spec, field)
+            if value and not Path(value).exists():
+                raise fail(f"data.sources.{i}.{field}: {value} does not exist")
     name = config.model.name
     if name not in (DEFAULT_MODEL, TINY_RANDOM) and not Path(name).exists() and "/" not in name:
         raise fail(f"model.name: {name!r} is neither a known model, a local path nor a hub id")

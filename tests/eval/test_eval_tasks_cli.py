@@ -159,3 +159,111 @@ def test_training_prompts_of_logic_tasks_end_with_the_puzzles_format(tmp_path):
             assert run.instruction(task) == ""
     finally:
         run.rewards.close()
+
+
+# ------------------------------------------------------- item 12: a held-out file, whole files
+
+
+def _task_file(path, n, seed=0, start=0, mixture="1dop1d"):
+    from rlvr.tasks.arithmetic import generate
+
+    tasks = generate(mixture, start + n, seed=seed, split="train")[start:]
+    lines = []
+    for i, task in enumerate(tasks, start):
+        row = json.loads(task.to_json())
+        row["id"], row["source"] = f"{path.stem}-{i}", "mine"
+        lines.append(json.dumps(row))
+    path.write_text("\n".join(lines) + "\n")
+    return [json.loads(line)["id"] for line in lines]
+
+
+def test_a_separate_validation_file_is_validated_on_whole(tmp_path):
+    train_ids = _task_file(tmp_path / "train.jsonl", 50)
+    val_ids = _task_file(tmp_path / "val.jsonl", 12, seed=1, mixture="2d+-2d")
+    notes: list[str] = []
+    data = DataConfig(source="jsonl", path=str(tmp_path / "train.jsonl"),
+                      val_path=str(tmp_path / "val.jsonl"))
+    train, val = load_tasks(data, seed=0, log=notes.append)
+    assert [t.id for t in val] == val_ids  # every record, in file order
+    assert sorted(t.id for t in train) == sorted(train_ids) and not notes
+    capped = data.model_copy(update={"val_size": 5})
+    assert [t.id for t in load_tasks(capped, seed=0)[1]] == val_ids[:5]
+
+    # training tasks that are also in the validation file are left out of training, and said
+    both = tmp_path / "both.jsonl"
+    both.write_text((tmp_path / "val.jsonl").read_text()
+                    + "".join((tmp_path / "train.jsonl").read_text().splitlines(True)[:3]))
+    train, val = load_tasks(data.model_copy(update={"val_path": str(both)}), seed=0,
+                            log=notes.append)
+    assert len(val) == 15 and len(train) == 47 and not {t.id for t in train} & {t.id for t in val}
+    assert notes and "3 training tasks are also in data.val_path" in notes[0]
+
+    with pytest.raises(DataError, match="data.val_path: .*nope.jsonl does not exist"):
+        load_tasks(data.model_copy(update={"val_path": str(tmp_path / "nope.jsonl")}), seed=0)
+
+
+def test_a_small_file_without_val_path_holds_out_a_fifth_and_says_so(tmp_path):
+    _task_file(tmp_path / "small.jsonl", 50)
+    notes: list[str] = []
+    data = DataConfig(source="jsonl", path=str(tmp_path / "small.jsonl"))
+    assert data.val_size is None
+    train, val = load_tasks(data, seed=0, log=notes.append)
+    assert len(val) == 10 and len(train) == 40
+    assert not {t.id for t in train} & {t.id for t in val}
+    assert len(notes) == 1 and "holding out 10" in notes[0] and "data.val_path" in notes[0]
+    # a size the user set is never changed: too large is an error naming the fix
+    with pytest.raises(DataError, match=r"50 tasks, need more than data.val_size=200.*"
+                                        r"data.val_path"):
+        load_tasks(data.model_copy(update={"val_size": 200}), seed=0)
+    # large files keep the 200 of before
+    _task_file(tmp_path / "large.jsonl", 1200, mixture="2d+-2d")
+    train, val = load_tasks(DataConfig(source="jsonl", path=str(tmp_path / "large.jsonl")),
+                            seed=0, log=notes.append)
+    assert len(val) == 200 and len(train) == 1000 and len(notes) == 1
+
+
+def test_training_reads_data_val_path(tmp_path):
+    from rlvr.train.run import Run
+
+    _task_file(tmp_path / "train.jsonl", 50)
+    val_ids = _task_file(tmp_path / "val.jsonl", 6, seed=1, mixture="2d+-2d")
+    config = load_config(RunConfig, None, [
+        "model.name=tiny-random", "data.source=jsonl", f"data.path={tmp_path / 'train.jsonl'}",
+        f"data.val_path={tmp_path / 'val.jsonl'}", "logging.tensorboard=false"])
+    run = Run(config, tmp_path / "run")
+    try:
+        run.load()
+        assert [t.id for t in run.val_tasks] == val_ids and len(run.train_tasks) == 50
+    finally:
+        run.rewards.close()
+
+    # a val_path that does not exist exits 2 before any work
+    result = runner.invoke(app, ["train", "--set", "model.name=tiny-random", "--set",
+                                 "data.source=jsonl", "--set",
+                                 f"data.path={tmp_path / 'train.jsonl'}", "--set",
+                                 f"data.val_path={tmp_path / 'missing.jsonl'}",
+                                 "-o", str(tmp_path / "r2")])
+    assert result.exit_code == 2, result.output
+    assert "data.val_path:" in result.output and "missing.jsonl does not exist" in result.output
+
+
+def test_eval_uses_every_record_of_the_file_it_is_given(tmp_path):
+    ids = _task_file(tmp_path / "twenty.jsonl", 20)
+    out = tmp_path / "all"
+    result = runner.invoke(app, ["eval", "--model", "tiny-random", "--tasks", "jsonl",
+                                 "--data-path", str(tmp_path / "twenty.jsonl"), "--limit", "20",
+                                 *SMALL, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert sorted({r["id"] for r in _rows(out)}) == sorted(ids)
+    out = tmp_path / "default"
+    result = runner.invoke(app, ["eval", "--model", "tiny-random", "--tasks", "jsonl",
+                                 "--data-path", str(tmp_path / "twenty.jsonl"), *SMALL,
+                                 "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "results.json").read_text())["problems"] == 20
+    out = tmp_path / "first5"
+    result = runner.invoke(app, ["eval", "--model", "tiny-random", "--tasks", "jsonl",
+                                 "--data-path", str(tmp_path / "twenty.jsonl"), "--limit", "5",
+                                 *SMALL, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert list(dict.fromkeys(r["id"] for r in _rows(out))) == ids[:5]

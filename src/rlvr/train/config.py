@@ -121,6 +121,8 @@ class DataSource(_Section):
                                     "`logic`).")
     train_size: int | None = Field(None, ge=1)
     val_size: int | None = Field(None, ge=1)
+    val_path: str | None = Field(None, description="This source's held-out validation file "
+                                 "(see `data.val_path`).")
 
     @field_validator("mixture")
     @classmethod
@@ -151,13 +153,27 @@ class DataConfig(_Section):
                                    "does not verify against itself (R27), printing their ids; "
                                    "training never trains on a reference its verifier "
                                    "cannot read.")
-    path: str | None = Field(None, description="Data file or directory for file sources.")
+    path: str | None = Field(None, description="Data file or directory for file sources; for "
+                             "`arithmetic` / `logic` a task file (`rlvr data generate`) instead "
+                             "of generating.")
+    val_path: str | None = Field(None, description="A separate held-out validation file, read "
+                                 "as `path` is (`jsonl`, `arithmetic`, `logic`: the task record "
+                                 "format): every task of it is validated on, in file order (the "
+                                 "first `val_size` when that is set), and training tasks also in "
+                                 "it (same id or prompt) are left out. Without it `jsonl`, "
+                                 "`math500`, `humaneval` and task files hold `val_size` tasks "
+                                 "of `path` out.")
     mixture: str = Field("2d+-2d", description="Generator levels and weights: arithmetic, "
                          "e.g. `2d+-2d:0.6,2dx1d:0.4` (rlvr.tasks.arithmetic.PRESETS; default "
                          "`2d+-2d`); logic, e.g. `countdown-3:0.5,kk-2:0.5` (rlvr.tasks.logic."
                          "LEVELS; default `countdown-3:0.5,kk-3:0.5`).")
     train_size: int = Field(2000, ge=1, description="Training problems.")
-    val_size: int = Field(200, ge=1, description="Held-out validation problems (R28).")
+    val_size: int | None = Field(None, ge=1, description="Validation problems (R28). Unset: "
+                                 "200 (generated sources, gsm8k, mbpp), every task of `val_path`, "
+                                 "or for a hold-out from one file 200 or a fifth of a file of "
+                                 "fewer than 1000 tasks (said when it happens). Set: exactly "
+                                 "that many (a hold-out needs a larger file; the first of "
+                                 "`val_path`).")
     instruction: str = Field(DEFAULT_INSTRUCTION, description="Text appended to every "
                              "question in the user turn: asks for the target output format. "
                              "Default: ask for a final `#### <answer>` line; for `logic` none "
@@ -187,17 +203,18 @@ class DataConfig(_Section):
 
     def source_config(self, spec: DataSource | None = None) -> "DataConfig":
         """The single-source data section that loads ``spec`` (one entry of ``sources``), or
-        this section itself for ``None``. Unset fields come from this section: ``mixture``
-        from it when it names the same source, else the source's default mixture; the
-        instruction as :meth:`instruction_for` gives it."""
+        this section itself for ``None``. ``path`` and ``val_path`` are the entry's own; unset
+        sizes come from this section, ``mixture`` from it when it names the same source, else
+        the source's default mixture; the instruction as :meth:`instruction_for` gives it."""
         if spec is None:
             return self
         mixture = spec.mixture or (self.mixture if self.source == spec.source
                                    else DEFAULT_MIXTURES.get(spec.source, self.mixture))
-        update = {k: v for k, v in spec.model_dump().items()
-                  if v is not None and k in ("source", "path", "train_size", "val_size")}
-        return self.model_copy(update={**update, "mixture": mixture, "sources": [],
-                                       "instruction": self.instruction_for(spec)})
+        sizes = {k: v for k, v in spec.model_dump().items()
+                 if v is not None and k in ("train_size", "val_size")}
+        return self.model_copy(update={**sizes, "source": spec.source, "path": spec.path,
+                                       "val_path": spec.val_path, "mixture": mixture,
+                                       "sources": [], "instruction": self.instruction_for(spec)})
 
     def instruction_for(self, spec: DataSource | None = None) -> str:
         """The instruction of ``spec``'s tasks (``None``: this section's source): the

@@ -136,7 +136,7 @@ class Run:
         self._instructions: dict[str, str] = {}
         for i, spec in enumerate(specs):
             data = c.data.source_config(spec)
-            part_train, part_val = load_tasks(data, c.seed + 101 * i)
+            part_train, part_val = load_tasks(data, c.seed + 101 * i, log=console.print)
             if c.data.check_references and not (data.source in GENERATED and not data.path):
                 part_train, part_val = self._verified(part_train), self._verified(part_val)
             label = (spec.name or spec.source) if spec is not None else None
