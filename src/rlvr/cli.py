@@ -519,6 +519,12 @@ def eval_(
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Endpoint requests in "
                                     "flight."),
     workers: int = typer.Option(1, "--workers", "-w", min=1, help="Verifier processes."),
+    plugins: list[str] = typer.Option([], "--plugins", help="Python module registering task "
+                                      "types (@register_verifier), format rules or "
+                                      "aggregators, imported here and in every verifier "
+                                      "process: reward.plugins of a run config (added to "
+                                      "--config's). Repeatable or comma-separated; a module in "
+                                      "the working directory imports by name."),
     precision: str = typer.Option("auto", "--precision", help=PRECISION_HELP),
     output_dir: Optional[Path] = typer.Option(None, "-o", "--output-dir", help="Output "
                                               "directory (default runs/eval-<tasks>-<time>)."),
@@ -540,6 +546,7 @@ def eval_(
     if probe is not None and completions is not None:
         raise fail("--probe needs a model to ask; it does not apply to --completions")
     run_config = _load_run_config_for_eval(config)
+    reward_config = _eval_reward_config(run_config, plugins, workers)
     try:
         agg = parse_aggregators(aggregators)
         ks = None if completions is not None else parse_ks(k, n)
@@ -552,7 +559,6 @@ def eval_(
         max_new_tokens=max_new_tokens or (run_config.eval.max_new_tokens if config else 256),
         seed=seed, batch_size=batch_size, aggregators=agg, timeout_s=timeout, chunk=chunk,
         probe=probe, saturation_threshold=saturation_threshold)
-    reward_config = run_config.reward.model_copy(update={"workers": workers})
     if completions is None and endpoint is None:  # local models: sampled here
         settings.precision = precision_choice(precision).precision
     start = time.perf_counter()
@@ -585,6 +591,24 @@ def _load_run_config_for_eval(config: Optional[Path]):
         return load_config(RunConfig, config, [])
     except ConfigError as exc:
         raise fail(str(exc))
+
+
+def _eval_reward_config(run_config, plugins: list[str], workers: int):
+    """The run config's reward section with ``--workers`` and the ``--plugins`` modules added
+    to its ``plugins`` (imported now, so their task types are known before any data is read;
+    one that does not import exits 2 naming it)."""
+    from rlvr.rewards.registry import load_plugins
+
+    modules = [m.strip() for text in plugins for m in text.split(",") if m.strip()]
+    for module in modules:
+        try:
+            load_plugins([module])
+        except ImportError as exc:
+            raise fail(f"--plugins: cannot import {module!r} ({exc})")
+        except Exception as exc:  # noqa: BLE001 - the plugin's own error, reported as bad input
+            raise fail(f"--plugins: importing {module!r} failed: {type(exc).__name__}: {exc}")
+    merged = list(dict.fromkeys([*run_config.reward.plugins, *modules]))
+    return run_config.reward.model_copy(update={"workers": workers, "plugins": merged})
 
 
 def _eval_data_config(run_config, tasks, data_path, mixture, split, limit, instruction,

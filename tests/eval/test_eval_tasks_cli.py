@@ -267,3 +267,79 @@ def test_eval_uses_every_record_of_the_file_it_is_given(tmp_path):
                                  *SMALL, "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert list(dict.fromkeys(r["id"] for r in _rows(out))) == ids[:5]
+
+
+# ------------------------------------------------------------------ item 14: --plugins, task types
+
+PLUGIN = '''"""A user's own task type for rlvr eval --plugins."""
+from rlvr.rewards.registry import register_verifier
+from rlvr.rewards.types import Status, Verdict
+
+
+@register_verifier("{name}", format_rule="none")
+def always(completion, reference, **options):
+    """Correct, and says it was this plugin that scored."""
+    return Verdict(Status.correct, "scored-by-plugin", "bare")
+'''
+
+
+def _own_tasks(path, task_type, n=3):
+    path.write_text("".join(json.dumps({"id": f"own-{i}", "prompt": f"Say {i}.",
+                                        "reference": str(i), "task_type": task_type,
+                                        "source": "mine"}) + "\n" for i in range(n)))
+    return path
+
+
+def test_an_unknown_task_type_exits_2_before_any_sampling(tmp_path, monkeypatch):
+    import rlvr.eval.sampling as sampling
+
+    def no_sampling(*args, **kwargs):
+        raise AssertionError("a model was loaded for tasks no verifier can score")
+
+    monkeypatch.setattr(sampling, "load_engine_sampler", no_sampling)
+    data = _own_tasks(tmp_path / "own.jsonl", "my_exact")
+    result = runner.invoke(app, ["eval", "--model", "tiny-random", "--tasks", "jsonl",
+                                 "--data-path", str(data), *SMALL, "-o", str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    text = _flat(result.output)
+    assert "own.jsonl:1: task_type 'my_exact' has no registered verifier" in text
+    assert "registered: code, logic, math" in text and "--plugins" in text
+    assert "Traceback" not in result.output and len(result.output.splitlines()) < 12
+    assert not (tmp_path / "o").exists()
+
+    # the library check runs before sampling too (tasks built in code, not read from a file)
+    from rlvr.eval.evaluate import EvalError, EvalSettings, evaluate_models
+    from rlvr.records import Task
+
+    task = Task("t", "Say 1.", "1", "my_exact", "mine")
+    with pytest.raises(EvalError, match="task_type 'my_exact' has no registered verifier"):
+        evaluate_models({"m": no_sampling}, [task], EvalSettings(n=2), rewards=None)
+
+
+def test_a_plugin_that_does_not_import_exits_2_naming_the_option(tmp_path):
+    result = runner.invoke(app, ["eval", "--model", "tiny-random", "--tasks", "arithmetic",
+                                 "--plugins", "no_such_plugin_module", *SMALL,
+                                 "-o", str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    assert "--plugins: cannot import 'no_such_plugin_module'" in result.output
+
+
+@pytest.mark.timeout(240)
+def test_eval_plugins_registers_the_task_type_here_and_in_the_verifier_workers(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "my_eval_plugin.py").write_text(PLUGIN.replace("{name}", "my_exact"))
+    _own_tasks(tmp_path / "own.jsonl", "my_exact")
+    # as a user runs it: from the directory holding the plugin, verifiers in worker processes
+    command = [sys.executable, "-m", "rlvr.cli", "eval", "--model", "tiny-random", "--tasks",
+               "jsonl", "--data-path", "own.jsonl", "--plugins", "my_eval_plugin", "--workers",
+               "2", *SMALL, "-o", "out"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=200,
+                          env={**os.environ, "COLUMNS": "200"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = _rows(tmp_path / "out")
+    assert len(rows) == 6 and {r["task_type"] for r in rows} == {"my_exact"}
+    assert {r["status"] for r in rows} == {"correct"}
+    assert {r["extracted"] for r in rows} == {"scored-by-plugin"}

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from rlvr.records import RecordError, Task
@@ -85,10 +85,20 @@ def load_math500(path: Path, split: str) -> list[Task]:
             for line, obj in _read_jsonl(path)]
 
 
-def load_task_file(path: Path, task_type: str | None = None) -> list[Task]:
-    """Tasks in the project's JSONL task format. ``task_type``: every task must be of this
-    type (``data.source: logic`` reads logic tasks only). Raises :class:`DataError` naming the
-    line."""
+def load_task_file(path: Path, task_type: str | None = None,
+                   known_types: Collection[str] | None = None) -> list[Task]:
+    """Tasks in the project's JSONL task format.
+
+    Args:
+        path: the file.
+        task_type: every task must be of this type (``data.source: logic`` reads logic tasks
+            only).
+        known_types: every task's type must be one of these (the registered task types), so
+            that a task no verifier can score is refused before any model is loaded.
+
+    Raises:
+        DataError: naming the file and line.
+    """
     tasks = []
     for line, obj in _read_jsonl(path):
         try:
@@ -98,8 +108,18 @@ def load_task_file(path: Path, task_type: str | None = None) -> list[Task]:
         if task_type is not None and task.task_type != task_type:
             raise DataError(f"{path}:{line}: task_type {task.task_type!r}, expected "
                             f"{task_type!r} (data.source: jsonl reads tasks of any type)")
+        if known_types is not None and task.task_type not in known_types:
+            raise DataError(unknown_task_type(task.task_type, known_types, f"{path}:{line}: "))
         tasks.append(task)
     return tasks
+
+
+def unknown_task_type(task_type: str, known: Collection[str], where: str = "") -> str:
+    """The message for a task type no verifier is registered for: names it, the registered
+    ones and how to add one."""
+    return (f"{where}task_type {task_type!r} has no registered verifier; registered: "
+            f"{', '.join(sorted(known))} (a plugin module registers one with "
+            f"@register_verifier: reward.plugins of a run config, rlvr eval --plugins)")
 
 
 DEFAULT_VAL_SIZE = 200  # validation problems when data.val_size is unset
@@ -135,7 +155,9 @@ def _file_tasks(source: str, path: Path, split: str) -> list[Task]:
     """Every task of ``path`` in ``source``'s format, in file order (``split``: the part of a
     GSM8K directory or of MBPP to read)."""
     if source == "jsonl":
-        return load_task_file(path)
+        from rlvr.rewards.registry import task_types
+
+        return load_task_file(path, known_types=set(task_types()))
     if source in ("arithmetic", "logic"):  # a file of generated tasks (`rlvr data generate`)
         return load_task_file(path, "math" if source == "arithmetic" else "logic")
     if source == "humaneval":
