@@ -506,10 +506,14 @@ def eval_(
                                            "scoring (prompt, completion) without the reference, "
                                            "for best-of-k."),
     instruction: Optional[str] = typer.Option(None, "--instruction", help="Format "
-                                              "instruction after each question (default: the "
-                                              "config's data.instruction)."),
+                                              "instruction after each question (default: "
+                                              "--config's data.instruction, else the one "
+                                              "saved with a checkpoint by rlvr train, else "
+                                              "the task source's default; printed with its "
+                                              "origin)."),
     one_shot: Optional[bool] = typer.Option(None, "--one-shot/--no-one-shot", help="Prepend "
-                                            "a worked example (default: the config's)."),
+                                            "a worked example (default: the config's, else "
+                                            "the checkpoint's)."),
     saturation_threshold: float = typer.Option(0.01, "--saturation-threshold", min=0.0,
                                                help="A curve is saturated when k -> 2k gains "
                                                "less than this (accuracy, 0.01 = 1 point)."),
@@ -572,10 +576,13 @@ def eval_(
         data = _eval_data_config(run_config, tasks, data_path, mixture, split, limit,
                                  instruction, one_shot)
         settings.tasks = data.source
+        prompts = _model_prompts(model or [endpoint], data, instruction, one_shot, config)
         settings.extra = {"data": data.model_dump(mode="json"), "split": split,
-                          "endpoint": endpoint, "models": model}
+                          "endpoint": endpoint, "models": model,
+                          "prompts": {name: {k: v for k, v in p.items() if k != "saved"}
+                                      for name, p in prompts.items()}}
         summaries, rows = _eval_models(model, endpoint, data, split, settings, reward_config,
-                                       rerank, (request_timeout, retries, concurrency))
+                                       rerank, (request_timeout, retries, concurrency), prompts)
     results = combine(summaries, settings.as_dict(), time.perf_counter() - start)
     out = output_dir or Path("runs") / f"eval-{settings.tasks}-{datetime.now():%Y%m%d-%H%M%S}"
     written = write_report(results, out, rows)
@@ -656,7 +663,57 @@ def _eval_data_config(run_config, tasks, data_path, mixture, split, limit, instr
     return data
 
 
-def _eval_models(models, endpoint, data, split, settings, reward_config, rerank, http):
+def _model_prompts(models, data, instruction, one_shot, config) -> dict[str, dict]:
+    """How each model is prompted, printed with where it came from: ``--instruction`` /
+    ``--one-shot``, else ``--config``'s data section, else the prompt settings saved with the
+    model (a checkpoint or sft_model/ of ``rlvr train``: its ``rlvr_prompt.json``, or its run's
+    ``config.yaml``), else the default of the task source.
+
+    Returns:
+        model -> ``{"instruction", "one_shot", "from", "saved"}`` (``saved``: the
+        :class:`rlvr.train.prompting.SavedPrompt` used, or ``None``).
+    """
+    from rlvr.train.prompting import saved_prompt
+
+    out = {}
+    for name in models:
+        saved = None
+        if config is None and (instruction is None or one_shot is None):
+            try:
+                saved = saved_prompt(name)
+            except ValueError as exc:
+                raise fail(f"--model {name}: {exc}")
+        if instruction is not None:
+            text, origin = instruction, "--instruction"
+        elif config is not None:
+            text, origin = data.instruction, f"--config {config}"
+        elif saved is not None:
+            text = saved.instruction_for(data.source)
+            origin = f"saved with the model: {saved.origin}"
+        else:
+            text, origin = data.instruction, (f"the default for --tasks {data.source}; {name} has "
+                                              f"no saved prompt settings")
+        shot = (one_shot if one_shot is not None else data.one_shot if config is not None
+                or saved is None else saved.one_shot)
+        out[name] = {"instruction": text, "one_shot": shot, "from": origin, "saved": saved}
+        err.print(f"instruction for {name}: {text!r}" + (" (none)" if not text else "")
+                  + f"{'; one-shot example' if shot else ''} ({origin})", highlight=False,
+                  soft_wrap=True)
+    return out
+
+
+def _checked_template(sampler, name: str, saved) -> object:
+    """``sampler``, after a warning when its tokenizer's chat template is not the one the model
+    was trained with (recorded in its saved prompt settings)."""
+    trained = saved.settings.get("chat_template") if saved is not None else None
+    if trained and getattr(sampler.tokenizer, "chat_template", None) != trained:
+        err.print(f"[yellow]warning:[/] {name}: the tokenizer's chat template differs from the "
+                  f"one it was trained with ({saved.origin})", highlight=False)
+    return sampler
+
+
+def _eval_models(models, endpoint, data, split, settings, reward_config, rerank, http,
+                 prompts):
     from rlvr.eval.evaluate import EvalError, evaluate_models
     from rlvr.eval.sampling import EndpointSampler, load_engine_sampler
     from rlvr.eval.summary import SummaryError
@@ -673,19 +730,23 @@ def _eval_models(models, endpoint, data, split, settings, reward_config, rerank,
     except ValueError as exc:
         raise fail(f"--tasks {data.source}: {exc}")
     task_list = val if split == "validation" else train
-    common = dict(instruction=data.instruction, one_shot=data.one_shot,
-                  temperature=settings.temperature, top_p=settings.top_p,
+    common = dict(temperature=settings.temperature, top_p=settings.top_p,
                   max_new_tokens=settings.max_new_tokens)
+
+    def prompt(name):
+        return {"instruction": prompts[name]["instruction"],
+                "one_shot": prompts[name]["one_shot"]}
+
     if endpoint is not None:
         timeout_s, retries, concurrency = http
         labels = models or [None]
         factories = {label or endpoint: (lambda label=label: EndpointSampler(
             endpoint, model=label, timeout_s=timeout_s, retries=retries,
-            concurrency=concurrency, **common)) for label in labels}
+            concurrency=concurrency, **prompt(label or endpoint), **common)) for label in labels}
     else:
-        factories = {name: (lambda name=name: load_engine_sampler(
-            name, seed=settings.seed, precision=settings.precision, **common))
-            for name in models}
+        factories = {name: (lambda name=name: _checked_template(load_engine_sampler(
+            name, seed=settings.seed, precision=settings.precision, **prompt(name), **common),
+            name, prompts[name]["saved"])) for name in models}
     err.print(f"[bold]rlvr eval[/] {len(task_list)} {data.source} problems ({split}), "
               f"n = {settings.n}, temperature {settings.temperature}", highlight=False)
     try:

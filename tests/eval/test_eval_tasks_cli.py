@@ -343,3 +343,98 @@ def test_eval_plugins_registers_the_task_type_here_and_in_the_verifier_workers(t
     assert len(rows) == 6 and {r["task_type"] for r in rows} == {"my_exact"}
     assert {r["status"] for r in rows} == {"correct"}
     assert {r["extracted"] for r in rows} == {"scored-by-plugin"}
+
+
+# ------------------------------------------------------ item 15: the prompt a checkpoint saw
+
+TRAINED_WITH = "Reply with #### and the number, nothing else."
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    """A smoke run (tiny model, 1 GRPO step) trained with a custom instruction."""
+    from pathlib import Path
+
+    from rlvr.train.run import Run
+
+    smoke = Path(__file__).resolve().parents[2] / "configs" / "smoke.yaml"
+    config = load_config(RunConfig, smoke, [
+        "grpo.steps=1", "sft.examples=16", "sft.epochs=1", "eval.every=0",
+        "eval.pass_at_k_samples=0", "logging.tensorboard=false", "data.train_size=16",
+        "data.val_size=4"])
+    config.data.instruction = TRAINED_WITH
+    run_dir = tmp_path_factory.mktemp("trained") / "run"
+    Run(config, run_dir).train()
+    return run_dir
+
+
+def test_every_checkpoint_saves_its_prompt_settings(trained_run):
+    from rlvr.train.prompting import PROMPT_FILE
+
+    for directory in (trained_run / "checkpoints" / "step-000000",
+                      trained_run / "checkpoints" / "step-000001", trained_run / "sft_model"):
+        saved = json.loads((directory / PROMPT_FILE).read_text())
+        assert saved["instruction"] == TRAINED_WITH and saved["one_shot"] is False
+        assert saved["source"] == "arithmetic" and "<|im_start|>" in saved["chat_template"]
+
+
+def test_eval_without_config_prompts_a_checkpoint_with_its_saved_instruction(trained_run,
+                                                                            tmp_path,
+                                                                            user_turns):
+    checkpoint = trained_run / "checkpoints" / "step-000001"
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["eval", "--model", str(checkpoint), "--tasks", "arithmetic",
+                                 "--mixture", "1dop1d", "--limit", "3", *SMALL, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert len(user_turns) == 3
+    assert all(turn.endswith("\n" + TRAINED_WITH) for turn in user_turns)
+    text = _flat(result.output)
+    assert f"instruction for {checkpoint}: {TRAINED_WITH!r}" in text
+    assert f"saved with the model: {checkpoint / 'rlvr_prompt.json'}" in text
+    prompts = json.loads((out / "results.json").read_text())["settings"]["prompts"]
+    assert prompts[str(checkpoint)]["instruction"] == TRAINED_WITH
+
+    # a model without saved settings gets the default and says so
+    user_turns.clear()
+    result = runner.invoke(app, ["eval", "--model", "tiny-random", "--tasks", "arithmetic",
+                                 "--mixture", "1dop1d", "--limit", "2", *SMALL,
+                                 "-o", str(tmp_path / "plain")])
+    assert result.exit_code == 0, result.output
+    assert all(turn.endswith("\n" + DEFAULT_INSTRUCTION) for turn in user_turns)
+    assert "the default for --tasks arithmetic; tiny-random has no saved prompt" in _flat(
+        result.output)
+
+
+def test_config_or_flag_overrides_the_saved_instruction(trained_run, tmp_path, user_turns):
+    checkpoint = trained_run / "checkpoints" / "step-000001"
+    common = ["eval", "--model", str(checkpoint), "--tasks", "arithmetic", "--mixture",
+              "1dop1d", "--limit", "2", *SMALL]
+    config = tmp_path / "other.yaml"
+    config.write_text("data:\n  instruction: 'Think, then write #### <answer>.'\n")
+    result = runner.invoke(app, [*common, "--config", str(config), "-o", str(tmp_path / "c")])
+    assert result.exit_code == 0, result.output
+    assert user_turns and all(t.endswith("\nThink, then write #### <answer>.")
+                              for t in user_turns)
+    assert f"(--config {config})" in _flat(result.output)
+    user_turns.clear()
+    result = runner.invoke(app, [*common, "--instruction", "Only the number.",
+                                 "-o", str(tmp_path / "f")])
+    assert result.exit_code == 0, result.output
+    assert user_turns and all(t.endswith("\nOnly the number.") for t in user_turns)
+    assert "(--instruction)" in result.output
+
+
+def test_a_checkpoint_saved_before_the_prompt_file_uses_its_runs_config(trained_run, tmp_path):
+    import shutil
+
+    from rlvr.train.prompting import PROMPT_FILE, saved_prompt
+
+    old = tmp_path / "run"
+    shutil.copytree(trained_run, old)
+    for path in old.rglob(PROMPT_FILE):
+        path.unlink()
+    for directory in (old / "sft_model", old / "checkpoints" / "step-000001"):
+        saved = saved_prompt(directory)
+        assert saved.origin == old / "config.yaml"
+        assert saved.instruction_for("arithmetic") == TRAINED_WITH
+    assert saved_prompt("tiny-random") is None and saved_prompt(tmp_path) is None

@@ -96,7 +96,7 @@ class Run:
     def load(self) -> None:
         from rlvr.models import load_model_and_tokenizer
         from rlvr.tasks.sources import load_tasks
-        from rlvr.train.prompting import prompt_ids, stop_token_ids
+        from rlvr.train.prompting import prompt_ids, prompt_settings, stop_token_ids
 
         from rlvr.models.loader import ModelLoadError
 
@@ -122,6 +122,7 @@ class Run:
         self.train_prompts = [encode(t) for t in self.train_tasks]
         self.val_prompts = [encode(t) for t in self.val_tasks]
         self.stop_ids = stop_token_ids(self.tokenizer)
+        self.prompt = prompt_settings(c.data, self.tokenizer)  # saved with every checkpoint
         label = (" + ".join(f"{s.name or s.source} ({s.weight:g})" for s in c.data.sources)
                  or c.data.source)
         console.print(f"data {label}: {len(self.train_tasks)} train, "
@@ -382,7 +383,7 @@ class Run:
                                          "kl_coef": (self.step_fn.kl_ctl.value
                                                      if self.step_fn else None),
                                          "monitor": self.monitor.state_dict()},
-                        keep=self.config.checkpoint.keep)
+                        keep=self.config.checkpoint.keep, prompt=self.prompt)
 
     # -- the job ----------------------------------------------------------------------------
     def train(self) -> dict:
@@ -426,7 +427,7 @@ class Run:
                 history["validation"].append(self.validate("base", 0))
             if c.sft.enabled:
                 history["sft"] = self.sft()
-                save_model(self.run_dir / SFT_MODEL_DIR, self._plain_policy(), self.tokenizer)
+                self._save_sft_model()
             row = self.validate("before_grpo", 0)
             history["validation"].append(row)
             self.monitor.observe_validation(row)
@@ -481,12 +482,19 @@ class Run:
         before = self.validate("base", 0)
         report = self.sft()
         after = self.validate("sft", 0)
-        path = save_model(self.run_dir / SFT_MODEL_DIR, self._plain_policy(), self.tokenizer)
+        path = self._save_sft_model()
         results = {"sft": report, "base_model": before, "sft_model": after,
                    "model_dir": str(path), "precision": self.precision.as_dict()}
         write_json_atomic(self.run_dir / "sft_results.json", results)
         self.rewards.close()
         return results
+
+    def _save_sft_model(self) -> Path:
+        """The policy (LoRA merged) as ``sft_model/``, with the run's prompt settings."""
+        from rlvr.train.prompting import write_prompt_settings
+
+        return save_model(self.run_dir / SFT_MODEL_DIR, self._plain_policy(), self.tokenizer,
+                          write_extra=lambda tmp: write_prompt_settings(tmp, self.prompt))
 
     def _plain_policy(self):
         from rlvr.models.lora import is_lora, merged_copy
