@@ -447,17 +447,27 @@ def eval_(
                                     "or hub id. Repeat to compare models side by side (same "
                                     "problems, same seeds). With --endpoint: the served name."),
     tasks: Optional[str] = typer.Option(None, "--tasks", "-t", help="Task source, as "
-                                        "data.source of a run config: arithmetic, gsm8k, "
-                                        "math500, jsonl, humaneval, mbpp."),
+                                        "data.source of a run config: arithmetic, logic "
+                                        "(generated in-process from --mixture, or read from "
+                                        "--data-path), gsm8k, math500, jsonl, humaneval, mbpp "
+                                        "(read from --data-path)."),
     data_path: Optional[Path] = typer.Option(None, "--data-path", help="Data file or "
-                                             "directory of file sources (data.path)."),
-    mixture: Optional[str] = typer.Option(None, "--mixture", help="Arithmetic difficulty "
-                                          "mixture, e.g. 2d+-2d (data.mixture)."),
+                                             "directory of file sources (data.path); for "
+                                             "arithmetic / logic a task file instead of "
+                                             "generating. A file is evaluated whole, every "
+                                             "record in file order (--limit: the first N); an "
+                                             "MBPP file or a GSM8K directory by its validation "
+                                             "split."),
+    mixture: Optional[str] = typer.Option(None, "--mixture", help="Generator levels of "
+                                          "arithmetic (e.g. 2d+-2d) or logic (e.g. "
+                                          "countdown-3:0.5,kk-3:0.5; default "
+                                          "countdown-3:0.5,kk-3:0.5) (data.mixture)."),
     split: str = typer.Option("validation", "--split", help="validation (the held-out set "
                               "a training run validates on) or train."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Problems to evaluate "
                                         "(sets data.val_size, or train_size with --split "
-                                        "train; default: the config's)."),
+                                        "train; default: the config's; with a --data-path "
+                                        "file: the first N of it, default all)."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="Run config YAML: its "
                                           "data, reward, seed and eval.max_new_tokens are the "
                                           "defaults (evaluate on that run's validation set)."),
@@ -496,10 +506,14 @@ def eval_(
                                            "scoring (prompt, completion) without the reference, "
                                            "for best-of-k."),
     instruction: Optional[str] = typer.Option(None, "--instruction", help="Format "
-                                              "instruction after each question (default: the "
-                                              "config's data.instruction)."),
+                                              "instruction after each question (default: "
+                                              "--config's data.instruction, else the one "
+                                              "saved with a checkpoint by rlvr train, else "
+                                              "the task source's default; printed with its "
+                                              "origin)."),
     one_shot: Optional[bool] = typer.Option(None, "--one-shot/--no-one-shot", help="Prepend "
-                                            "a worked example (default: the config's)."),
+                                            "a worked example (default: the config's, else "
+                                            "the checkpoint's)."),
     saturation_threshold: float = typer.Option(0.01, "--saturation-threshold", min=0.0,
                                                help="A curve is saturated when k -> 2k gains "
                                                "less than this (accuracy, 0.01 = 1 point)."),
@@ -509,6 +523,12 @@ def eval_(
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Endpoint requests in "
                                     "flight."),
     workers: int = typer.Option(1, "--workers", "-w", min=1, help="Verifier processes."),
+    plugins: list[str] = typer.Option([], "--plugins", help="Python module registering task "
+                                      "types (@register_verifier), format rules or "
+                                      "aggregators, imported here and in every verifier "
+                                      "process: reward.plugins of a run config (added to "
+                                      "--config's). Repeatable or comma-separated; a module in "
+                                      "the working directory imports by name."),
     precision: str = typer.Option("auto", "--precision", help=PRECISION_HELP),
     output_dir: Optional[Path] = typer.Option(None, "-o", "--output-dir", help="Output "
                                               "directory (default runs/eval-<tasks>-<time>)."),
@@ -530,6 +550,7 @@ def eval_(
     if probe is not None and completions is not None:
         raise fail("--probe needs a model to ask; it does not apply to --completions")
     run_config = _load_run_config_for_eval(config)
+    reward_config = _eval_reward_config(run_config, plugins, workers)
     try:
         agg = parse_aggregators(aggregators)
         ks = None if completions is not None else parse_ks(k, n)
@@ -542,7 +563,6 @@ def eval_(
         max_new_tokens=max_new_tokens or (run_config.eval.max_new_tokens if config else 256),
         seed=seed, batch_size=batch_size, aggregators=agg, timeout_s=timeout, chunk=chunk,
         probe=probe, saturation_threshold=saturation_threshold)
-    reward_config = run_config.reward.model_copy(update={"workers": workers})
     if completions is None and endpoint is None:  # local models: sampled here
         settings.precision = precision_choice(precision).precision
     start = time.perf_counter()
@@ -556,10 +576,13 @@ def eval_(
         data = _eval_data_config(run_config, tasks, data_path, mixture, split, limit,
                                  instruction, one_shot)
         settings.tasks = data.source
+        prompts = _model_prompts(model or [endpoint], data, instruction, one_shot, config)
         settings.extra = {"data": data.model_dump(mode="json"), "split": split,
-                          "endpoint": endpoint, "models": model}
+                          "endpoint": endpoint, "models": model,
+                          "prompts": {name: {k: v for k, v in p.items() if k != "saved"}
+                                      for name, p in prompts.items()}}
         summaries, rows = _eval_models(model, endpoint, data, split, settings, reward_config,
-                                       rerank, (request_timeout, retries, concurrency))
+                                       rerank, (request_timeout, retries, concurrency), prompts)
     results = combine(summaries, settings.as_dict(), time.perf_counter() - start)
     out = output_dir or Path("runs") / f"eval-{settings.tasks}-{datetime.now():%Y%m%d-%H%M%S}"
     written = write_report(results, out, rows)
@@ -577,13 +600,31 @@ def _load_run_config_for_eval(config: Optional[Path]):
         raise fail(str(exc))
 
 
+def _eval_reward_config(run_config, plugins: list[str], workers: int):
+    """The run config's reward section with ``--workers`` and the ``--plugins`` modules added
+    to its ``plugins`` (imported now, so their task types are known before any data is read;
+    one that does not import exits 2 naming it)."""
+    from rlvr.rewards.registry import load_plugins
+
+    modules = [m.strip() for text in plugins for m in text.split(",") if m.strip()]
+    for module in modules:
+        try:
+            load_plugins([module])
+        except ImportError as exc:
+            raise fail(f"--plugins: cannot import {module!r} ({exc})")
+        except Exception as exc:  # noqa: BLE001 - the plugin's own error, reported as bad input
+            raise fail(f"--plugins: importing {module!r} failed: {type(exc).__name__}: {exc}")
+    merged = list(dict.fromkeys([*run_config.reward.plugins, *modules]))
+    return run_config.reward.model_copy(update={"workers": workers, "plugins": merged})
+
+
 def _eval_data_config(run_config, tasks, data_path, mixture, split, limit, instruction,
                       one_shot):
     """The DataConfig ``rlvr eval`` loads: the run config's data section with the command
     line's choices applied (bad values exit 2 naming the option)."""
     from pydantic import ValidationError
 
-    from rlvr.train.config import DataConfig
+    from rlvr.train.config import GENERATED, DataConfig
 
     if split not in ("validation", "train"):
         raise fail(f"--split: expected validation or train, got {split!r}")
@@ -592,10 +633,20 @@ def _eval_data_config(run_config, tasks, data_path, mixture, split, limit, instr
                ("val_size" if split == "validation" else "train_size"): limit}
     data = run_config.data.model_dump()
     if tasks is not None and tasks != data["source"]:
-        data["path"] = None  # another source: the config's data path does not apply
+        from rlvr.train.config import carry_instruction
+
+        # another source: the config's path and generator levels do not apply, and its
+        # instruction carries over only when it is not the old source's default one
+        del data["mixture"]
+        data["path"] = data["val_path"] = None
+        data["instruction"] = carry_instruction(data["instruction"], data["source"], tasks)
     data.update({key: value for key, value in updates.items() if value is not None})
     if split == "validation":  # the validation set never depends on train_size: skip the work
         data["train_size"] = 1
+        if data_path is not None and data_path.is_file() and data["source"] != "mbpp":
+            # the file given is what is evaluated: every record (--limit: the first N), not
+            # a hold-out of it (an MBPP file holds all its splits: its validation ids are used)
+            data["val_path"] = str(data_path)
     option = {"source": "--tasks", "path": "--data-path", "mixture": "--mixture",
               "val_size": "--limit", "train_size": "--limit", "instruction": "--instruction"}
     try:
@@ -605,14 +656,64 @@ def _eval_data_config(run_config, tasks, data_path, mixture, split, limit, instr
         field = str(first["loc"][0]) if first["loc"] else "data"
         raise fail(f"{option.get(field, 'data.' + field)}: {first['msg']}"
                    f" (got {first.get('input')!r})")
-    if data.source != "arithmetic" and not data.path:
+    if data.source not in GENERATED and not data.path:
         raise fail(f"--data-path: --tasks {data.source} reads a data file or directory")
     if data.path and not Path(data.path).exists():
         raise fail(f"--data-path: {data.path} does not exist")
     return data
 
 
-def _eval_models(models, endpoint, data, split, settings, reward_config, rerank, http):
+def _model_prompts(models, data, instruction, one_shot, config) -> dict[str, dict]:
+    """How each model is prompted, printed with where it came from: ``--instruction`` /
+    ``--one-shot``, else ``--config``'s data section, else the prompt settings saved with the
+    model (a checkpoint or sft_model/ of ``rlvr train``: its ``rlvr_prompt.json``, or its run's
+    ``config.yaml``), else the default of the task source.
+
+    Returns:
+        model -> ``{"instruction", "one_shot", "from", "saved"}`` (``saved``: the
+        :class:`rlvr.train.prompting.SavedPrompt` used, or ``None``).
+    """
+    from rlvr.train.prompting import saved_prompt
+
+    out = {}
+    for name in models:
+        saved = None
+        if config is None and (instruction is None or one_shot is None):
+            try:
+                saved = saved_prompt(name)
+            except ValueError as exc:
+                raise fail(f"--model {name}: {exc}")
+        if instruction is not None:
+            text, origin = instruction, "--instruction"
+        elif config is not None:
+            text, origin = data.instruction, f"--config {config}"
+        elif saved is not None:
+            text = saved.instruction_for(data.source)
+            origin = f"saved with the model: {saved.origin}"
+        else:
+            text, origin = data.instruction, (f"the default for --tasks {data.source}; {name} has "
+                                              f"no saved prompt settings")
+        shot = (one_shot if one_shot is not None else data.one_shot if config is not None
+                or saved is None else saved.one_shot)
+        out[name] = {"instruction": text, "one_shot": shot, "from": origin, "saved": saved}
+        err.print(f"instruction for {name}: {text!r}" + (" (none)" if not text else "")
+                  + f"{'; one-shot example' if shot else ''} ({origin})", highlight=False,
+                  soft_wrap=True)
+    return out
+
+
+def _checked_template(sampler, name: str, saved) -> object:
+    """``sampler``, after a warning when its tokenizer's chat template is not the one the model
+    was trained with (recorded in its saved prompt settings)."""
+    trained = saved.settings.get("chat_template") if saved is not None else None
+    if trained and getattr(sampler.tokenizer, "chat_template", None) != trained:
+        err.print(f"[yellow]warning:[/] {name}: the tokenizer's chat template differs from the "
+                  f"one it was trained with ({saved.origin})", highlight=False)
+    return sampler
+
+
+def _eval_models(models, endpoint, data, split, settings, reward_config, rerank, http,
+                 prompts):
     from rlvr.eval.evaluate import EvalError, evaluate_models
     from rlvr.eval.sampling import EndpointSampler, load_engine_sampler
     from rlvr.eval.summary import SummaryError
@@ -624,23 +725,28 @@ def _eval_models(models, endpoint, data, split, settings, reward_config, rerank,
         for name in models:
             _check_model_name(name, "--model")
     try:
-        train, val = load_tasks(data, settings.seed)
+        train, val = load_tasks(data, settings.seed,
+                                log=lambda m: err.print(m, highlight=False, soft_wrap=True))
     except ValueError as exc:
         raise fail(f"--tasks {data.source}: {exc}")
     task_list = val if split == "validation" else train
-    common = dict(instruction=data.instruction, one_shot=data.one_shot,
-                  temperature=settings.temperature, top_p=settings.top_p,
+    common = dict(temperature=settings.temperature, top_p=settings.top_p,
                   max_new_tokens=settings.max_new_tokens)
+
+    def prompt(name):
+        return {"instruction": prompts[name]["instruction"],
+                "one_shot": prompts[name]["one_shot"]}
+
     if endpoint is not None:
         timeout_s, retries, concurrency = http
         labels = models or [None]
         factories = {label or endpoint: (lambda label=label: EndpointSampler(
             endpoint, model=label, timeout_s=timeout_s, retries=retries,
-            concurrency=concurrency, **common)) for label in labels}
+            concurrency=concurrency, **prompt(label or endpoint), **common)) for label in labels}
     else:
-        factories = {name: (lambda name=name: load_engine_sampler(
-            name, seed=settings.seed, precision=settings.precision, **common))
-            for name in models}
+        factories = {name: (lambda name=name: _checked_template(load_engine_sampler(
+            name, seed=settings.seed, precision=settings.precision, **prompt(name), **common),
+            name, prompts[name]["saved"])) for name in models}
     err.print(f"[bold]rlvr eval[/] {len(task_list)} {data.source} problems ({split}), "
               f"n = {settings.n}, temperature {settings.temperature}", highlight=False)
     try:
@@ -815,8 +921,15 @@ def _check_run_inputs(config) -> None:
     """Fail before any work on inputs that cannot work (exit 2)."""
     from rlvr.models.loader import DEFAULT_MODEL, TINY_RANDOM
 
-    if config.data.path and not Path(config.data.path).exists():
-        raise fail(f"data.path: {config.data.path} does not exist")
+    for field in ("path", "val_path"):
+        value = getattr(config.data, field)
+        if value and not Path(value).exists():
+            raise fail(f"data.{field}: {value} does not exist")
+    for i, spec in enumerate(config.data.sources):
+        for field in ("path", "val_path"):
+            value = getattr(spec, field)
+            if value and not Path(value).exists():
+                raise fail(f"data.sources.{i}.{field}: {value} does not exist")
     name = config.model.name
     if name not in (DEFAULT_MODEL, TINY_RANDOM) and not Path(name).exists() and "/" not in name:
         raise fail(f"model.name: {name!r} is neither a known model, a local path nor a hub id")

@@ -183,6 +183,18 @@ def wrong_hints(tasks: Sequence[Task], rewards: RewardPipeline) -> list[str]:
         raise EvalError(f"--probe sycophancy: {exc}") from None
 
 
+def check_task_types(task_types: set[str]) -> None:
+    """Raise :class:`EvalError` (before any sampling) when a task type has no registered
+    verifier, naming it and the registered ones."""
+    from rlvr.rewards.registry import task_types as registered
+    from rlvr.tasks.sources import unknown_task_type
+
+    known = set(registered())
+    missing = sorted(task_types - known)
+    if missing:
+        raise EvalError(unknown_task_type(missing[0], known))
+
+
 def evaluate_models(factories: dict[str, Callable[[], Sampler]], tasks: Sequence[Task],
                     settings: EvalSettings, rewards: RewardPipeline, *,
                     reranker: Callable[[str, str], float] | None = None,
@@ -205,8 +217,8 @@ def evaluate_models(factories: dict[str, Callable[[], Sampler]], tasks: Sequence
         ``(summaries by model, completion rows)``.
 
     Raises:
-        EvalError: no tasks, a k above n, an aggregator that cannot run, or a probe on
-            non-math tasks.
+        EvalError: no tasks, a task type without a registered verifier, a k above n, an
+            aggregator that cannot run, or a probe on non-math tasks (all before sampling).
     """
     if not tasks:
         raise EvalError("no tasks to evaluate")
@@ -215,6 +227,7 @@ def evaluate_models(factories: dict[str, Callable[[], Sampler]], tasks: Sequence
     ks = settings.ks or default_ks(settings.n)
     if max(ks) > settings.n:
         raise EvalError(f"--k: {max(ks)} is larger than --n {settings.n}")
+    check_task_types({t.task_type for t in tasks})
     _check_aggregators({t.task_type for t in tasks}, settings, has_logprobs, reranker is not None)
     hints = wrong_hints(tasks, rewards) if settings.probe == "sycophancy" else None
     summaries, rows = {}, []

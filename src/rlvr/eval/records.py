@@ -223,7 +223,8 @@ def read_completions(path: str | os.PathLike) -> CompletionsFile:
                                                 f"{obj[name]}")
         if obj["task_type"] not in known_types:
             raise InputError(path, line_no, f"field 'task_type': unknown task type "
-                             f"{obj['task_type']!r}; known: {', '.join(sorted(known_types))}")
+                             f"{obj['task_type']!r}; known: {', '.join(sorted(known_types))} "
+                             f"(a plugin registers one: --plugins MODULE)")
         pid = str(obj["id"])
         problems = models.setdefault(obj.get("model"), {})
         if pid not in problems:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from rlvr.records import RecordError, Task
@@ -84,70 +85,178 @@ def load_math500(path: Path, split: str) -> list[Task]:
             for line, obj in _read_jsonl(path)]
 
 
-def load_task_file(path: Path) -> list[Task]:
-    """Tasks in the project's JSONL task format. Raises :class:`DataError` naming the line."""
+def load_task_file(path: Path, task_type: str | None = None,
+                   known_types: Collection[str] | None = None) -> list[Task]:
+    """Tasks in the project's JSONL task format.
+
+    Args:
+        path: the file.
+        task_type: every task must be of this type (``data.source: logic`` reads logic tasks
+            only).
+        known_types: every task's type must be one of these (the registered task types), so
+            that a task no verifier can score is refused before any model is loaded.
+
+    Raises:
+        DataError: naming the file and line.
+    """
     tasks = []
     for line, obj in _read_jsonl(path):
         try:
-            tasks.append(Task.from_dict(obj))
+            task = Task.from_dict(obj)
         except RecordError as exc:
             raise DataError(f"{path}:{line}: {exc}") from None
+        if task_type is not None and task.task_type != task_type:
+            raise DataError(f"{path}:{line}: task_type {task.task_type!r}, expected "
+                            f"{task_type!r} (data.source: jsonl reads tasks of any type)")
+        if known_types is not None and task.task_type not in known_types:
+            raise DataError(unknown_task_type(task.task_type, known_types, f"{path}:{line}: "))
+        tasks.append(task)
     return tasks
 
 
-def _hold_out(tasks: list[Task], path: Path, data, seed: int) -> tuple[list[Task], list[Task]]:
-    """Seeded shuffle, then ``val_size`` tasks for validation and the rest (capped) for
-    training; the two are disjoint."""
+def unknown_task_type(task_type: str, known: Collection[str], where: str = "") -> str:
+    """The message for a task type no verifier is registered for: names it, the registered
+    ones and how to add one."""
+    return (f"{where}task_type {task_type!r} has no registered verifier; registered: "
+            f"{', '.join(sorted(known))} (a plugin module registers one with "
+            f"@register_verifier: reward.plugins of a run config, rlvr eval --plugins)")
+
+
+DEFAULT_VAL_SIZE = 200  # validation problems when data.val_size is unset
+HOLD_OUT_FRACTION = 0.2  # the most of one file an unset data.val_size holds out
+
+
+def _hold_out(tasks: list[Task], path: Path, data, seed: int,
+              log: Callable[[str], None] | None) -> tuple[list[Task], list[Task]]:
+    """Seeded shuffle, then ``val_size`` tasks for validation and the rest for training; the
+    two are disjoint. An unset ``val_size`` holds out :data:`DEFAULT_VAL_SIZE` tasks, or a
+    fifth of a smaller file (said through ``log``); a set one exactly that many."""
     tasks = list(tasks)
     random.Random(seed).shuffle(tasks)
-    if len(tasks) <= data.val_size:
-        raise DataError(f"{path}: {len(tasks)} tasks, need more than data.val_size="
-                        f"{data.val_size}")
-    return tasks[data.val_size:][: data.train_size], tasks[: data.val_size]
+    size = data.val_size
+    if size is None:
+        size = min(DEFAULT_VAL_SIZE, int(len(tasks) * HOLD_OUT_FRACTION))
+        if size < 1:
+            raise DataError(f"{path}: {len(tasks)} task(s), too few to hold out a validation "
+                            f"set: give a separate held-out file as data.val_path")
+        if size < DEFAULT_VAL_SIZE and log is not None:
+            log(f"data: {path} has {len(tasks)} tasks: holding out {size} "
+                f"({HOLD_OUT_FRACTION:.0%}) for validation and training on {len(tasks) - size} "
+                f"(data.val_size unset: {DEFAULT_VAL_SIZE}, or a fifth of a smaller file); "
+                f"set data.val_size, or give a separate held-out file as data.val_path")
+    elif len(tasks) <= size:
+        raise DataError(f"{path}: {len(tasks)} tasks, need more than data.val_size={size} to "
+                        f"hold out {size} for validation and train on the rest: lower "
+                        f"data.val_size, or give a separate held-out file as data.val_path")
+    return tasks[size:], tasks[:size]
 
 
-def load_tasks(data, seed: int) -> tuple[list[Task], list[Task]]:
+def _file_tasks(source: str, path: Path, split: str) -> list[Task]:
+    """Every task of ``path`` in ``source``'s format, in file order (``split``: the part of a
+    GSM8K directory or of MBPP to read)."""
+    if source == "jsonl":
+        from rlvr.rewards.registry import task_types
+
+        return load_task_file(path, known_types=set(task_types()))
+    if source in ("arithmetic", "logic"):  # a file of generated tasks (`rlvr data generate`)
+        return load_task_file(path, "math" if source == "arithmetic" else "logic")
+    if source == "humaneval":
+        from rlvr.tasks.code import load_humaneval
+
+        return load_humaneval(path)
+    if source == "mbpp":
+        from rlvr.tasks.code import load_mbpp
+
+        return load_mbpp(path, split)
+    if source == "math500":
+        return load_math500(path, "test")
+    return load_gsm8k(path, split)
+
+
+def _validation_file(data) -> list[Task]:
+    """Every task of ``data.val_path`` (read as the source reads ``path``; a GSM8K directory:
+    its test.jsonl), in file order, the first ``data.val_size`` when that is set."""
+    path = Path(data.val_path)
+    if not path.exists():
+        raise DataError(f"data.val_path: {path} does not exist")
+    tasks = _file_tasks(data.source, path, "validation" if data.source == "gsm8k" else None)
+    if not tasks:
+        raise DataError(f"data.val_path: {path} holds no tasks")
+    return tasks[: data.val_size] if data.val_size else tasks
+
+
+def _without(train: list[Task], val: list[Task], data,
+             log: Callable[[str], None] | None) -> list[Task]:
+    """``train`` minus the tasks also in the validation file (same id or the same prompt), so
+    that validation stays held out; says how many through ``log``."""
+    ids, prompts = {t.id for t in val}, {t.prompt for t in val}
+    kept = [t for t in train if t.id not in ids and t.prompt not in prompts]
+    if len(kept) < len(train) and log is not None:
+        log(f"data: {len(train) - len(kept)} training tasks are also in data.val_path "
+            f"{data.val_path}: left out of training")
+    return kept
+
+
+def load_tasks(data, seed: int, log: Callable[[str], None] | None = None
+               ) -> tuple[list[Task], list[Task]]:
     """``(train, validation)`` task lists for a :class:`rlvr.train.config.DataConfig`.
 
-    Sizes are capped by ``data.train_size`` / ``data.val_size``; file sources are shuffled
-    with ``seed`` before the cap (deterministically). For ``jsonl`` and ``humaneval`` the
-    validation set is a seeded hold-out of ``val_size`` tasks from the file (so is ``math500``'s,
-    a single evaluation file); ``mbpp`` uses its
-    train (601-974) and validation (511-600) ids.
+    ``arithmetic`` and ``logic`` are generated from ``data.mixture`` (train and validation
+    puzzles disjoint), or, with ``data.path``, read from that task file (e.g. written by
+    ``rlvr data generate``; every task must be of the source's task type) and held out like
+    ``jsonl``.
+
+    Validation: with ``data.val_path``, every task of that file in file order (the first
+    ``val_size`` when set), and training tasks also in it (same id or prompt) are left out;
+    otherwise ``gsm8k`` (test.jsonl of a directory) and ``mbpp`` (ids 511-600, train
+    601-974) use their own validation split and generated sources their validation puzzles
+    (``val_size`` of them, default 200), and the single-file sources (``jsonl``, ``math500``,
+    ``humaneval``, task files of ``arithmetic`` / ``logic``) a seeded hold-out of ``val_size``
+    tasks, disjoint from training (unset: 200, or a fifth of a file of fewer than 1000 tasks,
+    said through ``log``). Training is capped at ``data.train_size``; file sources are
+    shuffled with ``seed`` before a cap (deterministically).
+
+    Args:
+        data: the data section (one source).
+        seed: shuffles and generators.
+        log: called with a note when the hold-out is smaller than the default or training
+            tasks are left out because the validation file holds them.
 
     Raises:
         DataError: missing file, malformed record, or too few tasks.
     """
-    if data.source in ("arithmetic", "logic"):
+    val = _validation_file(data) if data.val_path else None
+    if data.source in ("arithmetic", "logic") and not data.path:
         if data.source == "arithmetic":
             from rlvr.tasks.arithmetic import generate
         else:
             from rlvr.tasks.logic import generate_logic as generate
 
-        return (generate(data.mixture, data.train_size, seed=seed, split="train"),
-                generate(data.mixture, data.val_size, seed=seed + 1, split="validation"))
+        train = generate(data.mixture, data.train_size, seed=seed, split="train")
+        if val is None:
+            return train, generate(data.mixture, data.val_size or DEFAULT_VAL_SIZE,
+                                   seed=seed + 1, split="validation")
+        return _without(train, val, data, log), val
     path = Path(data.path)
     if not path.exists():
         raise DataError(f"data.path: {path} does not exist")
-    if data.source == "jsonl":
-        return _hold_out(load_task_file(path), path, data, seed)
-    if data.source == "humaneval":
-        from rlvr.tasks.code import load_humaneval
-
-        return _hold_out(load_humaneval(path), path, data, seed)
-    if data.source == "mbpp":
-        from rlvr.tasks.code import load_mbpp
-
-        train, val = load_mbpp(path, "train"), load_mbpp(path, "validation")
-        if not train or not val:
+    if data.source in ("gsm8k", "mbpp"):  # their own train and validation splits
+        train = _file_tasks(data.source, path, "train")
+        random.Random(seed).shuffle(train)
+        if val is None:
+            val = _file_tasks(data.source, path, "validation")
+            random.Random(seed + 1).shuffle(val)
+            val = val[: data.val_size or DEFAULT_VAL_SIZE]
+        if data.source == "mbpp" and (not train or not val):
             raise DataError(f"{path}: no MBPP tasks in the {'train' if not train else 'validation'}"
                             " split (task ids 601-974 / 511-600)")
-        random.Random(seed).shuffle(train)
-        random.Random(seed + 1).shuffle(val)
-        return train[: data.train_size], val[: data.val_size]
-    if data.source == "math500":  # one evaluation file: a seeded, disjoint hold-out
-        return _hold_out(load_math500(path, "test"), path, data, seed)
-    train, val = load_gsm8k(path, "train"), load_gsm8k(path, "validation")
-    random.Random(seed).shuffle(train)
-    random.Random(seed + 1).shuffle(val)
-    return train[: data.train_size], val[: data.val_size]
+    else:
+        tasks = _file_tasks(data.source, path, None)
+        if val is None:
+            train, val = _hold_out(tasks, path, data, seed, log)
+        else:
+            train = list(tasks)
+            random.Random(seed).shuffle(train)
+    if data.val_path:
+        train = _without(train, val, data, log)
+    return train[: data.train_size], val

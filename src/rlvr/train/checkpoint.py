@@ -17,19 +17,28 @@ STATE_FILE = "trainer_state.pt"
 
 
 def save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizer, scheduler,
-                    extra: dict, keep: int = 2) -> Path:
+                    extra: dict, keep: int = 2, prompt: dict | None = None) -> Path:
     """Write ``run_dir/checkpoints/step-NNNNNN`` atomically; keep the newest ``keep``, plus
     step 0 (the model entering GRPO: the rollback anchor of last resort).
 
     ``extra`` (JSON-serialisable: data position, metrics history...) is stored with the
-    trainer state. Returns the checkpoint directory.
+    trainer state; ``prompt`` (:func:`rlvr.train.prompting.prompt_settings`: instruction,
+    one-shot, chat template) as ``rlvr_prompt.json``, so that ``rlvr eval`` prompts the
+    checkpoint as it was trained. Returns the checkpoint directory.
     """
+    from rlvr.train.prompting import write_prompt_settings
+
     root = run_dir / "checkpoints"
     state = {"step": step, "optimizer": optimizer.state_dict(),
              "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
              "python_rng": random.getstate(), "extra": extra}
-    final = save_model(root / f"step-{step:06d}", model, tokenizer,
-                       write_extra=lambda tmp: torch.save(state, tmp / STATE_FILE))
+
+    def write_extra(tmp: Path) -> None:
+        torch.save(state, tmp / STATE_FILE)
+        if prompt is not None:
+            write_prompt_settings(tmp, prompt)
+
+    final = save_model(root / f"step-{step:06d}", model, tokenizer, write_extra=write_extra)
     for old in sorted(p for p in root.glob("step-*") if p.is_dir() and p.name != "step-000000")[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from rlvr.models.loader import DEFAULT_MODEL
 from rlvr.models.precision import Precision, resolve_precision
@@ -26,6 +26,45 @@ DEFAULT_INSTRUCTION = (
 
 
 GENERATED = ("arithmetic", "logic")  # sources made by a generator, not read from `path`
+DEFAULT_MIXTURES = {"arithmetic": "2d+-2d", "logic": "countdown-3:0.5,kk-3:0.5"}
+# Sources whose questions state their own answer format get no instruction by default: the
+# math instruction after a knights-and-knaves puzzle would contradict the puzzle's own.
+SOURCE_INSTRUCTIONS = {"logic": ""}
+
+
+def default_instruction(source: str) -> str:
+    """The instruction a source gets unless one is configured: none for ``logic`` (its prompts
+    end with their answer format), :data:`DEFAULT_INSTRUCTION` for the others."""
+    return SOURCE_INSTRUCTIONS.get(source, DEFAULT_INSTRUCTION)
+
+
+def carry_instruction(instruction: str, from_source: str, to_source: str) -> str:
+    """The instruction for ``to_source`` given the one chosen for ``from_source``: the same
+    text, unless it is ``from_source``'s default, which stands for "the source's default" and
+    becomes ``to_source``'s (so the default math instruction is not appended to logic puzzles,
+    while an instruction a model was trained with is kept)."""
+    if from_source == to_source or instruction != default_instruction(from_source):
+        return instruction
+    return default_instruction(to_source)
+
+
+def check_mixture(source: str, mixture: str) -> str:
+    """``mixture`` if it names levels of the generated ``source``'s generator (arithmetic:
+    rlvr.tasks.arithmetic.PRESETS; logic: rlvr.tasks.logic.LEVELS), else ``ValueError`` with
+    the generator's message (naming the known levels)."""
+    if source == "arithmetic":
+        from rlvr.tasks.arithmetic import parse_mixture
+    elif source == "logic":
+        from rlvr.tasks.logic import parse_mixture
+    else:
+        return mixture
+    try:
+        parse_mixture(mixture)
+    except KeyError as exc:
+        raise ValueError(f"{exc.args[0]} (data.source: {source})") from None
+    except ValueError as exc:
+        raise ValueError(f"{exc} (data.source: {source})") from None
+    return mixture
 
 
 class _Section(BaseModel):
@@ -77,9 +116,21 @@ class DataSource(_Section):
     name: str | None = Field(None, description="Label in metrics (default: `source`).")
     mixture: str | None = None
     instruction: str | None = Field(None, description="This source's instruction (e.g. code "
-                                    "vs math answer format); default `data.instruction`.")
+                                    "vs math answer format); default `data.instruction` (when "
+                                    "that is the default one: the source's default, none for "
+                                    "`logic`).")
     train_size: int | None = Field(None, ge=1)
     val_size: int | None = Field(None, ge=1)
+    val_path: str | None = Field(None, description="This source's held-out validation file "
+                                 "(see `data.val_path`).")
+
+    @field_validator("mixture")
+    @classmethod
+    def _mixture_of_source(cls, mixture: str | None, info: ValidationInfo) -> str | None:
+        source = info.data.get("source")
+        if mixture is None or source is None or info.data.get("path"):
+            return mixture
+        return check_mixture(source, mixture)
 
 
 class DataConfig(_Section):
@@ -102,16 +153,79 @@ class DataConfig(_Section):
                                    "does not verify against itself (R27), printing their ids; "
                                    "training never trains on a reference its verifier "
                                    "cannot read.")
-    path: str | None = Field(None, description="Data file or directory for file sources.")
+    path: str | None = Field(None, description="Data file or directory for file sources; for "
+                             "`arithmetic` / `logic` a task file (`rlvr data generate`) instead "
+                             "of generating.")
+    val_path: str | None = Field(None, description="A separate held-out validation file, read "
+                                 "as `path` is (`jsonl`, `arithmetic`, `logic`: the task record "
+                                 "format): every task of it is validated on, in file order (the "
+                                 "first `val_size` when that is set), and training tasks also in "
+                                 "it (same id or prompt) are left out. Without it `jsonl`, "
+                                 "`math500`, `humaneval` and task files hold `val_size` tasks "
+                                 "of `path` out.")
     mixture: str = Field("2d+-2d", description="Generator levels and weights: arithmetic, "
-                         "e.g. `2d+-2d:0.6,2dx1d:0.4` (rlvr.tasks.arithmetic.PRESETS); logic, "
-                         "e.g. `countdown-3:0.5,kk-2:0.5` (rlvr.tasks.logic).")
+                         "e.g. `2d+-2d:0.6,2dx1d:0.4` (rlvr.tasks.arithmetic.PRESETS; default "
+                         "`2d+-2d`); logic, e.g. `countdown-3:0.5,kk-2:0.5` (rlvr.tasks.logic."
+                         "LEVELS; default `countdown-3:0.5,kk-3:0.5`).")
     train_size: int = Field(2000, ge=1, description="Training problems.")
-    val_size: int = Field(200, ge=1, description="Held-out validation problems (R28).")
+    val_size: int | None = Field(None, ge=1, description="Validation problems (R28). Unset: "
+                                 "200 (generated sources, gsm8k, mbpp), every task of `val_path`, "
+                                 "or for a hold-out from one file 200 or a fifth of a file of "
+                                 "fewer than 1000 tasks (said when it happens). Set: exactly "
+                                 "that many (a hold-out needs a larger file; the first of "
+                                 "`val_path`).")
     instruction: str = Field(DEFAULT_INSTRUCTION, description="Text appended to every "
-                             "question in the user turn: asks for the target output format.")
+                             "question in the user turn: asks for the target output format. "
+                             "Default: ask for a final `#### <answer>` line; for `logic` none "
+                             "(its puzzles state their own answer format). Saved with every "
+                             "checkpoint (`rlvr_prompt.json`), so `rlvr eval` prompts a "
+                             "checkpoint as it was trained.")
     one_shot: bool = Field(False, description="Prepend one worked example (a user/assistant "
                            "exchange) to every prompt.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _source_defaults(cls, data):
+        # A source's own defaults for the fields left out (logic: its levels, no instruction).
+        if isinstance(data, dict) and data.get("source") in GENERATED:
+            data = dict(data)
+            data.setdefault("mixture", DEFAULT_MIXTURES[data["source"]])
+            data.setdefault("instruction", default_instruction(data["source"]))
+        return data
+
+    @field_validator("mixture")
+    @classmethod
+    def _mixture_of_source(cls, mixture: str, info: ValidationInfo) -> str:
+        source = info.data.get("source")
+        if source is None or info.data.get("path"):
+            return mixture
+        return check_mixture(source, mixture)
+
+    def source_config(self, spec: DataSource | None = None) -> "DataConfig":
+        """The single-source data section that loads ``spec`` (one entry of ``sources``), or
+        this section itself for ``None``. ``path`` and ``val_path`` are the entry's own; unset
+        sizes come from this section, ``mixture`` from it when it names the same source, else
+        the source's default mixture; the instruction as :meth:`instruction_for` gives it."""
+        if spec is None:
+            return self
+        mixture = spec.mixture or (self.mixture if self.source == spec.source
+                                   else DEFAULT_MIXTURES.get(spec.source, self.mixture))
+        sizes = {k: v for k, v in spec.model_dump().items()
+                 if v is not None and k in ("train_size", "val_size")}
+        return self.model_copy(update={**sizes, "source": spec.source, "path": spec.path,
+                                       "val_path": spec.val_path, "mixture": mixture,
+                                       "sources": [], "instruction": self.instruction_for(spec)})
+
+    def instruction_for(self, spec: DataSource | None = None) -> str:
+        """The instruction of ``spec``'s tasks (``None``: this section's source): the
+        source's own ``instruction`` when set, else ``data.instruction`` carried over to the
+        source (:func:`carry_instruction`: the default instruction becomes the source's
+        default, none for logic)."""
+        if spec is None:
+            return self.instruction
+        if spec.instruction is not None:
+            return spec.instruction
+        return carry_instruction(self.instruction, self.source, spec.source)
 
 
 class SFTConfig(_Section):

@@ -22,7 +22,7 @@ from rlvr.models.precision import resolve_precision
 from rlvr.rewards.pipeline import RewardPipeline
 from rlvr.train.checkpoint import (latest_checkpoint, load_trainer_state, save_checkpoint,
                                    save_model, write_json_atomic)
-from rlvr.train.config import RunConfig
+from rlvr.train.config import GENERATED, RunConfig
 from rlvr.train.policy import sync_engine
 from rlvr.train.sampler import TaskSampler
 
@@ -96,7 +96,7 @@ class Run:
     def load(self) -> None:
         from rlvr.models import load_model_and_tokenizer
         from rlvr.tasks.sources import load_tasks
-        from rlvr.train.prompting import prompt_ids, stop_token_ids
+        from rlvr.train.prompting import prompt_ids, prompt_settings, stop_token_ids
 
         from rlvr.models.loader import ModelLoadError
 
@@ -122,6 +122,7 @@ class Run:
         self.train_prompts = [encode(t) for t in self.train_tasks]
         self.val_prompts = [encode(t) for t in self.val_tasks]
         self.stop_ids = stop_token_ids(self.tokenizer)
+        self.prompt = prompt_settings(c.data, self.tokenizer)  # saved with every checkpoint
         label = (" + ".join(f"{s.name or s.source} ({s.weight:g})" for s in c.data.sources)
                  or c.data.source)
         console.print(f"data {label}: {len(self.train_tasks)} train, "
@@ -135,15 +136,13 @@ class Run:
         train, val = [], []
         self._instructions: dict[str, str] = {}
         for i, spec in enumerate(specs):
-            data = c.data if spec is None else c.data.model_copy(update={
-                k: v for k, v in spec.model_dump().items()
-                if v is not None and k in ("source", "path", "mixture", "train_size", "val_size")})
-            part_train, part_val = load_tasks(data, c.seed + 101 * i)
-            if c.data.check_references and data.source not in ("arithmetic", "logic"):
+            data = c.data.source_config(spec)
+            part_train, part_val = load_tasks(data, c.seed + 101 * i, log=console.print)
+            if c.data.check_references and not (data.source in GENERATED and not data.path):
                 part_train, part_val = self._verified(part_train), self._verified(part_val)
             label = (spec.name or spec.source) if spec is not None else None
-            if spec is not None and spec.instruction:
-                self._instructions.update((t.id, spec.instruction)
+            if spec is not None:
+                self._instructions.update((t.id, data.instruction)
                                           for t in part_train + part_val)
             train += [(label, t) for t in part_train]
             val += part_val
@@ -384,7 +383,7 @@ class Run:
                                          "kl_coef": (self.step_fn.kl_ctl.value
                                                      if self.step_fn else None),
                                          "monitor": self.monitor.state_dict()},
-                        keep=self.config.checkpoint.keep)
+                        keep=self.config.checkpoint.keep, prompt=self.prompt)
 
     # -- the job ----------------------------------------------------------------------------
     def train(self) -> dict:
@@ -428,7 +427,7 @@ class Run:
                 history["validation"].append(self.validate("base", 0))
             if c.sft.enabled:
                 history["sft"] = self.sft()
-                save_model(self.run_dir / SFT_MODEL_DIR, self._plain_policy(), self.tokenizer)
+                self._save_sft_model()
             row = self.validate("before_grpo", 0)
             history["validation"].append(row)
             self.monitor.observe_validation(row)
@@ -483,12 +482,19 @@ class Run:
         before = self.validate("base", 0)
         report = self.sft()
         after = self.validate("sft", 0)
-        path = save_model(self.run_dir / SFT_MODEL_DIR, self._plain_policy(), self.tokenizer)
+        path = self._save_sft_model()
         results = {"sft": report, "base_model": before, "sft_model": after,
                    "model_dir": str(path), "precision": self.precision.as_dict()}
         write_json_atomic(self.run_dir / "sft_results.json", results)
         self.rewards.close()
         return results
+
+    def _save_sft_model(self) -> Path:
+        """The policy (LoRA merged) as ``sft_model/``, with the run's prompt settings."""
+        from rlvr.train.prompting import write_prompt_settings
+
+        return save_model(self.run_dir / SFT_MODEL_DIR, self._plain_policy(), self.tokenizer,
+                          write_extra=lambda tmp: write_prompt_settings(tmp, self.prompt))
 
     def _plain_policy(self):
         from rlvr.models.lora import is_lora, merged_copy
