@@ -432,9 +432,12 @@ def _model_server(name: str, engine: str, max_concurrency: int, max_tokens: int,
 
 
 def _check_model_name(name: str, option: str) -> None:
-    """Fail (exit 2) on a model name that is neither known, a local path nor a hub id."""
-    from rlvr.models.loader import DEFAULT_MODEL, TINY_RANDOM
+    """Fail (exit 2) on a model name that is neither known, a local path nor a hub id, or a
+    local path that does not exist."""
+    from rlvr.models.loader import DEFAULT_MODEL, TINY_RANDOM, missing_model_path
 
+    if missing_model_path(name):
+        raise fail(f"{option}: {missing_model_path(name)}")
     if name not in (DEFAULT_MODEL, TINY_RANDOM) and not Path(name).exists() and "/" not in name:
         raise fail(f"{option}: {name!r} is neither a known model ({DEFAULT_MODEL}, "
                    f"{TINY_RANDOM}), a local path nor a hub id")
@@ -813,11 +816,13 @@ def _prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
 
 def _check_run_inputs(config) -> None:
     """Fail before any work on inputs that cannot work (exit 2)."""
-    from rlvr.models.loader import DEFAULT_MODEL, TINY_RANDOM
+    from rlvr.models.loader import DEFAULT_MODEL, TINY_RANDOM, missing_model_path
 
     if config.data.path and not Path(config.data.path).exists():
         raise fail(f"data.path: {config.data.path} does not exist")
     name = config.model.name
+    if missing_model_path(name):
+        raise fail(f"model.name: {missing_model_path(name)}")
     if name not in (DEFAULT_MODEL, TINY_RANDOM) and not Path(name).exists() and "/" not in name:
         raise fail(f"model.name: {name!r} is neither a known model, a local path nor a hub id")
 

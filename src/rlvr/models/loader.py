@@ -101,6 +101,24 @@ def _stale(target: Path) -> bool:
         return True
 
 
+def looks_like_path(name: str) -> bool:
+    """True if ``name`` can only be a local path, not a hub id (``namespace/repo``): it starts
+    with ``/``, ``./``, ``../`` or ``~``, is ``.`` or ``..``, ends with ``/``, holds a backslash
+    or more than one ``/`` (``runs/x/sft_model``). ``a/b`` is taken for a hub id."""
+    return (name.startswith(("/", "./", "../", "~")) or name in (".", "..")
+            or name.endswith("/") or "\\" in name or name.count("/") >= 2)
+
+
+def missing_model_path(name: str) -> str | None:
+    """``"model path NAME does not exist"`` when ``name`` is a local path
+    (:func:`looks_like_path`) that does not exist, else None: such a name would otherwise be
+    sent to the hub, whose answer ("Repo id must be in the form ...") does not say what is
+    wrong."""
+    if name in (DEFAULT_MODEL, TINY_RANDOM) or not looks_like_path(name):
+        return None
+    return None if Path(name).expanduser().exists() else f"model path {name} does not exist"
+
+
 def resolve_model_path(name: str) -> str:
     """The directory or hub id ``from_pretrained`` should load for ``name`` (converting and
     caching the default model on first use)."""
@@ -122,17 +140,23 @@ def load_model_and_tokenizer(name: str = DEFAULT_MODEL, *, seed: int = 0, dtype:
             autocast where the trainer asks for it).
 
     Raises:
-        ModelLoadError: the model or tokenizer cannot be loaded; the message names ``name``.
+        ModelLoadError: the model or tokenizer cannot be loaded; the message names ``name``
+            (a local path that does not exist: "model path NAME does not exist").
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    missing = missing_model_path(name)
+    if missing is not None:
+        raise ModelLoadError(missing)
     if name == TINY_RANDOM:
         from rlvr.models.tiny import tiny_model, tiny_tokenizer
 
         tokenizer = tiny_tokenizer()
         return tiny_model(tokenizer, seed=seed).to(getattr(torch, dtype)), tokenizer
     path = resolve_model_path(name)
+    if path.startswith("~"):
+        path = str(Path(path).expanduser())
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
