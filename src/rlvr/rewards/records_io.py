@@ -120,6 +120,13 @@ def parse_record(text: str, path: str | os.PathLike, line: int, known: set[str])
     reference = obj["reference"]
     if obj["task_type"] == "code":
         _expect(reference, (dict,), "reference", path, line)
+        from rlvr.rewards.code import reference_problem
+
+        problem = reference_problem(reference)
+        if problem is not None:
+            field, message = problem
+            name = f"reference.{field}" if field else "reference"
+            raise InputError(path, line, f"field '{name}': {message}")
     elif isinstance(reference, (int, float)) and not isinstance(reference, bool):
         reference = json.dumps(reference)
     else:
