@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -116,7 +115,8 @@ def verify(
     from rlvr.rewards.config import RewardConfig
     from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
     from rlvr.rewards.pool import VerifierPool
-    from rlvr.rewards.records_io import InputError, atomic_write, output_row, read_records
+    from rlvr.rewards.records_io import (InputError, atomic_write, json_text, output_row,
+                                         read_records, write_json)
     from rlvr.rewards.summary import summarize, summary_table
 
     reward_config = _load_reward_config(config, workers=workers, timeout_s=timeout)
@@ -165,10 +165,10 @@ def verify(
     if output is not None:
         with atomic_write(output) as f:
             for row in rows:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                f.write(json_text(row) + "\n")
     elif not summary:
         for row in rows:
-            sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+            sys.stdout.write(json_text(row) + "\n")
     if summary or summary_json:
         stats = summarize(results, [r.category for r in records], [r.source for r in records])
         if summary:
@@ -177,12 +177,12 @@ def verify(
             out.print(summary_table(stats, title=f"reward summary: {input}"))
         if summary_json:
             with atomic_write(summary_json) as f:
-                json.dump(stats, f, indent=2)
+                write_json(f, stats, ensure_ascii=True)
     if compare is not None:
         comparison = compare_results(records, results, other, compare)
         with atomic_write(compare_out) as f:
             for row in comparison.rows:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                f.write(json_text(row) + "\n")
         line = comparison.summary_line(compare_out)
         if output is None and not summary:  # stdout carries the scored rows: keep it JSONL
             err.print(line, highlight=False, soft_wrap=True)
@@ -704,7 +704,7 @@ def lengths(
     from rich.table import Table
 
     from rlvr.eval.lengths import LengthsError, histogram, length_report, load_lengths
-    from rlvr.rewards.records_io import atomic_write
+    from rlvr.rewards.records_io import atomic_write, write_json
 
     try:
         found = load_lengths(path, tokenizer=tokenizer, cap=cap)
@@ -732,7 +732,7 @@ def lengths(
              f" {report['truncation_rate']:.1%}"))
     if json_out is not None:
         with atomic_write(json_out) as f:
-            json.dump(report, f, indent=2)
+            write_json(f, report, ensure_ascii=True)
 
 
 @app.command()
