@@ -198,3 +198,44 @@ def test_json_text_writes_non_finite_values_as_null_with_a_flag():
 
     assert json.loads(json_text({"loss": Scalar()}, default=float)) == {
         "loss": None, "nonfinite": ["loss"]}
+
+
+def _no_space(*_args, **_kwargs):
+    import errno
+
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_while_writing_exits_1_with_the_previous_output_intact(tmp_path,
+                                                                          monkeypatch):
+    """issue 17 item 3: ENOSPC while writing -o was a traceback (the old file survived)."""
+    from rlvr.rewards import records_io
+
+    inp = write_jsonl(tmp_path / "in.jsonl", [{"task_type": "math", "completion": "#### 4",
+                                               "reference": "4"}])
+    out = tmp_path / "out.jsonl"
+    out.write_text("previous results\n")
+    monkeypatch.setattr(records_io, "_fsync", _no_space)  # where a full disk shows up
+    result = runner.invoke(app, ["verify", str(inp), "-o", str(out)])
+    message = " ".join(result.output.split())
+    assert result.exit_code == 1, result.output
+    assert f"{out}: cannot write (No space left on device)" in message
+    assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)
+    assert out.read_text() == "previous results\n"
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_an_unwritable_output_directory_exits_2_before_any_scoring(tmp_path, monkeypatch):
+    import os
+
+    inp = write_jsonl(tmp_path / "in.jsonl", [{"task_type": "math", "completion": "#### 4",
+                                               "reference": "4"}])
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = os.access
+    # chmod does not stop root (the tests may run as root): say what a read-only dir says
+    monkeypatch.setattr(os, "access", lambda p, mode: False if str(p) == str(locked) and
+                        mode & os.W_OK else real_access(p, mode))
+    result = runner.invoke(app, ["verify", str(inp), "-o", str(locked / "out.jsonl")])
+    message = " ".join(result.output.split())
+    assert result.exit_code == 2 and f"-o {locked / 'out.jsonl'}: not writable" in message

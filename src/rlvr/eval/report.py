@@ -12,7 +12,7 @@ import io
 from pathlib import Path
 from typing import Sequence
 
-from rlvr.rewards.records_io import atomic_write, json_text, write_json
+from rlvr.rewards.records_io import OutputError, atomic_write, json_text, write_json
 
 PLOTS = ("accuracy_vs_k.png", "accuracy_vs_tokens.png")
 
@@ -180,8 +180,16 @@ def plot(results: dict, out_dir: Path) -> list[Path]:
 
 def write_report(results: dict, out_dir: Path, completion_rows: Sequence[dict] = ()) -> list[Path]:
     """Write ``results.json``, ``results.md``, ``completions.jsonl`` (when rows are given) and
-    the plots into ``out_dir``. Returns the paths written."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    the plots into ``out_dir``, each atomically. Returns the paths written.
+
+    Raises:
+        rlvr.rewards.records_io.OutputError: a file cannot be written (disk full); the files
+            written before keep their content.
+    """
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(out_dir, exc) from exc
     with atomic_write(out_dir / "results.json") as f:
         write_json(f, results)
     with atomic_write(out_dir / "results.md") as f:

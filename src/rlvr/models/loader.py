@@ -72,9 +72,19 @@ def save_model(directory: Path, model, tokenizer, write_extra=None) -> Path:
     """Save ``model`` and ``tokenizer`` (Hugging Face format, safetensors) to ``directory``
     atomically: written into a temp dir beside it, renamed over it when complete, so a crash
     never leaves a half-written model. ``write_extra(tmp_dir)`` may add files (e.g. trainer
-    state) before the rename. Returns ``directory``."""
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    state) before the rename. Returns ``directory``.
+
+    Raises:
+        rlvr.rewards.records_io.OutputError: an ``OSError`` while writing (disk full); the
+            temp dir is removed and ``directory`` keeps its previous content.
+    """
+    try:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    except OSError as exc:
+        from rlvr.rewards.records_io import OutputError
+
+        raise OutputError(directory, exc) from exc
     try:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
@@ -87,6 +97,11 @@ def save_model(directory: Path, model, tokenizer, write_extra=None) -> Path:
         os.replace(tmp, directory)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        from rlvr.rewards.records_io import OutputError
+
+        raise (exc if isinstance(exc, OutputError) else OutputError(directory, exc)) from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
