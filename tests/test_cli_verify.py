@@ -133,3 +133,109 @@ def test_an_empty_input_says_so(tmp_path):
     result = runner.invoke(app, ["verify", str(inp), "-o", str(tmp_path / "out.jsonl")])
     assert result.exit_code == 0 and "no records" in result.output
     assert (tmp_path / "out.jsonl").read_text() == ""
+
+
+NAN_PLUGIN = '''
+from rlvr.rewards.registry import register_verifier
+from rlvr.rewards.types import Status, Verdict
+
+
+@register_verifier("nan_score", format_rule="none")
+def nan_score(completion, reference, **options):
+    """Scores NaN for every completion but the one that reads 'fine' (7 of 8 below)."""
+    if completion == "fine":
+        return Verdict(Status.correct, completion, "plain", score=1.0)
+    return Verdict(Status.correct, completion, "plain", score=float("nan"))
+'''
+
+
+def _refuse_constant(name):
+    raise AssertionError(f"not standard JSON: {name}")
+
+
+def test_nan_scores_from_a_plugin_are_error_rows_and_every_output_is_standard_json(tmp_path):
+    """issue 17 item 6: a plugin returning NaN scores got status correct, reward NaN, a
+    '100% correct' summary and NaN literals in the output. The plugin is a module written
+    here, next to the config, as a user would (the process runs in that directory)."""
+    (tmp_path / "nan_score_plugin.py").write_text(NAN_PLUGIN)
+    (tmp_path / "reward.yaml").write_text("plugins: [nan_score_plugin]\n")
+    rows = [{"id": f"r{i}", "task_type": "nan_score", "reference": "x", "category": "c",
+             "completion": "fine" if i == 3 else f"answer {i}"} for i in range(8)]
+    write_jsonl(tmp_path / "in.jsonl", rows)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlvr.cli", "verify", "in.jsonl", "-o", "out.jsonl", "--config",
+         "reward.yaml", "--summary", "--summary-json", "summary.json", "--workers", "2"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    got = [json.loads(line, parse_constant=_refuse_constant)
+           for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [g["status"] for g in got] == ["error"] * 3 + ["correct"] + ["error"] * 4
+    assert all(g["reward"] == 0.0 for i, g in enumerate(got) if i != 3)
+    assert "score nan" in got[0]["detail"] and "nan_score" in got[0]["detail"]
+    summary = json.loads((tmp_path / "summary.json").read_text(), parse_constant=_refuse_constant)
+    assert summary["overall"]["count"] == 8 and summary["overall"]["correct"] == 0.125
+    assert summary["overall"]["errors"] == 7
+    assert "100.0%" not in proc.stdout and "12.5%" in proc.stdout, proc.stdout
+
+
+def test_json_text_writes_non_finite_values_as_null_with_a_flag():
+    from rlvr.rewards.records_io import finite_json, json_text
+
+    row = {"step": 3, "loss": float("nan"), "kl": float("inf"), "ok": 1.5,
+           "pass@k": {"1": 0.5, "4": float("-inf")}, "values": [1.0, float("nan")]}
+    text = json_text(row)
+    back = json.loads(text, parse_constant=_refuse_constant)
+    assert back == {"step": 3, "loss": None, "kl": None, "ok": 1.5,
+                    "pass@k": {"1": 0.5, "4": None}, "values": [1.0, None],
+                    "nonfinite": ["loss", "kl", "pass@k.4", "values.1"]}
+    assert json.loads(json_text({"a": 1.0})) == {"a": 1.0}  # no flag when all is finite
+    assert json.loads(json_text({"a": float("nan")}, flag=False)) == {"a": None}
+    assert finite_json((1, float("nan")))[0] == [1, None]
+
+    class Scalar:  # a numpy scalar / 0-d tensor stand-in: converted by default=float
+        def __float__(self):
+            return float("nan")
+
+    assert json.loads(json_text({"loss": Scalar()}, default=float)) == {
+        "loss": None, "nonfinite": ["loss"]}
+
+
+def _no_space(*_args, **_kwargs):
+    import errno
+
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_while_writing_exits_1_with_the_previous_output_intact(tmp_path,
+                                                                          monkeypatch):
+    """issue 17 item 3: ENOSPC while writing -o was a traceback (the old file survived)."""
+    from rlvr.rewards import records_io
+
+    inp = write_jsonl(tmp_path / "in.jsonl", [{"task_type": "math", "completion": "#### 4",
+                                               "reference": "4"}])
+    out = tmp_path / "out.jsonl"
+    out.write_text("previous results\n")
+    monkeypatch.setattr(records_io, "_fsync", _no_space)  # where a full disk shows up
+    result = runner.invoke(app, ["verify", str(inp), "-o", str(out)])
+    message = " ".join(result.output.split())
+    assert result.exit_code == 1, result.output
+    assert f"{out}: cannot write (No space left on device)" in message
+    assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)
+    assert out.read_text() == "previous results\n"
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_an_unwritable_output_directory_exits_2_before_any_scoring(tmp_path, monkeypatch):
+    import os
+
+    inp = write_jsonl(tmp_path / "in.jsonl", [{"task_type": "math", "completion": "#### 4",
+                                               "reference": "4"}])
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = os.access
+    # chmod does not stop root (the tests may run as root): say what a read-only dir says
+    monkeypatch.setattr(os, "access", lambda p, mode: False if str(p) == str(locked) and
+                        mode & os.W_OK else real_access(p, mode))
+    result = runner.invoke(app, ["verify", str(inp), "-o", str(locked / "out.jsonl")])
+    message = " ".join(result.output.split())
+    assert result.exit_code == 2 and f"-o {locked / 'out.jsonl'}: not writable" in message

@@ -129,6 +129,22 @@ def test_verify_code_partial_credit_from_config(tmp_path):
          "in.jsonl:3: field 'reference': expected dict, got list"),
         ({"task_type": "code", "completion": fenced("def f(): pass")},
          "in.jsonl:3: missing required field 'reference'"),
+        # issue 17 item 10: these were scored as error rows with an internal AttributeError
+        ({"task_type": "code", "completion": fenced("def f(): pass"),
+          "reference": {"entry_point": "f", "tests": [1, 2]}},
+         "in.jsonl:3: field 'reference.tests[0]': expected a string, got int 1"),
+        ({"task_type": "code", "completion": fenced("def f(): pass"),
+          "reference": {"entry_point": "f", "tests": {"a": 1}}},
+         "in.jsonl:3: field 'reference.tests': expected a list of assert strings, got dict"),
+        ({"task_type": "code", "completion": fenced("def f(): pass"),
+          "reference": {"entry_point": "f", "test": 5}},
+         "in.jsonl:3: field 'reference.test': expected a string, got int 5"),
+        ({"task_type": "code", "completion": fenced("def f(): pass"),
+          "reference": {"entry_point": 3, "tests": ["assert f() is None"]}},
+         "in.jsonl:3: field 'reference.entry_point': expected a string, got int 3"),
+        ({"task_type": "code", "completion": fenced("def f(): pass"),
+          "reference": {"entry_point": "f"}},
+         "in.jsonl:3: field 'reference': needs 'tests' (a list of asserts) or 'test'"),
     ],
 )
 def test_malformed_code_reference_exits_2_naming_line_and_field(tmp_path, bad, message):

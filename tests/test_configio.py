@@ -77,3 +77,25 @@ def test_a_problem_from_an_override_names_the_override_not_the_file(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_config(RunConfig, None, ["grpo.steps=-1"])
     assert str(err.value).startswith("--set 'grpo.steps=-1': grpo.steps: ")
+
+
+def test_a_check_of_the_whole_config_is_one_line_naming_its_field(tmp_path):
+    # issue 17 item 10: a jsonl source without a path named data.path but dumped the whole
+    # config dict after it ("(got {'name': ..., 'model': ...})")
+    from rlvr.train.config import RunConfig
+
+    with pytest.raises(ConfigError) as err:
+        load_config(RunConfig, None, ["data.source=jsonl"])
+    text = str(err.value)
+    assert text == "--set 'data.source=jsonl': data.path: required for data.source='jsonl'"
+    path = tmp_path / "run.yaml"
+    path.write_text("data:\n  source: jsonl\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(RunConfig, path)
+    assert str(err.value) == f"{path}: data.path: required for data.source='jsonl'"
+    # a section's own check: the field is put under the section, the section's dict not shown
+    with pytest.raises(ConfigError) as err:
+        load_config(RunConfig, None, ["algo.kl_controller=adaptive", "algo.kl_coef=0"])
+    text = str(err.value)
+    assert "\n" not in text and "{" not in text, text
+    assert "algo.kl_controller: adaptive needs kl_coef > 0" in text, text

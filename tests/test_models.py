@@ -32,8 +32,22 @@ def test_tiny_model_is_deterministic_by_seed():
 
 
 def test_missing_model_path_raises_a_clear_error(tmp_path):
-    with pytest.raises(ModelLoadError, match="does not load"):
-        load_model_and_tokenizer(str(tmp_path / "no-such-model"))
+    # issue 17 item 10: it read "Repo id must be in the form 'repo_name' or ..." (the hub's
+    # answer to a path it cannot take for a repo id)
+    for name in (str(tmp_path / "no-such-model"), "runs/x/sft_model", "./sft_model"):
+        with pytest.raises(ModelLoadError) as err:
+            load_model_and_tokenizer(name)
+        assert str(err.value) == f"model path {name} does not exist"
+
+
+def test_only_names_that_cannot_be_hub_ids_are_taken_for_paths():
+    from rlvr.models.loader import looks_like_path, missing_model_path
+
+    assert [looks_like_path(n) for n in ("/abs/model", "./m", "../m", "~/m", "runs/a/b", "m/",
+                                         "HuggingFaceTB/SmolLM2-135M", "gpt2", TINY_RANDOM)] \
+        == [True, True, True, True, True, True, False, False, False]
+    assert missing_model_path("HuggingFaceTB/SmolLM2-135M") is None  # the hub's to answer
+    assert missing_model_path(TINY_RANDOM) is None
 
 
 def test_a_cached_conversion_that_kept_the_gguf_marker_is_redone(tmp_path):

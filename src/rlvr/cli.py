@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -116,8 +115,7 @@ def verify(
     from rlvr.rewards.config import RewardConfig
     from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
     from rlvr.rewards.pool import VerifierPool
-    from rlvr.rewards.records_io import InputError, atomic_write, output_row, read_records
-    from rlvr.rewards.summary import summarize, summary_table
+    from rlvr.rewards.records_io import InputError, read_records
 
     reward_config = _load_reward_config(config, workers=workers, timeout_s=timeout)
     if compare is not None:
@@ -152,7 +150,7 @@ def verify(
             results = _with_progress(len(requests), "verifying",
                                      lambda done: pipeline.score_batch(requests, done))
         if compare is not None:
-            from rlvr.rewards.compare import compare_results, math_verify_verdicts
+            from rlvr.rewards.compare import math_verify_verdicts
 
             n_math = sum(r.task_type == "math" for r in records)
             other = _with_progress(n_math, compare, lambda done: math_verify_verdicts(
@@ -161,14 +159,26 @@ def verify(
         if pool is not None:
             pool.close()
 
+    with output_errors():
+        _write_verify_outputs(records, results, output, summary, summary_json, input,
+                              compare, compare_out, other if compare is not None else None)
+
+
+def _write_verify_outputs(records, results, output, summary, summary_json, input, compare,
+                          compare_out, other) -> None:
+    """The outputs of ``rlvr verify`` (each written atomically; an OSError raises
+    :class:`~rlvr.rewards.records_io.OutputError`)."""
+    from rlvr.rewards.records_io import atomic_write, json_text, output_row, write_json
+    from rlvr.rewards.summary import summarize, summary_table
+
     rows = [output_row(r, res) for r, res in zip(records, results)]
     if output is not None:
         with atomic_write(output) as f:
             for row in rows:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                f.write(json_text(row) + "\n")
     elif not summary:
         for row in rows:
-            sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+            sys.stdout.write(json_text(row) + "\n")
     if summary or summary_json:
         stats = summarize(results, [r.category for r in records], [r.source for r in records])
         if summary:
@@ -177,12 +187,14 @@ def verify(
             out.print(summary_table(stats, title=f"reward summary: {input}"))
         if summary_json:
             with atomic_write(summary_json) as f:
-                json.dump(stats, f, indent=2)
+                write_json(f, stats, ensure_ascii=True)
     if compare is not None:
+        from rlvr.rewards.compare import compare_results
+
         comparison = compare_results(records, results, other, compare)
         with atomic_write(compare_out) as f:
             for row in comparison.rows:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                f.write(json_text(row) + "\n")
         line = comparison.summary_line(compare_out)
         if output is None and not summary:  # stdout carries the scored rows: keep it JSONL
             err.print(line, highlight=False, soft_wrap=True)
@@ -249,11 +261,13 @@ def train(
         run_config.output_dir = str(output_dir)
     run_dir = resume or run_dir_for(run_config)
     _check_run_inputs(run_config)
-    _prepare_run_dir(run_dir, resume=resume is not None, overwrite=overwrite)
+    _prepare_run_dir(run_dir, resume=resume is not None, overwrite=overwrite,
+                     option=_run_dir_option(resume, output_dir, run_config))
     err.print(f"[bold]rlvr train[/] -> {run_dir}")
     err.print(_yaml(run_config.model_dump(mode="json")), highlight=False)
     try:
-        results = Run(run_config, run_dir, resume=resume is not None).train()
+        with output_errors():
+            results = Run(run_config, run_dir, resume=resume is not None).train()
     except RunInputError as exc:
         raise fail(str(exc))
     Console(width=None if sys.stdout.isatty() else 120).print(results_table(results))
@@ -316,6 +330,8 @@ def sweep(
     if not any(variants):
         err.print("[yellow]note:[/] no --set value has a top-level comma: one variant only")
     out = output_dir or Path("runs") / f"sweep-{configs[0].name}-{datetime.now():%Y%m%d-%H%M%S}"
+    _check_output_dir(out, "--output-dir" if output_dir is not None
+                      else "the default sweep directory")
     err.print(f"[bold]rlvr sweep[/] {len(variants)} variant(s) -> {out}: "
               + ", ".join(variant_name(v) for v in variants), highlight=False)
     try:
@@ -354,11 +370,13 @@ def sft(
         run_config.name = f"{run_config.name}-sft"
     run_dir = run_dir_for(run_config)
     _check_run_inputs(run_config)
-    _prepare_run_dir(run_dir, resume=False, overwrite=overwrite)
+    _prepare_run_dir(run_dir, resume=False, overwrite=overwrite,
+                     option=_run_dir_option(None, output_dir, run_config))
     err.print(f"[bold]rlvr sft[/] -> {run_dir}")
     err.print(_yaml(run_config.model_dump(mode="json")), highlight=False)
     try:
-        results = Run(run_config, run_dir).sft_only()
+        with output_errors():
+            results = Run(run_config, run_dir).sft_only()
     except RunInputError as exc:
         raise fail(str(exc))
     before, after = results["base_model"], results["sft_model"]
@@ -432,9 +450,12 @@ def _model_server(name: str, engine: str, max_concurrency: int, max_tokens: int,
 
 
 def _check_model_name(name: str, option: str) -> None:
-    """Fail (exit 2) on a model name that is neither known, a local path nor a hub id."""
-    from rlvr.models.loader import DEFAULT_MODEL, TINY_RANDOM
+    """Fail (exit 2) on a model name that is neither known, a local path nor a hub id, or a
+    local path that does not exist."""
+    from rlvr.models.loader import DEFAULT_MODEL, TINY_RANDOM, missing_model_path
 
+    if missing_model_path(name):
+        raise fail(f"{option}: {missing_model_path(name)}")
     if name not in (DEFAULT_MODEL, TINY_RANDOM) and not Path(name).exists() and "/" not in name:
         raise fail(f"{option}: {name!r} is neither a known model ({DEFAULT_MODEL}, "
                    f"{TINY_RANDOM}), a local path nor a hub id")
@@ -551,6 +572,12 @@ def eval_(
         raise fail("--probe needs a model to ask; it does not apply to --completions")
     run_config = _load_run_config_for_eval(config)
     reward_config = _eval_reward_config(run_config, plugins, workers)
+    default_out = output_dir is None
+    if default_out:  # named now, so that it is checked before any work
+        label = completions.name if completions is not None else tasks or run_config.data.source
+        output_dir = Path("runs") / f"eval-{label}-{datetime.now():%Y%m%d-%H%M%S}"
+    _check_output_dir(output_dir, "the default output directory" if default_out
+                      else "--output-dir")
     try:
         agg = parse_aggregators(aggregators)
         ks = None if completions is not None else parse_ks(k, n)
@@ -584,8 +611,9 @@ def eval_(
         summaries, rows = _eval_models(model, endpoint, data, split, settings, reward_config,
                                        rerank, (request_timeout, retries, concurrency), prompts)
     results = combine(summaries, settings.as_dict(), time.perf_counter() - start)
-    out = output_dir or Path("runs") / f"eval-{settings.tasks}-{datetime.now():%Y%m%d-%H%M%S}"
-    written = write_report(results, out, rows)
+    out = output_dir
+    with output_errors():
+        written = write_report(results, out, rows)
     print(markdown(results))
     err.print(f"wrote {', '.join(p.name for p in written)} to {out}", highlight=False)
 
@@ -807,8 +835,10 @@ def lengths(
     from rich.table import Table
 
     from rlvr.eval.lengths import LengthsError, histogram, length_report, load_lengths
-    from rlvr.rewards.records_io import atomic_write
+    from rlvr.rewards.records_io import atomic_write, write_json
 
+    if json_out is not None:
+        _check_output_file(json_out, "--json")
     try:
         found = load_lengths(path, tokenizer=tokenizer, cap=cap)
         report = length_report(found.lengths, found.cap, found.finish_reasons)
@@ -834,8 +864,8 @@ def lengths(
           + ("" if report["cap"] is None else f"; truncated at the current cap {report['cap']}:"
              f" {report['truncation_rate']:.1%}"))
     if json_out is not None:
-        with atomic_write(json_out) as f:
-            json.dump(report, f, indent=2)
+        with output_errors(), atomic_write(json_out) as f:
+            write_json(f, report, ensure_ascii=True)
 
 
 @app.command()
@@ -879,26 +909,67 @@ def _load_run_config(path: Optional[Path], overrides: list[str]):
         raise fail(str(exc))
 
 
-def _check_output_file(path: Path, option: str) -> None:
+def _check_output_file(path: Path, option: str, *, make_parents: bool = False) -> None:
     """Fail before any work (exit 2, naming the option and the path) when ``path`` cannot be
-    written as a file: it is a directory, or its directory is missing or not writable."""
-    if path.is_dir():
-        raise fail(f"{option} {path}: is a directory (expected a file path)")
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise fail(f"{option} {path}: directory {parent} does not exist")
-    writable = os.access(parent, os.W_OK | os.X_OK)
-    if not writable or (path.exists() and not os.access(path, os.W_OK)):
-        raise fail(f"{option} {path}: not writable")
+    written as a file: it is a directory, or its directory is missing (unless
+    ``make_parents``) or not writable (:func:`rlvr.rewards.records_io.output_file_problem`)."""
+    from rlvr.rewards.records_io import output_file_problem
+
+    problem = output_file_problem(path, make_parents=make_parents)
+    if problem is not None:
+        raise fail(f"{option} {path}: {problem}")
 
 
-def _prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
-    """Fail before any work (exit 2, naming the path) on a run directory that cannot take this
-    run: a file in its place, an unwritable location, or a directory already holding a run
-    (without ``--resume`` two runs' logs would interleave and the old ``sft_model/`` would
-    become a later resume's KL reference). ``--overwrite`` clears such a directory first."""
+def _check_output_dir(path: Path, option: str) -> None:
+    """Fail before any work (exit 2, naming the option and the path) when ``path`` cannot be
+    created or written as an output directory: it (or an ancestor) is a file, or it is not
+    writable (:func:`rlvr.rewards.records_io.output_dir_problem`)."""
+    from rlvr.rewards.records_io import output_dir_problem
+
+    problem = output_dir_problem(path)
+    if problem is not None:
+        raise fail(f"{option} {path}: {problem}")
+
+
+@contextmanager
+def output_errors():
+    """Turn an :class:`~rlvr.rewards.records_io.OutputError` raised in the block (disk full
+    while writing an output) into one line on stderr and exit code 1; the outputs written
+    before keep their content (every writer is temp-then-rename or cuts back what it
+    appended)."""
+    from rlvr.rewards.records_io import OutputError
+
+    try:
+        yield
+    except OutputError as exc:
+        raise fail(str(exc), code=1) from None
+
+
+def _run_dir_option(resume: Optional[Path], output_dir: Optional[Path], run_config) -> str:
+    """Where the run directory came from, for messages: ``--resume``, ``--output-dir``,
+    ``output_dir`` (the config) or ``the default run directory``."""
+    if resume is not None:
+        return "--resume"
+    if output_dir is not None:
+        return "--output-dir"
+    return "output_dir" if run_config.output_dir else "the default run directory"
+
+
+def _prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool,
+                     option: str = "--output-dir") -> None:
+    """Fail before any work (exit 2, naming ``option`` and the path) on a run directory that
+    cannot take this run: a file in its place (or above it), an unwritable location, or a
+    directory already holding a run (without ``--resume`` two runs' logs would interleave and
+    the old ``sft_model/`` would become a later resume's KL reference). ``--overwrite``
+    clears such a directory first."""
+    from rlvr.rewards.records_io import output_dir_problem
+
     if run_dir.exists() and not run_dir.is_dir():
-        raise fail(f"{run_dir}: exists and is not a directory (choose another --output-dir)")
+        raise fail(f"{option} {run_dir}: exists and is not a directory (choose another "
+                   f"--output-dir)")
+    problem = output_dir_problem(run_dir)
+    if problem is not None:
+        raise fail(f"{option} {run_dir}: cannot write the run directory ({problem})")
     if resume:
         return
     if run_dir.is_dir() and any(run_dir.iterdir()):
@@ -911,15 +982,11 @@ def _prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
                 shutil.rmtree(entry)
             else:
                 entry.unlink()
-    existing = next((p for p in (run_dir, *run_dir.parents) if p.exists()), Path("."))
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise fail(f"{run_dir}: cannot create the run directory ({existing} is not a writable "
-                   f"directory)")
 
 
 def _check_run_inputs(config) -> None:
     """Fail before any work on inputs that cannot work (exit 2)."""
-    from rlvr.models.loader import DEFAULT_MODEL, TINY_RANDOM
+    from rlvr.models.loader import DEFAULT_MODEL, TINY_RANDOM, missing_model_path
 
     for field in ("path", "val_path"):
         value = getattr(config.data, field)
@@ -931,6 +998,8 @@ def _check_run_inputs(config) -> None:
             if value and not Path(value).exists():
                 raise fail(f"data.sources.{i}.{field}: {value} does not exist")
     name = config.model.name
+    if missing_model_path(name):
+        raise fail(f"model.name: {missing_model_path(name)}")
     if name not in (DEFAULT_MODEL, TINY_RANDOM) and not Path(name).exists() and "/" not in name:
         raise fail(f"model.name: {name!r} is neither a known model, a local path nor a hub id")
 

@@ -4,6 +4,7 @@ with errors that name the file, the field, and the closest valid name for a typo
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -87,6 +88,19 @@ def _blame(loc: tuple, source: str, overrides: list[str]) -> str:
     return source
 
 
+_FIELD_PREFIX = re.compile(r"([A-Za-z_]\w*(?:\.\w+)*): ")
+
+
+def _section_check(model: type[BaseModel], loc: tuple, message: str) -> tuple[str, str]:
+    """``(where, message)`` of a section-level check's error at ``loc``: a message that starts
+    with a field of that section (``"kl_controller: ..."``, ``"data.path: ..."``) is put under
+    that field, else under the section."""
+    named = _FIELD_PREFIX.match(message)
+    if named and named.group(1).split(".")[0] in _known_fields(model, (*loc, "")):
+        return ".".join([*(str(p) for p in loc), named.group(1)]), message[named.end():]
+    return ".".join(str(p) for p in loc) or "(top level)", message
+
+
 def format_validation_error(exc: ValidationError, model: type[BaseModel], source: str,
                             overrides: list[str] | None = None) -> str:
     """One line per problem: ``source: field.path: message (did you mean 'x'?)``, where
@@ -100,6 +114,10 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel], source
         if error["type"] == "extra_forbidden":
             close = difflib.get_close_matches(str(loc[-1]), _known_fields(model, loc), n=1)
             message = "unknown key" + (f"; did you mean '{close[0]}'?" if close else "")
+        elif error["type"] == "value_error" and isinstance(error.get("input"), dict):
+            # a check of a whole section (or config): its input is the section's dict, not
+            # worth printing; the message names the field it is about ("data.path: ...")
+            where, message = _section_check(model, loc, message.removeprefix("Value error, "))
         elif "input" in error and error["type"] != "missing":
             message += f" (got {error['input']!r})"
         lines.append(f"{origin}: {where}: {message}")

@@ -123,8 +123,11 @@ class Task:
         return cls(**kwargs)
 
     def to_json(self) -> str:
-        """One-line JSON (a JSONL row); non-ASCII text kept as is."""
-        return json.dumps(self.to_dict(), ensure_ascii=False)
+        """One-line standard JSON (a JSONL row); non-ASCII text kept as is; a NaN / inf in
+        ``metadata`` is written as null (a task record has no ``nonfinite`` field)."""
+        from rlvr.rewards.records_io import json_text
+
+        return json_text(self.to_dict(), flag=False)
 
     @classmethod
     def from_json(cls, line: str) -> Task:

@@ -103,6 +103,17 @@ def test_input_above_limit_is_unparsed() -> None:
     assert verify_math("x" * 2000 + r"\boxed{1}", "1", cfg).status is Status.unparsed
 
 
+def test_input_above_limit_names_the_limit_in_detail() -> None:
+    cfg = MathVerifyConfig(max_input_chars=1000)
+    verdict = verify_math("x" * 2000 + r"\boxed{1}", "1", cfg)
+    assert verdict.status is Status.unparsed and verdict.method == "none"
+    assert verdict.detail == "completion longer than 1000 characters: not searched", verdict
+    # at the limit it is searched as usual
+    assert verify_math("x" * (1000 - 10) + r"\boxed{1}", "1", cfg).status is Status.correct
+    assert verify_math("a" * 1_000_001, "1").detail == (
+        "completion longer than 500000 characters: not searched")
+
+
 @pytest.mark.parametrize("bad", [None, 12, b"\\boxed{1}", ["1"]])
 def test_non_string_inputs_never_raise(bad) -> None:
     verdict = verify_math(bad, "1")  # type: ignore[arg-type]

@@ -56,6 +56,7 @@ def test_smoke_run_writes_config_metrics_checkpoint_and_results(tmp_path):
         (["--set", "data.source=gsm8k", "--set", "data.path=/no/such/dir"], "/no/such/dir"),
         (["--set", "algo.loss_agg=dapo2"], "algo.loss_agg: 'dapo2' is unknown"),
         (["--set", "model.name=nonexistent-model"], "model.name: 'nonexistent-model'"),
+        (["--set", "model.name=/no/such/model"], "model.name: model path /no/such/model does not exist"),
     ],
 )
 def test_bad_input_exits_2_before_any_work(tmp_path, args, message):

@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 data_app = typer.Typer(help="Data curation: convert, generate, check, stratify, dedup, variants.",
@@ -18,7 +19,7 @@ CONVERTIBLE = ("gsm8k", "math500", "humaneval", "mbpp")
 
 
 def _fail(message: str) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     return typer.Exit(2)
 
 
@@ -40,13 +41,29 @@ def _read(path: Path):
     return tasks
 
 
-def write_tasks(path: Path, tasks) -> None:
-    """Tasks as JSONL, atomically (temp file, then rename)."""
-    from rlvr.rewards.records_io import atomic_write
+def _check_output(path: Optional[Path], option: str = "--output") -> None:
+    """Exit 2 before any work, naming the option and the path, when ``path`` cannot be written
+    as a file (a directory, an unwritable directory; a missing directory is created)."""
+    from rlvr.rewards.records_io import output_file_problem
 
-    with atomic_write(path) as f:
-        for task in tasks:
-            f.write(task.to_json() + "\n")
+    if path is not None:
+        problem = output_file_problem(path, make_parents=True)
+        if problem is not None:
+            raise _fail(f"{option} {path}: {problem}")
+
+
+def write_tasks(path: Path, tasks) -> None:
+    """Tasks as JSONL, atomically (temp file, then rename). An OSError while writing (disk
+    full) prints one line and exits 1; the file keeps its previous content."""
+    from rlvr.rewards.records_io import OutputError, atomic_write
+
+    try:
+        with atomic_write(path) as f:
+            for task in tasks:
+                f.write(task.to_json() + "\n")
+    except OutputError as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(1) from None
 
 
 def _pipeline(workers: int):
@@ -74,6 +91,7 @@ def convert(
               "mbpp": ("train", "validation", "test", "prompt")}[source]
     if split is not None and split not in splits:
         raise _fail(f"--split: {split!r} is not a split of {source} ({', '.join(splits)})")
+    _check_output(output)
     loaders = {"gsm8k": lambda: load_gsm8k(path, split or "test"),
                "math500": lambda: load_math500(path, "test"),
                "humaneval": lambda: load_humaneval(path),
@@ -97,6 +115,7 @@ def generate(
     output: Path = typer.Option(..., "--output", "-o"),
 ) -> None:
     """Generate tasks from a built-in generator (arithmetic levels, logic puzzles)."""
+    _check_output(output)
     try:
         if source == "arithmetic":
             from rlvr.tasks.arithmetic import generate as gen
@@ -122,6 +141,7 @@ def check(
     reference (R27). Prints counts per source and lists the failures; exits 1 if any fail."""
     from rlvr.data.check import check_tasks, summarize_checks
 
+    _check_output(output)
     loaded = [t for path in tasks for t in _read(path)]
     with _pipeline(workers) as rewards:
         checks = check_tasks(loaded, rewards)
@@ -173,6 +193,7 @@ def stratify(
         tier(0.5, easy, hard)
     except ValueError as exc:
         raise _fail(str(exc))
+    _check_output(output)
     loaded = _read(tasks)
     data = DataConfig()
     if config is not None:
@@ -230,6 +251,7 @@ def dedup(
     reports each contaminated training item with its closest evaluation item."""
     from rlvr.data.dedup import find_contamination, remove_contaminated
 
+    _check_output(output)
     train_tasks = _read(train)
     eval_tasks = [t for path in evaluation for t in _read(path)]
     matches = find_contamination(train_tasks, eval_tasks, threshold=threshold)
@@ -256,6 +278,7 @@ def variants(
     """"Similar but different" variants: numbers changed, answers recomputed (R32)."""
     from rlvr.data.variants import make_variants
 
+    _check_output(output)
     made, report = make_variants(_read(tasks), per_task=per_task, seed=seed)
     write_tasks(output, made)
     print(f"{len(made)} variants of {report['tasks_with_variant']} / {report['tasks']} tasks "

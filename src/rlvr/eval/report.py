@@ -9,11 +9,10 @@ top level - so ``pass@k``, ``maj@k`` and ``by_category`` are always there - plus
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 from typing import Sequence
 
-from rlvr.rewards.records_io import atomic_write
+from rlvr.rewards.records_io import OutputError, atomic_write, json_text, write_json
 
 PLOTS = ("accuracy_vs_k.png", "accuracy_vs_tokens.png")
 
@@ -181,17 +180,25 @@ def plot(results: dict, out_dir: Path) -> list[Path]:
 
 def write_report(results: dict, out_dir: Path, completion_rows: Sequence[dict] = ()) -> list[Path]:
     """Write ``results.json``, ``results.md``, ``completions.jsonl`` (when rows are given) and
-    the plots into ``out_dir``. Returns the paths written."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    the plots into ``out_dir``, each atomically. Returns the paths written.
+
+    Raises:
+        rlvr.rewards.records_io.OutputError: a file cannot be written (disk full); the files
+            written before keep their content.
+    """
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(out_dir, exc) from exc
     with atomic_write(out_dir / "results.json") as f:
-        json.dump(results, f, indent=2, ensure_ascii=False)
+        write_json(f, results)
     with atomic_write(out_dir / "results.md") as f:
         f.write(markdown(results))
     written = [out_dir / "results.json", out_dir / "results.md"]
     if completion_rows:
         with atomic_write(out_dir / "completions.jsonl") as f:
             for row in completion_rows:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                f.write(json_text(row) + "\n")
         written.append(out_dir / "completions.jsonl")
     return written + plot(results, out_dir)
 

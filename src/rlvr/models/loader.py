@@ -72,9 +72,19 @@ def save_model(directory: Path, model, tokenizer, write_extra=None) -> Path:
     """Save ``model`` and ``tokenizer`` (Hugging Face format, safetensors) to ``directory``
     atomically: written into a temp dir beside it, renamed over it when complete, so a crash
     never leaves a half-written model. ``write_extra(tmp_dir)`` may add files (e.g. trainer
-    state) before the rename. Returns ``directory``."""
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    state) before the rename. Returns ``directory``.
+
+    Raises:
+        rlvr.rewards.records_io.OutputError: an ``OSError`` while writing (disk full); the
+            temp dir is removed and ``directory`` keeps its previous content.
+    """
+    try:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    except OSError as exc:
+        from rlvr.rewards.records_io import OutputError
+
+        raise OutputError(directory, exc) from exc
     try:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
@@ -87,6 +97,11 @@ def save_model(directory: Path, model, tokenizer, write_extra=None) -> Path:
         os.replace(tmp, directory)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        from rlvr.rewards.records_io import OutputError
+
+        raise (exc if isinstance(exc, OutputError) else OutputError(directory, exc)) from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -99,6 +114,24 @@ def _stale(target: Path) -> bool:
         return "quantization_config" in json.loads((target / "config.json").read_text())
     except (OSError, ValueError):
         return True
+
+
+def looks_like_path(name: str) -> bool:
+    """True if ``name`` can only be a local path, not a hub id (``namespace/repo``): it starts
+    with ``/``, ``./``, ``../`` or ``~``, is ``.`` or ``..``, ends with ``/``, holds a backslash
+    or more than one ``/`` (``runs/x/sft_model``). ``a/b`` is taken for a hub id."""
+    return (name.startswith(("/", "./", "../", "~")) or name in (".", "..")
+            or name.endswith("/") or "\\" in name or name.count("/") >= 2)
+
+
+def missing_model_path(name: str) -> str | None:
+    """``"model path NAME does not exist"`` when ``name`` is a local path
+    (:func:`looks_like_path`) that does not exist, else None: such a name would otherwise be
+    sent to the hub, whose answer ("Repo id must be in the form ...") does not say what is
+    wrong."""
+    if name in (DEFAULT_MODEL, TINY_RANDOM) or not looks_like_path(name):
+        return None
+    return None if Path(name).expanduser().exists() else f"model path {name} does not exist"
 
 
 def resolve_model_path(name: str) -> str:
@@ -122,17 +155,23 @@ def load_model_and_tokenizer(name: str = DEFAULT_MODEL, *, seed: int = 0, dtype:
             autocast where the trainer asks for it).
 
     Raises:
-        ModelLoadError: the model or tokenizer cannot be loaded; the message names ``name``.
+        ModelLoadError: the model or tokenizer cannot be loaded; the message names ``name``
+            (a local path that does not exist: "model path NAME does not exist").
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    missing = missing_model_path(name)
+    if missing is not None:
+        raise ModelLoadError(missing)
     if name == TINY_RANDOM:
         from rlvr.models.tiny import tiny_model, tiny_tokenizer
 
         tokenizer = tiny_tokenizer()
         return tiny_model(tokenizer, seed=seed).to(getattr(torch, dtype)), tokenizer
     path = resolve_model_path(name)
+    if path.startswith("~"):
+        path = str(Path(path).expanduser())
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))

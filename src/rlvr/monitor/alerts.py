@@ -3,7 +3,6 @@ printed as a visible console line (R40)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -58,8 +57,9 @@ class AlertLog:
         self.path, self.print = path, print_fn
 
     def emit(self, alert: Alert) -> None:
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(alert.to_dict(), ensure_ascii=False, default=float) + "\n")
+        from rlvr.rewards.records_io import append_jsonl
+
+        append_jsonl(self.path, [alert.to_dict()], default=float)  # standard JSON, NaN as null
         colour = self.COLOURS.get(alert.action, "yellow")
         self.print(f"[bold {colour}]ALERT[/] step {alert.step} {alert.check} "
                    f"({alert.action}): {alert.message}")

@@ -13,7 +13,6 @@ same alerts as an uninterrupted one.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
@@ -151,7 +150,7 @@ class HealthMonitor:
     def spot_check(self, step: int) -> Path | None:
         """Write the ``spot_check_top_k`` highest-reward completions of the window to
         ``spot_check/step-NNNNNN.jsonl`` (atomically) for a human to read (R34)."""
-        from rlvr.rewards.records_io import atomic_write
+        from rlvr.rewards.records_io import atomic_write, json_text
 
         k = self.config.spot_check_top_k
         if not k or not self.rows:
@@ -161,7 +160,7 @@ class HealthMonitor:
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_write(path) as f:
             for r in top:
-                f.write(json.dumps(asdict(r), ensure_ascii=False) + "\n")
+                f.write(json_text(asdict(r)) + "\n")
         return path
 
     # -- checkpointing --------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import multiprocessing as mp
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -91,16 +92,34 @@ def checked_verdict(value: Any, verifier: str) -> Verdict:
 def _worker_main(conn: Connection) -> None:
     # Runs in the child. Builtins were preloaded by the fork server, so a restart after a
     # timeout costs a fork, not a re-import of sympy.
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, KeyboardInterrupt):
-            return
-        if message is None:
-            return
-        index, job = message
-        verdict, seconds = run_verifier(job)
-        conn.send((index, verdict, seconds))
+    try:
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, KeyboardInterrupt):
+                return
+            if message is None:
+                return
+            index, job = message
+            verdict, seconds = run_verifier(job)
+            conn.send((index, verdict, seconds))
+    finally:
+        # A multiprocessing child leaves through os._exit, which skips atexit: close the
+        # sandbox pools here, or their pre-started sandboxes' cgroups would stay behind.
+        pools = sys.modules.get("rlvr.sandbox.pool")
+        if pools is not None:
+            pools.close_all_pools()
+
+
+def remove_sandbox_leftovers() -> int:
+    """Remove the sandbox cgroups of processes that are gone (killing what still runs in
+    them): a verifier worker killed at its deadline leaves its run's groups behind, and so
+    does any process that dies mid-run. Called when a worker is replaced and when the pool
+    closes, so a run leaves no cgroup directories. Returns how many groups were removed (0
+    where the sandbox uses no cgroups)."""
+    from rlvr.sandbox.cgroups import reap_stale
+
+    return reap_stale()
 
 
 class _Worker:
@@ -169,6 +188,7 @@ class VerifierPool:
         worker.kill()
         self._workers[self._workers.index(worker)] = _Worker(self._ctx)
         self.restarts += 1
+        remove_sandbox_leftovers()  # the killed worker's sandbox run, if it was in one
 
     def verify_many(
         self,
@@ -226,11 +246,16 @@ class VerifierPool:
         return results  # type: ignore[return-value]
 
     def close(self) -> None:
-        """Stop every worker process. The pool restarts them on the next call."""
+        """Stop every worker process (and remove the sandbox cgroups of workers that were
+        killed, see :func:`remove_sandbox_leftovers`). The pool restarts them on the next
+        call."""
         with self._lock:
+            had_workers = bool(self._workers)
             for worker in self._workers:
                 worker.stop()
             self._workers.clear()
+            if had_workers:
+                remove_sandbox_leftovers()
 
     def __enter__(self) -> "VerifierPool":
         return self

@@ -66,9 +66,12 @@ def cpu_accounting_available() -> bool:
     return "cpuacct" in _optional_present()
 
 
-def reap_stale() -> int:
+def reap_stale(timeout_s: float = 1.0) -> int:
     """Kill and remove run groups left by dead processes (e.g. a verifier worker killed
-    mid-run). Groups are named ``<owner pid>-...``. Returns how many groups were removed."""
+    mid-run, or one that exited without closing its sandbox pool). Groups are named
+    ``<owner pid>-...``. A group whose processes are still exiting is retried for up to
+    ``timeout_s`` seconds, then left for the next call. Returns how many groups were removed
+    (0 where the controllers are not mounted)."""
     removed = 0
     for c in CONTROLLERS + _optional_present():
         try:
@@ -79,20 +82,35 @@ def reap_stale() -> int:
             owner = name.split("-", 1)[0]
             if not owner.isdigit() or os.path.exists(f"/proc/{owner}"):
                 continue
-            path = os.path.join(_base(c), name)
-            try:
-                with open(os.path.join(path, "cgroup.procs")) as f:
-                    for pid in f.read().split():
-                        try:
-                            os.kill(int(pid), signal.SIGKILL)
-                        except (OSError, ValueError):
-                            pass
-                time.sleep(0.01)
-                os.rmdir(path)
+            if _kill_and_remove(os.path.join(_base(c), name), timeout_s):
                 removed += 1
-            except OSError:
-                pass
     return removed
+
+
+def _kill_and_remove(path: str, timeout_s: float) -> bool:
+    """SIGKILL the processes of the group at ``path`` and remove it, retrying while the
+    kernel still counts exiting processes (EBUSY) for up to ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with open(os.path.join(path, "cgroup.procs")) as f:
+                pids = f.read().split()
+        except OSError:
+            return False  # gone already (another process reaped it), or not a group
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+        try:
+            os.rmdir(path)
+            return True
+        except FileNotFoundError:
+            return False
+        except OSError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
 
 
 def _write(path: str, value: str) -> None:

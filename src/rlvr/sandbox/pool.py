@@ -229,7 +229,10 @@ _live_pools: "weakref.WeakSet[SandboxPool]" = weakref.WeakSet()
 
 
 @atexit.register
-def _close_all_pools() -> None:
+def close_all_pools() -> None:
+    """Close every live :class:`SandboxPool` of this process (their pre-started sandboxes are
+    killed and their cgroups removed). Runs at interpreter exit; a process that leaves through
+    ``os._exit`` (a multiprocessing child) calls it itself."""
     for pool in list(_live_pools):
         try:
             pool.close()

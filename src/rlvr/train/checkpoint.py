@@ -4,7 +4,6 @@ complete checkpoint usable."""
 
 from __future__ import annotations
 
-import json
 import random
 import shutil
 from pathlib import Path
@@ -69,8 +68,10 @@ def load_trainer_state(checkpoint: Path, optimizer, scheduler, rng: bool = True)
 
 
 def write_json_atomic(path: Path, data) -> None:
-    """``json.dump`` to a temp file beside ``path``, then rename over it."""
-    from rlvr.rewards.records_io import atomic_write
+    """``data`` as standard JSON (non-finite floats as null, listed under ``"nonfinite"``:
+    :func:`rlvr.rewards.records_io.json_text`; other objects as ``str``) to a temp file beside
+    ``path``, then renamed over it."""
+    from rlvr.rewards.records_io import atomic_write, write_json
 
     with atomic_write(path) as f:
-        json.dump(data, f, indent=2, default=str)
+        write_json(f, data, default=str, ensure_ascii=True)

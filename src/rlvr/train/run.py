@@ -20,6 +20,7 @@ from rich.table import Table
 
 from rlvr.models.precision import resolve_precision
 from rlvr.rewards.pipeline import RewardPipeline
+from rlvr.rewards.records_io import append_jsonl
 from rlvr.train.checkpoint import (latest_checkpoint, load_trainer_state, save_checkpoint,
                                    save_model, write_json_atomic)
 from rlvr.train.config import GENERATED, RunConfig
@@ -51,9 +52,10 @@ def run_dir_for(config: RunConfig) -> Path:
 
 
 def _append_jsonl(path: Path, rows: list[dict]) -> None:
-    with open(path, "a", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False, default=float) + "\n")
+    """Append rows to a run log as standard JSON: a NaN / inf value (a NaN loss) is written as
+    null and named under ``"nonfinite"`` (:func:`rlvr.rewards.records_io.append_jsonl`); numpy
+    scalars and 0-d tensors as floats."""
+    append_jsonl(path, rows, default=float)
 
 
 class Run:

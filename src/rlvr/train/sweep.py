@@ -38,7 +38,7 @@ import yaml
 from rlvr.models.precision import resolve_precision
 from rlvr.configio import ConfigError, load_config, parse_override
 from rlvr.reports.run_report import _finite, _num, _pct, _points, _read_jsonl, _series
-from rlvr.rewards.records_io import atomic_write
+from rlvr.rewards.records_io import atomic_write, write_json
 
 MAX_VARIANTS = 32
 SMOOTH_STEPS = 5  # trailing moving average of the per-step curves in sweep.png
@@ -567,7 +567,7 @@ def write_sweep_outputs(out_dir: str | Path, summaries: Sequence[dict], meta: di
     out_dir = Path(out_dir)
     data = {**meta, "summaries": list(summaries), "plot": SWEEP_PNG}
     with atomic_write(out_dir / SWEEP_JSON) as f:
-        json.dump(data, f, indent=2, default=str)
+        write_json(f, data, default=str, ensure_ascii=True)
     png = plot_sweep(summaries, out_dir / SWEEP_PNG)
     with atomic_write(out_dir / SWEEP_MD) as f:
         f.write(sweep_markdown(summaries, meta))

@@ -127,7 +127,8 @@ def verify_math(completion: str, reference: str, config: MathVerifyConfig = _DEF
     solution with a boxed answer; see :func:`reference_answer`.
 
     Returns a :class:`Verdict` with status ``correct``/``wrong``; ``unparsed`` when no final
-    answer can be extracted (empty box, prose only, truncated); ``multiple_answers`` when
+    answer can be extracted (empty box, prose only, truncated) or the completion is longer than
+    ``config.max_input_chars`` characters (not searched; ``detail`` names the limit); ``multiple_answers`` when
     several different answers are offered for a single-valued reference; ``error`` (with the
     exception in ``detail``) if something unexpected happens internally, or when the
     reference itself is empty. Never raises.
@@ -142,6 +143,9 @@ def _verify(completion: str, reference: str, config: MathVerifyConfig) -> Verdic
     ref = reference_answer(reference if isinstance(reference, str) else str(reference))
     if not ref.strip():
         return Verdict(Status.error, None, "none", "empty reference")
+    if isinstance(completion, str) and len(completion) > config.max_input_chars:
+        return Verdict(Status.unparsed, None, "none", f"completion longer than "
+                       f"{config.max_input_chars} characters: not searched")
     ex = extract_answer(completion if isinstance(completion, str) else "", config)
     if ex.status is Status.multiple_answers:
         shown = "; ".join(ex.candidates[:5])
