@@ -244,8 +244,12 @@ def train(
 
     if resume is not None and overwrite:
         raise fail("--resume continues a run and --overwrite clears one: pass one of them")
+    if resume is not None:
+        _check_resume_options(resume, config, output_dir)
     run_config = _load_run_config(resume / "config.yaml" if resume else config, set_)
-    if output_dir is not None:
+    if resume is not None:
+        _check_resume_overrides(resume, run_config, set_)
+    elif output_dir is not None:
         run_config.output_dir = str(output_dir)
     run_dir = resume or run_dir_for(run_config)
     _check_run_inputs(run_config)
@@ -771,6 +775,32 @@ def _load_run_config(path: Optional[Path], overrides: list[str]):
         return load_config(RunConfig, path, overrides)
     except ConfigError as exc:
         raise fail(str(exc))
+
+
+def _check_resume_options(resume: Path, config: Optional[Path],
+                          output_dir: Optional[Path]) -> None:
+    """Fail (exit 2) on options a resumed run cannot use: it continues with its own
+    ``config.yaml`` in its own directory."""
+    if config is not None:
+        raise fail(f"--config: a resumed run uses its own {resume / 'config.yaml'}; change "
+                   f"settings with --set KEY=VALUE")
+    if output_dir is not None and output_dir.resolve() != resume.resolve():
+        raise fail(f"--output-dir: a resumed run continues in its --resume directory "
+                   f"({resume}); drop --output-dir")
+
+
+def _check_resume_overrides(resume: Path, run_config, overrides: list[str]) -> None:
+    """Fail (exit 2, naming each ``--set`` and why) when the overrides given with
+    ``--resume`` change a setting the checkpoint or the run's start fixed
+    (:func:`rlvr.train.config.resume_conflicts`), instead of silently not applying it."""
+    from rlvr.train.config import RESUME_HINT, resume_conflicts
+
+    if not overrides:
+        return
+    saved = _load_run_config(resume / "config.yaml", [])
+    problems = resume_conflicts(saved, run_config, overrides)
+    if problems:
+        raise fail("\n".join(problems) + f"\n({RESUME_HINT})")
 
 
 def _check_output_file(path: Path, option: str) -> None:

@@ -122,6 +122,59 @@ def test_resume_without_a_checkpoint_exits_2(tmp_path):
     assert "has no complete checkpoint" in " ".join(result.output.split())
 
 
+def _saved_run(tmp_path, **sections) -> Path:
+    """A run directory holding only the smoke preset's config.yaml (with ``sections``
+    merged in): enough for the checks made before any work."""
+    data = yaml.safe_load(Path(SMOKE).read_text())
+    for section, values in sections.items():
+        data.setdefault(section, {}).update(values)
+    run = tmp_path / "saved"
+    run.mkdir()
+    (run / "config.yaml").write_text(yaml.safe_dump(data))
+    return run
+
+
+@pytest.mark.parametrize("override, field, reason", [
+    ("model.lora_rank=16", "model.lora_rank", "an adapter of the saved rank"),
+    ("model.name=smollm2-135m-instruct", "model.name", "comes from the checkpoint"),
+    ("grpo.learning_rate=1e-3", "grpo.learning_rate", "carry the learning rate"),
+    ("data.mixture=2d+-2d", "data.mixture", "sampler's position are the saved run's"),
+    ("sft.epochs=3", "sft.epochs", "SFT ran before the first checkpoint"),
+    ("seed=1", "seed", "RNG states"),
+    ("eval.pass_at_k_samples=4", "eval.pass_at_k_samples", "baseline pass@k"),
+])
+def test_resume_refuses_overrides_that_cannot_apply(tmp_path, override, field, reason):
+    """`--set` on `--resume` that the checkpoint or the run's start fixed is refused (exit 2,
+    naming the override, the field and why) before any work, not silently ignored."""
+    run = _saved_run(tmp_path, model={"lora_rank": 8})
+    result = runner.invoke(app, ["train", "--resume", str(run), "--set", "grpo.steps=5",
+                                 "--set", override])
+    message = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"--set '{override}': {field} cannot change on --resume" in message
+    assert reason in message
+    assert "grpo.steps" not in message  # that one applies
+    assert sorted(p.name for p in run.iterdir()) == ["config.yaml"]
+
+
+def test_resume_accepts_overrides_that_apply_and_refuses_config_and_output_dir(tmp_path):
+    run = _saved_run(tmp_path, model={"lora_rank": 8}, algo={"kl_controller": "adaptive"})
+    result = runner.invoke(app, ["train", "--resume", str(run), "--set", "grpo.steps=5",
+                                 "--set", "model.lora_rank=8", "--set", "eval.every=1",
+                                 "--set", "reward.timeout_s=3"])
+    assert result.exit_code == 2  # got past the override check, to the missing checkpoint
+    assert "has no complete checkpoint" in " ".join(result.output.split())
+    result = runner.invoke(app, ["train", "--resume", str(run), "--set", "algo.kl_coef=0.1"])
+    assert result.exit_code == 2
+    assert "adaptive KL controller's current coefficient" in " ".join(result.output.split())
+    result = runner.invoke(app, ["train", "--resume", str(run), "--config", SMOKE])
+    assert result.exit_code == 2 and "--config: a resumed run uses its own" in " ".join(
+        result.output.split())
+    result = runner.invoke(app, ["train", "--resume", str(run), "-o", str(tmp_path / "other")])
+    assert result.exit_code == 2 and "--output-dir: a resumed run continues in its --resume" \
+        in " ".join(result.output.split())
+
+
 def test_sft_command_saves_a_model_that_loads_as_model_name(tmp_path):
     run = tmp_path / "sft"
     result = runner.invoke(app, ["sft", "--config", SMOKE, "-o", str(run)])
@@ -158,9 +211,16 @@ def test_lora_run_trains_adapters_only_and_resumes(tmp_path):
     merged = load_file(run / "sft_model" / "model.safetensors")
     name = "model.layers.0.self_attn.q_proj.weight"
     assert not torch.equal(merged[name], base.state_dict()[name])  # SFT delta merged in
-    resumed = runner.invoke(app, ["train", "--resume", str(run), "--set", "grpo.steps=2"])
+    resumed = runner.invoke(app, ["train", "--resume", str(run), "--set", "grpo.steps=2",
+                                  "--set", "algo.kl_coef=0.02"])
     assert resumed.exit_code == 0, resumed.output
-    assert [m["step"] for m in _metrics(run)] == [1, 2]
+    metrics = _metrics(run)
+    assert [m["step"] for m in metrics] == [1, 2]
+    # a fixed KL coefficient given on --resume applies (the checkpoint's value is not restored
+    # over it), and config.yaml records the settings the run continued with
+    assert [m["kl_coef"] for m in metrics] == [0.01, 0.02]
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["grpo"]["steps"] == 2 and saved["algo"]["kl_coef"] == 0.02
 
 
 def test_a_run_directory_holding_files_is_refused_before_any_work(tmp_path):

@@ -9,7 +9,7 @@ sampling), ``algo`` (the pure-function choices: advantage, policy loss, KL), ``r
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -26,6 +26,70 @@ DEFAULT_INSTRUCTION = (
 
 
 GENERATED = ("arithmetic", "logic")  # sources made by a generator, not read from `path`
+
+
+def _trl(name: str, ours: str) -> str:
+    return f"TRL's {name} is rlvr's {ours}"
+
+
+# Names from TRL's GRPOConfig (and a few from verl / OpenRLHF) that users bring along, with
+# what rlvr calls them: an unknown key among them gets this hint (rlvr.configio). Names that
+# are rlvr fields in another section (learning_rate, temperature, top_p, warmup_steps, ...)
+# need no entry: the error names that section's field.
+FOREIGN_KEYS: dict[str, str] = {
+    "beta": _trl("beta", "algo.kl_coef"),
+    "num_generations": _trl("num_generations", "grpo.group_size"),
+    "max_completion_length": _trl("max_completion_length", "grpo.max_new_tokens"),
+    "epsilon": _trl("epsilon", "algo.clip_eps"),
+    "epsilon_high": _trl("epsilon_high", "algo.clip_eps_high (with algo.policy_loss: "
+                         "clip_higher)"),
+    "num_iterations": _trl("num_iterations", "grpo.mu (policy updates per rollout batch)"),
+    "loss_type": _trl("loss_type", "algo.loss_agg (grpo, bnpo, dapo, dr_grpo)"),
+    "scale_rewards": _trl("scale_rewards", "algo.std_scale (group, batch, none)"),
+    "per_device_train_batch_size": "TRL's per_device_train_batch_size counts completions per "
+    "device and step; an rlvr step samples grpo.prompts_per_step x grpo.group_size "
+    "completions, grpo.micro_batch_size per forward/backward",
+    "gradient_accumulation_steps": "rlvr accumulates gradients over all of a step's "
+    "completions (TRL's gradient_accumulation_steps); grpo.micro_batch_size sets the chunk",
+    "max_prompt_length": "rlvr does not truncate prompts (TRL's max_prompt_length); "
+    "completions are capped by grpo.max_new_tokens, SFT sequences by sft.max_length",
+    "max_steps": _trl("max_steps", "grpo.steps"),
+    "num_train_epochs": "rlvr trains for grpo.steps steps (TRL's num_train_epochs), drawing "
+    "grpo.prompts_per_step prompts per step",
+    "model_name_or_path": _trl("model_name_or_path", "model.name"),
+    "use_peft": "rlvr uses LoRA when model.lora_rank > 0 (TRL's use_peft)",
+    "lora_r": _trl("lora_r", "model.lora_rank"),
+    "bf16": "TRL's bf16 is rlvr's model.precision (auto | bf16 | fp32)",
+    "fp16": "rlvr computes in model.precision: auto | bf16 | fp32 (no fp16)",
+    "use_vllm": "TRL's use_vllm is rlvr's rollout.engine: vllm",
+    "mask_truncated_completions": _trl("mask_truncated_completions", "algo.mask_truncated"),
+    "sync_ref_model": "TRL's sync_ref_model / ref_model_sync_steps is rlvr's "
+    "algo.ref_refresh_every (steps; 0 = never)",
+    "ref_model_sync_steps": _trl("ref_model_sync_steps", "algo.ref_refresh_every"),
+    "reward_weights": _trl("reward_weights", "reward.weights (by component: outcome, format)"),
+    "eval_steps": _trl("eval_steps", "eval.every"),
+    "save_steps": _trl("save_steps", "checkpoint.every"),
+    "save_total_limit": _trl("save_total_limit", "checkpoint.keep"),
+    "report_to": "TRL's report_to is rlvr's logging section (logging.tensorboard, "
+    "logging.wandb_project, logging.mlflow_tracking_uri)",
+    "logging_steps": "rlvr logs every step (metrics.jsonl and the logging sinks; TRL's "
+    "logging_steps)",
+    "top_k": "rlvr's training sampler has temperature and top-p only: grpo.temperature, "
+    "grpo.top_p (TRL's top_k)",
+    "min_p": "rlvr's training sampler has temperature and top-p only: grpo.temperature, "
+    "grpo.top_p (TRL's min_p)",
+    "repetition_penalty": "rlvr's training sampler has temperature and top-p only: "
+    "grpo.temperature, grpo.top_p (TRL's repetition_penalty)",
+    # verl / OpenRLHF
+    "kl_loss_coef": "verl's kl_loss_coef is rlvr's algo.kl_coef",
+    "init_kl_coef": "OpenRLHF's init_kl_coef is rlvr's algo.kl_coef",
+    "kl_loss_type": "verl's kl_loss_type is rlvr's algo.kl_estimator (k1, k2, k3)",
+    "clip_ratio": "verl's clip_ratio is rlvr's algo.clip_eps",
+    "eps_clip": "OpenRLHF's eps_clip is rlvr's algo.clip_eps",
+    "ppo_epochs": "verl's ppo_epochs is rlvr's grpo.mu",
+    "n_samples_per_prompt": "OpenRLHF's n_samples_per_prompt is rlvr's grpo.group_size",
+    "advantage_estimator": "verl's / OpenRLHF's advantage_estimator is rlvr's algo.advantage",
+}
 
 
 class _Section(BaseModel):
@@ -279,6 +343,8 @@ class RunConfig(_Section):
     """A whole run. Load with :func:`rlvr.configio.load_config`; saved resolved as
     ``config.yaml`` in the run directory."""
 
+    foreign_keys: ClassVar[dict[str, str]] = FOREIGN_KEYS  # hints for unknown keys (configio)
+
     name: str = Field("arithmetic", description="Run name (used in the default run dir).")
     seed: int = Field(0, description="Seeds data, sampling and initialisation: the same seed "
                       "on the same machine gives the same numbers.")
@@ -321,3 +387,70 @@ class RunConfig(_Section):
             # these questions *are* arithmetic: repeating "81 * 7" must not earn the reward
             math_options["accept_unevaluated"] = False
         return self
+
+
+# Settings a resumed run cannot change (``rlvr train --resume RUN --set KEY=VALUE``): what the
+# checkpoint or the run's start already fixed. A prefix covers its whole section.
+RESUME_FIXED: dict[str, str] = {
+    "name": "it only names a new run's directory; a resumed run continues in its --resume "
+            "directory",
+    "output_dir": "a resumed run continues in its --resume directory",
+    "seed": "the data, the sampler's position and the RNG states come from the saved run and "
+            "its checkpoint",
+    "model.name": "the policy (and a LoRA run's base model) comes from the checkpoint",
+    "model.lora_rank": "the checkpoint holds the run's weights as they were trained (full "
+                       "weights, or an adapter of the saved rank)",
+    "model.lora_alpha": "the checkpoint's adapter keeps the scaling it was trained with",
+    "data": "the training and validation tasks and the sampler's position are the saved "
+            "run's",
+    "sft": "SFT ran before the first checkpoint",
+    "grpo.learning_rate": "the optimizer and scheduler state restored from the checkpoint "
+                          "carry the learning rate (and any rollback's scaling)",
+    "grpo.weight_decay": "the optimizer state restored from the checkpoint carries it",
+    "eval.base_model": "the base model is validated (or not) when the run starts",
+    "eval.max_new_tokens": "the baseline validation ran with the saved value; later "
+                           "validations must match it to be comparable",
+    "eval.pass_at_k_samples": "the baseline pass@k was sampled with the saved value; the "
+                              "trained one must match it to be comparable",
+    "eval.temperature": "the baseline pass@k was sampled with the saved value; the trained "
+                        "one must match it to be comparable",
+}
+RESUME_HINT = ("to change it, start a new run from a checkpoint: rlvr train --set "
+               "model.name=RUN/checkpoints/step-N --set sft.enabled=false ...")
+
+
+def _leaves(data, prefix: str = "") -> dict[str, object]:
+    if isinstance(data, dict) and data:
+        out: dict[str, object] = {}
+        for key, value in data.items():
+            out.update(_leaves(value, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: data}
+
+
+def resume_conflicts(saved: RunConfig, resumed: RunConfig, overrides: list[str]) -> list[str]:
+    """Why the ``--set`` overrides given with ``--resume`` cannot apply: one message per
+    setting they change that the checkpoint or the run's start fixed (:data:`RESUME_FIXED`;
+    also ``algo.kl_coef`` under the adaptive controller, whose current value is restored
+    from the checkpoint). ``saved`` is the run's ``config.yaml``, ``resumed`` the same with
+    the overrides; empty when everything they change applies."""
+    from rlvr.configio import override_for
+
+    before, after = _leaves(saved.model_dump(mode="json")), _leaves(resumed.model_dump(mode="json"))
+    fixed = dict(RESUME_FIXED)
+    if saved.algo.kl_controller == "adaptive" and resumed.algo.kl_controller == "adaptive":
+        fixed["algo.kl_coef"] = ("the adaptive KL controller's current coefficient is "
+                                 "restored from the checkpoint (algo.kl_coef is only its "
+                                 "starting value)")
+    problems = []
+    for path in sorted(set(before) | set(after)):
+        if before.get(path) == after.get(path):
+            continue
+        rule = next((k for k in fixed if path == k or path.startswith(k + ".")), None)
+        if rule is None:
+            continue
+        text = override_for(tuple(path.split(".")), overrides)
+        origin = f"--set {text!r}" if text else "--set"
+        problems.append(f"{origin}: {path} cannot change on --resume ({before.get(path)!r} in "
+                        f"the run): {fixed[rule]}")
+    return problems

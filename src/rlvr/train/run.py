@@ -283,7 +283,9 @@ class Run:
         step_fn = self.step_fn = GRPOStep(c, self.policy, reference, self._engine,
                                           self.tokenizer, self.rewards, self.optimizer,
                                           self.scheduler, self.stop_ids)
-        if self._resumed_kl_coef is not None:
+        if self._resumed_kl_coef is not None and c.algo.kl_controller == "adaptive":
+            # the adaptive controller's state; a fixed coefficient is the config's (so a
+            # `--set algo.kl_coef` on --resume applies)
             step_fn.kl_ctl.value = self._resumed_kl_coef
         if c.grpo.update_processes > 1:
             from rlvr.distributed.update_group import UpdateGroup
@@ -404,8 +406,8 @@ class Run:
                                 f"afresh with: rlvr train -o {self.run_dir} --overwrite)")
         self.load()
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        if not self.resume:
-            write_yaml_atomic(self.run_dir / "config.yaml", c.model_dump(mode="json"))
+        # on resume too: the `--set` overrides that apply to the rest of the run are recorded
+        write_yaml_atomic(self.run_dir / "config.yaml", c.model_dump(mode="json"))
         self._open_monitoring(checkpoint)
         history: dict = {"validation": []}
         start_step, sampler_state = 0, None
