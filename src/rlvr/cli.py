@@ -252,7 +252,7 @@ def train(
     elif output_dir is not None:
         run_config.output_dir = str(output_dir)
     run_dir = resume or run_dir_for(run_config)
-    _check_run_inputs(run_config)
+    _check_run_inputs(run_config, set_)
     _prepare_run_dir(run_dir, resume=resume is not None, overwrite=overwrite)
     err.print(f"[bold]rlvr train[/] -> {run_dir}")
     err.print(_yaml(run_config.model_dump(mode="json")), highlight=False)
@@ -357,7 +357,7 @@ def sft(
     if not run_config.output_dir:
         run_config.name = f"{run_config.name}-sft"
     run_dir = run_dir_for(run_config)
-    _check_run_inputs(run_config)
+    _check_run_inputs(run_config, set_)
     _prepare_run_dir(run_dir, resume=False, overwrite=overwrite)
     err.print(f"[bold]rlvr sft[/] -> {run_dir}")
     err.print(_yaml(run_config.model_dump(mode="json")), highlight=False)
@@ -841,15 +841,22 @@ def _prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
                    f"directory)")
 
 
-def _check_run_inputs(config) -> None:
-    """Fail before any work on inputs that cannot work (exit 2)."""
+def _check_run_inputs(config, overrides: list[str] = ()) -> None:
+    """Fail before any work on inputs that cannot work (exit 2); a value that came from a
+    ``--set`` override is named by it."""
+    from rlvr.configio import override_for
     from rlvr.models.loader import DEFAULT_MODEL, TINY_RANDOM
 
+    def origin(field: str) -> str:
+        text = override_for(tuple(field.split(".")), list(overrides))
+        return f"--set {text!r}: " if text else ""
+
     if config.data.path and not Path(config.data.path).exists():
-        raise fail(f"data.path: {config.data.path} does not exist")
+        raise fail(f"{origin('data.path')}data.path: {config.data.path} does not exist")
     name = config.model.name
     if name not in (DEFAULT_MODEL, TINY_RANDOM) and not Path(name).exists() and "/" not in name:
-        raise fail(f"model.name: {name!r} is neither a known model, a local path nor a hub id")
+        raise fail(f"{origin('model.name')}model.name: {name!r} is neither a known model, a "
+                   f"local path nor a hub id")
 
 
 def main() -> None:  # pragma: no cover - console entry point

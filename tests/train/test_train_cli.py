@@ -53,9 +53,11 @@ def test_smoke_run_writes_config_metrics_checkpoint_and_results(tmp_path):
         (["--set", "grpo.group_size=1"], "grpo.group_size: Input should be greater than or equal to 2"),
         (["--set", "grpo.stpes=3"], "grpo.stpes: unknown key; did you mean 'steps'?"),
         (["--set", "grpo.learning_rate=fast"], "grpo.learning_rate: Input should be a valid number"),
-        (["--set", "data.source=gsm8k", "--set", "data.path=/no/such/dir"], "/no/such/dir"),
+        (["--set", "data.source=gsm8k", "--set", "data.path=/no/such/dir"],
+         "--set 'data.path=/no/such/dir': data.path: /no/such/dir does not exist"),
         (["--set", "algo.loss_agg=dapo2"], "algo.loss_agg: 'dapo2' is unknown"),
-        (["--set", "model.name=nonexistent-model"], "model.name: 'nonexistent-model'"),
+        (["--set", "model.name=nonexistent-model"],
+         "--set 'model.name=nonexistent-model': model.name: 'nonexistent-model'"),
     ],
 )
 def test_bad_input_exits_2_before_any_work(tmp_path, args, message):
