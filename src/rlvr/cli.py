@@ -254,8 +254,8 @@ def train(
     run_dir = resume or run_dir_for(run_config)
     _check_run_inputs(run_config, set_)
     _prepare_run_dir(run_dir, resume=resume is not None, overwrite=overwrite)
-    err.print(f"[bold]rlvr train[/] -> {run_dir}")
-    err.print(_yaml(run_config.model_dump(mode="json")), highlight=False)
+    err.print(f"[bold]rlvr train[/] -> {run_dir}", soft_wrap=True)
+    _print_config_summary(run_config, run_dir)
     try:
         results = Run(run_config, run_dir, resume=resume is not None).train()
     except RunInputError as exc:
@@ -359,8 +359,8 @@ def sft(
     run_dir = run_dir_for(run_config)
     _check_run_inputs(run_config, set_)
     _prepare_run_dir(run_dir, resume=False, overwrite=overwrite)
-    err.print(f"[bold]rlvr sft[/] -> {run_dir}")
-    err.print(_yaml(run_config.model_dump(mode="json")), highlight=False)
+    err.print(f"[bold]rlvr sft[/] -> {run_dir}", soft_wrap=True)
+    _print_config_summary(run_config, run_dir)
     try:
         results = Run(run_config, run_dir).sft_only()
     except RunInputError as exc:
@@ -621,6 +621,7 @@ def _eval_models(models, endpoint, data, split, settings, reward_config, rerank,
     from rlvr.eval.sampling import EndpointSampler, load_engine_sampler
     from rlvr.eval.summary import SummaryError
     from rlvr.models.loader import ModelLoadError
+    from rlvr.progress import console_phases
     from rlvr.rewards.pipeline import RewardPipeline
     from rlvr.tasks.sources import load_tasks
 
@@ -651,7 +652,8 @@ def _eval_models(models, endpoint, data, split, settings, reward_config, rerank,
         with RewardPipeline(reward_config) as rewards:
             return evaluate_models(factories, task_list, settings, rewards, reranker=rerank,
                                    has_logprobs=endpoint is None,
-                                   log=lambda m: err.print(m, highlight=False))
+                                   log=lambda m: err.print(m, highlight=False, soft_wrap=True),
+                                   phase=console_phases(err))
     except (EvalError, SummaryError) as exc:
         raise fail(str(exc))
     except ModelLoadError as exc:
@@ -670,6 +672,7 @@ def _eval_completions(path, settings, reward_config, ks_text, rerank):
     from rlvr.eval.evaluate import EvalError, evaluate_completions
     from rlvr.eval.records import read_completions
     from rlvr.eval.summary import SummaryError
+    from rlvr.progress import console_phases
     from rlvr.rewards.pipeline import RewardPipeline
     from rlvr.rewards.records_io import InputError
 
@@ -682,7 +685,7 @@ def _eval_completions(path, settings, reward_config, ks_text, rerank):
     try:
         with RewardPipeline(reward_config) as rewards:
             return evaluate_completions(data, settings, rewards, ks_text=ks_text,
-                                        reranker=rerank)
+                                        reranker=rerank, phase=console_phases(err))
     except (EvalError, SummaryError) as exc:
         raise fail(str(exc))
 
@@ -755,10 +758,13 @@ def report(
     print(path)
 
 
-def _yaml(data) -> str:
-    import yaml
+def _print_config_summary(run_config, run_dir: Path) -> None:
+    """The run's main settings, a line per section, on stderr (never wrapped: a log keeps one
+    line per setting); the whole resolved config goes to ``run_dir/config.yaml``."""
+    from rlvr.train.config import config_summary
 
-    return yaml.safe_dump(data, sort_keys=False)
+    for line in config_summary(run_config, str(run_dir / "config.yaml")):
+        err.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def _load_run_config(path: Optional[Path], overrides: list[str]):

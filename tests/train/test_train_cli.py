@@ -47,6 +47,40 @@ def test_smoke_run_writes_config_metrics_checkpoint_and_results(tmp_path):
             assert row["pass@k"][str(k)] == pytest.approx(expected)
 
 
+def test_console_output_is_a_short_summary_with_progress_and_no_bars(tmp_path):
+    """Piped (not a terminal): a config summary of a line per section pointing at
+    config.yaml instead of the whole resolved config, no tqdm bars of the checkpoint saves,
+    and validation / pass@k progress lines with an ETA while they run."""
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["train", "--config", SMOKE, "-o", str(run),
+                                 "--set", "sft.examples=64", "--set", "sft.epochs=1",
+                                 "--set", "grpo.steps=1", "--set", "eval.batch_size=4",
+                                 "--set", "eval.pass_at_k_samples=4",
+                                 "--set", "checkpoint.every=1"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("rlvr train -> "))
+    end = next(i for i, line in enumerate(lines) if line.startswith("precision "))
+    summary = lines[start + 1:end]
+    assert 5 <= len(summary) < 25, summary
+    assert summary[0] == f"config smoke (seed 0); every setting: {run / 'config.yaml'}"
+    assert any(line.split()[:1] == ["grpo"] and "1 steps x 4 prompts x 4 completions" in line
+               for line in summary)
+    assert "tier_weights" not in result.output and "max_audit_rejected" not in result.output
+    saved = yaml.safe_load((run / "config.yaml").read_text())  # the file keeps everything
+    assert saved["health"]["reward_hacking"]["max_audit_rejected"] == 0.05
+    for bar in ("Writing model shards", "Loading weights", "it/s]", "%|"):
+        assert bar not in result.output
+    assert "FutureWarning" not in result.output
+    for label in ("validation before_grpo", "validation trained", "pass@k baseline (n=4)",
+                  "pass@k trained (n=4)"):
+        assert f"{label}: 4/16 problems (25%), " in result.output
+        assert f"{label}: 12/16 problems (75%), " in result.output
+    progress = [line for line in lines if line.startswith("validation before_grpo: 8/16")]
+    assert len(progress) == 1 and ", ETA " in progress[0]
+    assert any(line.startswith("sft step 4/4 loss ") and "elapsed" in line for line in lines)
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -454,3 +454,83 @@ def resume_conflicts(saved: RunConfig, resumed: RunConfig, overrides: list[str])
         problems.append(f"{origin}: {path} cannot change on --resume ({before.get(path)!r} in "
                         f"the run): {fixed[rule]}")
     return problems
+
+
+def config_summary(config: RunConfig, full: str | None = None) -> list[str]:
+    """The run's main settings in about a dozen short lines, one per section (what a console
+    shows at the start; ``config.yaml`` keeps every field). ``full`` names where the whole
+    resolved config is (the run's ``config.yaml``) in the first line."""
+    c = config
+    where = f"; every setting: {full}" if full else ""
+    lines = [f"config {c.name} (seed {c.seed}){where}"]
+
+    def row(section: str, text: str) -> None:
+        lines.append(f"  {section:<10} {text}")
+
+    m = c.model
+    row("model", f"{m.name}, precision {m.precision}, "
+        + (f"LoRA rank {m.lora_rank} (alpha {m.lora_alpha:g})" if m.lora_rank
+           else "full fine-tuning"))
+    d = c.data
+    if d.sources:
+        row("data", ", ".join(f"{s.name or s.source} {s.weight:g}" for s in d.sources)
+            + f"; {d.train_size} train, {d.val_size} validation per source by default")
+    else:
+        what = d.mixture if d.source in GENERATED else (d.path or "?")
+        row("data", f"{d.source} {what}: {d.train_size} train, {d.val_size} validation"
+            + (", one-shot" if d.one_shot else ""))
+    s = c.sft
+    row("sft", "off" if not s.enabled else
+        f"{s.examples} examples{f' ({s.mixture})' if s.mixture else ''} x {s.epochs} "
+        f"epoch{'s' if s.epochs > 1 else ''}, batch {s.batch_size}, lr {s.learning_rate:g}, "
+        f"max length {s.max_length}")
+    g = c.grpo
+    row("grpo", f"{g.steps} steps x {g.prompts_per_step} prompts x {g.group_size} "
+        f"completions, lr {g.learning_rate:g}, T {g.temperature:g}, top-p {g.top_p:g}, "
+        f"max {g.max_new_tokens} new tokens"
+        + (f", mu {g.mu}" if g.mu > 1 else "")
+        + (f", {g.update_processes} update processes" if g.update_processes > 1 else ""))
+    a = c.algo
+    kl = ("no KL" if a.kl_coef == 0 else
+          f"KL {a.kl_coef:g} ({a.kl_estimator} in the {a.kl_in}, {a.kl_controller})")
+    shaping = [f"{name} {value:g}" for name, value in (
+        ("overlong_buffer", a.overlong_buffer), ("length_penalty", a.length_penalty),
+        ("concise_bonus", a.concise_bonus), ("entropy_coef", a.entropy_coef),
+        ("reward_noise", a.reward_noise), ("ref_refresh_every", a.ref_refresh_every)) if value]
+    row("algo", f"advantage {a.advantage}"
+        + (f" (std {a.std_scale})" if a.advantage == "grpo" else "")
+        + f", loss {a.policy_loss}, agg {a.loss_agg}, {kl}"
+        + "".join(f", {x}" for x in shaping + (["mask_truncated"] if a.mask_truncated else [])))
+    r = c.rollout
+    row("rollout", f"{r.engine} engine" + (
+        f", Ray {r.ray_address}: {r.ray_rollout_workers} rollout / {r.ray_reward_workers} "
+        f"reward workers" if r.ray_address else ""))
+    w = c.reward
+    row("reward", " + ".join(f"{k} {v:g}" for k, v in w.weights.items())
+        + f" ({w.aggregator}), {w.workers} verifier worker{'s' if w.workers > 1 else ''}, "
+        f"timeout {w.timeout_s:g} s"
+        + "".join(f" ({t} {v:g} s)" for t, v in w.timeout_overrides_s.items())
+        + (f", verifiers {w.verifiers}" if w.verifiers else "")
+        + (f", plugins {', '.join(w.plugins)}" if w.plugins else ""))
+    e = c.eval
+    row("eval", (f"every {e.every} steps" if e.every else "at the start and the end")
+        + f", greedy, {e.max_new_tokens} new tokens; "
+        + (f"pass@k n = {e.pass_at_k_samples} at T {e.temperature:g}"
+           if e.pass_at_k_samples else "no pass@k")
+        + ("; base model too" if e.base_model else ""))
+    k = c.checkpoint
+    row("checkpoint", (f"every {k.every} steps" if k.every else "at the end")
+        + f", keep {k.keep}")
+    h = c.health
+    checks = [getattr(h, name) for name, f in type(h).model_fields.items()
+              if hasattr(getattr(h, name), "action")]
+    on = [x for x in checks if x.enabled]
+    actions = {act: sum(x.action == act for x in on) for act in ("warn", "rollback", "stop")}
+    row("health", "off" if not h.enabled else
+        f"{len(on)} checks (" + ", ".join(f"{n} {act}" for act, n in actions.items() if n) + ")")
+    log = c.logging
+    sinks = (["tensorboard"] if log.tensorboard else []) + (
+        [f"wandb {log.wandb_project}"] if log.wandb_project else []) + (
+        [f"mlflow {log.mlflow_tracking_uri}"] if log.mlflow_tracking_uri else [])
+    row("logging", ", ".join(["metrics.jsonl", *sinks]))
+    return lines
