@@ -34,6 +34,15 @@ def test_smoke_run_writes_config_metrics_checkpoint_and_results(tmp_path):
     assert results["trained"]["n"] == 16 and results["baseline"]["label"] == "before_grpo"
     assert (run / "checkpoints" / "step-000002" / "model.safetensors").is_file()
     assert "pass@1 gain" in result.output
+    # samples.jsonl names each completion's prompt (task id) and its reference
+    from rlvr.configio import load_config
+    from rlvr.tasks.sources import load_tasks
+    from rlvr.train.config import RunConfig
+
+    train_tasks, _ = load_tasks(load_config(RunConfig, SMOKE).data, 0)
+    references = {t.id: t.reference for t in train_tasks}
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    assert samples and all(references[s["id"]] == s["reference"] for s in samples)
     # sampled pass@k / maj@k at k = 1, 4, 8, 16 (n = 16, eval temperature), baseline vs trained
     sampled = results["pass_at_k"]
     assert set(sampled) == {"baseline", "trained"} and "sampled validation" in result.output

@@ -361,8 +361,9 @@ class Run:
         self.sinks.log(step, m)
         index = batch.rollout.prompt_index.tolist()
         _append_jsonl(self.run_dir / "samples.jsonl", [
-            {"step": step, "completion": batch.texts[r], "reward": res.reward,
-             "components": res.components, "status": res.status.value,
+            {"step": step, "id": batch.tasks[index[r]].id,
+             "reference": batch.tasks[index[r]].reference, "completion": batch.texts[r],
+             "reward": res.reward, "components": res.components, "status": res.status.value,
              "extracted": res.extracted, "detail": res.detail,
              "category": batch.tasks[index[r]].category}
             for r, res in list(enumerate(batch.results))[:: max(1, len(batch.results) // 4)]])
