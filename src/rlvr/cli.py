@@ -386,14 +386,21 @@ def serve(
     max_tokens: int = typer.Option(256, "--default-max-tokens", min=1, help="max_tokens of "
                                    "requests that give none."),
     precision: str = typer.Option("auto", "--precision", help=PRECISION_HELP),
+    served_model_name: Optional[str] = typer.Option(None, "--served-model-name", help="The "
+                                                    "model id /v1/models reports and a "
+                                                    "request's `model` must name (default: "
+                                                    "--model)."),
 ) -> None:
     """Serve a model through the OpenAI-compatible API: /v1/completions,
-    /v1/chat/completions, /v1/models (Ctrl-C stops)."""
+    /v1/chat/completions, /v1/models (Ctrl-C stops). Logs one line per request (method, path,
+    status, latency, tokens) on stderr."""
     from rlvr.serve import ENGINES
 
     if engine not in ENGINES:
         raise fail(f"--engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
     _check_model_name(model, "--model")
+    if served_model_name is not None and not served_model_name.strip():
+        raise fail("--served-model-name: expected a non-empty name")
     choice = precision_choice(precision)
     from rlvr.serve import bind_socket, missing_dependencies, serve_forever
 
@@ -406,19 +413,22 @@ def serve(
     except OSError as exc:
         raise fail(f"--host/--port: {exc.strerror or exc}")
     try:
-        server = _model_server(model, engine, max_concurrency, max_tokens, choice.precision)
+        server = _model_server(model, engine, max_concurrency, max_tokens, choice.precision,
+                               served_model_name)
         server.warm_up()
     except BaseException:
         sock.close()
         raise
-    err.print(f"[bold]rlvr serve[/] {model} (engine {server.engine.name}) on "
+    named = f" as {served_model_name!r}" if served_model_name else ""
+    err.print(f"[bold]rlvr serve[/] {model}{named} (engine {server.engine.name}) on "
               f"http://{host}:{port}/v1", highlight=False)
     serve_forever(server, sock)
 
 
 def _model_server(name: str, engine: str, max_concurrency: int, max_tokens: int,
-                  precision: str = "auto"):
-    """Load ``name`` and wrap it in a ModelServer; bad input exits 2 naming the option."""
+                  precision: str = "auto", served_name: str | None = None):
+    """Load ``name`` and wrap it in a ModelServer serving it as ``served_name`` (default:
+    ``name``); bad input exits 2 naming the option."""
     from rlvr.models.loader import ModelLoadError
     from rlvr.rollout import UnsupportedModelError
     from rlvr.serve import ModelServer, load_for_serving
@@ -428,7 +438,7 @@ def _model_server(name: str, engine: str, max_concurrency: int, max_tokens: int,
     except ModelLoadError as exc:
         raise fail(f"--model: {exc}")
     try:
-        return ModelServer(model, tokenizer, name, engine=engine,
+        return ModelServer(model, tokenizer, served_name or name, engine=engine,
                            max_concurrency=max_concurrency, default_max_tokens=max_tokens,
                            precision=precision)
     except UnsupportedModelError as exc:
