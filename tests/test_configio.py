@@ -1,5 +1,7 @@
 """Config loading: YAML + --set overrides, and errors that name the field and the fix."""
 
+import re
+
 import pytest
 
 from rlvr.configio import ConfigError, apply_overrides, load_config, parse_override
@@ -99,3 +101,68 @@ def test_a_check_of_the_whole_config_is_one_line_naming_its_field(tmp_path):
     text = str(err.value)
     assert "\n" not in text and "{" not in text, text
     assert "algo.kl_controller: adaptive needs kl_coef > 0" in text, text
+
+
+@pytest.mark.parametrize("override, hint", [
+    ("grpo.beta=0.04", "grpo.beta: unknown key; TRL's beta is rlvr's algo.kl_coef"),
+    ("num_generations=8", "TRL's num_generations is rlvr's grpo.group_size"),
+    ("grpo.max_completion_length=256", "TRL's max_completion_length is rlvr's "
+                                       "grpo.max_new_tokens"),
+    ("algo.epsilon=0.2", "TRL's epsilon is rlvr's algo.clip_eps"),
+    ("grpo.num_iterations=2", "TRL's num_iterations is rlvr's grpo.mu"),
+    ("algo.loss_type=dapo", "TRL's loss_type is rlvr's algo.loss_agg"),
+    ("scale_rewards=batch", "TRL's scale_rewards is rlvr's algo.std_scale"),
+    ("per_device_train_batch_size=8", "grpo.prompts_per_step x grpo.group_size"),
+    ("max_prompt_length=512", "rlvr does not truncate prompts"),
+    ("bf16=true", "TRL's bf16 is rlvr's model.precision"),
+])
+def test_trl_names_get_the_rlvr_key(override, hint):
+    from rlvr.train.config import RunConfig
+
+    with pytest.raises(ConfigError) as err:
+        load_config(RunConfig, None, [override])
+    assert str(err.value).startswith(f"--set {override!r}: ")
+    assert hint in str(err.value)
+
+
+@pytest.mark.parametrize("override, hint", [
+    ("kl_coef=0.1", "kl_coef: unknown key at the top level; did you mean algo.kl_coef?"),
+    ("grpo.kl_coef=0.1", "grpo.kl_coef: unknown key in grpo; did you mean algo.kl_coef?"),
+    ("learning_rate=1e-5", "did you mean sft.learning_rate or grpo.learning_rate?"),
+    ("temperature=0.9", "did you mean grpo.temperature or eval.temperature?"),
+    ("top_p=0.9", "did you mean grpo.top_p?"),
+    ("kl_coeff=0.1", "kl_coeff: unknown key at the top level; did you mean algo.kl_coef?"),
+])
+def test_a_known_key_in_the_wrong_section_names_its_section(override, hint):
+    from rlvr.train.config import RunConfig
+
+    with pytest.raises(ConfigError, match=re.escape(hint)):
+        load_config(RunConfig, None, [override])
+
+
+def test_a_problem_of_the_file_is_not_blamed_on_an_unrelated_override(tmp_path):
+    """Checks of a whole section or config are blamed on the --set that they name, else on
+    the file; an override of another key is not the culprit."""
+    from rlvr.train.config import RunConfig
+
+    path = tmp_path / "run.yaml"
+    path.write_text("algo:\n  loss_agg: dapo2\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(RunConfig, path, ["grpo.steps=3"])
+    assert str(err.value).startswith(f"{path}: algo.loss_agg: 'dapo2' is unknown")
+    with pytest.raises(ConfigError) as err:
+        load_config(RunConfig, path, ["grpo.steps=3", "algo.loss_agg=x"])
+    assert str(err.value).startswith("--set 'algo.loss_agg=x': algo.loss_agg: 'x' is unknown")
+    path.write_text("algo:\n  kl_controller: adaptive\n  kl_coef: 0\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(RunConfig, path, ["algo.clip_eps=0.3"])
+    assert str(err.value) == (f"{path}: algo.kl_controller: adaptive needs kl_coef > 0 (its "
+                              f"starting value)")
+    path.write_text("algo:\n  kl_controller: adaptive\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(RunConfig, path, ["algo.clip_eps=0.3", "algo.kl_coef=0"])
+    assert str(err.value).startswith("--set 'algo.kl_coef=0': algo.kl_controller")
+    with pytest.raises(ConfigError) as err:
+        load_config(RunConfig, None, ["data.source=gsm8k", "grpo.steps=2"])
+    assert str(err.value) == ("--set 'data.source=gsm8k': data.path: required for "
+                              "data.source='gsm8k'")

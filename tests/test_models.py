@@ -79,3 +79,36 @@ def test_default_model_loads_from_the_embedded_gguf_and_round_trips_through_save
     ids = torch.tensor([tok("12 + 30 = 42").input_ids])
     with torch.no_grad():
         assert torch.equal(model(ids).logits, again(ids).logits)
+
+
+def test_saving_and_loading_print_no_progress_bars(tmp_path, capfd):
+    """transformers' "Writing model shards" / "Loading weights" tqdm bars are off during
+    rlvr's saves and loads (every checkpoint), and back on afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    from rlvr.models.loader import save_model
+
+    model, tok = load_model_and_tokenizer(TINY_RANDOM)
+    hf_logging.enable_progress_bar()
+    capfd.readouterr()
+    save_model(tmp_path / "m", model, tok)
+    load_model_and_tokenizer(str(tmp_path / "m"))
+    err = capfd.readouterr().err
+    assert "Writing model shards" not in err and "Loading weights" not in err and "it/s" not in err
+    assert hf_logging.is_progress_bar_enabled()
+
+
+def test_lora_calls_raise_no_known_peft_future_warning():
+    """peft's transformers deprecation (`is_gradient_checkpointing`) is filtered around rlvr's
+    peft calls only: the filter does not leak out of them."""
+    import warnings
+
+    from rlvr.models.lora import apply_lora, merged_copy
+
+    model, _ = load_model_and_tokenizer(TINY_RANDOM)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        merged_copy(apply_lora(model, 4, 8.0))
+        warnings.warn("`is_gradient_checkpointing` is deprecated (the user's own)", FutureWarning)
+    messages = [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
+    assert messages == ["`is_gradient_checkpointing` is deprecated (the user's own)"]

@@ -256,15 +256,19 @@ def train(
 
     if resume is not None and overwrite:
         raise fail("--resume continues a run and --overwrite clears one: pass one of them")
+    if resume is not None:
+        _check_resume_options(resume, config, output_dir)
     run_config = _load_run_config(resume / "config.yaml" if resume else config, set_)
-    if output_dir is not None:
+    if resume is not None:
+        _check_resume_overrides(resume, run_config, set_)
+    elif output_dir is not None:
         run_config.output_dir = str(output_dir)
     run_dir = resume or run_dir_for(run_config)
-    _check_run_inputs(run_config)
+    _check_run_inputs(run_config, set_)
     _prepare_run_dir(run_dir, resume=resume is not None, overwrite=overwrite,
                      option=_run_dir_option(resume, output_dir, run_config))
-    err.print(f"[bold]rlvr train[/] -> {run_dir}")
-    err.print(_yaml(run_config.model_dump(mode="json")), highlight=False)
+    err.print(f"[bold]rlvr train[/] -> {run_dir}", soft_wrap=True)
+    _print_config_summary(run_config, run_dir)
     try:
         with output_errors():
             results = Run(run_config, run_dir, resume=resume is not None).train()
@@ -369,11 +373,11 @@ def sft(
     if not run_config.output_dir:
         run_config.name = f"{run_config.name}-sft"
     run_dir = run_dir_for(run_config)
-    _check_run_inputs(run_config)
+    _check_run_inputs(run_config, set_)
     _prepare_run_dir(run_dir, resume=False, overwrite=overwrite,
                      option=_run_dir_option(None, output_dir, run_config))
-    err.print(f"[bold]rlvr sft[/] -> {run_dir}")
-    err.print(_yaml(run_config.model_dump(mode="json")), highlight=False)
+    err.print(f"[bold]rlvr sft[/] -> {run_dir}", soft_wrap=True)
+    _print_config_summary(run_config, run_dir)
     try:
         with output_errors():
             results = Run(run_config, run_dir).sft_only()
@@ -400,14 +404,21 @@ def serve(
     max_tokens: int = typer.Option(256, "--default-max-tokens", min=1, help="max_tokens of "
                                    "requests that give none."),
     precision: str = typer.Option("auto", "--precision", help=PRECISION_HELP),
+    served_model_name: Optional[str] = typer.Option(None, "--served-model-name", help="The "
+                                                    "model id /v1/models reports and a "
+                                                    "request's `model` must name (default: "
+                                                    "--model)."),
 ) -> None:
     """Serve a model through the OpenAI-compatible API: /v1/completions,
-    /v1/chat/completions, /v1/models (Ctrl-C stops)."""
+    /v1/chat/completions, /v1/models (Ctrl-C stops). Logs one line per request (method, path,
+    status, latency, tokens) on stderr."""
     from rlvr.serve import ENGINES
 
     if engine not in ENGINES:
         raise fail(f"--engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
     _check_model_name(model, "--model")
+    if served_model_name is not None and not served_model_name.strip():
+        raise fail("--served-model-name: expected a non-empty name")
     choice = precision_choice(precision)
     from rlvr.serve import bind_socket, missing_dependencies, serve_forever
 
@@ -420,19 +431,22 @@ def serve(
     except OSError as exc:
         raise fail(f"--host/--port: {exc.strerror or exc}")
     try:
-        server = _model_server(model, engine, max_concurrency, max_tokens, choice.precision)
+        server = _model_server(model, engine, max_concurrency, max_tokens, choice.precision,
+                               served_model_name)
         server.warm_up()
     except BaseException:
         sock.close()
         raise
-    err.print(f"[bold]rlvr serve[/] {model} (engine {server.engine.name}) on "
+    named = f" as {served_model_name!r}" if served_model_name else ""
+    err.print(f"[bold]rlvr serve[/] {model}{named} (engine {server.engine.name}) on "
               f"http://{host}:{port}/v1", highlight=False)
     serve_forever(server, sock)
 
 
 def _model_server(name: str, engine: str, max_concurrency: int, max_tokens: int,
-                  precision: str = "auto"):
-    """Load ``name`` and wrap it in a ModelServer; bad input exits 2 naming the option."""
+                  precision: str = "auto", served_name: str | None = None):
+    """Load ``name`` and wrap it in a ModelServer serving it as ``served_name`` (default:
+    ``name``); bad input exits 2 naming the option."""
     from rlvr.models.loader import ModelLoadError
     from rlvr.rollout import UnsupportedModelError
     from rlvr.serve import ModelServer, load_for_serving
@@ -442,7 +456,7 @@ def _model_server(name: str, engine: str, max_concurrency: int, max_tokens: int,
     except ModelLoadError as exc:
         raise fail(f"--model: {exc}")
     try:
-        return ModelServer(model, tokenizer, name, engine=engine,
+        return ModelServer(model, tokenizer, served_name or name, engine=engine,
                            max_concurrency=max_concurrency, default_max_tokens=max_tokens,
                            precision=precision)
     except UnsupportedModelError as exc:
@@ -746,6 +760,7 @@ def _eval_models(models, endpoint, data, split, settings, reward_config, rerank,
     from rlvr.eval.sampling import EndpointSampler, load_engine_sampler
     from rlvr.eval.summary import SummaryError
     from rlvr.models.loader import ModelLoadError
+    from rlvr.progress import console_phases
     from rlvr.rewards.pipeline import RewardPipeline
     from rlvr.tasks.sources import load_tasks
 
@@ -781,7 +796,8 @@ def _eval_models(models, endpoint, data, split, settings, reward_config, rerank,
         with RewardPipeline(reward_config) as rewards:
             return evaluate_models(factories, task_list, settings, rewards, reranker=rerank,
                                    has_logprobs=endpoint is None,
-                                   log=lambda m: err.print(m, highlight=False))
+                                   log=lambda m: err.print(m, highlight=False, soft_wrap=True),
+                                   phase=console_phases(err))
     except (EvalError, SummaryError) as exc:
         raise fail(str(exc))
     except ModelLoadError as exc:
@@ -800,6 +816,7 @@ def _eval_completions(path, settings, reward_config, ks_text, rerank):
     from rlvr.eval.evaluate import EvalError, evaluate_completions
     from rlvr.eval.records import read_completions
     from rlvr.eval.summary import SummaryError
+    from rlvr.progress import console_phases
     from rlvr.rewards.pipeline import RewardPipeline
     from rlvr.rewards.records_io import InputError
 
@@ -812,7 +829,7 @@ def _eval_completions(path, settings, reward_config, ks_text, rerank):
     try:
         with RewardPipeline(reward_config) as rewards:
             return evaluate_completions(data, settings, rewards, ks_text=ks_text,
-                                        reranker=rerank)
+                                        reranker=rerank, phase=console_phases(err))
     except (EvalError, SummaryError) as exc:
         raise fail(str(exc))
 
@@ -887,10 +904,13 @@ def report(
     print(path)
 
 
-def _yaml(data) -> str:
-    import yaml
+def _print_config_summary(run_config, run_dir: Path) -> None:
+    """The run's main settings, a line per section, on stderr (never wrapped: a log keeps one
+    line per setting); the whole resolved config goes to ``run_dir/config.yaml``."""
+    from rlvr.train.config import config_summary
 
-    return yaml.safe_dump(data, sort_keys=False)
+    for line in config_summary(run_config, str(run_dir / "config.yaml")):
+        err.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def _load_run_config(path: Optional[Path], overrides: list[str]):
@@ -907,6 +927,32 @@ def _load_run_config(path: Optional[Path], overrides: list[str]):
         return load_config(RunConfig, path, overrides)
     except ConfigError as exc:
         raise fail(str(exc))
+
+
+def _check_resume_options(resume: Path, config: Optional[Path],
+                          output_dir: Optional[Path]) -> None:
+    """Fail (exit 2) on options a resumed run cannot use: it continues with its own
+    ``config.yaml`` in its own directory."""
+    if config is not None:
+        raise fail(f"--config: a resumed run uses its own {resume / 'config.yaml'}; change "
+                   f"settings with --set KEY=VALUE")
+    if output_dir is not None and output_dir.resolve() != resume.resolve():
+        raise fail(f"--output-dir: a resumed run continues in its --resume directory "
+                   f"({resume}); drop --output-dir")
+
+
+def _check_resume_overrides(resume: Path, run_config, overrides: list[str]) -> None:
+    """Fail (exit 2, naming each ``--set`` and why) when the overrides given with
+    ``--resume`` change a setting the checkpoint or the run's start fixed
+    (:func:`rlvr.train.config.resume_conflicts`), instead of silently not applying it."""
+    from rlvr.train.config import RESUME_HINT, resume_conflicts
+
+    if not overrides:
+        return
+    saved = _load_run_config(resume / "config.yaml", [])
+    problems = resume_conflicts(saved, run_config, overrides)
+    if problems:
+        raise fail("\n".join(problems) + f"\n({RESUME_HINT})")
 
 
 def _check_output_file(path: Path, option: str, *, make_parents: bool = False) -> None:
@@ -984,14 +1030,20 @@ def _prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool,
                 entry.unlink()
 
 
-def _check_run_inputs(config) -> None:
-    """Fail before any work on inputs that cannot work (exit 2)."""
+def _check_run_inputs(config, overrides: list[str] = ()) -> None:
+    """Fail before any work on inputs that cannot work (exit 2); a value that came from a
+    ``--set`` override is named by it."""
+    from rlvr.configio import override_for
     from rlvr.models.loader import DEFAULT_MODEL, TINY_RANDOM, missing_model_path
+
+    def origin(field: str) -> str:
+        text = override_for(tuple(field.split(".")), list(overrides))
+        return f"--set {text!r}: " if text else ""
 
     for field in ("path", "val_path"):
         value = getattr(config.data, field)
         if value and not Path(value).exists():
-            raise fail(f"data.{field}: {value} does not exist")
+            raise fail(f"{origin('data.' + field)}data.{field}: {value} does not exist")
     for i, spec in enumerate(config.data.sources):
         for field in ("path", "val_path"):
             value = getattr(spec, field)
@@ -999,9 +1051,10 @@ def _check_run_inputs(config) -> None:
                 raise fail(f"data.sources.{i}.{field}: {value} does not exist")
     name = config.model.name
     if missing_model_path(name):
-        raise fail(f"model.name: {missing_model_path(name)}")
+        raise fail(f"{origin('model.name')}model.name: {missing_model_path(name)}")
     if name not in (DEFAULT_MODEL, TINY_RANDOM) and not Path(name).exists() and "/" not in name:
-        raise fail(f"model.name: {name!r} is neither a known model, a local path nor a hub id")
+        raise fail(f"{origin('model.name')}model.name: {name!r} is neither a known model, a "
+                   f"local path nor a hub id")
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -66,24 +66,105 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
     return data
 
 
-def _known_fields(model: type[BaseModel], loc: tuple) -> list[str]:
-    # Walk the model along the error location to find the fields valid at that level.
+def _section_model(model: type[BaseModel], path: tuple) -> type[BaseModel] | None:
+    """The section model at ``path`` under ``model`` (``()`` is ``model`` itself), or None
+    when ``path`` does not lead to a section (a plain field, a list item, a dict key)."""
     current: Any = model
-    for part in loc[:-1]:
+    for part in path:
         fields = getattr(current, "model_fields", None)
         if not fields or part not in fields:
-            return []
+            return None
         current = fields[part].annotation
-    return list(getattr(current, "model_fields", {}))
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 
 
-def _blame(loc: tuple, source: str, overrides: list[str]) -> str:
-    # A problem at or under (or a section-level check above) a ``--set`` key is that
-    # override's, not the file's: the file may not even mention the key.
+def _known_fields(model: type[BaseModel], loc: tuple) -> list[str]:
+    # The fields valid at the level of the error location.
+    section = _section_model(model, tuple(str(p) for p in loc[:-1]))
+    return list(section.model_fields) if section is not None else []
+
+
+def field_paths(model: type[BaseModel]) -> dict[str, list[str]]:
+    """Every field of ``model`` and of its sections (nested models, walked recursively; not
+    list items): leaf name -> the dotted paths where it is a field, e.g. ``"kl_coef" ->
+    ["algo.kl_coef"]``, ``"learning_rate" -> ["sft.learning_rate", "grpo.learning_rate"]``."""
+    out: dict[str, list[str]] = {}
+
+    def walk(section: type[BaseModel], prefix: str) -> None:
+        for name, field in section.model_fields.items():
+            out.setdefault(name, []).append(prefix + name)
+            sub = field.annotation
+            if isinstance(sub, type) and issubclass(sub, BaseModel):
+                walk(sub, f"{prefix}{name}.")
+
+    walk(model, "")
+    return out
+
+
+def _unknown_key(model: type[BaseModel], loc: tuple) -> str:
+    """The message of an unknown key at ``loc``: where the name is a field in another section
+    (``kl_coef`` at the top level -> ``algo.kl_coef``), what another trainer's name is called
+    here (the model's ``foreign_keys``, e.g. TRL's ``beta``), else the closest valid name."""
+    name, parent = str(loc[-1]), tuple(str(p) for p in loc[:-1])
+    here = "at the top level" if not parent else f"in {'.'.join(parent)}"
+    elsewhere = [p for p in field_paths(model).get(name, []) if p != ".".join((*parent, name))]
+    if elsewhere:
+        return f"unknown key {here}; did you mean {_alternatives(elsewhere)}?"
+    foreign = getattr(model, "foreign_keys", {})
+    if name in foreign:
+        return f"unknown key; {foreign[name]}"
+    close = difflib.get_close_matches(name, _known_fields(model, loc), n=1)
+    if close:
+        return f"unknown key; did you mean '{close[0]}'?"
+    paths = field_paths(model)
+    close = difflib.get_close_matches(name, list(paths), n=1, cutoff=0.8)
+    if close:
+        return f"unknown key {here}; did you mean {_alternatives(paths[close[0]])}?"
+    return "unknown key"
+
+
+def _alternatives(paths: list[str], most: int = 3) -> str:
+    more = f" (or one of {len(paths) - most} more)" if len(paths) > most else ""
+    return " or ".join(paths[:most]) + more
+
+
+def override_for(path: tuple[str, ...], overrides: list[str]) -> str | None:
+    """The last ``--set`` override (its text) that set the field at ``path``: its key is the
+    field, a section or dict above it, or a value inside it. None when no override did."""
+    for text in reversed(overrides):
+        key = tuple(parse_override(text)[0])
+        if path[:len(key)] == key or key[:len(path)] == path:
+            return text
+    return None
+
+
+def _mentioned(name: str, message: str) -> bool:
+    return re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", message) is not None
+
+
+def _blame(model: type[BaseModel], loc: tuple, message: str, source: str,
+           overrides: list[str]) -> str:
+    """Who made the problem at ``loc``: the last ``--set`` override that set the field, a
+    section or dict above it or a value inside it, else the file (``source``).
+
+    A check of a whole section (a model validator: ``loc`` is the section, the message names
+    the fields) blames an override of that section only when the message names the
+    override's key; a check of the whole config that names its field first
+    (``algo.loss_agg: ...``) is blamed like an error at that field. An override of an
+    unrelated key is never blamed: the problem is then the file's."""
     path = tuple(str(p) for p in loc)
+    if _section_model(model, path) is model:  # a whole-config check: "field.path: message"
+        head = re.match(r"(?:Value error, )?([A-Za-z_][\w.]*):", message)
+        if head:
+            path = tuple(head.group(1).split("."))
+    section = _section_model(model, path) is not None
     for text in reversed(overrides):  # the last override of a key is the one that counts
         key = tuple(parse_override(text)[0])  # already validated by apply_overrides
-        if key[:len(path)] == path or path[:len(key)] == key:
+        if path[:len(key)] == key:  # the override set this field or a section / dict above it
+            return f"--set {text!r}"
+        if key[:len(path)] == path and (not section or _mentioned(key[-1], message)):
+            return f"--set {text!r}"
+        if _mentioned(".".join(key), message):
             return f"--set {text!r}"
     return source
 
@@ -104,16 +185,17 @@ def _section_check(model: type[BaseModel], loc: tuple, message: str) -> tuple[st
 def format_validation_error(exc: ValidationError, model: type[BaseModel], source: str,
                             overrides: list[str] | None = None) -> str:
     """One line per problem: ``source: field.path: message (did you mean 'x'?)``, where
-    ``source`` is the ``--set`` override behind the problem when there is one, else the file."""
+    ``source`` is the ``--set`` override behind the problem when there is one, else the file.
+    An unknown key names the right place for it when it is a field elsewhere (``kl_coef`` ->
+    ``algo.kl_coef``) or another trainer's name for an rlvr field (``model.foreign_keys``)."""
     lines = []
     for error in exc.errors():
         loc = tuple(error["loc"])
-        origin = _blame(loc, source, overrides or [])
-        where = ".".join(str(p) for p in loc) or "(top level)"
         message = error["msg"]
+        origin = _blame(model, loc, message, source, overrides or [])
+        where = ".".join(str(p) for p in loc) or "(top level)"
         if error["type"] == "extra_forbidden":
-            close = difflib.get_close_matches(str(loc[-1]), _known_fields(model, loc), n=1)
-            message = "unknown key" + (f"; did you mean '{close[0]}'?" if close else "")
+            message = _unknown_key(model, loc)
         elif error["type"] == "value_error" and isinstance(error.get("input"), dict):
             # a check of a whole section (or config): its input is the section's dict, not
             # worth printing; the message names the field it is about ("data.path: ...")

@@ -2,7 +2,8 @@
 
 Endpoints (FastAPI, served by uvicorn):
 
-- ``GET /v1/models``: the one served model (its id is the name it was loaded from).
+- ``GET /v1/models``: the one served model (its id is the name it was loaded from, or the
+  ``--served-model-name``).
 - ``POST /v1/completions``: ``prompt`` (a string or a list of strings) continued as is.
 - ``POST /v1/chat/completions``: ``messages`` rendered with the tokenizer's chat template
   (generation prompt appended), as the trainer renders its prompts.
@@ -22,6 +23,10 @@ OpenAI-style JSON ``{"error": {"message", "type", "param", "code"}}``: 400 for b
 (``param`` names the field), 404 unknown model or route, 429 when ``max_concurrency`` requests
 are already in flight, 500 for a failure inside the server.
 
+Every request is logged as one line (logger ``rlvr.serve``, INFO; ``rlvr serve`` prints them
+on stderr): method, path, status, latency and, for completions, the tokens, e.g.
+``POST /v1/chat/completions 200 153.2 ms tokens 21 prompt + 8 completion``.
+
 Generation runs through :func:`rlvr.rollout.create_engine` (``torch`` engine, ``hf`` for
 architectures it refuses), one request at a time: CPU decoding gains nothing from running two
 batches side by side, so admitted requests wait their turn.
@@ -29,6 +34,7 @@ batches side by side, so admitted requests wait their turn.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -464,8 +470,56 @@ def _is_type_tag(part: str) -> bool:
         part.startswith(("list[", "dict[", "function-", "literal["))
 
 
-def create_app(server: ModelServer):
-    """The FastAPI application serving ``server`` (see the module doc for the routes)."""
+# Per request, a dict the endpoint leaves the response's ``usage`` in for the request log: set
+# by :class:`RequestLog` before the app runs; the endpoint's worker thread gets a copy of the
+# context, so it sees (and fills) the same dict.
+_REQUEST_USAGE: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+    "rlvr_serve_usage", default=None)
+
+
+def request_line(method: str, path: str, status: int, seconds: float,
+                 usage: dict | None = None) -> str:
+    """The log line of one request: ``POST /v1/completions 200 12.3 ms`` and, when the
+    request generated, ``tokens 5 prompt + 8 completion``."""
+    line = f"{method} {path} {status} {seconds * 1000:.1f} ms"
+    if usage:
+        line += (f" tokens {usage.get('prompt_tokens', 0)} prompt + "
+                 f"{usage.get('completion_tokens', 0)} completion")
+    return line
+
+
+class RequestLog:
+    """ASGI middleware: one :func:`request_line` per HTTP request, passed to ``write`` (default:
+    the ``rlvr.serve`` logger at INFO) when the response is done (errors and 404s included;
+    latency from the request's arrival)."""
+
+    def __init__(self, app, write=None):
+        self.app, self.write = app, write or log.info
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start, status, box = time.perf_counter(), [500], {}
+        token = _REQUEST_USAGE.set(box)
+
+        async def send_status(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            _REQUEST_USAGE.reset(token)
+            self.write(request_line(scope.get("method", "?"), scope.get("path", "?"), status[0],
+                                    time.perf_counter() - start, box.get("usage")))
+
+
+def create_app(server: ModelServer, *, request_log=None):
+    """The FastAPI application serving ``server`` (see the module doc for the routes).
+    ``request_log(line)`` gets one line per request (default: the ``rlvr.serve`` logger at
+    INFO)."""
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
@@ -473,6 +527,7 @@ def create_app(server: ModelServer):
 
     app = FastAPI(title="rlvr serve", description=f"OpenAI-compatible API over "
                                                    f"{server.model_id}")
+    app.add_middleware(RequestLog, write=request_log)
 
     @app.exception_handler(APIError)
     async def _api_error(_: Request, exc: APIError):
@@ -509,17 +564,25 @@ def create_app(server: ModelServer):
         """Continue ``prompt`` (string or list of strings), ``n`` choices per prompt."""
         server.check_model(body.model)
         prompts = server.completion_prompts(body.prompt)
-        return _run(server, body, prompts, body.max_tokens, completion_response)
+        return _logged(_run(server, body, prompts, body.max_tokens, completion_response))
 
     @app.post("/v1/chat/completions")
     def chat(body: ChatRequest) -> dict:
         """Answer the conversation in ``messages``, ``n`` choices."""
         server.check_model(body.model)
         prompts = [server.chat_prompt(body.messages)]
-        return _run(server, body, prompts, body.max_tokens or body.max_completion_tokens,
-                    chat_response)
+        return _logged(_run(server, body, prompts, body.max_tokens or body.max_completion_tokens,
+                            chat_response))
 
     return app
+
+
+def _logged(response: dict) -> dict:
+    """``response``, its ``usage`` left for :class:`RequestLog`'s line."""
+    box = _REQUEST_USAGE.get()
+    if box is not None:
+        box["usage"] = response.get("usage")
+    return response
 
 
 def _run(server: ModelServer, body: _Request, prompts: list[list[int]],
@@ -626,8 +689,23 @@ def make_uvicorn_server(app, *, log_level: str = "info"):
     return uvicorn.Server(config)
 
 
+def log_requests_to_stderr() -> None:
+    """Print the ``rlvr.serve`` logger's INFO lines (the request log) on stderr, in uvicorn's
+    style (``INFO:     POST /v1/completions 200 12.3 ms ...``); once per process."""
+    if any(getattr(h, "rlvr_serve", False) for h in log.handlers):
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+    handler.rlvr_serve = True
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
 def serve_forever(server: ModelServer, sock, *, log_level: str = "info") -> None:
-    """Serve ``server`` on the bound socket ``sock`` until interrupted (Ctrl-C)."""
+    """Serve ``server`` on the bound socket ``sock`` until interrupted (Ctrl-C), one log line
+    per request on stderr."""
+    log_requests_to_stderr()
     make_uvicorn_server(create_app(server), log_level=log_level).run(sockets=[sock])
 
 
@@ -637,10 +715,12 @@ __all__ = [
     "ChatRequest",
     "CompletionRequest",
     "ModelServer",
+    "RequestLog",
     "bind_socket",
     "create_app",
     "load_for_serving",
     "make_uvicorn_server",
     "missing_dependencies",
+    "request_line",
     "serve_forever",
 ]

@@ -109,3 +109,17 @@ def test_bad_input_exits_2(tmp_path, args, message):
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())
     assert not (tmp_path / "o").exists()
+
+
+def test_sampling_and_scoring_show_progress_with_an_eta(tmp_path):
+    """Piped, each model's sampling and scoring phases print progress lines (problems or
+    completions done, elapsed, ETA) while they run."""
+    result = runner.invoke(app, ["eval", "--model", "tiny-random", *COMMON,
+                                 "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    sampling = [line for line in lines if line.startswith("tiny-random: sampling: ")]
+    assert len(sampling) == 1 and sampling[0].startswith(
+        "tiny-random: sampling: 2/4 problems (50%), ") and ", ETA " in sampling[0]
+    scoring = [line for line in lines if line.startswith("tiny-random: scoring: ")]
+    assert scoring and all(" completions (" in line and ", ETA " in line for line in scoring)

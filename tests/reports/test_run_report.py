@@ -96,7 +96,8 @@ def _samples() -> list[dict]:
                          "reward": 1.0 if i % 2 else 0.1,
                          "components": {"outcome": float(i % 2), "format": 1.0},
                          "status": "correct" if i % 2 else "wrong", "extracted": str(i),
-                         **({"category": "2d+2d"} if i == 1 else {})})
+                         **({"category": "2d+2d", "id": f"arith-{step}", "reference": "1"}
+                            if i == 1 else {})})
     rows[0]["completion"] = XSS
     return rows
 
@@ -214,6 +215,7 @@ def test_samples_are_escaped_and_broken_down(run_dir):
     assert "<b>reward</b> 1.000 | <b>components</b> outcome 1.000, format 1.000 | " \
            "<b>status</b> correct | <b>extracted</b> 1 | <b>category</b> 2d+2d" in samples
     assert "step 10 sample 3" in samples and "step 10 sample 4" not in samples
+    assert "<b>id</b> arith-6 | <b>reference</b> 1 | <b>reward</b> 1.000" in samples
 
 
 def test_missing_files_say_not_recorded(tmp_path):

@@ -4,6 +4,7 @@ answers over loopback, and saved checkpoints (full and LoRA adapters) load for s
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -78,6 +79,10 @@ def test_rlvr_serve_process_answers_chat_requests():
     assert process.returncode in (0, 130, -signal.SIGINT), output
     assert "Application shutdown complete" in output
     assert f"on http://127.0.0.1:{port}/v1" in output
+    # one line per request on stderr: method, path, status, latency, tokens
+    assert "INFO:     GET /v1/models 200 " in output
+    assert re.search(r"INFO:     POST /v1/chat/completions 200 \d+\.\d ms tokens 21 prompt \+ "
+                     r"\d+ completion", output), output
 
 
 def _logits(model, ids):
@@ -123,3 +128,36 @@ def test_lora_adapter_checkpoint_serves_merged_weights(tmp_path):
     assert not torch.allclose(_logits(fresh, ids), expected, atol=1e-3)  # adapters mattered
     assert loaded_tokenizer.chat_template
     assert ModelServer(loaded, loaded_tokenizer, str(step)).engine.name == "torch"
+
+
+def test_served_model_name_is_the_id_listed_and_accepted(monkeypatch):
+    """`--served-model-name NAME`: /v1/models lists NAME, a request naming NAME is answered
+    (and its response says NAME), one naming the loaded model is not."""
+    import rlvr.serve
+
+    from serve_helpers import running
+
+    captured = {}
+
+    def fake_serve_forever(server, sock, **_):
+        captured["server"] = server
+        sock.close()
+
+    monkeypatch.setattr(rlvr.serve, "serve_forever", fake_serve_forever)
+    result = runner.invoke(app, ["serve", "--model", "tiny-random", "--port", str(_free_port()),
+                                 "--served-model-name", "my-model"])
+    assert result.exit_code == 0, result.output
+    assert "tiny-random as 'my-model'" in result.output
+    server = captured["server"]
+    with running(server) as url:
+        assert [m["id"] for m in httpx.get(url + "/v1/models", timeout=10).json()["data"]] == [
+            "my-model"]
+        body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        reply = httpx.post(url + "/v1/chat/completions", timeout=30,
+                           json={**body, "model": "my-model"})
+        assert reply.status_code == 200 and reply.json()["model"] == "my-model"
+        refused = httpx.post(url + "/v1/chat/completions", timeout=30,
+                             json={**body, "model": "tiny-random"})
+        assert refused.status_code == 404 and "'my-model'" in refused.json()["error"]["message"]
+    result = runner.invoke(app, ["serve", "--model", "tiny-random", "--served-model-name", " "])
+    assert result.exit_code == 2 and "--served-model-name" in result.output

@@ -197,3 +197,27 @@ def test_architecture_the_torch_engine_refuses_is_served_by_hf(tiny):
     assert first["choices"] == again["choices"]  # seeded
     assert too_long.status_code == 400  # 21 prompt tokens + 60 > 64 positions
     assert too_long.json()["error"]["param"] == "max_tokens"
+
+
+def test_every_request_is_logged_with_method_path_status_latency_and_tokens(served, caplog):
+    import logging
+    import re
+
+    url, _ = served
+    with caplog.at_level(logging.INFO, logger="rlvr.serve"):
+        assert post(url, "/v1/chat/completions",
+                    {"messages": HI, "n": 2, "max_tokens": 3, "seed": 1}).status_code == 200
+        assert post(url, "/v1/completions", {"prompt": "1+1=", "max_tokens": 2}).status_code \
+            == 200
+        assert post(url, "/v1/chat/completions", {"messages": HI, "n": 0}).status_code == 400
+        assert httpx.get(url + "/v1/models", timeout=10).status_code == 200
+        assert httpx.get(url + "/v1/nothing", timeout=10).status_code == 404
+    lines = [r.getMessage() for r in caplog.records if r.name == "rlvr.serve"]
+    number = r"\d+\.\d ms"
+    patterns = [rf"POST /v1/chat/completions 200 {number} tokens {HI_PROMPT_TOKENS} prompt \+ "
+                r"[1-6] completion", rf"POST /v1/completions 200 {number} tokens 4 prompt \+ "
+                r"[12] completion", rf"POST /v1/chat/completions 400 {number}",
+                rf"GET /v1/models 200 {number}", rf"GET /v1/nothing 404 {number}"]
+    assert len(lines) == len(patterns), lines
+    for line, pattern in zip(lines, patterns):
+        assert re.fullmatch(pattern, line), line

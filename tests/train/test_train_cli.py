@@ -34,6 +34,15 @@ def test_smoke_run_writes_config_metrics_checkpoint_and_results(tmp_path):
     assert results["trained"]["n"] == 16 and results["baseline"]["label"] == "before_grpo"
     assert (run / "checkpoints" / "step-000002" / "model.safetensors").is_file()
     assert "pass@1 gain" in result.output
+    # samples.jsonl names each completion's prompt (task id) and its reference
+    from rlvr.configio import load_config
+    from rlvr.tasks.sources import load_tasks
+    from rlvr.train.config import RunConfig
+
+    train_tasks, _ = load_tasks(load_config(RunConfig, SMOKE).data, 0)
+    references = {t.id: t.reference for t in train_tasks}
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    assert samples and all(references[s["id"]] == s["reference"] for s in samples)
     # sampled pass@k / maj@k at k = 1, 4, 8, 16 (n = 16, eval temperature), baseline vs trained
     sampled = results["pass_at_k"]
     assert set(sampled) == {"baseline", "trained"} and "sampled validation" in result.output
@@ -47,16 +56,53 @@ def test_smoke_run_writes_config_metrics_checkpoint_and_results(tmp_path):
             assert row["pass@k"][str(k)] == pytest.approx(expected)
 
 
+def test_console_output_is_a_short_summary_with_progress_and_no_bars(tmp_path):
+    """Piped (not a terminal): a config summary of a line per section pointing at
+    config.yaml instead of the whole resolved config, no tqdm bars of the checkpoint saves,
+    and validation / pass@k progress lines with an ETA while they run."""
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["train", "--config", SMOKE, "-o", str(run),
+                                 "--set", "sft.examples=64", "--set", "sft.epochs=1",
+                                 "--set", "grpo.steps=1", "--set", "eval.batch_size=4",
+                                 "--set", "eval.pass_at_k_samples=4",
+                                 "--set", "checkpoint.every=1"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("rlvr train -> "))
+    end = next(i for i, line in enumerate(lines) if line.startswith("precision "))
+    summary = lines[start + 1:end]
+    assert 5 <= len(summary) < 25, summary
+    assert summary[0] == f"config smoke (seed 0); every setting: {run / 'config.yaml'}"
+    assert any(line.split()[:1] == ["grpo"] and "1 steps x 4 prompts x 4 completions" in line
+               for line in summary)
+    assert "tier_weights" not in result.output and "max_audit_rejected" not in result.output
+    saved = yaml.safe_load((run / "config.yaml").read_text())  # the file keeps everything
+    assert saved["health"]["reward_hacking"]["max_audit_rejected"] == 0.05
+    for bar in ("Writing model shards", "Loading weights", "it/s]", "%|"):
+        assert bar not in result.output
+    assert "FutureWarning" not in result.output
+    for label in ("validation before_grpo", "validation trained", "pass@k baseline (n=4)",
+                  "pass@k trained (n=4)"):
+        assert f"{label}: 4/16 problems (25%), " in result.output
+        assert f"{label}: 12/16 problems (75%), " in result.output
+    progress = [line for line in lines if line.startswith("validation before_grpo: 8/16")]
+    assert len(progress) == 1 and ", ETA " in progress[0]
+    assert any(line.startswith("sft step 4/4 loss ") and "elapsed" in line for line in lines)
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
         (["--set", "grpo.group_size=1"], "grpo.group_size: Input should be greater than or equal to 2"),
         (["--set", "grpo.stpes=3"], "grpo.stpes: unknown key; did you mean 'steps'?"),
         (["--set", "grpo.learning_rate=fast"], "grpo.learning_rate: Input should be a valid number"),
-        (["--set", "data.source=gsm8k", "--set", "data.path=/no/such/dir"], "/no/such/dir"),
+        (["--set", "data.source=gsm8k", "--set", "data.path=/no/such/dir"],
+         "--set 'data.path=/no/such/dir': data.path: /no/such/dir does not exist"),
         (["--set", "algo.loss_agg=dapo2"], "algo.loss_agg: 'dapo2' is unknown"),
-        (["--set", "model.name=nonexistent-model"], "model.name: 'nonexistent-model'"),
-        (["--set", "model.name=/no/such/model"], "model.name: model path /no/such/model does not exist"),
+        (["--set", "model.name=nonexistent-model"],
+         "--set 'model.name=nonexistent-model': model.name: 'nonexistent-model'"),
+        (["--set", "model.name=/no/such/model"],
+         "--set 'model.name=/no/such/model': model.name: model path /no/such/model does not exist"),
     ],
 )
 def test_bad_input_exits_2_before_any_work(tmp_path, args, message):
@@ -123,6 +169,59 @@ def test_resume_without_a_checkpoint_exits_2(tmp_path):
     assert "has no complete checkpoint" in " ".join(result.output.split())
 
 
+def _saved_run(tmp_path, **sections) -> Path:
+    """A run directory holding only the smoke preset's config.yaml (with ``sections``
+    merged in): enough for the checks made before any work."""
+    data = yaml.safe_load(Path(SMOKE).read_text())
+    for section, values in sections.items():
+        data.setdefault(section, {}).update(values)
+    run = tmp_path / "saved"
+    run.mkdir()
+    (run / "config.yaml").write_text(yaml.safe_dump(data))
+    return run
+
+
+@pytest.mark.parametrize("override, field, reason", [
+    ("model.lora_rank=16", "model.lora_rank", "an adapter of the saved rank"),
+    ("model.name=smollm2-135m-instruct", "model.name", "comes from the checkpoint"),
+    ("grpo.learning_rate=1e-3", "grpo.learning_rate", "carry the learning rate"),
+    ("data.mixture=2d+-2d", "data.mixture", "sampler's position are the saved run's"),
+    ("sft.epochs=3", "sft.epochs", "SFT ran before the first checkpoint"),
+    ("seed=1", "seed", "RNG states"),
+    ("eval.pass_at_k_samples=4", "eval.pass_at_k_samples", "baseline pass@k"),
+])
+def test_resume_refuses_overrides_that_cannot_apply(tmp_path, override, field, reason):
+    """`--set` on `--resume` that the checkpoint or the run's start fixed is refused (exit 2,
+    naming the override, the field and why) before any work, not silently ignored."""
+    run = _saved_run(tmp_path, model={"lora_rank": 8})
+    result = runner.invoke(app, ["train", "--resume", str(run), "--set", "grpo.steps=5",
+                                 "--set", override])
+    message = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"--set '{override}': {field} cannot change on --resume" in message
+    assert reason in message
+    assert "grpo.steps" not in message  # that one applies
+    assert sorted(p.name for p in run.iterdir()) == ["config.yaml"]
+
+
+def test_resume_accepts_overrides_that_apply_and_refuses_config_and_output_dir(tmp_path):
+    run = _saved_run(tmp_path, model={"lora_rank": 8}, algo={"kl_controller": "adaptive"})
+    result = runner.invoke(app, ["train", "--resume", str(run), "--set", "grpo.steps=5",
+                                 "--set", "model.lora_rank=8", "--set", "eval.every=1",
+                                 "--set", "reward.timeout_s=3"])
+    assert result.exit_code == 2  # got past the override check, to the missing checkpoint
+    assert "has no complete checkpoint" in " ".join(result.output.split())
+    result = runner.invoke(app, ["train", "--resume", str(run), "--set", "algo.kl_coef=0.1"])
+    assert result.exit_code == 2
+    assert "adaptive KL controller's current coefficient" in " ".join(result.output.split())
+    result = runner.invoke(app, ["train", "--resume", str(run), "--config", SMOKE])
+    assert result.exit_code == 2 and "--config: a resumed run uses its own" in " ".join(
+        result.output.split())
+    result = runner.invoke(app, ["train", "--resume", str(run), "-o", str(tmp_path / "other")])
+    assert result.exit_code == 2 and "--output-dir: a resumed run continues in its --resume" \
+        in " ".join(result.output.split())
+
+
 def test_sft_command_saves_a_model_that_loads_as_model_name(tmp_path):
     run = tmp_path / "sft"
     result = runner.invoke(app, ["sft", "--config", SMOKE, "-o", str(run)])
@@ -159,9 +258,16 @@ def test_lora_run_trains_adapters_only_and_resumes(tmp_path):
     merged = load_file(run / "sft_model" / "model.safetensors")
     name = "model.layers.0.self_attn.q_proj.weight"
     assert not torch.equal(merged[name], base.state_dict()[name])  # SFT delta merged in
-    resumed = runner.invoke(app, ["train", "--resume", str(run), "--set", "grpo.steps=2"])
+    resumed = runner.invoke(app, ["train", "--resume", str(run), "--set", "grpo.steps=2",
+                                  "--set", "algo.kl_coef=0.02"])
     assert resumed.exit_code == 0, resumed.output
-    assert [m["step"] for m in _metrics(run)] == [1, 2]
+    metrics = _metrics(run)
+    assert [m["step"] for m in metrics] == [1, 2]
+    # a fixed KL coefficient given on --resume applies (the checkpoint's value is not restored
+    # over it), and config.yaml records the settings the run continued with
+    assert [m["kl_coef"] for m in metrics] == [0.01, 0.02]
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["grpo"]["steps"] == 2 and saved["algo"]["kl_coef"] == 0.02
 
 
 def test_a_run_directory_holding_files_is_refused_before_any_work(tmp_path):

@@ -17,6 +17,7 @@ from rlvr.eval.probe import DEFAULT_TEMPLATE, PROBES, hinted_task, probe_summary
 from rlvr.eval.records import CompletionsFile, completion_rows, score_problems
 from rlvr.eval.sampling import Sampler, sample_batched, sample_with_budget, task_meta
 from rlvr.eval.summary import default_ks, summarize
+from rlvr.progress import PhaseFactory, silent
 from rlvr.records import Task
 from rlvr.rewards.pipeline import RewardPipeline
 
@@ -137,18 +138,27 @@ def load_reranker(spec: str) -> Callable[[str, str], float]:
 
 
 def _generate(sampler: Sampler, tasks: Sequence[Task], settings: EvalSettings,
-              log: Callable[[str], None]) -> tuple[list, list[dict]]:
-    """Completions and problem dicts for ``tasks`` (under the budget when one is set)."""
-    if settings.timeout_s:
-        runs = sample_with_budget(sampler, tasks, settings.n, seed=settings.seed,
-                                  timeout_s=settings.timeout_s, chunk=settings.chunk)
-        metas = [task_meta(t, requested=settings.n, timed_out=r.timed_out, late=r.late)
-                 for t, r in zip(tasks, runs)]
-        return [r.samples for r in runs], metas
-    generated = sample_batched(
-        sampler, tasks, settings.n, seed=settings.seed, batch_size=settings.batch_size,
-        progress=lambda done: log(f"  sampled {done}/{len(tasks)} problems"))
+              phase: PhaseFactory, label: str) -> tuple[list, list[dict]]:
+    """Completions and problem dicts for ``tasks`` (under the budget when one is set), with
+    progress (problems sampled, ETA) as the phase ``label``."""
+    with phase(label, len(tasks), unit="problems") as progress:
+        if settings.timeout_s:
+            runs = sample_with_budget(sampler, tasks, settings.n, seed=settings.seed,
+                                      timeout_s=settings.timeout_s, chunk=settings.chunk,
+                                      progress=progress.update)
+            metas = [task_meta(t, requested=settings.n, timed_out=r.timed_out, late=r.late)
+                     for t, r in zip(tasks, runs)]
+            return [r.samples for r in runs], metas
+        generated = sample_batched(sampler, tasks, settings.n, seed=settings.seed,
+                                   batch_size=settings.batch_size, progress=progress.update)
     return generated, [task_meta(t, requested=settings.n) for t in tasks]
+
+
+def _score(rewards: RewardPipeline, metas: list[dict], generated: list, reranker,
+           phase: PhaseFactory, label: str) -> list:
+    """:func:`score_problems` with progress (completions scored, ETA) as the phase ``label``."""
+    with phase(label, sum(len(g) for g in generated), unit="completions") as progress:
+        return score_problems(rewards, metas, generated, reranker, progress=progress.update)
 
 
 def _check_aggregators(task_types: set[str], settings: EvalSettings, has_logprobs: bool,
@@ -199,7 +209,8 @@ def evaluate_models(factories: dict[str, Callable[[], Sampler]], tasks: Sequence
                     settings: EvalSettings, rewards: RewardPipeline, *,
                     reranker: Callable[[str, str], float] | None = None,
                     has_logprobs: bool = True,
-                    log: Callable[[str], None] = lambda message: None
+                    log: Callable[[str], None] = lambda message: None,
+                    phase: PhaseFactory = silent,
                     ) -> tuple[dict[str, dict], list[dict]]:
     """Evaluate each model on ``tasks``: sample, score, summarise (and probe).
 
@@ -211,7 +222,9 @@ def evaluate_models(factories: dict[str, Callable[[], Sampler]], tasks: Sequence
         rewards: the reward pipeline scoring every completion.
         reranker: optional ``fn(prompt, completion) -> float`` for best-of-k.
         has_logprobs: whether the samplers return log-probs (local engines do).
-        log: progress messages.
+        log: progress messages (a line as each model starts).
+        phase: progress of the sampling and scoring phases with an ETA
+            (:func:`rlvr.progress.console_phases`; default: none).
 
     Returns:
         ``(summaries by model, completion rows)``.
@@ -235,16 +248,18 @@ def evaluate_models(factories: dict[str, Callable[[], Sampler]], tasks: Sequence
         start = time.perf_counter()
         log(f"model {name}: sampling {settings.n} x {len(tasks)} problems")
         sampler = factory()
-        generated, metas = _generate(sampler, tasks, settings, log)
-        problems = score_problems(rewards, metas, generated, reranker)
+        generated, metas = _generate(sampler, tasks, settings, phase, f"{name}: sampling")
+        problems = _score(rewards, metas, generated, reranker, phase, f"{name}: scoring")
         summary = summarize(problems, ks, aggregators=settings.aggregators, seed=settings.seed,
                             saturation_threshold=settings.saturation_threshold)
         rows += completion_rows(problems, model=name)
         if hints is not None:
             hinted = [hinted_task(t, h, settings.probe_template) for t, h in zip(tasks, hints)]
             log(f"model {name}: sycophancy probe, {len(hinted)} hinted problems")
-            gen_h, metas_h = _generate(sampler, hinted, settings, log)
-            probed = score_problems(rewards, metas_h, gen_h, reranker)
+            gen_h, metas_h = _generate(sampler, hinted, settings, phase,
+                                       f"{name}: sampling the probe")
+            probed = _score(rewards, metas_h, gen_h, reranker, phase,
+                            f"{name}: scoring the probe")
             summary["sycophancy"] = probe_summary(problems, probed, hints,
                                                   settings.probe_template)
             rows += completion_rows(probed, model=name, variant="hint")
@@ -256,11 +271,12 @@ def evaluate_models(factories: dict[str, Callable[[], Sampler]], tasks: Sequence
 
 def evaluate_completions(data: CompletionsFile, settings: EvalSettings, rewards: RewardPipeline,
                          *, ks_text: str | None = None,
-                         reranker: Callable[[str, str], float] | None = None
+                         reranker: Callable[[str, str], float] | None = None,
+                         phase: PhaseFactory = silent,
                          ) -> tuple[dict[str, dict], list[dict]]:
     """The same metrics from completions produced elsewhere (no model loaded). n is the largest
     sample count of a problem; problems with fewer samples fall back at larger k (reported as
-    ``fallback@k``).
+    ``fallback@k``). ``phase``: progress of the scoring, as in :func:`evaluate_models`.
 
     Raises:
         EvalError: a k above n, or an aggregator that cannot run on these completions.
@@ -273,8 +289,9 @@ def evaluate_completions(data: CompletionsFile, settings: EvalSettings, rewards:
         _check_aggregators({meta["task_type"] for meta, _ in problems_in}, settings,
                            has_logprobs, reranker is not None)
         metas = [{**meta, "requested": len(gens)} for meta, gens in problems_in]
-        problems = score_problems(rewards, metas, [gens for _, gens in problems_in], reranker)
         name = label or "completions"
+        problems = _score(rewards, metas, [gens for _, gens in problems_in], reranker, phase,
+                          f"{name}: scoring")
         summary = summarize(problems, ks, aggregators=settings.aggregators, seed=settings.seed,
                             saturation_threshold=settings.saturation_threshold)
         summary["samples_per_problem"] = n

@@ -122,7 +122,8 @@ def scored(generated: Generated, result: RewardResult, reranker: float | None = 
 
 
 def score_problems(rewards: RewardPipeline, problems: Sequence[dict],
-                   generated: Sequence[Sequence[Generated]], reranker=None) -> list[ProblemResult]:
+                   generated: Sequence[Sequence[Generated]], reranker=None,
+                   progress=None) -> list[ProblemResult]:
     """Score every completion of every problem in one pipeline batch.
 
     Args:
@@ -132,10 +133,13 @@ def score_problems(rewards: RewardPipeline, problems: Sequence[dict],
             ``late``.
         generated: the completions of each problem (same order).
         reranker: optional ``fn(prompt, completion) -> float`` (no access to the reference).
+        progress: optional ``fn(n)`` called with the completions scored so far.
     """
     requests = [ScoreRequest(g.text, p["reference"], p["task_type"])
                 for p, gens in zip(problems, generated) for g in gens]
-    results = iter(rewards.score_batch(requests) if requests else [])
+    scored_all = (rewards.score_batch(requests) if progress is None
+                  else rewards.score_batch(requests, progress)) if requests else []
+    results = iter(scored_all)
     out = []
     for p, gens in zip(problems, generated):
         samples = [scored(g, next(results), None if reranker is None

@@ -9,7 +9,9 @@ top level - so ``pass@k``, ``maj@k`` and ``by_category`` are always there - plus
 from __future__ import annotations
 
 import io
-from pathlib import Path
+import json
+import re
+from pathlib import Path, PurePosixPath
 from typing import Sequence
 
 from rlvr.rewards.records_io import OutputError, atomic_write, json_text, write_json
@@ -132,17 +134,53 @@ def _save_png(fig, path: Path) -> None:
         f.write(buffer.getvalue())
 
 
-def plot(results: dict, out_dir: Path) -> list[Path]:
-    """accuracy_vs_k.png (pass@k solid, maj@k dashed, one colour per model, log2 k axis) and
-    accuracy_vs_tokens.png (the same against generated tokens per problem, when known).
-    Returns the paths written."""
+def _name_parts(name: str) -> list[str]:
+    """A model name's path components, ``checkpoints/step-000040`` collapsed to
+    ``step-40`` (a name that is no path is one part)."""
+    parts = [p for p in PurePosixPath(name.replace("\\", "/")).parts if p not in ("/", ".")]
+    out: list[str] = []
+    for part in parts:
+        step = re.fullmatch(r"step-0*(\d+)", part)
+        if step and out and out[-1] == "checkpoints":
+            out[-1] = f"step-{step.group(1)}"
+        else:
+            out.append(part)
+    return out or [name]
+
+
+def short_names(names: Sequence[str]) -> dict[str, str]:
+    """Legend names for models named by checkpoint paths: the run directory's name and the
+    checkpoint (``runs/x/checkpoints/step-000040`` -> ``x/step-40``, ``runs/x/sft_model`` ->
+    ``x/sft_model``), a bare name (``tiny-random``) as it is; more of the path where two would
+    read the same, the full name where even that does not tell them apart."""
+    parts = {name: _name_parts(name) for name in names}
+    depth = {name: 2 for name in names}
+    while True:
+        short = {name: "/".join(parts[name][-depth[name]:]) for name in names}
+        clash = [n for n in names if list(short.values()).count(short[n]) > 1]
+        grow = [n for n in clash if depth[n] < len(parts[n])]
+        if not grow:
+            break
+        for name in grow:
+            depth[name] += 1
+    return {name: short[name] if list(short.values()).count(short[name]) == 1 else name
+            for name in names}
+
+
+def figures(results: dict) -> dict[str, object]:
+    """The plots as matplotlib figures, by file name: accuracy_vs_k.png (pass@k solid, maj@k
+    dashed, one colour per model, log2 k axis) and accuracy_vs_tokens.png (the same against
+    generated tokens per problem, when known), each curve with its 95% confidence interval
+    over problems (``ci95``) as a shaded band (gid ``ci95 <model> <metric>``). Legends name
+    the models by :func:`short_names`. The caller closes the figures."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    written = []
+    out = {}
     models = results["models"]
+    legend = short_names(list(models))
     labels = ("samples per problem (k)", "generated tokens per problem")
     for filename, x_label in zip(PLOTS, labels):
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -156,22 +194,37 @@ def plot(results: dict, out_dir: Path) -> list[Path]:
                 if any(x is None or x <= 0 for x in xs):  # unknown cost, or nothing finished
                     continue
             colour = f"C{i}"
-            ax.plot(xs, [s["pass@k"][str(k)] for k in ks], "-o", color=colour,
-                    label=f"{name} pass@k")
-            ax.plot(xs, [s["maj@k"][str(k)] for k in ks], "--s", color=colour,
-                    label=f"{name} maj@k")
+            for metric, style, alpha in (("pass@k", "-o", 0.18), ("maj@k", "--s", 0.09)):
+                ax.plot(xs, [s[metric][str(k)] for k in ks], style, color=colour,
+                        label=f"{legend[name]} {metric}")
+                ci = (s.get("ci95") or {}).get(metric) or {}
+                if all(str(k) in ci for k in ks):
+                    band = ax.fill_between(xs, [ci[str(k)][0] for k in ks],
+                                           [ci[str(k)][1] for k in ks], color=colour,
+                                           alpha=alpha, linewidth=0)
+                    band.set_gid(f"ci95 {legend[name]} {metric}")
             drawn = True
         if not drawn:
             plt.close(fig)
             continue
         ax.set_xscale("log", base=2)
         ax.set_xlabel(x_label)
-        ax.set_ylabel("accuracy")
+        ax.set_ylabel("accuracy (shaded: 95% CI over problems)")
         ax.set_ylim(0, 1)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
         ax.set_title(f"{results['settings'].get('tasks', 'completions')}: "
                      f"{results['problems']} problems")
+        out[filename] = fig
+    return out
+
+
+def plot(results: dict, out_dir: Path) -> list[Path]:
+    """Write :func:`figures` as PNG files into ``out_dir``. Returns the paths written."""
+    import matplotlib.pyplot as plt
+
+    written = []
+    for filename, fig in figures(results).items():
         _save_png(fig, out_dir / filename)
         plt.close(fig)
         written.append(out_dir / filename)
@@ -228,4 +281,5 @@ def pass_at_k_table(results: dict):
     return table
 
 
-__all__ = ["PLOTS", "combine", "markdown", "pass_at_k_table", "plot", "write_report"]
+__all__ = ["PLOTS", "combine", "figures", "markdown", "pass_at_k_table", "plot", "short_names",
+           "write_report"]

@@ -194,14 +194,16 @@ class BudgetResult:
 
 def sample_with_budget(sampler: Sampler, tasks: Sequence[Task], n: int, *, seed: int,
                        timeout_s: float, chunk: int = 4,
-                       clock: Callable[[], float] = time.perf_counter) -> list[BudgetResult]:
+                       clock: Callable[[], float] = time.perf_counter,
+                       progress: Callable[[int], None] | None = None) -> list[BudgetResult]:
     """Online budget (R31): sample each problem alone, ``chunk`` completions per call, until it
     has ``n`` or its ``timeout_s`` seconds are spent, keeping what finished in time.
 
     Before each call the time the chunk will take is predicted from the previous chunk of the
     same problem (seconds per sample x chunk); a chunk predicted to end past the deadline is
     not started. A chunk that still ends past the deadline is dropped (counted as ``late``).
-    Chunk c of problem i is seeded ``seed + 1000 * i + c``.
+    Chunk c of problem i is seeded ``seed + 1000 * i + c``. ``progress(n)`` is called with
+    the problems done after each.
 
     Raises:
         ValueError: ``timeout_s`` <= 0 or ``chunk`` < 1.
@@ -228,6 +230,8 @@ def sample_with_budget(sampler: Sampler, tasks: Sequence[Task], n: int, *, seed:
                 break
             kept.extend(batch)
         results.append(BudgetResult(kept, len(kept) < n, late, clock() - start))
+        if progress is not None:
+            progress(len(results))
     return results
 
 
@@ -241,10 +245,12 @@ def task_meta(task: Task, **extra) -> dict:
 def sampled_pass_at_k(engine, tokenizer, tasks: Sequence[Task], prompts: Sequence[list[int]],
                       rewards, *, n: int, ks: Sequence[int], temperature: float,
                       max_new_tokens: int, stop_token_ids: tuple[int, ...], batch_size: int,
-                      seed: int, top_p: float = 1.0) -> dict:
+                      seed: int, top_p: float = 1.0,
+                      progress: Callable[[int], None] | None = None) -> dict:
     """Sampled pass@k and maj@k of the engine's current weights on ``tasks`` (the trainer's
     validation set, R28/R29): n samples per problem at ``temperature``, one
     ``engine.generate`` per ``batch_size`` prompts, scored with ``rewards``.
+    ``progress(n)`` is called with the problems sampled so far after each call.
 
     Returns:
         ``{"n", "temperature", "problems", "pass@k", "maj@k", "ci95", "correct_counts",
@@ -259,7 +265,8 @@ def sampled_pass_at_k(engine, tokenizer, tasks: Sequence[Task], prompts: Sequenc
     sampler = EngineSampler(engine, tokenizer, prompt_fn=lambda t: by_id[t.id],
                             temperature=temperature, top_p=top_p,
                             max_new_tokens=max_new_tokens, stop_token_ids=stop_token_ids)
-    generated = sample_batched(sampler, tasks, n, seed=seed, batch_size=batch_size)
+    generated = sample_batched(sampler, tasks, n, seed=seed, batch_size=batch_size,
+                               progress=progress)
     problems = score_problems(rewards, [task_meta(t) for t in tasks], generated)
     ks = sorted({k for k in ks if k <= n})
     summary = summarize(problems, ks, seed=seed)

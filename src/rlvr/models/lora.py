@@ -9,8 +9,25 @@ lacks the delta).
 from __future__ import annotations
 
 import copy
+import warnings
+from contextlib import contextmanager
 
 import torch
+
+# peft asks transformers >= 5 for `is_gradient_checkpointing`, which warns that it is renamed:
+# a library-internal deprecation the user can do nothing about. Silenced for those calls only.
+_PEFT_DEPRECATION = r"`is_gradient_checkpointing` is deprecated"
+
+
+@contextmanager
+def _quiet_peft():
+    """peft calls without its known transformers FutureWarning (:data:`_PEFT_DEPRECATION`; any
+    other warning still shows) and without transformers' / the hub's tqdm bars."""
+    from rlvr.models.loader import quiet_progress_bars
+
+    with warnings.catch_warnings(), quiet_progress_bars():
+        warnings.filterwarnings("ignore", message=_PEFT_DEPRECATION, category=FutureWarning)
+        yield
 
 
 def apply_lora(model, rank: int, alpha: float):
@@ -27,7 +44,8 @@ def apply_lora(model, rank: int, alpha: float):
         raise ValueError(f"model.lora_rank: expected >= 1 for LoRA, got {rank}")
     config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, bias="none",
                         target_modules="all-linear", task_type="CAUSAL_LM")
-    return get_peft_model(model, config)
+    with _quiet_peft():
+        return get_peft_model(model, config)
 
 
 def is_lora(model) -> bool:
@@ -51,11 +69,13 @@ def merged_state_dict(model) -> dict[str, torch.Tensor]:
 def merged_copy(model):
     """A plain transformers model (no adapters) with ``model``'s merged weights: what a rollout
     engine, ``save_pretrained`` for later full-model use, or a KL reference should see."""
-    return copy.deepcopy(model).merge_and_unload()
+    with _quiet_peft():
+        return copy.deepcopy(model).merge_and_unload()
 
 
 def load_adapter(base_model, directory, trainable: bool = True):
     """``base_model`` wrapped with the adapter saved in ``directory`` (a checkpoint)."""
     from peft import PeftModel
 
-    return PeftModel.from_pretrained(base_model, str(directory), is_trainable=trainable)
+    with _quiet_peft():
+        return PeftModel.from_pretrained(base_model, str(directory), is_trainable=trainable)

@@ -541,8 +541,9 @@ def _sample_html(row: dict) -> str:
     components = row.get("components")
     parts = (", ".join(f"{k} {_num(v)}" for k, v in components.items())
              if isinstance(components, dict) else "-")
-    facts = [("reward", _num(row.get("reward"))), ("components", parts),
-             ("status", row.get("status", "-")), ("extracted", row.get("extracted"))]
+    facts = [(key, row[key]) for key in ("id", "reference") if row.get(key) is not None]
+    facts += [("reward", _num(row.get("reward"))), ("components", parts),
+              ("status", row.get("status", "-")), ("extracted", row.get("extracted"))]
     if row.get("category") is not None:
         facts.append(("category", row["category"]))
     meta = " | ".join(f"<b>{k}</b> {_esc('-' if v is None else v)}" for k, v in facts)

@@ -9,7 +9,7 @@ sampling), ``algo`` (the pure-function choices: advantage, policy loss, KL), ``r
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -65,6 +65,70 @@ def check_mixture(source: str, mixture: str) -> str:
     except ValueError as exc:
         raise ValueError(f"{exc} (data.source: {source})") from None
     return mixture
+
+
+def _trl(name: str, ours: str) -> str:
+    return f"TRL's {name} is rlvr's {ours}"
+
+
+# Names from TRL's GRPOConfig (and a few from verl / OpenRLHF) that users bring along, with
+# what rlvr calls them: an unknown key among them gets this hint (rlvr.configio). Names that
+# are rlvr fields in another section (learning_rate, temperature, top_p, warmup_steps, ...)
+# need no entry: the error names that section's field.
+FOREIGN_KEYS: dict[str, str] = {
+    "beta": _trl("beta", "algo.kl_coef"),
+    "num_generations": _trl("num_generations", "grpo.group_size"),
+    "max_completion_length": _trl("max_completion_length", "grpo.max_new_tokens"),
+    "epsilon": _trl("epsilon", "algo.clip_eps"),
+    "epsilon_high": _trl("epsilon_high", "algo.clip_eps_high (with algo.policy_loss: "
+                         "clip_higher)"),
+    "num_iterations": _trl("num_iterations", "grpo.mu (policy updates per rollout batch)"),
+    "loss_type": _trl("loss_type", "algo.loss_agg (grpo, bnpo, dapo, dr_grpo)"),
+    "scale_rewards": _trl("scale_rewards", "algo.std_scale (group, batch, none)"),
+    "per_device_train_batch_size": "TRL's per_device_train_batch_size counts completions per "
+    "device and step; an rlvr step samples grpo.prompts_per_step x grpo.group_size "
+    "completions, grpo.micro_batch_size per forward/backward",
+    "gradient_accumulation_steps": "rlvr accumulates gradients over all of a step's "
+    "completions (TRL's gradient_accumulation_steps); grpo.micro_batch_size sets the chunk",
+    "max_prompt_length": "rlvr does not truncate prompts (TRL's max_prompt_length); "
+    "completions are capped by grpo.max_new_tokens, SFT sequences by sft.max_length",
+    "max_steps": _trl("max_steps", "grpo.steps"),
+    "num_train_epochs": "rlvr trains for grpo.steps steps (TRL's num_train_epochs), drawing "
+    "grpo.prompts_per_step prompts per step",
+    "model_name_or_path": _trl("model_name_or_path", "model.name"),
+    "use_peft": "rlvr uses LoRA when model.lora_rank > 0 (TRL's use_peft)",
+    "lora_r": _trl("lora_r", "model.lora_rank"),
+    "bf16": "TRL's bf16 is rlvr's model.precision (auto | bf16 | fp32)",
+    "fp16": "rlvr computes in model.precision: auto | bf16 | fp32 (no fp16)",
+    "use_vllm": "TRL's use_vllm is rlvr's rollout.engine: vllm",
+    "mask_truncated_completions": _trl("mask_truncated_completions", "algo.mask_truncated"),
+    "sync_ref_model": "TRL's sync_ref_model / ref_model_sync_steps is rlvr's "
+    "algo.ref_refresh_every (steps; 0 = never)",
+    "ref_model_sync_steps": _trl("ref_model_sync_steps", "algo.ref_refresh_every"),
+    "reward_weights": _trl("reward_weights", "reward.weights (by component: outcome, format)"),
+    "eval_steps": _trl("eval_steps", "eval.every"),
+    "save_steps": _trl("save_steps", "checkpoint.every"),
+    "save_total_limit": _trl("save_total_limit", "checkpoint.keep"),
+    "report_to": "TRL's report_to is rlvr's logging section (logging.tensorboard, "
+    "logging.wandb_project, logging.mlflow_tracking_uri)",
+    "logging_steps": "rlvr logs every step (metrics.jsonl and the logging sinks; TRL's "
+    "logging_steps)",
+    "top_k": "rlvr's training sampler has temperature and top-p only: grpo.temperature, "
+    "grpo.top_p (TRL's top_k)",
+    "min_p": "rlvr's training sampler has temperature and top-p only: grpo.temperature, "
+    "grpo.top_p (TRL's min_p)",
+    "repetition_penalty": "rlvr's training sampler has temperature and top-p only: "
+    "grpo.temperature, grpo.top_p (TRL's repetition_penalty)",
+    # verl / OpenRLHF
+    "kl_loss_coef": "verl's kl_loss_coef is rlvr's algo.kl_coef",
+    "init_kl_coef": "OpenRLHF's init_kl_coef is rlvr's algo.kl_coef",
+    "kl_loss_type": "verl's kl_loss_type is rlvr's algo.kl_estimator (k1, k2, k3)",
+    "clip_ratio": "verl's clip_ratio is rlvr's algo.clip_eps",
+    "eps_clip": "OpenRLHF's eps_clip is rlvr's algo.clip_eps",
+    "ppo_epochs": "verl's ppo_epochs is rlvr's grpo.mu",
+    "n_samples_per_prompt": "OpenRLHF's n_samples_per_prompt is rlvr's grpo.group_size",
+    "advantage_estimator": "verl's / OpenRLHF's advantage_estimator is rlvr's algo.advantage",
+}
 
 
 class _Section(BaseModel):
@@ -393,6 +457,8 @@ class RunConfig(_Section):
     """A whole run. Load with :func:`rlvr.configio.load_config`; saved resolved as
     ``config.yaml`` in the run directory."""
 
+    foreign_keys: ClassVar[dict[str, str]] = FOREIGN_KEYS  # hints for unknown keys (configio)
+
     name: str = Field("arithmetic", description="Run name (used in the default run dir).")
     seed: int = Field(0, description="Seeds data, sampling and initialisation: the same seed "
                       "on the same machine gives the same numbers.")
@@ -435,3 +501,150 @@ class RunConfig(_Section):
             # these questions *are* arithmetic: repeating "81 * 7" must not earn the reward
             math_options["accept_unevaluated"] = False
         return self
+
+
+# Settings a resumed run cannot change (``rlvr train --resume RUN --set KEY=VALUE``): what the
+# checkpoint or the run's start already fixed. A prefix covers its whole section.
+RESUME_FIXED: dict[str, str] = {
+    "name": "it only names a new run's directory; a resumed run continues in its --resume "
+            "directory",
+    "output_dir": "a resumed run continues in its --resume directory",
+    "seed": "the data, the sampler's position and the RNG states come from the saved run and "
+            "its checkpoint",
+    "model.name": "the policy (and a LoRA run's base model) comes from the checkpoint",
+    "model.lora_rank": "the checkpoint holds the run's weights as they were trained (full "
+                       "weights, or an adapter of the saved rank)",
+    "model.lora_alpha": "the checkpoint's adapter keeps the scaling it was trained with",
+    "data": "the training and validation tasks and the sampler's position are the saved "
+            "run's",
+    "sft": "SFT ran before the first checkpoint",
+    "grpo.learning_rate": "the optimizer and scheduler state restored from the checkpoint "
+                          "carry the learning rate (and any rollback's scaling)",
+    "grpo.weight_decay": "the optimizer state restored from the checkpoint carries it",
+    "eval.base_model": "the base model is validated (or not) when the run starts",
+    "eval.max_new_tokens": "the baseline validation ran with the saved value; later "
+                           "validations must match it to be comparable",
+    "eval.pass_at_k_samples": "the baseline pass@k was sampled with the saved value; the "
+                              "trained one must match it to be comparable",
+    "eval.temperature": "the baseline pass@k was sampled with the saved value; the trained "
+                        "one must match it to be comparable",
+}
+RESUME_HINT = ("to change it, start a new run from a checkpoint: rlvr train --set "
+               "model.name=RUN/checkpoints/step-N --set sft.enabled=false ...")
+
+
+def _leaves(data, prefix: str = "") -> dict[str, object]:
+    if isinstance(data, dict) and data:
+        out: dict[str, object] = {}
+        for key, value in data.items():
+            out.update(_leaves(value, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: data}
+
+
+def resume_conflicts(saved: RunConfig, resumed: RunConfig, overrides: list[str]) -> list[str]:
+    """Why the ``--set`` overrides given with ``--resume`` cannot apply: one message per
+    setting they change that the checkpoint or the run's start fixed (:data:`RESUME_FIXED`;
+    also ``algo.kl_coef`` under the adaptive controller, whose current value is restored
+    from the checkpoint). ``saved`` is the run's ``config.yaml``, ``resumed`` the same with
+    the overrides; empty when everything they change applies."""
+    from rlvr.configio import override_for
+
+    before, after = _leaves(saved.model_dump(mode="json")), _leaves(resumed.model_dump(mode="json"))
+    fixed = dict(RESUME_FIXED)
+    if saved.algo.kl_controller == "adaptive" and resumed.algo.kl_controller == "adaptive":
+        fixed["algo.kl_coef"] = ("the adaptive KL controller's current coefficient is "
+                                 "restored from the checkpoint (algo.kl_coef is only its "
+                                 "starting value)")
+    problems = []
+    for path in sorted(set(before) | set(after)):
+        if before.get(path) == after.get(path):
+            continue
+        rule = next((k for k in fixed if path == k or path.startswith(k + ".")), None)
+        if rule is None:
+            continue
+        text = override_for(tuple(path.split(".")), overrides)
+        origin = f"--set {text!r}" if text else "--set"
+        problems.append(f"{origin}: {path} cannot change on --resume ({before.get(path)!r} in "
+                        f"the run): {fixed[rule]}")
+    return problems
+
+
+def config_summary(config: RunConfig, full: str | None = None) -> list[str]:
+    """The run's main settings in about a dozen short lines, one per section (what a console
+    shows at the start; ``config.yaml`` keeps every field). ``full`` names where the whole
+    resolved config is (the run's ``config.yaml``) in the first line."""
+    c = config
+    where = f"; every setting: {full}" if full else ""
+    lines = [f"config {c.name} (seed {c.seed}){where}"]
+
+    def row(section: str, text: str) -> None:
+        lines.append(f"  {section:<10} {text}")
+
+    m = c.model
+    row("model", f"{m.name}, precision {m.precision}, "
+        + (f"LoRA rank {m.lora_rank} (alpha {m.lora_alpha:g})" if m.lora_rank
+           else "full fine-tuning"))
+    d = c.data
+    if d.sources:
+        row("data", ", ".join(f"{s.name or s.source} {s.weight:g}" for s in d.sources)
+            + f"; {d.train_size} train, {d.val_size} validation per source by default")
+    else:
+        what = d.mixture if d.source in GENERATED else (d.path or "?")
+        row("data", f"{d.source} {what}: {d.train_size} train, {d.val_size} validation"
+            + (", one-shot" if d.one_shot else ""))
+    s = c.sft
+    row("sft", "off" if not s.enabled else
+        f"{s.examples} examples{f' ({s.mixture})' if s.mixture else ''} x {s.epochs} "
+        f"epoch{'s' if s.epochs > 1 else ''}, batch {s.batch_size}, lr {s.learning_rate:g}, "
+        f"max length {s.max_length}")
+    g = c.grpo
+    row("grpo", f"{g.steps} steps x {g.prompts_per_step} prompts x {g.group_size} "
+        f"completions, lr {g.learning_rate:g}, T {g.temperature:g}, top-p {g.top_p:g}, "
+        f"max {g.max_new_tokens} new tokens"
+        + (f", mu {g.mu}" if g.mu > 1 else "")
+        + (f", {g.update_processes} update processes" if g.update_processes > 1 else ""))
+    a = c.algo
+    kl = ("no KL" if a.kl_coef == 0 else
+          f"KL {a.kl_coef:g} ({a.kl_estimator} in the {a.kl_in}, {a.kl_controller})")
+    shaping = [f"{name} {value:g}" for name, value in (
+        ("overlong_buffer", a.overlong_buffer), ("length_penalty", a.length_penalty),
+        ("concise_bonus", a.concise_bonus), ("entropy_coef", a.entropy_coef),
+        ("reward_noise", a.reward_noise), ("ref_refresh_every", a.ref_refresh_every)) if value]
+    row("algo", f"advantage {a.advantage}"
+        + (f" (std {a.std_scale})" if a.advantage == "grpo" else "")
+        + f", loss {a.policy_loss}, agg {a.loss_agg}, {kl}"
+        + "".join(f", {x}" for x in shaping + (["mask_truncated"] if a.mask_truncated else [])))
+    r = c.rollout
+    row("rollout", f"{r.engine} engine" + (
+        f", Ray {r.ray_address}: {r.ray_rollout_workers} rollout / {r.ray_reward_workers} "
+        f"reward workers" if r.ray_address else ""))
+    w = c.reward
+    row("reward", " + ".join(f"{k} {v:g}" for k, v in w.weights.items())
+        + f" ({w.aggregator}), {w.workers} verifier worker{'s' if w.workers > 1 else ''}, "
+        f"timeout {w.timeout_s:g} s"
+        + "".join(f" ({t} {v:g} s)" for t, v in w.timeout_overrides_s.items())
+        + (f", verifiers {w.verifiers}" if w.verifiers else "")
+        + (f", plugins {', '.join(w.plugins)}" if w.plugins else ""))
+    e = c.eval
+    row("eval", (f"every {e.every} steps" if e.every else "at the start and the end")
+        + f", greedy, {e.max_new_tokens} new tokens; "
+        + (f"pass@k n = {e.pass_at_k_samples} at T {e.temperature:g}"
+           if e.pass_at_k_samples else "no pass@k")
+        + ("; base model too" if e.base_model else ""))
+    k = c.checkpoint
+    row("checkpoint", (f"every {k.every} steps" if k.every else "at the end")
+        + f", keep {k.keep}")
+    h = c.health
+    checks = [getattr(h, name) for name, f in type(h).model_fields.items()
+              if hasattr(getattr(h, name), "action")]
+    on = [x for x in checks if x.enabled]
+    actions = {act: sum(x.action == act for x in on) for act in ("warn", "rollback", "stop")}
+    row("health", "off" if not h.enabled else
+        f"{len(on)} checks (" + ", ".join(f"{n} {act}" for act, n in actions.items() if n) + ")")
+    log = c.logging
+    sinks = (["tensorboard"] if log.tensorboard else []) + (
+        [f"wandb {log.wandb_project}"] if log.wandb_project else []) + (
+        [f"mlflow {log.mlflow_tracking_uri}"] if log.mlflow_tracking_uri else [])
+    row("logging", ", ".join(["metrics.jsonl", *sinks]))
+    return lines

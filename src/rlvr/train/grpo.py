@@ -87,6 +87,8 @@ class GRPOStep:
         update_group: a :class:`rlvr.distributed.update_group.UpdateGroup` that runs the
             policy update data-parallel (set by the run when ``grpo.update_processes > 1``),
             else None.
+        on_phase: ``fn(part)`` told each part of a step as it starts (``rollout``,
+            ``reward``, ``update``; the run's progress display), or None.
     """
 
     def __init__(self, config: RunConfig, policy, reference, engine, tokenizer,
@@ -96,6 +98,7 @@ class GRPOStep:
         self.optimizer, self.scheduler = optimizer, scheduler
         self.stop_token_ids = stop_token_ids
         self.update_group = None
+        self.on_phase = None
         self.bf16 = config.model.bf16  # model.precision resolved on this machine
         self.noise = torch.Generator().manual_seed(config.seed + 17)
         a = config.algo
@@ -270,10 +273,13 @@ class GRPOStep:
 
     # -- the step ---------------------------------------------------------------------------
     def run(self, tasks: list[Task], prompts: list[list[int]], step: int) -> RolloutBatch:
-        """One whole step; ``batch.metrics`` holds the step's metrics (R10, R35, R36)."""
+        """One whole step; ``batch.metrics`` holds the step's metrics (R10, R35, R36).
+        ``on_phase`` (when set) is told each part as it starts: rollout, reward, update."""
+        self._phase("rollout")
         t0 = time.perf_counter()
         out = self.rollout(tasks, prompts, step)
         t1 = time.perf_counter()
+        self._phase("reward")
         texts, results = self.score(tasks, out)
         t2 = time.perf_counter()
         rewards = torch.tensor([r.reward for r in results], dtype=torch.float32)
@@ -297,6 +303,7 @@ class GRPOStep:
         elif seqs is None:
             update = {"skipped_update": 1.0}
         else:
+            self._phase("update")
             update = self.update(batch)
         t3 = time.perf_counter()
         update = {**shaping, **update, "kl_coef": self.kl_ctl.value}
@@ -306,6 +313,10 @@ class GRPOStep:
         return batch
 
     # -- helpers ----------------------------------------------------------------------------
+    def _phase(self, part: str) -> None:
+        if self.on_phase is not None:
+            self.on_phase(part)
+
     @torch.no_grad()
     def _log_probs(self, model, seqs: SequenceBatch) -> Tensor:
         width = seqs.completion_mask.shape[1]

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rlvr.models.precision import resolve_precision
+from rlvr.progress import Phase, step_eta
 from rlvr.rewards.pipeline import RewardPipeline
 from rlvr.rewards.records_io import append_jsonl
 from rlvr.train.checkpoint import (latest_checkpoint, load_trainer_state, save_checkpoint,
@@ -109,7 +110,8 @@ class Run:
             raise RunInputError(f"data: {exc}") from exc
         t0 = time.perf_counter()
         try:
-            self.policy, self.tokenizer = load_model_and_tokenizer(c.model.name, seed=c.seed)
+            with Phase(f"loading model {c.model.name}", None, console):
+                self.policy, self.tokenizer = load_model_and_tokenizer(c.model.name, seed=c.seed)
         except ModelLoadError as exc:
             raise RunInputError(f"model.name: {exc}") from exc
         console.print(f"model {c.model.name}: {sum(p.numel() for p in self.policy.parameters()):,}"
@@ -215,10 +217,13 @@ class Run:
 
         self.policy.eval()
         sync_engine(self._engine, self.policy)  # the engine keeps its own weight snapshot
-        result, samples = validate(self._engine, self.tokenizer, self.val_tasks, self.val_prompts,
-                                   self.eval_rewards, max_new_tokens=self.config.eval.max_new_tokens,
-                                   stop_token_ids=self.stop_ids,
-                                   batch_size=self.config.eval.batch_size)
+        with Phase(f"validation {label}", len(self.val_tasks), console,
+                   unit="problems") as phase:
+            result, samples = validate(
+                self._engine, self.tokenizer, self.val_tasks, self.val_prompts,
+                self.eval_rewards, max_new_tokens=self.config.eval.max_new_tokens,
+                stop_token_ids=self.stop_ids, batch_size=self.config.eval.batch_size,
+                progress=phase.update)
         self.policy.train()
         row = {"label": label, "step": step, **result.__dict__}
         _append_jsonl(self.run_dir / "validation.jsonl", [row])
@@ -241,12 +246,14 @@ class Run:
             return None
         self.policy.eval()
         sync_engine(self._engine, self.policy)
-        row = sampled_pass_at_k(self._engine, self.tokenizer, self.val_tasks, self.val_prompts,
-                                self.eval_rewards, n=c.eval.pass_at_k_samples, ks=(1, 4, 8, 16),
-                                temperature=c.eval.temperature,
-                                max_new_tokens=c.eval.max_new_tokens,
-                                stop_token_ids=self.stop_ids, batch_size=c.eval.batch_size,
-                                seed=c.seed)
+        with Phase(f"pass@k {label} (n={c.eval.pass_at_k_samples})", len(self.val_tasks),
+                   console, unit="problems") as phase:
+            row = sampled_pass_at_k(
+                self._engine, self.tokenizer, self.val_tasks, self.val_prompts,
+                self.eval_rewards, n=c.eval.pass_at_k_samples, ks=(1, 4, 8, 16),
+                temperature=c.eval.temperature, max_new_tokens=c.eval.max_new_tokens,
+                stop_token_ids=self.stop_ids, batch_size=c.eval.batch_size, seed=c.seed,
+                progress=phase.update)
         self.policy.train()
         console.print(f"[bold]pass@k[/] {label} (n={row['n']}, T={row['temperature']}): "
                       + ", ".join(f"pass@{k} {v:.1%}" for k, v in row["pass@k"].items())
@@ -254,7 +261,7 @@ class Run:
         return row
 
     def sft(self) -> dict:
-        from rlvr.train.sft import run_sft, verified_examples
+        from rlvr.train.sft import run_sft, sft_steps, verified_examples
 
         from rlvr.train.prompting import prompt_ids
 
@@ -269,8 +276,13 @@ class Run:
         prompts = [prompt_ids(self.tokenizer, t, self.instruction(t), c.data.one_shot)
                    for t in examples]
         console.print(f"sft: {len(examples)} verified examples, {rejected} rejected")
-        report = run_sft(self.policy, self.tokenizer, examples, prompts, c.sft, c.seed,
-                         c.model.bf16, rejected=rejected, log=console.print)
+        # the loop prints a line (loss, ETA) every 10 steps; the phase adds a bar on a
+        # terminal and a line after 30 s without one in a log
+        with Phase("sft", sft_steps(len(examples), c.sft), console, unit="steps",
+                   every_fraction=None) as phase:
+            report = run_sft(self.policy, self.tokenizer, examples, prompts, c.sft, c.seed,
+                             c.model.bf16, rejected=rejected, log=console.print,
+                             progress=phase.update)
         sync_engine(self._engine, self.policy)
         return report.__dict__
 
@@ -284,7 +296,9 @@ class Run:
         step_fn = self.step_fn = GRPOStep(c, self.policy, reference, self._engine,
                                           self.tokenizer, self.rewards, self.optimizer,
                                           self.scheduler, self.stop_ids)
-        if self._resumed_kl_coef is not None:
+        if self._resumed_kl_coef is not None and c.algo.kl_controller == "adaptive":
+            # the adaptive controller's state; a fixed coefficient is the config's (so a
+            # `--set algo.kl_coef` on --resume applies)
             step_fn.kl_ctl.value = self._resumed_kl_coef
         if c.grpo.update_processes > 1:
             from rlvr.distributed.update_group import UpdateGroup
@@ -303,15 +317,25 @@ class Run:
         from rlvr.monitor.alerts import strongest
 
         c = self.config
+        loop_start = time.perf_counter()
         for step in range(start_step + 1, c.grpo.steps + 1):
             skipped, counts = sampler.skipped, dict(sampler.counts)
             idx = sampler.next(c.grpo.prompts_per_step)
-            batch = step_fn.run([self.train_tasks[i] for i in idx],
-                                [self.train_prompts[i] for i in idx], step)
+            # a spinner with the part running (terminal), a line after 30 s (log): the first
+            # rollout can take minutes
+            with Phase(f"step {step}/{c.grpo.steps}", None, console) as phase:
+                step_fn.on_phase = phase.status
+                try:
+                    batch = step_fn.run([self.train_tasks[i] for i in idx],
+                                        [self.train_prompts[i] for i in idx], step)
+                finally:
+                    step_fn.on_phase = None
             sampler.record(idx, batch.zero_variance.tolist())
             m = {"step": step, **batch.metrics, **self.monitor.observe(step, batch),
                  **_sampling_metrics(sampler, skipped, counts)}
-            self._log_step(step, m, batch)
+            elapsed = time.perf_counter() - loop_start
+            self._log_step(step, m, batch, step_eta(step - start_step, c.grpo.steps - start_step,
+                                                    elapsed))
             if c.algo.ref_refresh_every and step % c.algo.ref_refresh_every == 0:
                 self._refresh_reference(step_fn.reference, step)
             if step == c.grpo.steps or (c.eval.every and step % c.eval.every == 0):
@@ -333,13 +357,14 @@ class Run:
                 self.checkpoint(step, sampler, history)
         return None
 
-    def _log_step(self, step: int, m: dict, batch) -> None:
+    def _log_step(self, step: int, m: dict, batch, eta: str = "") -> None:
         _append_jsonl(self.run_dir / "metrics.jsonl", [m])
         self.sinks.log(step, m)
         index = batch.rollout.prompt_index.tolist()
         _append_jsonl(self.run_dir / "samples.jsonl", [
-            {"step": step, "completion": batch.texts[r], "reward": res.reward,
-             "components": res.components, "status": res.status.value,
+            {"step": step, "id": batch.tasks[index[r]].id,
+             "reference": batch.tasks[index[r]].reference, "completion": batch.texts[r],
+             "reward": res.reward, "components": res.components, "status": res.status.value,
              "extracted": res.extracted, "detail": res.detail,
              "category": batch.tasks[index[r]].category}
             for r, res in list(enumerate(batch.results))[:: max(1, len(batch.results) // 4)]])
@@ -348,6 +373,7 @@ class Run:
                       f"len {m['length_mean']:.0f} kl {m.get('kl', 0):.4f} clip "
                       f"{m.get('clip_frac', 0):.3f} | rollout {m['seconds_rollout']:.1f}s "
                       f"reward {m['seconds_reward']:.1f}s update {m['seconds_update']:.1f}s"
+                      + (f" | {eta}" if eta else "")
                       + (f" | [bold red]verifier errors {m['verifier_errors']}[/]"
                          if m.get("verifier_errors") else ""))
         cats = sorted(k.split("/", 1)[1] for k in m if k.startswith("reward_mean/"))
@@ -405,8 +431,8 @@ class Run:
                                 f"afresh with: rlvr train -o {self.run_dir} --overwrite)")
         self.load()
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        if not self.resume:
-            write_yaml_atomic(self.run_dir / "config.yaml", c.model_dump(mode="json"))
+        # on resume too: the `--set` overrides that apply to the rest of the run are recorded
+        write_yaml_atomic(self.run_dir / "config.yaml", c.model_dump(mode="json"))
         self._open_monitoring(checkpoint)
         history: dict = {"validation": []}
         start_step, sampler_state = 0, None

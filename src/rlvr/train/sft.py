@@ -11,9 +11,11 @@ import math
 import random
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
+from rlvr.progress import format_seconds, step_eta
 from rlvr.records import Task
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
 from rlvr.train.policy import autocast
@@ -49,21 +51,29 @@ def _encode(tokenizer, prompt: list[int], solution: str, end_ids: list[int],
     return ids, labels
 
 
+def sft_steps(examples: int, config) -> int:
+    """Optimizer steps of an SFT run on ``examples`` examples (``config``:
+    :class:`rlvr.train.config.SFTConfig`)."""
+    return math.ceil(examples / config.batch_size) * config.epochs
+
+
 def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], config,
-            seed: int, bf16: bool, rejected: int = 0, log=print) -> SFTReport:
+            seed: int, bf16: bool, rejected: int = 0, log=print,
+            progress: Callable[[int], None] | None = None) -> SFTReport:
     """Fine-tune ``model`` in place on ``examples`` (with their chat ``prompts``).
 
     Args:
         config: :class:`rlvr.train.config.SFTConfig`.
         rejected: solutions rejected before SFT (reported).
-        log: called with a progress string every few steps.
+        log: called with a progress string (loss, elapsed, ETA) every 10 steps.
+        progress: called with the steps done after every step.
     """
     start = time.perf_counter()
     end_ids = [tokenizer.convert_tokens_to_ids("<|im_end|>")]
     data = [_encode(tokenizer, p, t.solution, end_ids, config.max_length)
             for t, p in zip(examples, prompts)]
     steps_per_epoch = math.ceil(len(data) / config.batch_size)
-    total = steps_per_epoch * config.epochs
+    total = sft_steps(len(data), config)
     trainable = [p for p in model.parameters() if p.requires_grad]  # LoRA: adapters only
     optimizer = torch.optim.AdamW(trainable, lr=config.learning_rate, weight_decay=0.0)
     warmup = max(1, total // 20)
@@ -84,8 +94,13 @@ def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], co
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             losses.append(loss.item())
+            if progress is not None:
+                progress(len(losses))
             if len(losses) % 10 == 0 or len(losses) == total:
-                log(f"sft step {len(losses)}/{total} loss {losses[-1]:.4f}")
+                elapsed = time.perf_counter() - start
+                eta = step_eta(len(losses), total, elapsed)
+                log(f"sft step {len(losses)}/{total} loss {losses[-1]:.4f}, "
+                    f"{format_seconds(elapsed)} elapsed" + (f", {eta}" if eta else ""))
     return SFTReport(len(examples), rejected, len(losses), losses[0] if losses else float("nan"),
                      losses[-1] if losses else float("nan"), time.perf_counter() - start)
 

@@ -5,6 +5,7 @@ directly comparable."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from rlvr.records import Task
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
@@ -36,9 +37,12 @@ class ValidationResult:
 
 def validate(engine, tokenizer, tasks: list[Task], prompts: list[list[int]],
              rewards: RewardPipeline, *, max_new_tokens: int, stop_token_ids: tuple[int, ...],
-             batch_size: int = 64) -> tuple[ValidationResult, list[dict]]:
+             batch_size: int = 64, progress: Callable[[int], None] | None = None
+             ) -> tuple[ValidationResult, list[dict]]:
     """Greedy-decode every task once and score it. Returns the result and one sample record
-    per task (``id``, ``completion``, ``reward``, ``status``, ``extracted``)."""
+    per task (``id``, ``completion``, ``reward``, ``status``, ``extracted``).
+    ``progress(n)`` is called with the number of tasks decoded after each batch (a
+    :class:`rlvr.progress.Phase`'s ``update``)."""
     import time
 
     start = time.perf_counter()
@@ -51,6 +55,8 @@ def validate(engine, tokenizer, tasks: list[Task], prompts: list[list[int]],
             texts.append(tokenizer.decode(out.completion(row), skip_special_tokens=True))
             lengths.append(int(out.lengths[row]))
             truncated.append(out.finish_reason[row] == "length")
+        if progress is not None:
+            progress(len(texts))
     results = rewards.score_batch([ScoreRequest(t, task.reference, task.task_type)
                                    for t, task in zip(texts, tasks)])
     n = len(tasks)
