@@ -264,6 +264,12 @@ def train(
         Console(width=None if sys.stdout.isatty() else 120).print(sampled)
     print(f"pass@1 gain: {results['gain_pass_at_1'] * 100:+.1f} points; wall time "
           f"{results['wall_seconds'] / 60:.1f} min; run dir {run_dir}")
+    rollbacks = results.get("rollbacks") or []
+    if rollbacks and not results.get("stopped"):
+        err.print(f"[bold magenta]recovered[/] after {len(rollbacks)} rollback(s): " + "; ".join(
+            f"step {r['step']} ({r['check']}) to {r['to']}, learning rate {r['lr']:.3g}"
+            for r in rollbacks) + f"; trained to step {results['trained']['step']}",
+            highlight=False)
     if results.get("stopped"):
         stop = results["stopped"]
         err.print(f"[bold red]error:[/] training stopped at step {stop['step']} by the "

@@ -327,7 +327,7 @@ class Run:
                 history["stopped"] = alert.to_dict()
                 return alert  # train() validates and checkpoints the stopped policy
             if alert and alert.action == "rollback":
-                self._rollback(step)
+                self._rollback(step, alert.check)
             if c.checkpoint.every and step % c.checkpoint.every == 0 or step == c.grpo.steps:
                 self.checkpoint(step, sampler, history)
         return None
@@ -355,12 +355,19 @@ class Run:
                 f"{c} {m[f'reward_mean/{c}']:.2f} (parse fail {m[f'parse_failure_rate/{c}']:.0%})"
                 for c in cats))
 
-    def _rollback(self, step: int) -> None:
-        """Restore the newest checkpoint at least ``health.rollback_margin`` steps old
-        (policy, optimizer and scheduler; the data stream and step counter go on), multiply
-        the learning rate by ``health.rollback_lr_factor`` and reset the health baselines."""
+    def _rollback_target(self, step: int) -> Path:
+        """The checkpoint a rollback at ``step`` restores: the newest one at least
+        ``health.rollback_margin`` steps old (step 0, the model that entered GRPO, when none
+        is)."""
+        return latest_checkpoint(self.run_dir, max_step=step - self.config.health.rollback_margin)
+
+    def _rollback(self, step: int, check: str | None = None) -> None:
+        """Restore :meth:`_rollback_target` (policy, optimizer and scheduler; the data stream
+        and step counter go on), multiply the learning rate by ``health.rollback_lr_factor``,
+        reset the health baselines and cooldowns, and record the rollback (check, checkpoint,
+        learning rate) in the monitor's ``rollback_log`` (results.json ``rollbacks``)."""
         h = self.config.health
-        target = latest_checkpoint(self.run_dir, max_step=step - h.rollback_margin)
+        target = self._rollback_target(step)
         restored = self._load_policy(target)
         self.policy.load_state_dict(restored.state_dict())
         del restored
@@ -373,9 +380,11 @@ class Run:
             group["lr"] = base * factor
         if self.step_fn is not None and self.step_fn.update_group is not None:
             self.step_fn.update_group.sync()  # the other ranks load the same state
-        self.monitor.after_rollback(step)
-        console.print(f"[bold magenta]rollback[/] to {target.name}; learning rate now "
-                      f"{self.optimizer.param_groups[0]['lr']:.3g} (x{self.lr_scale:g})")
+        lr = self.config.grpo.learning_rate * self.lr_scale
+        self.monitor.after_rollback(step, check, target.name, _step_of(target), lr)
+        console.print(f"[bold magenta]rollback[/] at step {step} ({check or 'health check'}) "
+                      f"to {target.name}; learning rate now {lr:.3g} (grpo.learning_rate "
+                      f"{self.config.grpo.learning_rate:g} x{self.lr_scale:g})")
 
     def checkpoint(self, step: int, sampler: TaskSampler, history: dict) -> None:
         save_checkpoint(self.run_dir, step, self.policy, self.tokenizer, self.optimizer,
@@ -466,6 +475,12 @@ class Run:
 
         audit = self.eval_rewards if self.config.reward.verifiers else None
         self.monitor = HealthMonitor(self.config.health, self.run_dir, audit, console.print)
+
+        def target(step: int) -> tuple[str, int]:
+            path = self._rollback_target(step)
+            return path.name, _step_of(path)
+
+        self.monitor.rollback_target = target
         resume_step = None
         if checkpoint is not None:
             resume_step = int(checkpoint.name.split("-")[1])
@@ -559,8 +574,14 @@ class Run:
                 "pass_at_k": {k: v for k, v in (history.get("pass_at_k") or {}).items() if v},
                 "gain_pass_at_1": trained["pass_at_1"] - (baseline or trained)["pass_at_1"],
                 "stopped": history.get("stopped"),
+                "rollbacks": list(self.monitor.rollback_log),
                 "wall_seconds": seconds, "run_dir": str(self.run_dir),
                 "precision": self.precision.as_dict()}
+
+
+def _step_of(checkpoint: Path) -> int:
+    """The step of a ``checkpoints/step-NNNNNN`` directory."""
+    return int(checkpoint.name.split("-")[1])
 
 
 def _sampling_metrics(sampler: TaskSampler, skipped_before: int, counts_before: dict) -> dict:
