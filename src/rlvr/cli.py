@@ -368,7 +368,11 @@ def sft(
     except RunInputError as exc:
         raise fail(str(exc))
     before, after = results["base_model"], results["sft_model"]
-    print(f"sft: {results['sft']['kept']} examples ({results['sft']['rejected']} rejected); "
+    report = results["sft"]
+    cut = (f", {report['truncated']} cut at sft.max_length={report['max_length']} "
+           f"({report['no_answer']} dropped: no answer token left)" if report.get("truncated")
+           else "")
+    print(f"sft: {report['kept']} examples ({report['rejected']} rejected{cut}); "
           f"validation pass@1 {before['pass_at_1']:.1%} -> {after['pass_at_1']:.1%}, format "
           f"{before['format_rate']:.1%} -> {after['format_rate']:.1%}; model {results['model_dir']}")
 

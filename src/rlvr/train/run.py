@@ -253,7 +253,7 @@ class Run:
         return row
 
     def sft(self) -> dict:
-        from rlvr.train.sft import run_sft, verified_examples
+        from rlvr.train.sft import SFTInputError, run_sft, verified_examples
 
         from rlvr.train.prompting import prompt_ids
 
@@ -268,8 +268,11 @@ class Run:
         prompts = [prompt_ids(self.tokenizer, t, self.instruction(t), c.data.one_shot)
                    for t in examples]
         console.print(f"sft: {len(examples)} verified examples, {rejected} rejected")
-        report = run_sft(self.policy, self.tokenizer, examples, prompts, c.sft, c.seed,
-                         c.model.bf16, rejected=rejected, log=console.print)
+        try:
+            report = run_sft(self.policy, self.tokenizer, examples, prompts, c.sft, c.seed,
+                             c.model.bf16, rejected=rejected, log=console.print)
+        except SFTInputError as exc:
+            raise RunInputError(str(exc)) from exc
         sync_engine(self._engine, self.policy)
         return report.__dict__
 

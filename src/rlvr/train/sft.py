@@ -19,9 +19,27 @@ from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
 from rlvr.train.policy import autocast
 
 
+class SFTInputError(ValueError):
+    """SFT cannot train: no example keeps an answer token within ``sft.max_length``."""
+
+
 @dataclass(frozen=True)
 class SFTReport:
-    """What the cold start did: examples kept / rejected, steps, final loss, seconds."""
+    """What the cold start did.
+
+    Attributes:
+        kept: verified examples trained on (``no_answer`` ones excluded).
+        rejected: solutions rejected before SFT (no solution, or one that does not verify).
+        steps: optimizer steps.
+        first_loss, final_loss: token-mean answer NLL (nats/token) of the first / last step.
+        seconds: wall time.
+        truncated: examples cut at ``sft.max_length`` (prompt + answer + end token longer),
+            those left without any answer token included.
+        no_answer: examples whose prompt alone fills ``sft.max_length``: no answer token
+            left, nothing to learn; dropped before training.
+        max_length: ``sft.max_length`` (tokens).
+        longest: the longest example, prompt + answer + end token, in tokens.
+    """
 
     kept: int
     rejected: int
@@ -29,6 +47,10 @@ class SFTReport:
     first_loss: float
     final_loss: float
     seconds: float
+    truncated: int = 0
+    no_answer: int = 0
+    max_length: int = 0
+    longest: int = 0
 
 
 def verified_examples(tasks: list[Task], rewards: RewardPipeline) -> tuple[list[Task], int]:
@@ -42,11 +64,48 @@ def verified_examples(tasks: list[Task], rewards: RewardPipeline) -> tuple[list[
 
 
 def _encode(tokenizer, prompt: list[int], solution: str, end_ids: list[int],
-            max_length: int) -> tuple[list[int], list[int]]:
+            max_length: int) -> tuple[list[int], list[int], int]:
+    """``(ids, labels, full length)``: prompt + answer + end ids cut to ``max_length``
+    tokens, labels -100 on the prompt; the length before the cut."""
     answer = tokenizer(solution, add_special_tokens=False).input_ids + end_ids
     ids = (prompt + answer)[:max_length]
     labels = ([-100] * len(prompt) + answer)[:max_length]
-    return ids, labels
+    return ids, labels, len(prompt) + len(answer)
+
+
+def encode_examples(tokenizer, examples: list[Task], prompts: list[list[int]], max_length: int,
+                    log=print) -> tuple[list[tuple[list[int], list[int]]], dict[str, int]]:
+    """Tokenise the SFT examples and account for ``sft.max_length``.
+
+    Returns ``(data, counts)``: ``data`` the ``(ids, labels)`` pairs that keep at least one
+    answer token; ``counts`` ``{"truncated", "no_answer", "max_length", "longest"}`` (see
+    :class:`SFTReport`). Any cut is logged, naming ``sft.max_length`` and the longest example.
+
+    Raises:
+        SFTInputError: no example keeps an answer token (every prompt fills ``max_length``),
+            naming ``sft.max_length`` and the length needed.
+    """
+    end_ids = [tokenizer.convert_tokens_to_ids("<|im_end|>")]
+    encoded = [_encode(tokenizer, p, t.solution, end_ids, max_length)
+               for t, p in zip(examples, prompts)]
+    data = [(ids, labels) for ids, labels, _ in encoded if any(x != -100 for x in labels)]
+    longest = max((n for _, _, n in encoded), default=0)
+    counts = {"truncated": sum(n > max_length for _, _, n in encoded),
+              "no_answer": len(encoded) - len(data), "max_length": max_length,
+              "longest": longest}
+    if encoded and not data:
+        shortest = min(len(p) for p in prompts)
+        raise SFTInputError(
+            f"sft.max_length={max_length}: every one of the {len(encoded)} SFT examples is cut "
+            f"before its answer (prompts are {shortest}-{max(len(p) for p in prompts)} tokens): "
+            f"nothing would train; set sft.max_length to at least {longest} (the longest "
+            f"prompt + answer), or sft.enabled=false")
+    if counts["truncated"]:
+        log(f"[yellow]sft.max_length={max_length}[/]: {counts['truncated']} of {len(encoded)} "
+            f"examples cut (longest prompt + answer {longest} tokens); {counts['no_answer']} "
+            f"keep no answer token and are dropped, {counts['truncated'] - counts['no_answer']} "
+            f"train on part of their answer")
+    return data, counts
 
 
 def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], config,
@@ -56,12 +115,14 @@ def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], co
     Args:
         config: :class:`rlvr.train.config.SFTConfig`.
         rejected: solutions rejected before SFT (reported).
-        log: called with a progress string every few steps.
+        log: called with a progress string every few steps (and the truncation line).
+
+    Raises:
+        SFTInputError: no example keeps an answer token within ``config.max_length``
+            (before any training).
     """
     start = time.perf_counter()
-    end_ids = [tokenizer.convert_tokens_to_ids("<|im_end|>")]
-    data = [_encode(tokenizer, p, t.solution, end_ids, config.max_length)
-            for t, p in zip(examples, prompts)]
+    data, counts = encode_examples(tokenizer, examples, prompts, config.max_length, log)
     steps_per_epoch = math.ceil(len(data) / config.batch_size)
     total = steps_per_epoch * config.epochs
     trainable = [p for p in model.parameters() if p.requires_grad]  # LoRA: adapters only
@@ -86,8 +147,9 @@ def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], co
             losses.append(loss.item())
             if len(losses) % 10 == 0 or len(losses) == total:
                 log(f"sft step {len(losses)}/{total} loss {losses[-1]:.4f}")
-    return SFTReport(len(examples), rejected, len(losses), losses[0] if losses else float("nan"),
-                     losses[-1] if losses else float("nan"), time.perf_counter() - start)
+    return SFTReport(len(data), rejected, len(losses), losses[0] if losses else float("nan"),
+                     losses[-1] if losses else float("nan"), time.perf_counter() - start,
+                     **counts)
 
 
 def _step(model, batch: list[tuple[list[int], list[int]]], pad_id: int, bf16: bool):
