@@ -94,10 +94,16 @@ class DataConfig(_Section):
                                       "shares are logged (`data/pool/...`) and in results.json.")
     tier_weights: dict[str, float] = Field(
         default_factory=lambda: {"easy": 0.1, "medium": 0.8, "hard": 0.1},
-        description="When training tasks carry measured tiers (`difficulty` easy / medium / "
-        "hard from `rlvr data stratify`, R24), draw from the tiers by these weights (mostly "
-        "medium: the problems whose groups have reward variance). Tasks without a tier count "
-        "as medium; tiers absent from the data are left out and the rest renormalised.")
+        description="When training tasks carry tiers (see `tiers`), draw from the tiers by "
+        "these weights (mostly medium: the problems whose groups have reward variance). Tasks "
+        "without a tier count as medium; tiers absent from the data are left out and the rest "
+        "renormalised. The run logs the tiers' task counts and draw shares at the start.")
+    tiers: Literal["measured", "labels", "off"] = Field(
+        "measured", description="Which `difficulty` values are sampling tiers. `measured` "
+        "(default): only tiers measured on a model by `rlvr data stratify` (R24: tasks with a "
+        "`pass_rate`); a dataset's own easy / medium / hard labels are not used (the run says "
+        "how many it ignored). `labels`: the dataset's easy / medium / hard labels too. `off`: "
+        "no tiers, every task drawn alike.")
     check_references: bool = Field(True, description="Drop file-source tasks whose reference "
                                    "does not verify against itself (R27), printing their ids; "
                                    "training never trains on a reference its verifier "

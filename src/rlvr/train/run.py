@@ -170,19 +170,39 @@ class Run:
                           + (" ..." if len(dropped) > 10 else ""))
         return kept
 
+    def _tier(self, task) -> str | None:
+        """``task``'s sampling tier under ``data.tiers``: its ``difficulty`` when that is
+        easy / medium / hard and (``measured``) was measured by ``rlvr data stratify`` (the
+        task has a ``pass_rate``) or (``labels``) whatever its origin; else None."""
+        from rlvr.data.stratify import TIERS
+
+        mode = self.config.data.tiers
+        if mode == "off" or task.difficulty not in TIERS:
+            return None
+        return task.difficulty if mode == "labels" or task.pass_rate is not None else None
+
     def sampler(self) -> TaskSampler:
-        """Pools by mixture source and measured tier (R24, R26), weighted as configured."""
+        """Pools by mixture source and tier (R24, R26; ``data.tiers``), weighted as
+        configured. Logs where the tiers came from, their task counts and draw shares, and
+        (``data.tiers: measured``) how many dataset difficulty labels were not used."""
         from rlvr.data.stratify import TIERS
 
         c, pools = self.config, {}
         weights = {(s.name or s.source): s.weight for s in c.data.sources}
-        tiered = any(t.difficulty in TIERS for t in self.train_tasks)
-        for i, (task, label) in enumerate(zip(self.train_tasks, self.train_pool_of)):
-            tier = (task.difficulty if task.difficulty in TIERS else "medium") if tiered else None
-            pools.setdefault((label, tier), []).append(i)
+        tiers = [self._tier(t) for t in self.train_tasks]
+        tiered = any(tiers)
+        ignored = sum(t.difficulty in TIERS and tier is None
+                      for t, tier in zip(self.train_tasks, tiers))
+        if ignored and c.data.tiers == "measured":
+            console.print(f"data.tiers: {ignored} training tasks carry a difficulty label "
+                          f"(easy / medium / hard) without a measured pass_rate: not used as "
+                          f"sampling tiers (measure them with `rlvr data stratify`, or set "
+                          f"data.tiers: labels to draw by the dataset's labels)")
+        for i, (tier, label) in enumerate(zip(tiers, self.train_pool_of)):
+            pools.setdefault((label, (tier or "medium") if tiered else None), []).append(i)
         if len(pools) == 1:
             return TaskSampler.single(len(self.train_tasks), c.seed, c.grpo.filter_groups_after)
-        named, w = {}, {}
+        named, w, tier_of = {}, {}, {}
         for (label, tier), idx in pools.items():
             name = "/".join(x for x in (label, tier) if x)
             present = [t for (lb, t) in pools if lb == label]
@@ -190,6 +210,19 @@ class Run:
                                                                for t in present)) if tier else 1.0
             if tier_w > 0:
                 named[name], w[name] = idx, weights.get(label, 1.0) * tier_w
+                tier_of[name] = tier
+        if tiered:
+            origin = ("measured by `rlvr data stratify`" if c.data.tiers == "measured"
+                      else "the dataset's difficulty labels, data.tiers: labels")
+            total = sum(w.values())
+            counts = {t: sum(len(idx) for (_, tier), idx in pools.items() if tier == t)
+                      for t in TIERS}
+            shares = {t: sum(v for n, v in w.items() if tier_of[n] == t) / total for t in TIERS}
+            untiered = sum(tier is None for tier in tiers)
+            console.print(f"data tiers ({origin}): " + ", ".join(
+                f"{t} {counts[t]} tasks drawn {shares[t]:.0%}" for t in TIERS)
+                + " (data.tier_weights" + (f"; {untiered} tasks without a tier count as medium"
+                                           if untiered else "") + ")")
         return TaskSampler(named, w, c.seed, c.grpo.filter_groups_after)
 
     def engine(self):
