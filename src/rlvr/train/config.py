@@ -132,7 +132,22 @@ class SFTConfig(_Section):
     batch_size: int = Field(16, ge=1, description="Sequences per optimizer step.")
     learning_rate: float = Field(5e-5, gt=0, description="Peak LR (linear warm-up over 5% "
                                  "of steps, then linear decay). Higher than GRPO's (R20).")
-    max_length: int = Field(320, ge=16, description="Max tokens of prompt + solution.")
+    max_length: int = Field(320, ge=16, description="Max tokens of prompt + solution; longer "
+                            "examples are cut (counted and logged), those left without an "
+                            "answer token dropped; none left is refused.")
+    checkpoint_every: int = Field(50, ge=0, description="`rlvr train`: write the SFT state "
+                                  "(model, optimizer, scheduler, data position, RNG) to "
+                                  "RUN/sft_checkpoint.pt every K optimizer steps, so `--resume` "
+                                  "after a kill during SFT continues it (the same result as an "
+                                  "uninterrupted SFT); removed once sft_model/ is saved. 0 = "
+                                  "none: a resume restarts SFT from its first step.")
+    full_finetune: bool = Field(True, description="With `model.lora_rank` set: SFT trains all "
+                                "weights (default: a few hundred adapter steps do not teach a "
+                                "small model the answer format), GRPO then trains fresh LoRA "
+                                "adapters on top of the SFT model, which is also the frozen KL "
+                                "reference. false: SFT trains its own adapters (no AdamW "
+                                "moments for the full weights: less memory), merged into "
+                                "sft_model/ before GRPO's fresh adapters.")
 
 
 class GRPOConfig(_Section):

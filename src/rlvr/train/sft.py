@@ -11,6 +11,7 @@ import math
 import random
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -109,17 +110,25 @@ def encode_examples(tokenizer, examples: list[Task], prompts: list[list[int]], m
 
 
 def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], config,
-            seed: int, bf16: bool, rejected: int = 0, log=print) -> SFTReport:
+            seed: int, bf16: bool, rejected: int = 0, log=print,
+            state_path: Path | None = None, resume: bool = False) -> SFTReport:
     """Fine-tune ``model`` in place on ``examples`` (with their chat ``prompts``).
 
     Args:
         config: :class:`rlvr.train.config.SFTConfig`.
         rejected: solutions rejected before SFT (reported).
         log: called with a progress string every few steps (and the truncation line).
+        state_path: the SFT checkpoint file: every ``config.checkpoint_every`` optimizer
+            steps the model's state dict, the optimizer, the scheduler, the data order and
+            position, the losses so far and the RNG states are written there atomically.
+            ``None``: no SFT checkpoints.
+        resume: continue from ``state_path`` when it exists (``model`` must be built as for
+            the interrupted SFT: same model, same wrapping); the result equals an
+            uninterrupted SFT (same seed, same machine).
 
     Raises:
         SFTInputError: no example keeps an answer token within ``config.max_length``
-            (before any training).
+            (before any training), or the SFT checkpoint belongs to different data.
     """
     start = time.perf_counter()
     data, counts = encode_examples(tokenizer, examples, prompts, config.max_length, log)
@@ -132,11 +141,29 @@ def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], co
         optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(total - warmup, 1))))
     rng = random.Random(seed)
     losses: list[float] = []
+    first_epoch, first_batch, order, seconds_before = 0, 0, None, 0.0
+    if resume and state_path is not None and state_path.is_file():
+        state = torch.load(state_path, weights_only=False)
+        if (state["examples"], state["total"]) != (len(data), total):
+            raise SFTInputError(f"{state_path}: an SFT checkpoint of {state['examples']} "
+                                f"examples / {state['total']} steps, this SFT has {len(data)} / "
+                                f"{total}: not the same SFT (remove the file to start SFT "
+                                f"afresh)")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        rng.setstate(state["order_rng"])
+        torch.set_rng_state(state["torch_rng"])
+        random.setstate(state["python_rng"])
+        first_epoch, first_batch, order = state["epoch"], state["batch"], state["order"]
+        losses, seconds_before = state["losses"], state["seconds"]
+        log(f"sft: resumed from {state_path.name} at step {len(losses)}/{total}")
     model.train()
-    for epoch in range(config.epochs):
-        order = list(range(len(data)))
-        rng.shuffle(order)
-        for b in range(steps_per_epoch):
+    for epoch in range(first_epoch, config.epochs):
+        if order is None:
+            order = list(range(len(data)))
+            rng.shuffle(order)
+        for b in range(first_batch if epoch == first_epoch else 0, steps_per_epoch):
             batch = [data[i] for i in order[b * config.batch_size:(b + 1) * config.batch_size]]
             loss = _step(model, batch, tokenizer.pad_token_id, bf16)
             loss.backward()
@@ -147,9 +174,28 @@ def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], co
             losses.append(loss.item())
             if len(losses) % 10 == 0 or len(losses) == total:
                 log(f"sft step {len(losses)}/{total} loss {losses[-1]:.4f}")
+            if (state_path is not None and config.checkpoint_every
+                    and len(losses) % config.checkpoint_every == 0 and len(losses) < total):
+                nxt = (epoch, b + 1) if b + 1 < steps_per_epoch else (epoch + 1, 0)
+                _save_state(state_path, {
+                    "examples": len(data), "total": total, "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                    "order_rng": rng.getstate(), "torch_rng": torch.get_rng_state(),
+                    "python_rng": random.getstate(), "epoch": nxt[0], "batch": nxt[1],
+                    "order": order if nxt[0] == epoch else None, "losses": losses,
+                    "seconds": seconds_before + time.perf_counter() - start})
+        order = None
     return SFTReport(len(data), rejected, len(losses), losses[0] if losses else float("nan"),
-                     losses[-1] if losses else float("nan"), time.perf_counter() - start,
-                     **counts)
+                     losses[-1] if losses else float("nan"),
+                     seconds_before + time.perf_counter() - start, **counts)
+
+
+def _save_state(path: Path, state: dict) -> None:
+    """``torch.save`` to a temp file beside ``path``, renamed over it when complete."""
+    from rlvr.rewards.records_io import atomic_write
+
+    with atomic_write(path, "wb") as f:
+        torch.save(state, f)
 
 
 def _step(model, batch: list[tuple[list[int], list[int]]], pad_id: int, bf16: bool):
