@@ -282,6 +282,12 @@ def train(
         Console(width=None if sys.stdout.isatty() else 120).print(sampled)
     print(f"pass@1 gain: {results['gain_pass_at_1'] * 100:+.1f} points; wall time "
           f"{results['wall_seconds'] / 60:.1f} min; run dir {run_dir}")
+    rollbacks = results.get("rollbacks") or []
+    if rollbacks and not results.get("stopped"):
+        err.print(f"[bold magenta]recovered[/] after {len(rollbacks)} rollback(s): " + "; ".join(
+            f"step {r['step']} ({r['check']}) to {r['to']}, learning rate {r['lr']:.3g}"
+            for r in rollbacks) + f"; trained to step {results['trained']['step']}",
+            highlight=False)
     if results.get("stopped"):
         stop = results["stopped"]
         err.print(f"[bold red]error:[/] training stopped at step {stop['step']} by the "
@@ -384,7 +390,11 @@ def sft(
     except RunInputError as exc:
         raise fail(str(exc))
     before, after = results["base_model"], results["sft_model"]
-    print(f"sft: {results['sft']['kept']} examples ({results['sft']['rejected']} rejected); "
+    report = results["sft"]
+    cut = (f", {report['truncated']} cut at sft.max_length={report['max_length']} "
+           f"({report['no_answer']} dropped: no answer token left)" if report.get("truncated")
+           else "")
+    print(f"sft: {report['kept']} examples ({report['rejected']} rejected{cut}); "
           f"validation pass@1 {before['pass_at_1']:.1%} -> {after['pass_at_1']:.1%}, format "
           f"{before['format_rate']:.1%} -> {after['format_rate']:.1%}; model {results['model_dir']}")
 

@@ -605,9 +605,9 @@ def _run(server: ModelServer, body: _Request, prompts: list[list[int]],
 def load_for_serving(name: str):
     """``(model, tokenizer)`` for ``name``: anything :func:`rlvr.models.load_model_and_tokenizer`
     accepts, plus a LoRA adapter checkpoint (a directory with ``adapter_config.json``), whose
-    base model comes from the run's ``config.yaml`` next to it (``RUN/sft_model``,
-    ``RUN/checkpoints/step-N``) or the adapter's ``base_model_name_or_path``; the adapters
-    are merged into plain weights.
+    base model is the run's (``RUN/checkpoints/step-N``): its ``sft_model/`` when the run
+    recorded that in ``lora_base.json``, else ``model.name`` of its ``config.yaml``; or the
+    adapter's ``base_model_name_or_path``. The adapters are merged into plain weights.
 
     Raises:
         rlvr.models.loader.ModelLoadError: the model, or an adapter's base model, does not load.
@@ -638,13 +638,15 @@ def _adapter_base(path: Path) -> tuple[str, int]:
 
     from rlvr.models.loader import ModelLoadError
 
+    from rlvr.train.run import lora_base
+
     for run_dir in (path.parent, path.parent.parent):
         config = run_dir / "config.yaml"
         if config.is_file():
             data = yaml.safe_load(config.read_text()) or {}
             name = (data.get("model") or {}).get("name")
-            if name:
-                return str(name), int(data.get("seed", 0))
+            if name:  # the run's sft_model/ when its adapters were trained on it
+                return lora_base(run_dir, str(name), int(data.get("seed", 0)))
     base = json.loads((path / "adapter_config.json").read_text()).get("base_model_name_or_path")
     if base:
         return str(base), 0

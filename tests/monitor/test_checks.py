@@ -31,8 +31,9 @@ def rec(step=1, category="a", status="wrong", reward=0.0, outcome=0.0, text="x",
 
 def test_every_check_has_a_config_section():
     assert set(HEALTH_CHECKS) == {"nonfinite", "reward_collapse", "kl_spike", "length_inflation",
-                                  "zero_variance", "format_errors", "verifier_errors",
-                                  "category_bias",
+                                  "zero_variance", "format_errors", "format_collapse",
+                                  "entropy_jump", "verifier_errors", "category_bias",
+                                  "validation_collapse",
                                   "degeneration", "reward_hacking", "overfitting"}
     for name in HEALTH_CHECKS:
         assert CFG.check_config(name).action in ("warn", "stop", "rollback")
@@ -100,6 +101,56 @@ def test_format_errors(last, fires):
     history = [{"format_error_rate": 0.1}] * 5 + [{"format_error_rate": last}]
     finding = run("format_errors", ctx(history))
     assert (finding is not None) == fires  # 0.5 > 0.1 + 0.25 and >= 0.3; 0.3 is not
+
+
+@pytest.mark.parametrize("rates, fires", [
+    ([0.5, 1.0], True),           # one step of history is enough: >= 0.9 and 0.5 above 0.5
+    ([0.5, 0.4, 0.94], True),     # 0.94 >= 0.9, mean 0.45 + 0.4 <= 0.94
+    ([0.5, 0.8125], False),       # a noisy step of the healthy smoke run: below 0.9
+    ([0.6, 0.95], False),         # rise 0.35 < 0.4
+    ([0.95, 1.0], False),         # a policy that never had the format: no collapse
+    ([1.0], False),               # no history: the first step is the baseline
+])
+def test_format_collapse(rates, fires):
+    """The exploding smoke run (grpo.learning_rate=1e3): 50% -> 100% format errors at step 2,
+    when no row trains and KL is not measured."""
+    rows = [rec(step=len(rates), status="unparsed", text="7 7 7 7")]
+    finding = run("format_collapse", ctx([{"format_error_rate": r} for r in rates], rows))
+    assert (finding is not None) == fires
+    if fires:
+        assert finding.value == rates[-1] and "answer format collapsed" in finding.message
+        assert finding.examples == ["7 7 7 7"]
+
+
+@pytest.mark.parametrize("entropies, fires", [
+    ([1.53, 4.43], True),         # the exploding smoke run at step 2 (nats/token)
+    ([1.5, 1.6, 3.3], True),      # > 2 x 1.55 and 1.75 above it
+    ([1.53, 1.78], False),        # the healthy smoke run's largest step-to-step change
+    ([0.2, 0.9], False),          # 4.5x, but only 0.7 nats/token: below min_rise
+    ([4.4], False),               # no history
+])
+def test_entropy_jump(entropies, fires):
+    finding = run("entropy_jump", ctx([{"rollout_entropy": e} for e in entropies]))
+    assert (finding is not None) == fires
+    if fires:
+        assert finding.value == entropies[-1] and "entropy jumped" in finding.message
+
+
+@pytest.mark.parametrize("before, now, fires", [
+    ({"pass_at_1": 0.0, "format_rate": 1.0}, {"pass_at_1": 0.0, "format_rate": 0.0}, True),
+    ({"pass_at_1": 0.49, "format_rate": 1.0}, {"pass_at_1": 0.2, "format_rate": 0.97}, True),
+    ({"pass_at_1": 0.49, "format_rate": 1.0}, {"pass_at_1": 0.3, "format_rate": 0.9}, False),
+    ({"pass_at_1": 0.3, "format_rate": 0.3}, {"pass_at_1": 0.12, "format_rate": 0.12}, False),
+    ({"pass_at_1": 0.5}, {"pass_at_1": 0.1}, True),   # rows without format_rate (old state)
+])
+def test_validation_collapse(before, now, fires):
+    vals = [dict(before, step=0, label="before_grpo"), dict(now, step=2, label="grpo")]
+    finding = run("validation_collapse", ctx([{"reward_mean": 0.1}] * 2, validation=vals))
+    assert (finding is not None) == fires
+    if fires:
+        assert "collapsed to" in finding.message and "before GRPO (step 0)" in finding.message
+    # judged at a validation step only
+    assert run("validation_collapse", ctx([{"reward_mean": 0.1}] * 3, validation=vals)) is None
 
 
 @pytest.mark.parametrize("errors, timeouts, fires", [(3, 1, True), (2, 1, False), (0, 0, False)])
@@ -210,21 +261,85 @@ def _monitor(tmp_path, **updates):
     return HealthMonitor(HealthConfig(**updates), tmp_path, print_fn=lambda *_: None)
 
 
+BASE = {"reward_mean": 0.6, "reward_std": 0.1, "zero_variance_fraction": 0.0,
+        "length_mean": 10, "truncation_rate": 0.0, "format_error_rate": 0.0}
+
+
 def test_cooldown_and_rollback_limit(tmp_path):
-    monitor = _monitor(tmp_path, cooldown=2, max_rollbacks=1, min_history=1)
-    base = {"reward_mean": 0.6, "reward_std": 0.1, "zero_variance_fraction": 0.0,
-            "length_mean": 10, "truncation_rate": 0.0, "format_error_rate": 0.0}
+    monitor = _monitor(tmp_path, cooldown=2, max_rollbacks=1, min_history=1,
+                       repeat_rollback="rollback")
+    base = BASE
     monitor.check(1, base)
-    alerts = monitor.check(2, dict(base, reward_mean=0.1))
+    alerts = monitor.check(2, dict(base, format_error_rate=0.5))
+    assert [(a.check, a.action) for a in alerts] == [("format_errors", "warn")]
+    assert monitor.check(3, dict(base, format_error_rate=0.6)) == []  # cooling down (2 steps)
+    alerts = monitor.check(4, dict(base, reward_mean=0.1))
     assert [(a.check, a.action) for a in alerts] == [("reward_collapse", "rollback")]
-    monitor.after_rollback(2)
-    monitor.check(3, base)
-    assert monitor.check(4, dict(base, reward_mean=0.1)) == []  # cooling down (2 steps)
+    monitor.after_rollback(4)
     monitor.check(5, base)
-    alerts = monitor.check(6, dict(base, reward_mean=0.1))
+    alerts = monitor.check(6, dict(base, reward_mean=0.1))  # a rollback ends the cooldown
     assert alerts[0].action == "stop" and "rollback limit 1 reached" in alerts[0].message
     logged = [json.loads(x) for x in (tmp_path / "alerts.jsonl").read_text().splitlines()]
-    assert [(a["step"], a["action"]) for a in logged] == [(2, "rollback"), (6, "stop")]
+    assert [(a["step"], a["action"]) for a in logged] == [(2, "warn"), (4, "rollback"),
+                                                          (6, "stop")]
+
+
+def _exploding(monitor, step):
+    """The exploding smoke run's signals at ``step``: format 100% wrong, entropy 4.4."""
+    return monitor.check(step, dict(BASE, format_error_rate=1.0, rollout_entropy=4.4))
+
+
+def _healthy(monitor, step):
+    return monitor.check(step, dict(BASE, format_error_rate=0.5, rollout_entropy=1.5))
+
+
+def test_a_repeated_rollback_to_the_same_state_stops_the_run(tmp_path):
+    """Item 7 of issue 17: the policy breaks at step 2, is rolled back to step-000000 with the
+    learning rate halved, breaks again at step 4; a rollback now would restore step-000000
+    again (or step-000002, written after the rollback: no newer state), so the run stops
+    and says why, instead of cooling down and ending with exit 0."""
+    for target in (("step-000000", 0), ("step-000002", 2)):
+        monitor = _monitor(tmp_path / target[0])
+        monitor.rollback_target = lambda step, t=target: t
+        _healthy(monitor, 1)
+        alerts = _exploding(monitor, 2)
+        assert {a.check for a in alerts} == {"format_collapse", "entropy_jump"}
+        assert all(a.action == "rollback" for a in alerts)
+        monitor.after_rollback(2, "format_collapse", "step-000000", 0, 500.0)
+        _healthy(monitor, 3)
+        alerts = _exploding(monitor, 4)
+        assert [a.action for a in alerts] == ["stop", "stop"]
+        assert (f"the policy broke again after the rollback at step 2 to step-000000 with the "
+                f"learning rate lowered to 500; a rollback now would restore {target[0]}, no "
+                f"newer than that state: stopping") in alerts[0].message
+        assert monitor.rollback_log == [{"step": 2, "check": "format_collapse",
+                                         "to": "step-000000", "to_step": 0, "lr": 500.0}]
+
+
+def test_a_rollback_to_a_newer_state_or_repeat_rollback_rollback_lowers_the_lr_again(tmp_path):
+    monitor = _monitor(tmp_path / "newer")
+    monitor.rollback_target = lambda step: ("step-000004", 4)  # trained past the rollback
+    _healthy(monitor, 1)
+    _exploding(monitor, 2)
+    monitor.after_rollback(2, "format_collapse", "step-000000", 0, 500.0)
+    _healthy(monitor, 3)
+    assert {a.action for a in _exploding(monitor, 4)} == {"rollback"}
+    monitor = _monitor(tmp_path / "again", repeat_rollback="rollback")
+    monitor.rollback_target = lambda step: ("step-000000", 0)
+    _healthy(monitor, 1)
+    _exploding(monitor, 2)
+    monitor.after_rollback(2, "format_collapse", "step-000000", 0, 500.0)
+    _healthy(monitor, 3)
+    assert {a.action for a in _exploding(monitor, 4)} == {"rollback"}
+    monitor.after_rollback(4, "format_collapse", "step-000000", 0, 250.0)
+    _healthy(monitor, 5)
+    alerts = _exploding(monitor, 6)  # max_rollbacks 2
+    assert {a.action for a in alerts} == {"stop"}
+    assert "rollback limit 2 reached" in alerts[0].message
+    state = json.loads(json.dumps(monitor.state_dict()))
+    other = _monitor(tmp_path / "again")
+    other.load_state_dict(state)
+    assert other.rollback_log == monitor.rollback_log and len(other.rollback_log) == 2
 
 
 def test_state_round_trips_through_json_and_spot_check_is_top_k(tmp_path):

@@ -150,9 +150,9 @@ def test_completions_that_grow_every_step_trigger_a_rollback_with_a_lower_lr(
     restored = {}
     real = Run._rollback
 
-    def rollback(self, step):
+    def rollback(self, step, *args):
         target = latest_checkpoint(self.run_dir, max_step=step - self.config.health.rollback_margin)
-        real(self, step)
+        real(self, step, *args)
         restored["target"] = target.name
         from safetensors.torch import load_file
         saved = load_file(target / "model.safetensors")

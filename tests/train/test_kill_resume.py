@@ -76,6 +76,7 @@ def test_sigkill_then_resume_equals_the_uninterrupted_run(tmp_path, uninterrupte
                              env=dict(os.environ, PYTHONHASHSEED="0"))
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed from" in resumed.stderr
+    assert not _saving(run_dir)  # a save the kill interrupted left no temp dir behind
     for name in ("metrics.jsonl", "validation.jsonl", "alerts.jsonl", "samples.jsonl"):
         assert _rows(run_dir / name) == _rows(uninterrupted / name), name
     a = json.loads((uninterrupted / "results.json").read_text())

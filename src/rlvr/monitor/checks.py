@@ -57,7 +57,9 @@ class CheckContext:
         history: metric rows (``metrics.jsonl`` rows) since the start of GRPO or the last
             rollback, oldest first; the current step's row is last.
         rows: completions of the last ``window`` steps (current step included).
-        validation: validation rows during GRPO (``before_grpo``, ``grpo`` ...), oldest first.
+        validation: validation rows during GRPO (``before_grpo``, ``grpo`` ...), oldest first:
+            ``step``, ``label``, ``pass_at_1`` and (rows recorded since the collapse checks)
+            ``format_rate``, ``mean_reward``.
         window: rolling window in steps; min_history: steps a trend check needs.
     """
 
@@ -252,6 +254,43 @@ def format_errors(ctx: CheckContext, cfg) -> Finding | None:
     return None
 
 
+@health_check("format_collapse")
+def format_collapse(ctx: CheckContext, cfg) -> Finding | None:
+    """format_error_rate >= max_rate and >= rise above the mean of the previous steps (at
+    least one): the step a broken policy first samples, whether or not any row trains."""
+    prev = ctx.previous("format_error_rate")
+    cur = ctx.current.get("format_error_rate")
+    if not prev or cur is None:
+        return None
+    base = _mean(prev)
+    if cur >= cfg.max_rate and cur - base >= cfg.rise:
+        bad = [_clip(r.text) for r in ctx.rows if r.step == ctx.step and r.status == "unparsed"]
+        return Finding(f"the answer format collapsed: {cur:.0%} of completions miss it (mean "
+                       f"of the previous {len(prev)} steps {base:.0%})", value=cur,
+                       threshold=max(cfg.max_rate, base + cfg.rise), examples=bad[:3])
+    return None
+
+
+@health_check("entropy_jump")
+def entropy_jump(ctx: CheckContext, cfg) -> Finding | None:
+    """rollout_entropy (nats/token of the sampled tokens) > factor x the mean of the previous
+    steps (at least one) and above it by min_rise: measured on every completion, so it fires
+    when no row trains and KL is not measured."""
+    prev = ctx.previous("rollout_entropy")
+    cur = ctx.current.get("rollout_entropy")
+    if not prev or cur is None:
+        return None
+    base = _mean(prev)
+    if cur > cfg.factor * base and cur - base >= cfg.min_rise:
+        rows = [r for r in ctx.rows if r.step == ctx.step]
+        return Finding(f"the policy's entropy jumped to {cur:.2f} nats/token from {base:.2f} "
+                       f"(mean of the previous {len(prev)} steps): the sampling distribution "
+                       f"has been flattened (learning rate too high?)", value=cur,
+                       threshold=max(cfg.factor * base, base + cfg.min_rise),
+                       examples=[_clip(r.text) for r in rows[:3]])
+    return None
+
+
 @health_check("verifier_errors")
 def verifier_errors(ctx: CheckContext, cfg) -> Finding | None:
     """The share of the step's completions whose verifier failed (status ``error`` or
@@ -369,6 +408,25 @@ def _reward_vs_validation(ctx: CheckContext, cfg) -> Finding | None:
                        f"{v0['step']} and {v1['step']} while validation pass@1 moved "
                        f"{dval:+.1%} (to {v1['pass_at_1']:.1%}): the policy may be exploiting "
                        "the reward; see spot_check/", value=rise, threshold=cfg.reward_rise)
+    return None
+
+
+@health_check("validation_collapse")
+def validation_collapse(ctx: CheckContext, cfg) -> Finding | None:
+    """At a validation of this step: pass@1 or the format rate < (1 - drop) x its value in
+    the validation before GRPO (the first one recorded), by at least min_drop."""
+    vals = ctx.validation
+    if len(vals) < 2 or vals[-1]["step"] != ctx.step:
+        return None
+    first, cur = vals[0], vals[-1]
+    for key, what in (("pass_at_1", "pass@1"), ("format_rate", "format rate")):
+        base, now = first.get(key), cur.get(key)
+        if base is None or now is None:
+            continue
+        if now < (1 - cfg.drop) * base and base - now >= cfg.min_drop:
+            return Finding(f"validation {what} collapsed to {now:.1%} from {base:.1%} before "
+                           f"GRPO (step {first['step']})", value=now,
+                           threshold=min((1 - cfg.drop) * base, base - cfg.min_drop))
     return None
 
 

@@ -84,6 +84,43 @@ class FormatErrorCheck(CheckConfig):
     min_rate: float = Field(0.3, ge=0, le=1, description="... and is at least this.")
 
 
+class FormatCollapseCheck(CheckConfig):
+    """The answer format breaks within a step or two (an exploding policy: a far too high
+    learning rate). Needs one step of history only, so it fires on the step the broken policy
+    first samples, even when no row trains and KL is not measured."""
+
+    action: Action = "rollback"
+    max_rate: float = Field(0.9, gt=0, le=1, description="Alert when format_error_rate is at "
+                            "least this ...")
+    rise: float = Field(0.4, gt=0, le=1, description="... and exceeds the mean of the "
+                        "previous steps (up to `health.window`, at least one, since the start "
+                        "or the last rollback) by at least this.")
+
+
+class EntropyJumpCheck(CheckConfig):
+    """The policy's per-token entropy as sampled in the rollout (``rollout_entropy``,
+    nats/token, measured on every completion) jumps: the distribution has been blown flat.
+    Needs one step of history only and no trained row."""
+
+    action: Action = "rollback"
+    factor: float = Field(2.0, gt=1, description="Alert when rollout_entropy > factor x the "
+                          "mean of the previous steps (up to `health.window`, at least one, "
+                          "since the start or the last rollback) ...")
+    min_rise: float = Field(1.0, gt=0, description="... and exceeds it by at least this many "
+                            "nats/token.")
+
+
+class ValidationCollapseCheck(CheckConfig):
+    """A validation during GRPO falls far below the validation of the model that entered
+    GRPO (``before_grpo``), in pass@1 or in answer format rate."""
+
+    action: Action = "rollback"
+    drop: float = Field(0.5, gt=0, le=1, description="Alert when pass@1 (or the format rate) "
+                        "< (1 - drop) x its value before GRPO ...")
+    min_drop: float = Field(0.2, gt=0, le=1, description="... and the fall is at least this "
+                            "much (absolute), so a weak baseline's noise does not alert.")
+
+
 class VerifierErrorCheck(CheckConfig):
     """Verifier failures (the verifier raised, returned no valid verdict, or timed out): such
     rows score 0 and train nothing, so a failing verifier looks like a hard task set."""
@@ -155,7 +192,8 @@ class HealthConfig(_Section):
     min_history: int = Field(5, ge=1, description="Steps of history a trend check needs "
                              "before it can alert (since the start or the last rollback).")
     cooldown: int = Field(10, ge=0, description="Steps after an alert during which the same "
-                          "check does not alert again.")
+                          "check does not alert again (a rollback ends every cooldown: the "
+                          "restored policy is judged afresh).")
     rollback_lr_factor: float = Field(0.5, gt=0, le=1, description="Learning-rate multiplier "
                                       "applied at each rollback (cumulative).")
     rollback_margin: int = Field(3, ge=0, description="A rollback restores the newest "
@@ -164,6 +202,13 @@ class HealthConfig(_Section):
                                  "with none, the model that entered GRPO.")
     max_rollbacks: int = Field(2, ge=0, description="Rollbacks allowed; the next one stops "
                                "the run.")
+    repeat_rollback: Literal["stop", "rollback"] = Field(
+        "stop", description="A rollback that would restore a state no newer than the previous "
+        "rollback's (the checkpoint it restored, or one written since that holds no newer "
+        "policy: the policy broke again from the same point although the learning rate was "
+        "lowered): `stop` ends the run (exit 3; the message names the checkpoint, the step of "
+        "the earlier rollback and the learning rate), `rollback` restores it again and lowers "
+        "the learning rate once more (up to `max_rollbacks`).")
     spot_check_top_k: int = Field(8, ge=0, description="Top-reward completions of the window "
                                   "written to spot_check/step-N.jsonl at each validation and "
                                   "with each reward_hacking alert (R34).")
@@ -173,6 +218,9 @@ class HealthConfig(_Section):
     length_inflation: LengthInflationCheck = Field(default_factory=LengthInflationCheck)
     zero_variance: ZeroVarianceCheck = Field(default_factory=ZeroVarianceCheck)
     format_errors: FormatErrorCheck = Field(default_factory=FormatErrorCheck)
+    format_collapse: FormatCollapseCheck = Field(default_factory=FormatCollapseCheck)
+    entropy_jump: EntropyJumpCheck = Field(default_factory=EntropyJumpCheck)
+    validation_collapse: ValidationCollapseCheck = Field(default_factory=ValidationCollapseCheck)
     verifier_errors: VerifierErrorCheck = Field(default_factory=VerifierErrorCheck)
     category_bias: CategoryBiasCheck = Field(default_factory=CategoryBiasCheck)
     degeneration: DegenerationCheck = Field(default_factory=DegenerationCheck)

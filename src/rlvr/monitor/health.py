@@ -14,8 +14,9 @@ same alerts as an uninterrupted one.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Callable
 
 from rlvr.monitor.alerts import Alert, AlertLog
 from rlvr.monitor.checks import HEALTH_CHECKS, NO_COOLDOWN, CheckContext, CompletionRecord
@@ -47,6 +48,14 @@ class HealthMonitor:
             completions the training reward credits; ``None`` when training uses those same
             verifiers (nothing to audit).
         print_fn: console printer.
+
+    Attributes:
+        rollback_target: set by the run: ``fn(step) -> (checkpoint name, its step)``, the
+            checkpoint a rollback at ``step`` would restore; with it a rollback to a state no
+            newer than the previous rollback's is a repeat (``health.repeat_rollback``).
+        rollback_log: the rollbacks done, oldest first: ``{"step", "check", "to", "to_step",
+            "lr"}`` (alert step, the check, the checkpoint restored, its step, the learning
+            rate after the rollback).
     """
 
     def __init__(self, config: HealthConfig, run_dir: Path, audit: RewardPipeline | None = None,
@@ -60,6 +69,8 @@ class HealthMonitor:
         self.validation: list[dict] = []
         self.last_alert: dict[str, int] = {}
         self.rollbacks = 0
+        self.rollback_log: list[dict] = []
+        self.rollback_target: Callable[[int], tuple[str, int]] | None = None
 
     # -- per step -----------------------------------------------------------------------------
     def observe(self, step: int, batch) -> dict[str, float]:
@@ -99,7 +110,9 @@ class HealthMonitor:
         """Record a validation row (``step``, ``pass_at_1`` ...) for the validation checks and
         write the spot-check dump of the window's top-reward completions (R34)."""
         self.validation.append({"step": row["step"], "pass_at_1": row["pass_at_1"],
-                                "label": row.get("label")})
+                                "label": row.get("label"),
+                                "format_rate": row.get("format_rate"),
+                                "mean_reward": row.get("mean_reward")})
         if row["step"] > 0:
             self.spot_check(row["step"])
 
@@ -107,7 +120,9 @@ class HealthMonitor:
         """Append the step's metrics to the history, run every enabled check, emit alerts.
 
         Returns the alerts of this step (their ``action`` already resolved: the configured one,
-        or a check's forced one; a rollback beyond ``max_rollbacks`` becomes ``stop``)."""
+        or a check's forced one; a rollback beyond ``max_rollbacks``, or with
+        ``repeat_rollback: stop`` one that would restore a state no newer than the previous
+        rollback's, becomes ``stop``, its message saying why)."""
         self.history.append(dict(metrics, step=step))
         if not self.config.enabled:
             return []
@@ -122,11 +137,10 @@ class HealthMonitor:
             if finding is None:
                 continue
             action = finding.force_action or cfg.action
-            if action == "rollback" and self.rollbacks >= self.config.max_rollbacks:
+            refusal = self._refuse_rollback(step) if action == "rollback" else None
+            if refusal:
                 action = "stop"
-                finding = type(finding)(finding.message + f" (rollback limit "
-                                        f"{self.config.max_rollbacks} reached: stopping)",
-                                        finding.value, finding.threshold, finding.examples)
+                finding = replace(finding, message=f"{finding.message} ({refusal})")
             alert = Alert(step, name, action, finding.message, finding.value,
                           finding.threshold, finding.examples)
             self.last_alert[name] = step
@@ -136,16 +150,39 @@ class HealthMonitor:
                 self.spot_check(step)
         return alerts
 
+    def _refuse_rollback(self, step: int) -> str | None:
+        """Why a rollback at ``step`` must stop the run instead, or None."""
+        if self.rollbacks >= self.config.max_rollbacks:
+            return f"rollback limit {self.config.max_rollbacks} reached: stopping"
+        if (self.config.repeat_rollback != "stop" or not self.rollback_log
+                or self.rollback_target is None):
+            return None
+        last = self.rollback_log[-1]
+        name, to_step = self.rollback_target(step)
+        if to_step > last["step"]:
+            return None  # the policy got past the restored state and was checkpointed
+        lr = f" with the learning rate lowered to {last['lr']:.3g}" if last.get("lr") else ""
+        return (f"the policy broke again after the rollback at step {last['step']} to "
+                f"{last.get('to') or 'a checkpoint'}{lr}; a rollback now would restore {name}, "
+                f"no newer than that state: stopping; lower grpo.learning_rate, or set "
+                f"health.repeat_rollback: rollback to lower it again")
+
     def _cooling(self, name: str, step: int) -> bool:
         last = self.last_alert.get(name)
         return (name not in NO_COOLDOWN and last is not None
                 and step - last <= self.config.cooldown)
 
     # -- actions and dumps ----------------------------------------------------------------------
-    def after_rollback(self, step: int) -> None:
-        """Forget the baselines: the restored policy starts a new history."""
+    def after_rollback(self, step: int, check: str | None = None, to: str | None = None,
+                       to_step: int | None = None, lr: float | None = None) -> None:
+        """Forget the baselines and end every cooldown: the restored policy starts a new
+        history and is judged afresh. Records the rollback (alert ``step``, the ``check``,
+        the checkpoint restored ``to`` / ``to_step``, the learning rate ``lr`` after it) in
+        :attr:`rollback_log`."""
         self.rollbacks += 1
-        self.history, self.rows = [], []
+        self.history, self.rows, self.last_alert = [], [], {}
+        self.rollback_log.append({"step": step, "check": check, "to": to, "to_step": to_step,
+                                  "lr": lr})
 
     def spot_check(self, step: int) -> Path | None:
         """Write the ``spot_check_top_k`` highest-reward completions of the window to
@@ -168,7 +205,7 @@ class HealthMonitor:
         """JSON-serialisable state for a checkpoint."""
         return {"history": self.history, "rows": [asdict(r) for r in self.rows],
                 "validation": self.validation, "last_alert": self.last_alert,
-                "rollbacks": self.rollbacks}
+                "rollbacks": self.rollbacks, "rollback_log": self.rollback_log}
 
     def load_state_dict(self, state: dict) -> None:
         self.history = state["history"]
@@ -176,6 +213,7 @@ class HealthMonitor:
         self.validation = state["validation"]
         self.last_alert = state["last_alert"]
         self.rollbacks = state["rollbacks"]
+        self.rollback_log = state.get("rollback_log", [])
 
     # -- internals ------------------------------------------------------------------------------
     def _audit(self, tasks, texts, results) -> list[str | None]:

@@ -209,10 +209,16 @@ class DataConfig(_Section):
                                       "shares are logged (`data/pool/...`) and in results.json.")
     tier_weights: dict[str, float] = Field(
         default_factory=lambda: {"easy": 0.1, "medium": 0.8, "hard": 0.1},
-        description="When training tasks carry measured tiers (`difficulty` easy / medium / "
-        "hard from `rlvr data stratify`, R24), draw from the tiers by these weights (mostly "
-        "medium: the problems whose groups have reward variance). Tasks without a tier count "
-        "as medium; tiers absent from the data are left out and the rest renormalised.")
+        description="When training tasks carry tiers (see `tiers`), draw from the tiers by "
+        "these weights (mostly medium: the problems whose groups have reward variance). Tasks "
+        "without a tier count as medium; tiers absent from the data are left out and the rest "
+        "renormalised. The run logs the tiers' task counts and draw shares at the start.")
+    tiers: Literal["measured", "labels", "off"] = Field(
+        "measured", description="Which `difficulty` values are sampling tiers. `measured` "
+        "(default): only tiers measured on a model by `rlvr data stratify` (R24: tasks with a "
+        "`pass_rate`); a dataset's own easy / medium / hard labels are not used (the run says "
+        "how many it ignored). `labels`: the dataset's easy / medium / hard labels too. `off`: "
+        "no tiers, every task drawn alike.")
     check_references: bool = Field(True, description="Drop file-source tasks whose reference "
                                    "does not verify against itself (R27), printing their ids; "
                                    "training never trains on a reference its verifier "
@@ -304,7 +310,22 @@ class SFTConfig(_Section):
     batch_size: int = Field(16, ge=1, description="Sequences per optimizer step.")
     learning_rate: float = Field(5e-5, gt=0, description="Peak LR (linear warm-up over 5% "
                                  "of steps, then linear decay). Higher than GRPO's (R20).")
-    max_length: int = Field(320, ge=16, description="Max tokens of prompt + solution.")
+    max_length: int = Field(320, ge=16, description="Max tokens of prompt + solution; longer "
+                            "examples are cut (counted and logged), those left without an "
+                            "answer token dropped; none left is refused.")
+    checkpoint_every: int = Field(50, ge=0, description="`rlvr train`: write the SFT state "
+                                  "(model, optimizer, scheduler, data position, RNG) to "
+                                  "RUN/sft_checkpoint.pt every K optimizer steps, so `--resume` "
+                                  "after a kill during SFT continues it (the same result as an "
+                                  "uninterrupted SFT); removed once sft_model/ is saved. 0 = "
+                                  "none: a resume restarts SFT from its first step.")
+    full_finetune: bool = Field(True, description="With `model.lora_rank` set: SFT trains all "
+                                "weights (default: a few hundred adapter steps do not teach a "
+                                "small model the answer format), GRPO then trains fresh LoRA "
+                                "adapters on top of the SFT model, which is also the frozen KL "
+                                "reference. false: SFT trains its own adapters (no AdamW "
+                                "moments for the full weights: less memory), merged into "
+                                "sft_model/ before GRPO's fresh adapters.")
 
 
 class GRPOConfig(_Section):

@@ -59,6 +59,18 @@ class RolloutBatch:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
+def _sampled_entropy(out: RolloutOutput) -> float:
+    """Per-token entropy of the policy as the rollout sampled it, in nats/token: the mean
+    negative log-prob of the sampled tokens over every completion token of the step (a
+    Monte-Carlo estimate of the entropy of ``softmax(logits / temperature)``). Measured on
+    every row, so it exists when no row trains (no KL, no update entropy); 0.0 when the step
+    sampled no token."""
+    mask = out.completion_mask
+    if not bool(mask.any()):
+        return 0.0
+    return float(-out.logprobs.float()[mask].mean())
+
+
 def _micro_weight(loss_agg: str, mask: Tensor, total_rows: int, total_tokens: int) -> float:
     # The loss of a micro-batch is aggregated locally; weigh it so that the accumulated
     # gradient equals the gradient of the aggregation over the whole step.
@@ -357,6 +369,7 @@ class GRPOStep:
             "length_mean": float(lengths.mean()),
             "length_max": float(lengths.max()),
             "truncation_rate": sum(f == "length" for f in out.finish_reason) / n,
+            "rollout_entropy": _sampled_entropy(out),
             "train_rows": len(batch.train_rows),
             "lr": self.optimizer.param_groups[0]["lr"],
             "seconds_rollout": phases[0],

@@ -32,6 +32,9 @@ from rlvr.train.sampler import TaskSampler
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 REFERENCES_DIR = "references"  # refreshed KL references (algo.ref_refresh_every)
 SFT_MODEL_DIR = "sft_model"  # the model that entered GRPO: KL reference on resume, `rlvr sft` output
+SFT_REPORT = "sft_report.json"  # in sft_model/: the SFT report, for a resume before GRPO
+SFT_STATE = "sft_checkpoint.pt"  # SFT in progress (sft.checkpoint_every), removed once saved
+LORA_BASE = "lora_base.json"  # what the GRPO LoRA adapters are on: {"base": "sft_model" | name}
 
 
 class RunInputError(ValueError):
@@ -116,12 +119,6 @@ class Run:
             raise RunInputError(f"model.name: {exc}") from exc
         console.print(f"model {c.model.name}: {sum(p.numel() for p in self.policy.parameters()):,}"
                       f" parameters, loaded in {time.perf_counter() - t0:.1f} s")
-        if c.model.lora_rank:
-            from rlvr.models.lora import apply_lora
-
-            self.policy = apply_lora(self.policy, c.model.lora_rank, c.model.lora_alpha)
-            trainable = sum(p.numel() for p in self.policy.parameters() if p.requires_grad)
-            console.print(f"LoRA rank {c.model.lora_rank}: {trainable:,} trainable parameters")
         encode = lambda t: prompt_ids(self.tokenizer, t, self.instruction(t), c.data.one_shot)  # noqa: E731
         self.train_prompts = [encode(t) for t in self.train_tasks]
         self.val_prompts = [encode(t) for t in self.val_tasks]
@@ -173,19 +170,39 @@ class Run:
                           + (" ..." if len(dropped) > 10 else ""))
         return kept
 
+    def _tier(self, task) -> str | None:
+        """``task``'s sampling tier under ``data.tiers``: its ``difficulty`` when that is
+        easy / medium / hard and (``measured``) was measured by ``rlvr data stratify`` (the
+        task has a ``pass_rate``) or (``labels``) whatever its origin; else None."""
+        from rlvr.data.stratify import TIERS
+
+        mode = self.config.data.tiers
+        if mode == "off" or task.difficulty not in TIERS:
+            return None
+        return task.difficulty if mode == "labels" or task.pass_rate is not None else None
+
     def sampler(self) -> TaskSampler:
-        """Pools by mixture source and measured tier (R24, R26), weighted as configured."""
+        """Pools by mixture source and tier (R24, R26; ``data.tiers``), weighted as
+        configured. Logs where the tiers came from, their task counts and draw shares, and
+        (``data.tiers: measured``) how many dataset difficulty labels were not used."""
         from rlvr.data.stratify import TIERS
 
         c, pools = self.config, {}
         weights = {(s.name or s.source): s.weight for s in c.data.sources}
-        tiered = any(t.difficulty in TIERS for t in self.train_tasks)
-        for i, (task, label) in enumerate(zip(self.train_tasks, self.train_pool_of)):
-            tier = (task.difficulty if task.difficulty in TIERS else "medium") if tiered else None
-            pools.setdefault((label, tier), []).append(i)
+        tiers = [self._tier(t) for t in self.train_tasks]
+        tiered = any(tiers)
+        ignored = sum(t.difficulty in TIERS and tier is None
+                      for t, tier in zip(self.train_tasks, tiers))
+        if ignored and c.data.tiers == "measured":
+            console.print(f"data.tiers: {ignored} training tasks carry a difficulty label "
+                          f"(easy / medium / hard) without a measured pass_rate: not used as "
+                          f"sampling tiers (measure them with `rlvr data stratify`, or set "
+                          f"data.tiers: labels to draw by the dataset's labels)")
+        for i, (tier, label) in enumerate(zip(tiers, self.train_pool_of)):
+            pools.setdefault((label, (tier or "medium") if tiered else None), []).append(i)
         if len(pools) == 1:
             return TaskSampler.single(len(self.train_tasks), c.seed, c.grpo.filter_groups_after)
-        named, w = {}, {}
+        named, w, tier_of = {}, {}, {}
         for (label, tier), idx in pools.items():
             name = "/".join(x for x in (label, tier) if x)
             present = [t for (lb, t) in pools if lb == label]
@@ -193,6 +210,19 @@ class Run:
                                                                for t in present)) if tier else 1.0
             if tier_w > 0:
                 named[name], w[name] = idx, weights.get(label, 1.0) * tier_w
+                tier_of[name] = tier
+        if tiered:
+            origin = ("measured by `rlvr data stratify`" if c.data.tiers == "measured"
+                      else "the dataset's difficulty labels, data.tiers: labels")
+            total = sum(w.values())
+            counts = {t: sum(len(idx) for (_, tier), idx in pools.items() if tier == t)
+                      for t in TIERS}
+            shares = {t: sum(v for n, v in w.items() if tier_of[n] == t) / total for t in TIERS}
+            untiered = sum(tier is None for tier in tiers)
+            console.print(f"data tiers ({origin}): " + ", ".join(
+                f"{t} {counts[t]} tasks drawn {shares[t]:.0%}" for t in TIERS)
+                + " (data.tier_weights" + (f"; {untiered} tasks without a tier count as medium"
+                                           if untiered else "") + ")")
         return TaskSampler(named, w, c.seed, c.grpo.filter_groups_after)
 
     def engine(self):
@@ -260,8 +290,62 @@ class Run:
                       + f"; {row['seconds']:.0f} s")
         return row
 
-    def sft(self) -> dict:
-        from rlvr.train.sft import run_sft, sft_steps, verified_examples
+    def _apply_lora(self, stage: str) -> None:
+        """Wrap the policy in fresh LoRA adapters (``model.lora_rank``); only they train from
+        here on. ``stage`` names what they are for in the log line (GRPO, or SFT with
+        ``sft.full_finetune: false``). The adapters go on a copy when a rollout engine
+        exists: the engine keeps the plain module it was given and is synced with merged
+        weights."""
+        from rlvr.models.lora import apply_lora
+
+        c = self.config
+        plain = copy.deepcopy(self.policy) if getattr(self, "_engine", None) is not None \
+            else self.policy
+        self.policy = apply_lora(plain, c.model.lora_rank, c.model.lora_alpha)
+        trainable = sum(p.numel() for p in self.policy.parameters() if p.requires_grad)
+        console.print(f"LoRA rank {c.model.lora_rank}: {trainable:,} trainable parameters "
+                      f"({stage})")
+
+    def _sft_stage(self, resume: bool = False, checkpoints: bool = True) -> dict | None:
+        """SFT, then the model saved as ``sft_model/`` (with its report); returns the report.
+
+        With ``model.lora_rank`` SFT trains the full weights (``sft.full_finetune``, default;
+        GRPO's adapters come later, on top of the SFT model) or its own adapters, merged
+        before saving. ``checkpoints``: write ``sft_checkpoint.pt`` every
+        ``sft.checkpoint_every`` steps (removed once ``sft_model/`` is saved). ``resume``: a
+        complete ``sft_model/`` is loaded instead of training again; else SFT continues from
+        ``sft_checkpoint.pt`` when there is one."""
+        from rlvr.models import load_model_and_tokenizer
+        from rlvr.models.lora import is_lora, merged_copy
+
+        c, saved = self.config, self.run_dir / SFT_MODEL_DIR
+        if resume and _complete_model(saved):
+            self.policy, _ = load_model_and_tokenizer(str(saved))
+            sync_engine(self._engine, self.policy)
+            (self.run_dir / SFT_STATE).unlink(missing_ok=True)  # killed before its removal
+            console.print(f"sft: finished before the interruption; {saved} loaded")
+            report = saved / SFT_REPORT  # absent in an sft_model/ of an older rlvr
+            return json.loads(report.read_text(encoding="utf-8")) if report.is_file() else None
+        if c.model.lora_rank and not c.sft.full_finetune:
+            self._apply_lora("SFT, sft.full_finetune: false; merged into sft_model/ before GRPO")
+        elif c.model.lora_rank:
+            console.print(f"sft: full fine-tuning (sft.full_finetune); the LoRA adapters "
+                          f"(model.lora_rank={c.model.lora_rank}) train in GRPO on top of "
+                          f"sft_model/, the KL reference")
+        state = self.run_dir / SFT_STATE if checkpoints else None
+        report = self.sft(state_path=state, resume=resume)
+        if is_lora(self.policy):
+            self.policy = merged_copy(self.policy)
+        self._save_sft_model(report)
+        if state is not None:
+            state.unlink(missing_ok=True)
+        return report
+
+    def sft(self, state_path: Path | None = None, resume: bool = False) -> dict:
+        """SFT of the policy in place (:func:`rlvr.train.sft.run_sft`; ``state_path`` /
+        ``resume``: its checkpoint file and whether to continue from it); returns the
+        report as a dict."""
+        from rlvr.train.sft import SFTInputError, run_sft, sft_steps, verified_examples
 
         from rlvr.train.prompting import prompt_ids
 
@@ -278,11 +362,14 @@ class Run:
         console.print(f"sft: {len(examples)} verified examples, {rejected} rejected")
         # the loop prints a line (loss, ETA) every 10 steps; the phase adds a bar on a
         # terminal and a line after 30 s without one in a log
-        with Phase("sft", sft_steps(len(examples), c.sft), console, unit="steps",
-                   every_fraction=None) as phase:
-            report = run_sft(self.policy, self.tokenizer, examples, prompts, c.sft, c.seed,
-                             c.model.bf16, rejected=rejected, log=console.print,
-                             progress=phase.update)
+        try:
+            with Phase("sft", sft_steps(len(examples), c.sft), console, unit="steps",
+                       every_fraction=None) as phase:
+                report = run_sft(self.policy, self.tokenizer, examples, prompts, c.sft, c.seed,
+                                 c.model.bf16, rejected=rejected, log=console.print,
+                                 progress=phase.update, state_path=state_path, resume=resume)
+        except SFTInputError as exc:
+            raise RunInputError(str(exc)) from exc
         sync_engine(self._engine, self.policy)
         return report.__dict__
 
@@ -352,7 +439,7 @@ class Run:
                 history["stopped"] = alert.to_dict()
                 return alert  # train() validates and checkpoints the stopped policy
             if alert and alert.action == "rollback":
-                self._rollback(step)
+                self._rollback(step, alert.check)
             if c.checkpoint.every and step % c.checkpoint.every == 0 or step == c.grpo.steps:
                 self.checkpoint(step, sampler, history)
         return None
@@ -382,12 +469,19 @@ class Run:
                 f"{c} {m[f'reward_mean/{c}']:.2f} (parse fail {m[f'parse_failure_rate/{c}']:.0%})"
                 for c in cats))
 
-    def _rollback(self, step: int) -> None:
-        """Restore the newest checkpoint at least ``health.rollback_margin`` steps old
-        (policy, optimizer and scheduler; the data stream and step counter go on), multiply
-        the learning rate by ``health.rollback_lr_factor`` and reset the health baselines."""
+    def _rollback_target(self, step: int) -> Path:
+        """The checkpoint a rollback at ``step`` restores: the newest one at least
+        ``health.rollback_margin`` steps old (step 0, the model that entered GRPO, when none
+        is)."""
+        return latest_checkpoint(self.run_dir, max_step=step - self.config.health.rollback_margin)
+
+    def _rollback(self, step: int, check: str | None = None) -> None:
+        """Restore :meth:`_rollback_target` (policy, optimizer and scheduler; the data stream
+        and step counter go on), multiply the learning rate by ``health.rollback_lr_factor``,
+        reset the health baselines and cooldowns, and record the rollback (check, checkpoint,
+        learning rate) in the monitor's ``rollback_log`` (results.json ``rollbacks``)."""
         h = self.config.health
-        target = latest_checkpoint(self.run_dir, max_step=step - h.rollback_margin)
+        target = self._rollback_target(step)
         restored = self._load_policy(target)
         self.policy.load_state_dict(restored.state_dict())
         del restored
@@ -400,9 +494,11 @@ class Run:
             group["lr"] = base * factor
         if self.step_fn is not None and self.step_fn.update_group is not None:
             self.step_fn.update_group.sync()  # the other ranks load the same state
-        self.monitor.after_rollback(step)
-        console.print(f"[bold magenta]rollback[/] to {target.name}; learning rate now "
-                      f"{self.optimizer.param_groups[0]['lr']:.3g} (x{self.lr_scale:g})")
+        lr = self.config.grpo.learning_rate * self.lr_scale
+        self.monitor.after_rollback(step, check, target.name, _step_of(target), lr)
+        console.print(f"[bold magenta]rollback[/] at step {step} ({check or 'health check'}) "
+                      f"to {target.name}; learning rate now {lr:.3g} (grpo.learning_rate "
+                      f"{self.config.grpo.learning_rate:g} x{self.lr_scale:g})")
 
     def checkpoint(self, step: int, sampler: TaskSampler, history: dict) -> None:
         save_checkpoint(self.run_dir, step, self.policy, self.tokenizer, self.optimizer,
@@ -423,11 +519,29 @@ class Run:
         optimizer, scheduler, RNG states, step, data position and health-monitor state come
         from the newest checkpoint, the KL reference from ``sft_model/`` (the model that
         entered GRPO), and the run's JSONL logs are cut back to that step, so the continued
-        run matches an uninterrupted one."""
+        run matches an uninterrupted one. A resume before GRPO's first checkpoint (killed
+        during SFT or the validation before GRPO) continues SFT from ``sft_checkpoint.pt`` or
+        reuses a finished ``sft_model/``, keeps the base-model validation and redoes the rest.
+        Any start removes the temp dirs / files of an interrupted save first.
+
+        With ``model.lora_rank`` the GRPO adapters are applied after SFT (on ``sft_model/``,
+        recorded in ``lora_base.json``).
+
+        Raises:
+            RunInputError: bad data or model; ``--resume`` with nothing saved to resume from;
+                SFT with no example left within ``sft.max_length``.
+        """
         c, start = self.config, time.perf_counter()
+        if self.run_dir.is_dir():
+            for path in remove_stale_temp(self.run_dir):
+                console.print(f"removed {path.relative_to(self.run_dir)}: left by a save that "
+                              f"was interrupted")
         checkpoint = latest_checkpoint(self.run_dir) if self.resume else None
-        if self.resume and checkpoint is None:
-            raise RunInputError(f"--resume: {self.run_dir} has no complete checkpoint (start it "
+        before_grpo = self.resume and checkpoint is None  # killed during SFT or validation
+        if before_grpo and not (c.sft.enabled and (_complete_model(self.run_dir / SFT_MODEL_DIR)
+                                                   or (self.run_dir / SFT_STATE).is_file())):
+            raise RunInputError(f"--resume: {self.run_dir} has no complete checkpoint and no "
+                                f"SFT checkpoint (killed before anything was saved; start it "
                                 f"afresh with: rlvr train -o {self.run_dir} --overwrite)")
         self.load()
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -439,8 +553,8 @@ class Run:
         if checkpoint is not None:
             self.policy = self._load_policy(checkpoint)
         self._engine = self.engine()
-        self._optimizer_for_grpo()
         if checkpoint is not None:
+            self._optimizer_for_grpo()
             state = load_trainer_state(checkpoint, self.optimizer, self.scheduler)
             start_step, extra = state["step"], state["extra"]
             sampler_state, history = extra["sampler"], extra["history"]
@@ -451,11 +565,20 @@ class Run:
             truncate_logs(self.run_dir, start_step)
             console.print(f"resumed from {checkpoint} at step {start_step}")
         else:
-            if c.eval.base_model:
+            if before_grpo:  # the base validation (if any) was done; what followed is redone
+                history["validation"] = reset_logs_before_grpo(self.run_dir)
+                console.print(f"resumed {self.run_dir} before GRPO (no GRPO checkpoint yet)")
+            elif c.eval.base_model:
                 history["validation"].append(self.validate("base", 0))
             if c.sft.enabled:
-                history["sft"] = self.sft()
-                self._save_sft_model()
+                history["sft"] = self._sft_stage(resume=before_grpo)
+            if c.model.lora_rank:
+                self._apply_lora("GRPO, on " + (f"{SFT_MODEL_DIR}/" if c.sft.enabled
+                                                 else c.model.name))
+                write_json_atomic(self.run_dir / LORA_BASE,
+                                  {"base": SFT_MODEL_DIR if c.sft.enabled else c.model.name,
+                                   "seed": c.seed})
+            self._optimizer_for_grpo()
             row = self.validate("before_grpo", 0)
             history["validation"].append(row)
             self.monitor.observe_validation(row)
@@ -493,6 +616,12 @@ class Run:
 
         audit = self.eval_rewards if self.config.reward.verifiers else None
         self.monitor = HealthMonitor(self.config.health, self.run_dir, audit, console.print)
+
+        def target(step: int) -> tuple[str, int]:
+            path = self._rollback_target(step)
+            return path.name, _step_of(path)
+
+        self.monitor.rollback_target = target
         resume_step = None
         if checkpoint is not None:
             resume_step = int(checkpoint.name.split("-")[1])
@@ -508,21 +637,28 @@ class Run:
         write_yaml_atomic(self.run_dir / "config.yaml", c.model_dump(mode="json"))
         self._engine = self.engine()
         before = self.validate("base", 0)
-        report = self.sft()
+        report = self._sft_stage(checkpoints=False)
         after = self.validate("sft", 0)
-        path = self._save_sft_model()
+        path = self.run_dir / SFT_MODEL_DIR
         results = {"sft": report, "base_model": before, "sft_model": after,
                    "model_dir": str(path), "precision": self.precision.as_dict()}
         write_json_atomic(self.run_dir / "sft_results.json", results)
         self.rewards.close()
         return results
 
-    def _save_sft_model(self) -> Path:
-        """The policy (LoRA merged) as ``sft_model/``, with the run's prompt settings."""
+    def _save_sft_model(self, report: dict | None) -> Path:
+        """The policy (LoRA merged) as ``sft_model/``, with the SFT report and the run's
+        prompt settings."""
         from rlvr.train.prompting import write_prompt_settings
 
+        def extra(tmp: Path) -> None:
+            from rlvr.rewards.records_io import json_text
+
+            (tmp / SFT_REPORT).write_text(json_text(report, default=float), encoding="utf-8")
+            write_prompt_settings(tmp, self.prompt)
+
         return save_model(self.run_dir / SFT_MODEL_DIR, self._plain_policy(), self.tokenizer,
-                          write_extra=lambda tmp: write_prompt_settings(tmp, self.prompt))
+                          write_extra=extra)
 
     def _plain_policy(self):
         from rlvr.models.lora import is_lora, merged_copy
@@ -530,14 +666,16 @@ class Run:
         return merged_copy(self.policy) if is_lora(self.policy) else self.policy
 
     def _load_policy(self, directory: Path):
-        """A saved policy: a full model, or (LoRA) the configured base model with the saved
+        """A saved policy: a full model, or (LoRA) the adapters' base model (``sft_model/``
+        when the run did SFT, see ``lora_base.json``; else ``model.name``) with the saved
         adapter, trainable, so the optimizer state lines up with its parameters."""
         from rlvr.models import load_model_and_tokenizer
 
         if (directory / "adapter_config.json").is_file():
             from rlvr.models.lora import load_adapter
 
-            base, _ = load_model_and_tokenizer(self.config.model.name, seed=self.config.seed)
+            name, seed = lora_base(self.run_dir, self.config.model.name, self.config.seed)
+            base, _ = load_model_and_tokenizer(name, seed=seed)
             return load_adapter(base, directory)
         model, _ = load_model_and_tokenizer(str(directory))
         return model
@@ -593,8 +731,85 @@ class Run:
                 "pass_at_k": {k: v for k, v in (history.get("pass_at_k") or {}).items() if v},
                 "gain_pass_at_1": trained["pass_at_1"] - (baseline or trained)["pass_at_1"],
                 "stopped": history.get("stopped"),
+                "rollbacks": list(self.monitor.rollback_log),
                 "wall_seconds": seconds, "run_dir": str(self.run_dir),
                 "precision": self.precision.as_dict()}
+
+
+def _complete_model(directory: Path) -> bool:
+    """A model directory that :func:`rlvr.models.loader.save_model` finished (it renames the
+    complete temp dir into place, so existing is complete) holding a full model."""
+    return (directory / "config.json").is_file()
+
+
+def lora_base(run_dir: Path, model_name: str, seed: int) -> tuple[str, int]:
+    """``(model name or path, seed)`` the run's GRPO LoRA adapters were trained on: the
+    run's ``sft_model/`` when it did SFT (recorded in ``lora_base.json``), else
+    ``model_name``; runs without the record (before full-weight SFT) used ``model_name``."""
+    path = run_dir / LORA_BASE
+    if not path.is_file():
+        return model_name, seed
+    record = json.loads(path.read_text(encoding="utf-8"))
+    if record["base"] == SFT_MODEL_DIR:
+        return str(run_dir / SFT_MODEL_DIR), seed
+    return record["base"], int(record.get("seed", seed))
+
+
+def remove_stale_temp(run_dir: Path) -> list[Path]:
+    """Remove what an interrupted atomic save leaves: the temp dirs of
+    :func:`rlvr.models.loader.save_model` (``checkpoints/.step-N.<tmp>``,
+    ``.sft_model.<tmp>``, ``references/.step-N.<tmp>``, the ``.<name>.old-<pid>`` dirs of a
+    replace) and the temp files of ``atomic_write`` (``.<name>.<tmp>.tmp``). Only names of
+    those forms, in the run dir and its ``checkpoints/`` and ``references/``. Call it when no
+    save is running (at the start of a run or resume). Returns the paths removed."""
+    removed = []
+    for folder in (run_dir, run_dir / "checkpoints", run_dir / REFERENCES_DIR):
+        if not folder.is_dir():
+            continue
+        for entry in folder.iterdir():
+            name = entry.name
+            if entry.is_dir() and not entry.is_symlink() and (
+                    name.startswith((".step-", f".{SFT_MODEL_DIR}."))):
+                shutil.rmtree(entry, ignore_errors=True)
+            elif entry.is_file() and name.startswith(".") and name.endswith(".tmp"):
+                entry.unlink(missing_ok=True)
+            else:
+                continue
+            removed.append(entry)
+    return sorted(removed)
+
+
+def reset_logs_before_grpo(run_dir: Path) -> list[dict]:
+    """For a resume before GRPO's first checkpoint: keep only the base-model validation
+    (``eval.base_model``, done before SFT) in ``validation.jsonl`` /
+    ``validation_samples.jsonl``, empty the other logs (what followed is redone) and return
+    the kept validation rows."""
+    from rlvr.rewards.records_io import atomic_write
+
+    kept_rows = []
+    for name in LOG_FILES:
+        path = run_dir / name
+        if not path.is_file():
+            continue
+        kept = []
+        if name.startswith("validation"):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if row.get("label") == "base":
+                    kept.append(line)
+                    if name == "validation.jsonl":
+                        kept_rows.append(row)
+        with atomic_write(path) as f:
+            f.write("".join(line + "\n" for line in kept))
+    return kept_rows
+
+
+def _step_of(checkpoint: Path) -> int:
+    """The step of a ``checkpoints/step-NNNNNN`` directory."""
+    return int(checkpoint.name.split("-")[1])
 
 
 def _sampling_metrics(sampler: TaskSampler, skipped_before: int, counts_before: dict) -> dict:

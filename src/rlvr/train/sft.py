@@ -11,6 +11,7 @@ import math
 import random
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -21,9 +22,27 @@ from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
 from rlvr.train.policy import autocast
 
 
+class SFTInputError(ValueError):
+    """SFT cannot train: no example keeps an answer token within ``sft.max_length``."""
+
+
 @dataclass(frozen=True)
 class SFTReport:
-    """What the cold start did: examples kept / rejected, steps, final loss, seconds."""
+    """What the cold start did.
+
+    Attributes:
+        kept: verified examples trained on (``no_answer`` ones excluded).
+        rejected: solutions rejected before SFT (no solution, or one that does not verify).
+        steps: optimizer steps.
+        first_loss, final_loss: token-mean answer NLL (nats/token) of the first / last step.
+        seconds: wall time.
+        truncated: examples cut at ``sft.max_length`` (prompt + answer + end token longer),
+            those left without any answer token included.
+        no_answer: examples whose prompt alone fills ``sft.max_length``: no answer token
+            left, nothing to learn; dropped before training.
+        max_length: ``sft.max_length`` (tokens).
+        longest: the longest example, prompt + answer + end token, in tokens.
+    """
 
     kept: int
     rejected: int
@@ -31,6 +50,10 @@ class SFTReport:
     first_loss: float
     final_loss: float
     seconds: float
+    truncated: int = 0
+    no_answer: int = 0
+    max_length: int = 0
+    longest: int = 0
 
 
 def verified_examples(tasks: list[Task], rewards: RewardPipeline) -> tuple[list[Task], int]:
@@ -44,11 +67,48 @@ def verified_examples(tasks: list[Task], rewards: RewardPipeline) -> tuple[list[
 
 
 def _encode(tokenizer, prompt: list[int], solution: str, end_ids: list[int],
-            max_length: int) -> tuple[list[int], list[int]]:
+            max_length: int) -> tuple[list[int], list[int], int]:
+    """``(ids, labels, full length)``: prompt + answer + end ids cut to ``max_length``
+    tokens, labels -100 on the prompt; the length before the cut."""
     answer = tokenizer(solution, add_special_tokens=False).input_ids + end_ids
     ids = (prompt + answer)[:max_length]
     labels = ([-100] * len(prompt) + answer)[:max_length]
-    return ids, labels
+    return ids, labels, len(prompt) + len(answer)
+
+
+def encode_examples(tokenizer, examples: list[Task], prompts: list[list[int]], max_length: int,
+                    log=print) -> tuple[list[tuple[list[int], list[int]]], dict[str, int]]:
+    """Tokenise the SFT examples and account for ``sft.max_length``.
+
+    Returns ``(data, counts)``: ``data`` the ``(ids, labels)`` pairs that keep at least one
+    answer token; ``counts`` ``{"truncated", "no_answer", "max_length", "longest"}`` (see
+    :class:`SFTReport`). Any cut is logged, naming ``sft.max_length`` and the longest example.
+
+    Raises:
+        SFTInputError: no example keeps an answer token (every prompt fills ``max_length``),
+            naming ``sft.max_length`` and the length needed.
+    """
+    end_ids = [tokenizer.convert_tokens_to_ids("<|im_end|>")]
+    encoded = [_encode(tokenizer, p, t.solution, end_ids, max_length)
+               for t, p in zip(examples, prompts)]
+    data = [(ids, labels) for ids, labels, _ in encoded if any(x != -100 for x in labels)]
+    longest = max((n for _, _, n in encoded), default=0)
+    counts = {"truncated": sum(n > max_length for _, _, n in encoded),
+              "no_answer": len(encoded) - len(data), "max_length": max_length,
+              "longest": longest}
+    if encoded and not data:
+        shortest = min(len(p) for p in prompts)
+        raise SFTInputError(
+            f"sft.max_length={max_length}: every one of the {len(encoded)} SFT examples is cut "
+            f"before its answer (prompts are {shortest}-{max(len(p) for p in prompts)} tokens): "
+            f"nothing would train; set sft.max_length to at least {longest} (the longest "
+            f"prompt + answer), or sft.enabled=false")
+    if counts["truncated"]:
+        log(f"[yellow]sft.max_length={max_length}[/]: {counts['truncated']} of {len(encoded)} "
+            f"examples cut (longest prompt + answer {longest} tokens); {counts['no_answer']} "
+            f"keep no answer token and are dropped, {counts['truncated'] - counts['no_answer']} "
+            f"train on part of their answer")
+    return data, counts
 
 
 def sft_steps(examples: int, config) -> int:
@@ -59,7 +119,8 @@ def sft_steps(examples: int, config) -> int:
 
 def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], config,
             seed: int, bf16: bool, rejected: int = 0, log=print,
-            progress: Callable[[int], None] | None = None) -> SFTReport:
+            progress: Callable[[int], None] | None = None,
+            state_path: Path | None = None, resume: bool = False) -> SFTReport:
     """Fine-tune ``model`` in place on ``examples`` (with their chat ``prompts``).
 
     Args:
@@ -67,11 +128,21 @@ def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], co
         rejected: solutions rejected before SFT (reported).
         log: called with a progress string (loss, elapsed, ETA) every 10 steps.
         progress: called with the steps done after every step.
+            It also gets the truncation line.
+        state_path: the SFT checkpoint file: every ``config.checkpoint_every`` optimizer
+            steps the model's state dict, the optimizer, the scheduler, the data order and
+            position, the losses so far and the RNG states are written there atomically.
+            ``None``: no SFT checkpoints.
+        resume: continue from ``state_path`` when it exists (``model`` must be built as for
+            the interrupted SFT: same model, same wrapping); the result equals an
+            uninterrupted SFT (same seed, same machine).
+
+    Raises:
+        SFTInputError: no example keeps an answer token within ``config.max_length``
+            (before any training), or the SFT checkpoint belongs to different data.
     """
     start = time.perf_counter()
-    end_ids = [tokenizer.convert_tokens_to_ids("<|im_end|>")]
-    data = [_encode(tokenizer, p, t.solution, end_ids, config.max_length)
-            for t, p in zip(examples, prompts)]
+    data, counts = encode_examples(tokenizer, examples, prompts, config.max_length, log)
     steps_per_epoch = math.ceil(len(data) / config.batch_size)
     total = sft_steps(len(data), config)
     trainable = [p for p in model.parameters() if p.requires_grad]  # LoRA: adapters only
@@ -81,11 +152,30 @@ def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], co
         optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(total - warmup, 1))))
     rng = random.Random(seed)
     losses: list[float] = []
+    first_epoch, first_batch, order, seconds_before = 0, 0, None, 0.0
+    if resume and state_path is not None and state_path.is_file():
+        state = torch.load(state_path, weights_only=False)
+        if (state["examples"], state["total"]) != (len(data), total):
+            raise SFTInputError(f"{state_path}: an SFT checkpoint of {state['examples']} "
+                                f"examples / {state['total']} steps, this SFT has {len(data)} / "
+                                f"{total}: not the same SFT (remove the file to start SFT "
+                                f"afresh)")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        rng.setstate(state["order_rng"])
+        torch.set_rng_state(state["torch_rng"])
+        random.setstate(state["python_rng"])
+        first_epoch, first_batch, order = state["epoch"], state["batch"], state["order"]
+        losses, seconds_before = state["losses"], state["seconds"]
+        log(f"sft: resumed from {state_path.name} at step {len(losses)}/{total}")
+    resumed_at = len(losses)
     model.train()
-    for epoch in range(config.epochs):
-        order = list(range(len(data)))
-        rng.shuffle(order)
-        for b in range(steps_per_epoch):
+    for epoch in range(first_epoch, config.epochs):
+        if order is None:
+            order = list(range(len(data)))
+            rng.shuffle(order)
+        for b in range(first_batch if epoch == first_epoch else 0, steps_per_epoch):
             batch = [data[i] for i in order[b * config.batch_size:(b + 1) * config.batch_size]]
             loss = _step(model, batch, tokenizer.pad_token_id, bf16)
             loss.backward()
@@ -98,11 +188,31 @@ def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], co
                 progress(len(losses))
             if len(losses) % 10 == 0 or len(losses) == total:
                 elapsed = time.perf_counter() - start
-                eta = step_eta(len(losses), total, elapsed)
+                eta = step_eta(len(losses) - resumed_at, total - resumed_at, elapsed)
                 log(f"sft step {len(losses)}/{total} loss {losses[-1]:.4f}, "
                     f"{format_seconds(elapsed)} elapsed" + (f", {eta}" if eta else ""))
-    return SFTReport(len(examples), rejected, len(losses), losses[0] if losses else float("nan"),
-                     losses[-1] if losses else float("nan"), time.perf_counter() - start)
+            if (state_path is not None and config.checkpoint_every
+                    and len(losses) % config.checkpoint_every == 0 and len(losses) < total):
+                nxt = (epoch, b + 1) if b + 1 < steps_per_epoch else (epoch + 1, 0)
+                _save_state(state_path, {
+                    "examples": len(data), "total": total, "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                    "order_rng": rng.getstate(), "torch_rng": torch.get_rng_state(),
+                    "python_rng": random.getstate(), "epoch": nxt[0], "batch": nxt[1],
+                    "order": order if nxt[0] == epoch else None, "losses": losses,
+                    "seconds": seconds_before + time.perf_counter() - start})
+        order = None
+    return SFTReport(len(data), rejected, len(losses), losses[0] if losses else float("nan"),
+                     losses[-1] if losses else float("nan"),
+                     seconds_before + time.perf_counter() - start, **counts)
+
+
+def _save_state(path: Path, state: dict) -> None:
+    """``torch.save`` to a temp file beside ``path``, renamed over it when complete."""
+    from rlvr.rewards.records_io import atomic_write
+
+    with atomic_write(path, "wb") as f:
+        torch.save(state, f)
 
 
 def _step(model, batch: list[tuple[list[int], list[int]]], pad_id: int, bf16: bool):
