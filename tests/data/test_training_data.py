@@ -42,7 +42,8 @@ def test_tier_weights_draw_mostly_medium(tmp_path):
              for i, t in enumerate(tasks)]
     path = _write(tmp_path / "tiered.jsonl", tasks)
     run, results = _run(tmp_path, "data.source=jsonl", f"data.path={path}",
-                        "data.train_size=280", "grpo.steps=6", "grpo.prompts_per_step=8")
+                        "data.train_size=280", "grpo.steps=6", "grpo.prompts_per_step=8",
+                        "data.tiers=labels")  # dataset labels as tiers: asked for (issue 17 item 16)
     mix = results["data_mixture"]
     assert {k: v["target"] for k, v in mix.items()} == pytest.approx(
         {"easy": 0.1, "medium": 0.8, "hard": 0.1})
