@@ -166,3 +166,12 @@ def test_a_problem_of_the_file_is_not_blamed_on_an_unrelated_override(tmp_path):
         load_config(RunConfig, None, ["data.source=gsm8k", "grpo.steps=2"])
     assert str(err.value) == ("--set 'data.source=gsm8k': data.path: required for "
                               "data.source='gsm8k'")
+
+
+def test_a_set_value_with_a_hash_is_taken_as_written():
+    # YAML would read " ####" as a comment and cut the instruction to "Reply with"
+    from rlvr.configio import parse_override
+
+    assert parse_override("data.instruction=Reply with #### <answer>") == (
+        ["data", "instruction"], "Reply with #### <answer>")
+    assert parse_override("grpo.steps=3") == (["grpo", "steps"], 3)

@@ -33,6 +33,11 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         parsed = yaml.safe_load(value) if value.strip() else ""
     except yaml.YAMLError:
         parsed = value
+    if isinstance(parsed, str) and re.search(r"\s#", value) and parsed != value.strip() \
+            and not value.strip().startswith(("'", "\"")):
+        # YAML read " #..." as a comment ("Reply with #### N" became "Reply with"): a value
+        # on the command line has no comments, so the text is taken as written
+        parsed = value.strip()
     return key.strip().split("."), parsed
 
 
