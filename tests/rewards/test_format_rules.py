@@ -66,3 +66,13 @@ def test_format_rules_read_only_the_tail_of_huge_input():
     assert get_format_rule("boxed")("\\boxed{1} \\boxed{2}" + pad) == 0.0  # both out of sight
     assert get_format_rule("think_answer")(f"<think>{pad}</think><answer>5</answer>") == 0.0
     assert get_format_rule("think_answer")(f"<think>{pad[:1000]}</think><answer>5</answer>") == 1.0
+
+
+def test_format_is_judged_on_the_completions_own_turn():
+    # the answer check ignores text after an end-of-turn token or a "User:" line; so does
+    # the format check (a hallucinated next turn's "#### 4" made the format 0 before)
+    from rlvr.rewards.format import hash_line
+
+    assert hash_line("3 + 9 = 12\n#### 12\nUser: what is 2+2?\n#### 4") == 1.0
+    assert hash_line("3 + 9 = 12\n#### 12<|im_end|>\n<|im_start|>user\n#### 10") == 1.0
+    assert hash_line("3 + 9 = 12\n#### 12\n#### 4") == 0.0

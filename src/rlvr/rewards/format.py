@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 
+from rlvr.rewards.math.extract import end_of_turn
 from rlvr.rewards.registry import register_format_rule
 
 # A completion longer than this is judged on its tail only: every rule here looks at the end of
@@ -25,7 +26,8 @@ _ANSWER_TAG = re.compile(r"<answer>(?P<answer>.*?)</answer>", re.DOTALL)
 
 
 def _tail(text: str) -> str:
-    return text[-_TAIL_CHARS:]
+    # the format is judged on the completion's own turn, as the answer is (end_of_turn)
+    return end_of_turn(text)[-_TAIL_CHARS:]
 
 
 @register_format_rule("think_answer")
@@ -34,6 +36,7 @@ def think_answer(completion: str, **_: object) -> float:
     parts non-empty and each tag used exactly once (DeepSeek-R1 style)."""
     if len(completion) > _TAIL_CHARS * 10:
         return 0.0
+    completion = end_of_turn(completion)
     m = _THINK_ANSWER.match(completion)
     if not m or not m["think"].strip() or not m["answer"].strip():
         return 0.0

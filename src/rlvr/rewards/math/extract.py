@@ -124,12 +124,18 @@ def find_boxes(text: str) -> list[_Box]:
     return boxes
 
 
+def end_of_turn(text: str) -> str:
+    """The completion's own turn: a leading ``<|im_start|>assistant`` echo dropped, and
+    everything from the first chat-template special token (or a ``User:`` line) on cut off,
+    since what follows is another turn. Used by the answer extractor and the format rules."""
+    text = _LEADING_RESIDUE_RE.sub("", text)
+    m = _RESIDUE_RE.search(text)
+    return text[:m.start()] if m else text
+
+
 def _final_part(text: str) -> tuple[str, str | None]:
     """Split off reasoning: returns (final text, reasoning or None)."""
-    text = _LEADING_RESIDUE_RE.sub("", text)     # "<|im_start|>assistant\n..." echoed first
-    m = _RESIDUE_RE.search(text)
-    if m:
-        text = text[:m.start()]     # the turn ended: what follows is another turn
+    text = end_of_turn(text)
     if "</think>" in text:
         k = text.rfind("</think>")
         return text[k + len("</think>"):], text[:k].replace("<think>", "")
