@@ -56,7 +56,8 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> "typer.Exit":
     text: brackets in it (``pip install 'rlvr[compare]'``, a path) are printed as written."""
     from rich.markup import escape
 
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    # soft_wrap: a long path is printed whole, not broken across lines at the terminal width
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

@@ -182,6 +182,11 @@ def _validation_file(data) -> list[Task]:
     tasks = _file_tasks(data.source, path, "validation" if data.source == "gsm8k" else None)
     if not tasks:
         raise DataError(f"data.val_path: {path} holds no tasks")
+    if data.val_size and data.val_size > len(tasks):
+        # a size that was set is never changed behind the user's back
+        raise DataError(f"data.val_size={data.val_size}: data.val_path {path} holds only "
+                        f"{len(tasks)} tasks; lower data.val_size or leave it unset (every "
+                        f"task of the file)")
     return tasks[: data.val_size] if data.val_size else tasks
 
 
@@ -192,7 +197,8 @@ def _without(train: list[Task], val: list[Task], data,
     ids, prompts = {t.id for t in val}, {t.prompt for t in val}
     kept = [t for t in train if t.id not in ids and t.prompt not in prompts]
     if len(kept) < len(train) and log is not None:
-        log(f"data: {len(train) - len(kept)} training tasks are also in data.val_path "
+        dropped = len(train) - len(kept)
+        log(f"data: {dropped} training task{'s are' if dropped != 1 else ' is'} also in data.val_path "
             f"{data.val_path}: left out of training")
     return kept
 
