@@ -188,9 +188,8 @@ def test_a_separate_validation_file_is_validated_on_whole(tmp_path):
     assert sorted(t.id for t in train) == sorted(train_ids) and not notes
     capped = data.model_copy(update={"val_size": 5})
     assert [t.id for t in load_tasks(capped, seed=0)[1]] == val_ids[:5]
-    # a set size larger than the file is refused, not silently lowered (README)
-    with pytest.raises(DataError, match=r"data.val_size=16: data.val_path .* holds only 12 tasks"):
-        load_tasks(data.model_copy(update={"val_size": 16}), seed=0)
+    # a val_size larger than the file (a preset's 16) uses the whole file
+    assert [t.id for t in load_tasks(data.model_copy(update={"val_size": 16}), seed=0)[1]] == val_ids
 
     # training tasks that are also in the validation file are left out of training, and said
     both = tmp_path / "both.jsonl"

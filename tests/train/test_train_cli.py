@@ -298,3 +298,17 @@ def test_overwrite_clears_the_run_directory_first(tmp_path):
     assert result.exit_code == 0, result.output
     metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1]
+
+
+def test_config_summary_names_a_files_tasks_not_the_presets_sizes():
+    # a jsonl run printed the preset's "64 train, 16 validation" and its SFT mixture
+    from rlvr.configio import load_config
+    from rlvr.train.config import RunConfig, config_summary
+
+    c = load_config(RunConfig, None, ["data.source=jsonl", "data.path=train.jsonl",
+                                      "data.val_path=val.jsonl"])
+    data, sft = config_summary(c)[2:4]
+    assert "train.jsonl: the file's tasks, validation val.jsonl" in data and "train," not in data
+    assert "training tasks' solutions" in sft
+    c = load_config(RunConfig, None, [])
+    assert "2d+-2d" in config_summary(c)[2] or "train" in config_summary(c)[2]

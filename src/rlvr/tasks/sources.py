@@ -182,11 +182,7 @@ def _validation_file(data) -> list[Task]:
     tasks = _file_tasks(data.source, path, "validation" if data.source == "gsm8k" else None)
     if not tasks:
         raise DataError(f"data.val_path: {path} holds no tasks")
-    if data.val_size and data.val_size > len(tasks):
-        # a size that was set is never changed behind the user's back
-        raise DataError(f"data.val_size={data.val_size}: data.val_path {path} holds only "
-                        f"{len(tasks)} tasks; lower data.val_size or leave it unset (every "
-                        f"task of the file)")
+    # data.val_size caps the file; a file smaller than a preset's val_size is used whole
     return tasks[: data.val_size] if data.val_size else tasks
 
 

@@ -611,14 +611,23 @@ def config_summary(config: RunConfig, full: str | None = None) -> list[str]:
         row("data", ", ".join(f"{s.name or s.source} {s.weight:g}" for s in d.sources)
             + f"; {d.train_size} train, {d.val_size} validation per source by default")
     else:
-        what = d.mixture if d.source in GENERATED else (d.path or "?")
-        row("data", f"{d.source} {what}: {d.train_size} train, {d.val_size} validation"
-            + (", one-shot" if d.one_shot else ""))
+        generated = d.source in GENERATED and not d.path
+        if generated:
+            sizes = f"{d.mixture}: {d.train_size} train"
+        else:   # a file: its own tasks (train_size does not apply)
+            sizes = f"{d.path or '?'}: the file's tasks"
+        if d.val_path:
+            sizes += f", validation {d.val_path}" + (f" (first {d.val_size})" if d.val_size else "")
+        else:
+            sizes += f", {d.val_size or 'a default number of'} validation"
+        row("data", f"{d.source} {sizes}" + (", one-shot" if d.one_shot else ""))
     s = c.sft
+    # as Run.sft picks them: generated from sft.mixture (arithmetic), else the training tasks
+    what = (f"{s.examples} examples ({s.mixture})" if s.mixture and d.source == "arithmetic"
+            and not d.sources else f"the first {s.examples} training tasks' solutions")
     row("sft", "off" if not s.enabled else
-        f"{s.examples} examples{f' ({s.mixture})' if s.mixture else ''} x {s.epochs} "
-        f"epoch{'s' if s.epochs > 1 else ''}, batch {s.batch_size}, lr {s.learning_rate:g}, "
-        f"max length {s.max_length}")
+        f"{what} x {s.epochs} epoch{'s' if s.epochs > 1 else ''}, batch {s.batch_size}, "
+        f"lr {s.learning_rate:g}, max length {s.max_length}")
     g = c.grpo
     row("grpo", f"{g.steps} steps x {g.prompts_per_step} prompts x {g.group_size} "
         f"completions, lr {g.learning_rate:g}, T {g.temperature:g}, top-p {g.top_p:g}, "
