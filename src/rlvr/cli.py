@@ -266,14 +266,15 @@ def train(
         run_config.output_dir = str(output_dir)
     run_dir = resume or run_dir_for(run_config)
     _check_run_inputs(run_config, set_)
-    _prepare_run_dir(run_dir, resume=resume is not None, overwrite=overwrite,
-                     option=_run_dir_option(resume, output_dir, run_config))
+    fresh = _prepare_run_dir(run_dir, resume=resume is not None, overwrite=overwrite,
+                             option=_run_dir_option(resume, output_dir, run_config))
     err.print(f"[bold]rlvr train[/] -> {run_dir}", soft_wrap=True)
     _print_config_summary(run_config, run_dir)
     try:
         with output_errors():
             results = Run(run_config, run_dir, resume=resume is not None).train()
     except RunInputError as exc:
+        _discard_failed_start(run_dir, fresh)
         raise fail(str(exc))
     Console(width=None if sys.stdout.isatty() else 120).print(results_table(results))
     from rlvr.eval.report import pass_at_k_table
@@ -381,14 +382,15 @@ def sft(
         run_config.name = f"{run_config.name}-sft"
     run_dir = run_dir_for(run_config)
     _check_run_inputs(run_config, set_)
-    _prepare_run_dir(run_dir, resume=False, overwrite=overwrite,
-                     option=_run_dir_option(None, output_dir, run_config))
+    fresh = _prepare_run_dir(run_dir, resume=False, overwrite=overwrite,
+                             option=_run_dir_option(None, output_dir, run_config))
     err.print(f"[bold]rlvr sft[/] -> {run_dir}", soft_wrap=True)
     _print_config_summary(run_config, run_dir)
     try:
         with output_errors():
             results = Run(run_config, run_dir).sft_only()
     except RunInputError as exc:
+        _discard_failed_start(run_dir, fresh)
         raise fail(str(exc))
     before, after = results["base_model"], results["sft_model"]
     report = results["sft"]
@@ -1013,12 +1015,13 @@ def _run_dir_option(resume: Optional[Path], output_dir: Optional[Path], run_conf
 
 
 def _prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool,
-                     option: str = "--output-dir") -> None:
+                     option: str = "--output-dir") -> bool:
     """Fail before any work (exit 2, naming ``option`` and the path) on a run directory that
     cannot take this run: a file in its place (or above it), an unwritable location, or a
     directory already holding a run (without ``--resume`` two runs' logs would interleave and
     the old ``sft_model/`` would become a later resume's KL reference). ``--overwrite``
-    clears such a directory first."""
+    clears such a directory first. Returns whether this run starts in an empty (or new)
+    directory, which :func:`_discard_failed_start` may then clear again."""
     from rlvr.rewards.records_io import output_dir_problem
 
     if run_dir.exists() and not run_dir.is_dir():
@@ -1028,17 +1031,29 @@ def _prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool,
     if problem is not None:
         raise fail(f"{option} {run_dir}: cannot write the run directory ({problem})")
     if resume:
-        return
+        return False
     if run_dir.is_dir() and any(run_dir.iterdir()):
         if not overwrite:
             raise fail(f"{run_dir} already holds files (a run?): continue that run with "
-                       f"--resume {run_dir}, clear it with --overwrite, or choose another "
-                       f"--output-dir")
-        for entry in run_dir.iterdir():
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
+                       f"--resume {run_dir}, run the same command again with --overwrite "
+                       f"added to clear it, or choose another --output-dir")
+        _clear_dir(run_dir)
+    return True
+
+
+def _clear_dir(run_dir: Path) -> None:
+    for entry in run_dir.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def _discard_failed_start(run_dir: Path, fresh: bool) -> None:
+    """A run refused for bad input before any training (exit 2) leaves nothing behind in a
+    directory it started empty, so the corrected command runs without --overwrite."""
+    if fresh and run_dir.is_dir():
+        _clear_dir(run_dir)
 
 
 def _check_run_inputs(config, overrides: list[str] = ()) -> None:

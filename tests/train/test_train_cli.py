@@ -312,3 +312,17 @@ def test_config_summary_names_a_files_tasks_not_the_presets_sizes():
     assert "training tasks' solutions" in sft
     c = load_config(RunConfig, None, [])
     assert "2d+-2d" in config_summary(c)[2] or "train" in config_summary(c)[2]
+
+
+def test_a_run_refused_for_bad_input_leaves_its_new_directory_empty(tmp_path):
+    # issue 17 tour: a start refused with exit 2 (here: every SFT example cut at
+    # sft.max_length) left config.yaml and logs behind, so the corrected command was refused
+    run = tmp_path / "run"
+    bad = runner.invoke(app, ["train", "--config", SMOKE, "-o", str(run),
+                              "--set", "sft.max_length=8", "--set", "grpo.steps=1"])
+    assert bad.exit_code == 2, bad.output
+    assert "sft.max_length" in bad.output
+    assert not run.exists() or not any(run.iterdir())
+    good = runner.invoke(app, ["train", "--config", SMOKE, "-o", str(run),
+                               "--set", "grpo.steps=1", "--set", "eval.pass_at_k_samples=0"])
+    assert good.exit_code == 0, good.output
