@@ -23,7 +23,7 @@ The header names the CPU, ATen's dispatch level (``torch.backends.cpu.get_cpu_ca
 and the precision.
 
 Usage: python benchmarks/rollout_throughput.py [--quick] [--batches 64 256] [--new-tokens 128]
-[--precision auto|bf16|fp32] (--quick: batch 64 and 24 new tokens, under a minute). Wrap
+[--precision auto|bf16|fp32] (--quick: batch 64 and 16 new tokens, under a minute). Wrap
 timing runs in ``flock /tmp/rlvr-bench.lock`` on shared machines. An AVX2-only CPU can be
 simulated on an AVX-512 one with ``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
 MKL_ENABLE_INSTRUCTIONS=AVX2 RLVR_KERNEL_CFLAGS=-march=haswell``.
@@ -89,7 +89,7 @@ def measure(engine, prompts, params) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="batch 64, 24 new tokens")
+    parser.add_argument("--quick", action="store_true", help="batch 64, 16 new tokens")
     parser.add_argument("--batches", type=int, nargs="+", default=None)
     parser.add_argument("--new-tokens", type=int, default=None)
     parser.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
@@ -100,7 +100,7 @@ def main() -> None:
     choice = resolve_precision(args.precision)
     dtype, precision = choice.dtype, choice.precision
     batches = args.batches or ([64] if args.quick else [64, 256])
-    new_tokens = args.new_tokens or (24 if args.quick else 128)
+    new_tokens = args.new_tokens or (16 if args.quick else 128)
 
     from rlvr.models import load_model_and_tokenizer
     from rlvr.rollout import HFEngine, SamplingParams, TorchEngine
@@ -109,7 +109,8 @@ def main() -> None:
     model, tokenizer = load_model_and_tokenizer("smollm2-135m-instruct")
     model.eval()
     params_count = sum(p.numel() for p in model.parameters())
-    flops = matmul_flops(dtype)
+    # --quick: 2048^3 left out (one product can take seconds where sgemm has a pathology)
+    flops = matmul_flops(dtype, (1024, 1536) if args.quick else (1024, 1536, 2048))
     roofline = flops / (2 * params_count)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _machine import machine_line
