@@ -239,3 +239,17 @@ def test_an_unwritable_output_directory_exits_2_before_any_scoring(tmp_path, mon
     result = runner.invoke(app, ["verify", str(inp), "-o", str(locked / "out.jsonl")])
     message = " ".join(result.output.split())
     assert result.exit_code == 2 and f"-o {locked / 'out.jsonl'}: not writable" in message
+
+
+def test_verify_plugins_option_registers_a_task_type(tmp_path):
+    # issue 17 tour: rlvr verify took plugins only through --config; --plugins as in eval
+    (tmp_path / "nan_score_plugin.py").write_text(NAN_PLUGIN)
+    write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "task_type": "nan_score", "reference": "x",
+                                          "completion": "fine"}])
+    base = [sys.executable, "-m", "rlvr.cli", "verify", "in.jsonl", "-o", "out.jsonl"]
+    proc = subprocess.run(base, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 2 and "--plugins MODULE" in proc.stderr, proc.stderr
+    proc = subprocess.run(base + ["--plugins", "nan_score_plugin"], capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "out.jsonl").read_text())["status"] == "correct"

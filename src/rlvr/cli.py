@@ -111,6 +111,11 @@ def verify(
                                                "--compare disagreements (atomically). Default: "
                                                "beside -o's file, else beside the input: "
                                                "<stem>.disagreements.jsonl."),
+    plugins: list[str] = typer.Option([], "--plugins", help="Python module registering task "
+                                      "types (@register_verifier), format rules or "
+                                      "aggregators, imported here and in every verifier "
+                                      "process (added to --config's plugins). Repeatable or "
+                                      "comma-separated."),
 ) -> None:
     """Score completions with the reward pipeline: reward, components, status, extracted."""
     from rlvr.rewards.config import RewardConfig
@@ -118,7 +123,8 @@ def verify(
     from rlvr.rewards.pool import VerifierPool
     from rlvr.rewards.records_io import InputError, read_records
 
-    reward_config = _load_reward_config(config, workers=workers, timeout_s=timeout)
+    reward_config = _with_plugins(_load_reward_config(config, workers=workers, timeout_s=timeout),
+                                  plugins)
     if compare is not None:
         from rlvr.rewards.compare import CompareError, check_tool, default_compare_out
 
@@ -657,8 +663,14 @@ def _load_run_config_for_eval(config: Optional[Path]):
 
 def _eval_reward_config(run_config, plugins: list[str], workers: int):
     """The run config's reward section with ``--workers`` and the ``--plugins`` modules added
-    to its ``plugins`` (imported now, so their task types are known before any data is read;
-    one that does not import exits 2 naming it)."""
+    (:func:`_with_plugins`)."""
+    return _with_plugins(run_config.reward.model_copy(update={"workers": workers}), plugins)
+
+
+def _with_plugins(reward, plugins: list[str]):
+    """``reward`` (a RewardConfig) with the ``--plugins`` modules added to its ``plugins``
+    (imported now, so their task types are known before any data is read; one that does not
+    import exits 2 naming it)."""
     from rlvr.rewards.registry import load_plugins
 
     modules = [m.strip() for text in plugins for m in text.split(",") if m.strip()]
@@ -669,8 +681,8 @@ def _eval_reward_config(run_config, plugins: list[str], workers: int):
             raise fail(f"--plugins: cannot import {module!r} ({exc})")
         except Exception as exc:  # noqa: BLE001 - the plugin's own error, reported as bad input
             raise fail(f"--plugins: importing {module!r} failed: {type(exc).__name__}: {exc}")
-    merged = list(dict.fromkeys([*run_config.reward.plugins, *modules]))
-    return run_config.reward.model_copy(update={"workers": workers, "plugins": merged})
+    merged = list(dict.fromkeys([*reward.plugins, *modules]))
+    return reward.model_copy(update={"plugins": merged})
 
 
 def _eval_data_config(run_config, tasks, data_path, mixture, split, limit, instruction,

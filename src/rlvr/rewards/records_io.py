@@ -122,7 +122,8 @@ def parse_record(text: str, path: str | os.PathLike, line: int, known: set[str])
     _expect(obj["task_type"], (str,), "task_type", path, line)
     if obj["task_type"] not in known:
         raise InputError(path, line, f"field 'task_type': unknown task type "
-                                     f"{obj['task_type']!r}; known: {', '.join(sorted(known))}")
+                                     f"{obj['task_type']!r}; known: {', '.join(sorted(known))} "
+                                     f"(a plugin module registers more: --plugins MODULE)")
     _expect(obj["completion"], (str,), "completion", path, line)
     reference = obj["reference"]
     if obj["task_type"] == "code":
