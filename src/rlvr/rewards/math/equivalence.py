@@ -25,8 +25,8 @@ import mpmath
 from . import symbolic
 from .normalize import compact
 from .numbers import Num, TooLarge, eval_arith, parse_number
-from .structure import (Assign, Clock, Matrix, MatrixExpr, Relation, Scalar, Seq, SetExpr, Text, is_label,
-                        parse_answer)
+from .structure import (Assign, Clock, Matrix, MatrixExpr, Relation, Scalar, Seq, SetExpr, Text,
+                        has_variables, is_label, parse_answer)
 
 mpmath.mp.dps = 50
 
@@ -511,7 +511,7 @@ def _named_quantity_value(node):
     if not isinstance(node, Relation) or node.ops != ("=",):
         return None
     lhs, rhs = node.parts
-    if re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", rhs)) and r"\begin" not in rhs:
+    if has_variables(rhs) and r"\begin" not in rhs:
         return None
     names = set(re.findall(r"(?<![\\A-Za-z])[A-Za-z](?![A-Za-z])", re.sub(r"\\[A-Za-z]+", " ", lhs)))
     if not names or not all(n.isupper() for n in names):

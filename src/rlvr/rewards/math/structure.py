@@ -20,7 +20,7 @@ from functools import lru_cache
 from .clock import Clock, parse_clock  # noqa: F401  (Clock is a parsed shape)
 from .numwords import english_number
 from .units import canonical_unit
-from .normalize import clean_latex, currency_decimal_comma, find_group, split_top_level, unwrap_command
+from .normalize import clean_latex, find_group, split_top_level, unwrap_command
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,6 @@ def _strip_units(s: str) -> tuple[str, bool, str]:
     """Remove currency signs, trailing unit words and degree signs; detect percent. Returns
     ``(text, percent, unit words removed from the end)``."""
     percent, removed = False, []
-    s = currency_decimal_comma(s)
     s = re.sub(r"[€£¥元]|\\euro|\bUSD\b|\bdollars?\b|\bcents?\b", " ", s).strip()
     s = re.sub(r"[（(][^()（）]*[\u4e00-\u9fff][^()（）]*[)）]", " ", s).strip()
     m = re.search(r"\s*(?:%|\bpercent\b|\bper cent\b|\bpct\b)\s*$", s)
@@ -408,8 +407,8 @@ def _relation(parts: list[str], ops: list[str], depth: int):
             return named
         if len(parts) >= 3:
             return Assign(parts[0], _parse(parts[-1], depth + 1), parts[-1])
-        if is_label(parts[0]) or (not _has_variables(parts[0]) and not (
-                re.fullmatch(r"\s*-?[\d.]+\s*", parts[0]) and _has_variables(parts[1]))):
+        if is_label(parts[0]) or (not has_variables(parts[0]) and not (
+                re.fullmatch(r"\s*-?[\d.]+\s*", parts[0]) and has_variables(parts[1]))):
             # "x = 3", "f(x) = 1"; or a computation "\frac{1}{2} \cdot 20 = 10": the value
             # counts. "7 = 11a + c" is a constraint on a and c, not a value: an equation.
             return Assign(parts[0], _parse(parts[1], depth + 1), parts[1])
@@ -422,7 +421,8 @@ def _relation(parts: list[str], ops: list[str], depth: int):
     return Relation(tuple(parts), tuple(ops))
 
 
-def _has_variables(s: str) -> bool:
+def has_variables(s: str) -> bool:
+    """Whether ``s`` holds a variable letter outside LaTeX commands (``2x + 1``, not ``\\pi``)."""
     return bool(re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", s)))
 
 
