@@ -500,20 +500,29 @@ class RequestLog:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        start, status, box = time.perf_counter(), [500], {}
+        start, status, box, written = time.perf_counter(), [500], {}, [False]
         token = _REQUEST_USAGE.set(box)
+
+        def write_once():
+            if not written[0]:
+                written[0] = True
+                self.write(request_line(scope.get("method", "?"), scope.get("path", "?"),
+                                        status[0], time.perf_counter() - start, box.get("usage")))
 
         async def send_status(message):
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                # Logged before the last byte leaves, so a client that has its response can
+                # already read the line (and a log shipper never misses a finished request).
+                write_once()
             await send(message)
 
         try:
             await self.app(scope, receive, send_status)
         finally:
             _REQUEST_USAGE.reset(token)
-            self.write(request_line(scope.get("method", "?"), scope.get("path", "?"), status[0],
-                                    time.perf_counter() - start, box.get("usage")))
+            write_once()
 
 
 def create_app(server: ModelServer, *, request_log=None):
