@@ -340,8 +340,9 @@ _CLOSE = {"(": ")", "{": "}"}
 
 
 class _Parser:
-    # Precedence climbing: two Python frames per nesting level, so Python's recursion limit
-    # is never the first bound a deep expression meets.
+    # Precedence climbing, and one function for everything below a binary operator, so a
+    # nesting level costs two or three Python frames: Python's recursion limit is never the
+    # first bound a deeply nested expression meets (the grammar's max_nesting is).
 
     def __init__(self, tokens: list[_Token], grammar: Grammar, build: Any) -> None:
         self.tokens, self.g, self.build = tokens, grammar, build
@@ -361,25 +362,19 @@ class _Parser:
         return node
 
     def expr(self, min_prec: int) -> Any:
-        node = self.signed()
+        node = self.operand()
         while (prec := _PRECEDENCE.get(self.peek() or "", 0)) >= min_prec:
             op = self.tokens[self.i].op
             self.i += 1
             node = self.build.binary(op, node, self.expr(prec + 1))
         return node
 
-    def signed(self) -> Any:
+    def operand(self) -> Any:
+        # signed := ("+" | "-")* primary;  primary := atom "!"* ["^" signed]
         signs = []
         while self.g.unary and self.peek() in ("+", "-"):
             signs.append(self.tokens[self.i].op)
             self.i += 1
-        node = self.primary()
-        for sign in reversed(signs):
-            if sign == "-":
-                node = self.build.unary("neg", node)
-        return node
-
-    def primary(self) -> Any:
         tok = self.tokens[self.i] if self.i < len(self.tokens) else None
         if tok is None:
             raise ExactSyntaxError("expression ends where a number or '(' is expected")
@@ -387,30 +382,40 @@ class _Parser:
         if tok.literal is not None:
             node = self.build.number(tok.literal)
         elif tok.op in _CLOSE:
-            node = self.group(tok.op)
+            self.open()
+            node = self.expr(1)
+            self.close(tok.op)
         elif tok.op == "frac":
             self.expect("{")
-            num = self.group("{")
+            self.open()
+            num = self.expr(1)
+            self.close("{")
             self.expect("{")
-            node = self.build.binary("frac", num, self.group("{"))
+            self.open()
+            den = self.expr(1)
+            self.close("{")
+            node = self.build.binary("frac", num, den)
         else:
             raise ExactSyntaxError(f"unexpected {tok.shown()} where a number or '(' is expected")
         while self.peek() == "!":
             self.i += 1
             node = self.build.unary("!", node)
-        if self.peek() == "^":
+        if self.peek() == "^":  # right associative, binds tighter than a sign on its left
             self.i += 1
-            node = self.build.binary("^", node, self.signed())
+            node = self.build.binary("^", node, self.operand())
+        for sign in reversed(signs):
+            if sign == "-":
+                node = self.build.unary("neg", node)
         return node
 
-    def group(self, opening: str) -> Any:
+    def open(self) -> None:
         self.depth += 1
         if self.g.max_nesting is not None and self.depth > self.g.max_nesting:
             raise ExactSyntaxError(f"parentheses nested deeper than {self.g.max_nesting}")
-        node = self.expr(1)
+
+    def close(self, opening: str) -> None:
         self.expect(_CLOSE[opening])
         self.depth -= 1
-        return node
 
     def expect(self, op: str) -> None:
         if self.peek() != op:

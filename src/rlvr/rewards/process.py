@@ -304,12 +304,22 @@ def _canonical(toks: list[_Tok]) -> str:
     return " ".join(out).translate(_CANON)
 
 
+def evaluate(expression: str) -> Fraction:
+    """Exact value of ``expression`` in :data:`rlvr.exact.DECIMAL`'s grammar.
+
+    Raises:
+        rlvr.exact.ExactSyntaxError: outside the grammar.
+        ZeroDivisionError: a division by zero.
+    """
+    return exact.evaluate(expression, exact.DECIMAL)
+
+
 def _value(toks: list[_Tok]) -> tuple[bool, Fraction | None]:
     """``(parsed, value)``; value None for a division by zero."""
     if not toks or not _depth_ok(toks):
         return False, None
     try:
-        return True, exact.evaluate(_canonical(toks), exact.DECIMAL)
+        return True, evaluate(_canonical(toks))
     except exact.ExactSyntaxError:
         return False, None
     except ZeroDivisionError:
