@@ -2,15 +2,11 @@
 
 Every place in rlvr that recomputes written arithmetic does it here, never with ``eval``:
 
-================  ========================================================================
-grammar           used by
-================  ========================================================================
-:data:`INTEGER`   :func:`rlvr.tasks.arithmetic.evaluate` (checks generated worked solutions)
-:data:`COUNTDOWN` the logic verifier's countdown answers (:mod:`rlvr.rewards.logic`)
-:data:`DECIMAL`   GSM8K calculator annotations (:mod:`rlvr.data.variants`) and the process
-                  reward's written equations (:mod:`rlvr.rewards.process`)
-:data:`LATEX`     numeric LaTeX in math answers (:func:`rlvr.rewards.math.numbers.eval_arith`)
-================  ========================================================================
+- :data:`INTEGER`: :func:`rlvr.tasks.arithmetic.evaluate` (checks generated worked solutions);
+- :data:`COUNTDOWN`: the logic verifier's countdown answers (:mod:`rlvr.rewards.logic`);
+- :data:`DECIMAL`: GSM8K calculator annotations (:mod:`rlvr.data.variants`) and the process
+  reward's written equations (:mod:`rlvr.rewards.process`);
+- :data:`LATEX`: numeric LaTeX in math answers (:func:`rlvr.rewards.math.numbers.eval_arith`).
 
 They share one grammar skeleton, usual precedence, binary operators left associative::
 
