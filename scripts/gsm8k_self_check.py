@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from rlvr.rewards.records_io import atomic_write
+from rlvr.io import atomic_write
 
 
 def off_by_one(solution: str) -> str:

@@ -179,7 +179,7 @@ def test_nan_scores_from_a_plugin_are_error_rows_and_every_output_is_standard_js
 
 
 def test_json_text_writes_non_finite_values_as_null_with_a_flag():
-    from rlvr.rewards.records_io import finite_json, json_text
+    from rlvr.io import finite_json, json_text
 
     row = {"step": 3, "loss": float("nan"), "kl": float("inf"), "ok": 1.5,
            "pass@k": {"1": 0.5, "4": float("-inf")}, "values": [1.0, float("nan")]}
@@ -209,7 +209,7 @@ def _no_space(*_args, **_kwargs):
 def test_a_full_disk_while_writing_exits_1_with_the_previous_output_intact(tmp_path,
                                                                           monkeypatch):
     """issue 17 item 3: ENOSPC while writing -o was a traceback (the old file survived)."""
-    from rlvr.rewards import records_io
+    from rlvr import io as records_io
 
     inp = write_jsonl(tmp_path / "in.jsonl", [{"task_type": "math", "completion": "#### 4",
                                                "reference": "4"}])

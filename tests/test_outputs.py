@@ -10,9 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rlvr.cli import app
-from rlvr.rewards import records_io
-from rlvr.rewards.records_io import (OutputError, append_jsonl, atomic_write, output_dir_problem,
-                                     output_file_problem)
+from rlvr import io as records_io
+from rlvr.io import OutputError, append_jsonl, atomic_write, output_dir_problem, output_file_problem
 
 runner = CliRunner()
 

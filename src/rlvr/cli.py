@@ -121,7 +121,8 @@ def verify(
     from rlvr.rewards.config import RewardConfig
     from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
     from rlvr.rewards.pool import VerifierPool
-    from rlvr.rewards.records_io import InputError, read_records
+    from rlvr.io import InputError
+    from rlvr.rewards.records_io import read_records
 
     reward_config = _with_plugins(_load_reward_config(config, workers=workers, timeout_s=timeout),
                                   plugins)
@@ -175,7 +176,8 @@ def _write_verify_outputs(records, results, output, summary, summary_json, input
                           compare_out, other) -> None:
     """The outputs of ``rlvr verify`` (each written atomically; an OSError raises
     :class:`~rlvr.rewards.records_io.OutputError`)."""
-    from rlvr.rewards.records_io import atomic_write, json_text, output_row, write_json
+    from rlvr.io import atomic_write, json_text, write_json
+    from rlvr.rewards.records_io import output_row
     from rlvr.rewards.summary import summarize, summary_table
 
     rows = [output_row(r, res) for r, res in zip(records, results)]
@@ -843,7 +845,7 @@ def _eval_completions(path, settings, reward_config, ks_text, rerank):
     from rlvr.eval.summary import SummaryError
     from rlvr.progress import console_phases
     from rlvr.rewards.pipeline import RewardPipeline
-    from rlvr.rewards.records_io import InputError
+    from rlvr.io import InputError
 
     try:
         data = read_completions(path)
@@ -877,7 +879,7 @@ def lengths(
     from rich.table import Table
 
     from rlvr.eval.lengths import LengthsError, histogram, length_report, load_lengths
-    from rlvr.rewards.records_io import atomic_write, write_json
+    from rlvr.io import atomic_write, write_json
 
     if json_out is not None:
         _check_output_file(json_out, "--json")
@@ -984,7 +986,7 @@ def _check_output_file(path: Path, option: str, *, make_parents: bool = False) -
     """Fail before any work (exit 2, naming the option and the path) when ``path`` cannot be
     written as a file: it is a directory, or its directory is missing (unless
     ``make_parents``) or not writable (:func:`rlvr.rewards.records_io.output_file_problem`)."""
-    from rlvr.rewards.records_io import output_file_problem
+    from rlvr.io import output_file_problem
 
     problem = output_file_problem(path, make_parents=make_parents)
     if problem is not None:
@@ -995,7 +997,7 @@ def _check_output_dir(path: Path, option: str) -> None:
     """Fail before any work (exit 2, naming the option and the path) when ``path`` cannot be
     created or written as an output directory: it (or an ancestor) is a file, or it is not
     writable (:func:`rlvr.rewards.records_io.output_dir_problem`)."""
-    from rlvr.rewards.records_io import output_dir_problem
+    from rlvr.io import output_dir_problem
 
     problem = output_dir_problem(path)
     if problem is not None:
@@ -1008,7 +1010,7 @@ def output_errors():
     while writing an output) into one line on stderr and exit code 1; the outputs written
     before keep their content (every writer is temp-then-rename or cuts back what it
     appended)."""
-    from rlvr.rewards.records_io import OutputError
+    from rlvr.io import OutputError
 
     try:
         yield
@@ -1034,7 +1036,7 @@ def _prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool,
     the old ``sft_model/`` would become a later resume's KL reference). ``--overwrite``
     clears such a directory first. Returns whether this run starts in an empty (or new)
     directory, which :func:`_discard_failed_start` may then clear again."""
-    from rlvr.rewards.records_io import output_dir_problem
+    from rlvr.io import output_dir_problem
 
     if run_dir.exists() and not run_dir.is_dir():
         raise fail(f"{option} {run_dir}: exists and is not a directory (choose another "

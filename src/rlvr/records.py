@@ -125,7 +125,7 @@ class Task:
     def to_json(self) -> str:
         """One-line standard JSON (a JSONL row); non-ASCII text kept as is; a NaN / inf in
         ``metadata`` is written as null (a task record has no ``nonfinite`` field)."""
-        from rlvr.rewards.records_io import json_text
+        from rlvr.io import json_text
 
         return json_text(self.to_dict(), flag=False)
 

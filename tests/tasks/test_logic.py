@@ -147,7 +147,7 @@ def test_nesting_limit_is_50():
 
 def _never_evaluated(monkeypatch):
     """Make evaluating a countdown tree fail the test: a rejected answer is never computed."""
-    import rlvr.tasks.logic as logic
+    import rlvr.rewards.logic as logic
 
     def refuse(tree):
         raise AssertionError(f"evaluated a rejected expression: {tree!r}")

@@ -6,13 +6,12 @@ rewards come back as ``FloatTensor[N]`` (fp32), to be *added* to the outcome rew
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
 from rlvr.algo.advantages import group_stats
 from rlvr.algo.utils import as_bool_mask, as_fp32, check_ndim, check_same_shape
+from rlvr.length_cap import length_cap
 
 
 def overlong_penalty(lengths: Tensor, max_length: int, cache_length: int) -> Tensor:
@@ -140,7 +139,8 @@ def inference_length_limit(
         factor: safety factor (> 0).
 
     Returns:
-        ``ceil(quantile(lengths) * factor)`` tokens, at least 1.
+        ``ceil(quantile(lengths) * factor)`` tokens (:func:`rlvr.length_cap.length_cap`),
+        at least 1.
 
     Raises:
         ValueError: for empty lengths or out-of-range parameters.
@@ -150,5 +150,5 @@ def inference_length_limit(
         raise ValueError("lengths is empty")
     if not 0 < quantile <= 1 or factor <= 0:
         raise ValueError(f"need 0 < quantile <= 1 and factor > 0, got {quantile}, {factor}")
-    q = float(torch.quantile(n, quantile))
-    return max(1, math.ceil(q * factor - 1e-9))
+    # round: 0.9 * 100 is 90.00000000000001, which would shift the interpolation position
+    return max(1, length_cap(n.tolist(), round(quantile * 100, 9), factor))

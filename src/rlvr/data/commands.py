@@ -44,7 +44,7 @@ def _read(path: Path):
 def _check_output(path: Optional[Path], option: str = "--output") -> None:
     """Exit 2 before any work, naming the option and the path, when ``path`` cannot be written
     as a file (a directory, an unwritable directory; a missing directory is created)."""
-    from rlvr.rewards.records_io import output_file_problem
+    from rlvr.io import output_file_problem
 
     if path is not None:
         problem = output_file_problem(path, make_parents=True)
@@ -55,7 +55,7 @@ def _check_output(path: Optional[Path], option: str = "--output") -> None:
 def write_tasks(path: Path, tasks) -> None:
     """Tasks as JSONL, atomically (temp file, then rename). An OSError while writing (disk
     full) prints one line and exits 1; the file keeps its previous content."""
-    from rlvr.rewards.records_io import OutputError, atomic_write
+    from rlvr.io import OutputError, atomic_write
 
     try:
         with atomic_write(path) as f:

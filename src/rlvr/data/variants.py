@@ -69,106 +69,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from rlvr import exact
 from rlvr.records import Task
 
 # ----------------------------------------------------------------------------- evaluation
 
-
-class ArithmeticSyntaxError(ValueError):
-    """An annotation expression is outside the grammar (numbers, + - * /, parentheses)."""
-
-
-_TOKEN = re.compile(r"\s*(?:(\d+\.\d*|\.\d+|\d+)|([-+*/()]))")
-
-
-@dataclass(frozen=True)
-class Literal:
-    """A number in an expression: its character span and exact value."""
-
-    start: int
-    end: int
-    value: Fraction
-
-
-def _tokenize(expr: str) -> list[tuple[str, str | Literal]]:
-    tokens: list[tuple[str, str | Literal]] = []
-    pos = 0
-    while pos < len(expr):
-        if expr[pos:].strip() == "":
-            break
-        m = _TOKEN.match(expr, pos)
-        if not m:
-            raise ArithmeticSyntaxError(f"unexpected {expr[pos:].strip()[:10]!r} in {expr!r}")
-        if m.group(1) is not None:
-            tokens.append(("num", Literal(m.start(1), m.end(1), Fraction(m.group(1)))))
-        else:
-            tokens.append(("op", m.group(2)))
-        pos = m.end()
-    return tokens
-
-
-class _Parser:
-    """Recursive descent over ``expr := term (('+'|'-') term)*``, ``term := factor (('*'|'/')
-    factor)*``, ``factor := ('-'|'+') factor | number | '(' expr ')'``. Literal ``i`` (in
-    order) evaluates to ``values[i]``."""
-
-    def __init__(self, tokens: list, values: Sequence[Fraction], source: str) -> None:
-        self.tokens, self.values, self.source = tokens, values, source
-        self.pos, self.literal = 0, 0
-
-    def parse(self) -> Fraction:
-        value = self.expr()
-        if self.pos != len(self.tokens):
-            raise ArithmeticSyntaxError(f"trailing input in {self.source!r}")
-        return value
-
-    def _peek(self) -> str | None:
-        if self.pos < len(self.tokens) and self.tokens[self.pos][0] == "op":
-            return self.tokens[self.pos][1]  # type: ignore[return-value]
-        return None
-
-    def expr(self) -> Fraction:
-        value = self.term()
-        while self._peek() in ("+", "-"):
-            op = self._peek()
-            self.pos += 1
-            rhs = self.term()
-            value = value + rhs if op == "+" else value - rhs
-        return value
-
-    def term(self) -> Fraction:
-        value = self.factor()
-        while self._peek() in ("*", "/"):
-            op = self._peek()
-            self.pos += 1
-            rhs = self.factor()
-            if op == "*":
-                value *= rhs
-            elif rhs == 0:
-                raise ZeroDivisionError(f"division by zero in {self.source!r}")
-            else:
-                value /= rhs
-        return value
-
-    def factor(self) -> Fraction:
-        if self.pos >= len(self.tokens):
-            raise ArithmeticSyntaxError(f"unexpected end of {self.source!r}")
-        kind, tok = self.tokens[self.pos]
-        self.pos += 1
-        if kind == "num":
-            value = self.values[self.literal]
-            self.literal += 1
-            return value
-        if tok in ("-", "+"):
-            value = self.factor()
-            return -value if tok == "-" else value
-        if tok == "(":
-            value = self.expr()
-            if self._peek() != ")":
-                raise ArithmeticSyntaxError(f"unbalanced parentheses in {self.source!r}")
-            self.pos += 1
-            return value
-        raise ArithmeticSyntaxError(f"unexpected {tok!r} in {self.source!r}")
+#: An annotation expression is outside the grammar (numbers, + - * /, parentheses); the
+#: exact-arithmetic module's syntax error, under the name this module has always used.
+ArithmeticSyntaxError = exact.ExactSyntaxError
+#: A number in an expression: its character span and exact value.
+Literal = exact.Literal
 
 
 def literals(expr: str) -> list[Literal]:
@@ -177,14 +87,15 @@ def literals(expr: str) -> list[Literal]:
     Raises:
         ArithmeticSyntaxError: for characters outside digits, ``.``, ``+ - * / ( )`` and spaces.
     """
-    return [tok for kind, tok in _tokenize(expr) if kind == "num"]  # type: ignore[misc]
+    return exact.literals(expr, exact.DECIMAL)
 
 
 def evaluate(expr: str, values: Sequence[Fraction] | None = None) -> Fraction:
     """Exact value of an arithmetic expression, without ``eval``.
 
-    Grammar: decimal literals (``48``, ``1.5``, ``.5``), unary ``+``/``-``, binary
-    ``+ - * /`` with the usual precedence, parentheses. Arithmetic is exact (fractions).
+    Grammar (:data:`rlvr.exact.DECIMAL`): decimal literals (``48``, ``1.5``, ``.5``), unary
+    ``+``/``-``, binary ``+ - * /`` with the usual precedence, parentheses. Arithmetic is
+    exact (fractions).
 
     Args:
         expr: e.g. ``"48/2"``, ``"(20/100)*25"``.
@@ -198,13 +109,7 @@ def evaluate(expr: str, values: Sequence[Fraction] | None = None) -> Fraction:
         ArithmeticSyntaxError: for input outside the grammar or a wrong number of ``values``.
         ZeroDivisionError: for a division by zero.
     """
-    tokens = _tokenize(expr)
-    own = [tok.value for kind, tok in tokens if kind == "num"]  # type: ignore[union-attr]
-    if values is None:
-        values = own
-    elif len(values) != len(own):
-        raise ArithmeticSyntaxError(f"{len(values)} values for {len(own)} literals in {expr!r}")
-    return _Parser(tokens, list(values), expr).parse()
+    return exact.evaluate(expr, exact.DECIMAL, values)
 
 
 # ----------------------------------------------------------------------------- parsing

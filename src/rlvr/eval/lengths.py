@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-CAP_FACTOR = 1.2
+from rlvr.length_cap import CAP_FACTOR, length_cap, percentile  # noqa: F401  (re-exported)
+
 _LENGTH_FIELDS = ("tokens", "length", "completion_tokens")
 
 
@@ -28,29 +29,10 @@ class LengthsError(ValueError):
     """The input holds no usable lengths; the message names the file / line / field."""
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile with linear interpolation between order statistics (numpy's default
-    ``method="linear"``): position ``(n - 1) * q / 100`` in the sorted values.
-    Example: [10, 20, 30, 40], q = 90 -> position 2.7 -> 30 + 0.7 * 10 = 37.
-
-    Raises:
-        ValueError: no values, or q outside [0, 100].
-    """
-    if not values:
-        raise ValueError("percentile of no values")
-    if not 0 <= q <= 100:
-        raise ValueError(f"percentile q must be in [0, 100], got {q}")
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (pos - lo) * (ordered[hi] - ordered[lo])
-
-
 def recommended_cap(lengths: Sequence[int], factor: float = CAP_FACTOR) -> int:
-    """Inference length cap (R19): ``ceil(P90(lengths) * factor)`` tokens (a tiny epsilon
-    absorbs float error, so 37 * 1.2 = 44.4 -> 45 and 50 * 1.2 -> 60)."""
-    return math.ceil(percentile(lengths, 90) * factor - 1e-9)
+    """Inference length cap (R19): ``ceil(P90(lengths) * factor)`` tokens
+    (:func:`rlvr.length_cap.length_cap`; 37 * 1.2 = 44.4 -> 45 and 50 * 1.2 -> 60)."""
+    return length_cap(lengths, 90, factor)
 
 
 def length_report(lengths: Sequence[int], cap: int | None = None,
@@ -127,7 +109,7 @@ def load_tokenizer(name: str):
 
 
 def _rows(path: Path) -> list[tuple[int, dict]]:
-    from rlvr.rewards.records_io import InputError, jsonl_objects
+    from rlvr.io import InputError, jsonl_objects
 
     try:
         return jsonl_objects(path)

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from rlvr.eval.metrics import ProblemView, normalize_answer
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
-from rlvr.rewards.records_io import InputError, jsonl_objects
+from rlvr.io import InputError, jsonl_objects
 from rlvr.rewards.types import RewardResult
 
 

@@ -14,7 +14,7 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Sequence
 
-from rlvr.rewards.records_io import OutputError, atomic_write, json_text, write_json
+from rlvr.io import OutputError, atomic_write, json_text, write_json
 
 PLOTS = ("accuracy_vs_k.png", "accuracy_vs_tokens.png")
 
@@ -236,7 +236,7 @@ def write_report(results: dict, out_dir: Path, completion_rows: Sequence[dict] =
     the plots into ``out_dir``, each atomically. Returns the paths written.
 
     Raises:
-        rlvr.rewards.records_io.OutputError: a file cannot be written (disk full); the files
+        rlvr.io.OutputError: a file cannot be written (disk full); the files
             written before keep their content.
     """
     try:

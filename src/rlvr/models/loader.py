@@ -105,14 +105,14 @@ def save_model(directory: Path, model, tokenizer, write_extra=None) -> Path:
     state) before the rename. Returns ``directory``.
 
     Raises:
-        rlvr.rewards.records_io.OutputError: an ``OSError`` while writing (disk full); the
+        rlvr.io.OutputError: an ``OSError`` while writing (disk full); the
             temp dir is removed and ``directory`` keeps its previous content.
     """
     try:
         directory.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
     except OSError as exc:
-        from rlvr.rewards.records_io import OutputError
+        from rlvr.io import OutputError
 
         raise OutputError(directory, exc) from exc
     try:
@@ -130,7 +130,7 @@ def save_model(directory: Path, model, tokenizer, write_extra=None) -> Path:
             shutil.rmtree(old, ignore_errors=True)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        from rlvr.rewards.records_io import OutputError
+        from rlvr.io import OutputError
 
         raise (exc if isinstance(exc, OutputError) else OutputError(directory, exc)) from exc
     except BaseException:

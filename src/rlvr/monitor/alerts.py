@@ -57,7 +57,7 @@ class AlertLog:
         self.path, self.print = path, print_fn
 
     def emit(self, alert: Alert) -> None:
-        from rlvr.rewards.records_io import append_jsonl
+        from rlvr.io import append_jsonl
 
         append_jsonl(self.path, [alert.to_dict()], default=float)  # standard JSON, NaN as null
         colour = self.COLOURS.get(alert.action, "yellow")

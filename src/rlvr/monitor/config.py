@@ -37,7 +37,7 @@ class NonFiniteCheck(CheckConfig):
 class RewardCollapseCheck(CheckConfig):
     """R21. The step's mean reward falls far below its recent average."""
 
-    action: Action = "rollback"
+    action: Action = Field("rollback", description="warn, stop or rollback.")
     drop: float = Field(0.5, gt=0, le=1, description="Alert when reward_mean < (1 - drop) x "
                         "the mean of the previous `health.window` steps ...")
     min_drop: float = Field(0.15, ge=0, description="... and the fall is at least this much "
@@ -47,7 +47,7 @@ class RewardCollapseCheck(CheckConfig):
 class KLSpikeCheck(CheckConfig):
     """R21, R37. KL to the reference jumps (only when the KL term is on)."""
 
-    action: Action = "rollback"
+    action: Action = Field("rollback", description="warn, stop or rollback.")
     factor: float = Field(5.0, gt=1, description="Alert when kl > factor x the mean of the "
                           "previous `health.window` steps ...")
     min_kl: float = Field(0.05, ge=0, description="... and kl > min_kl (nats/token).")
@@ -89,7 +89,7 @@ class FormatCollapseCheck(CheckConfig):
     learning rate). Needs one step of history only, so it fires on the step the broken policy
     first samples, even when no row trains and KL is not measured."""
 
-    action: Action = "rollback"
+    action: Action = Field("rollback", description="warn, stop or rollback.")
     max_rate: float = Field(0.9, gt=0, le=1, description="Alert when format_error_rate is at "
                             "least this ...")
     rise: float = Field(0.4, gt=0, le=1, description="... and exceeds the mean of the "
@@ -102,7 +102,7 @@ class EntropyJumpCheck(CheckConfig):
     nats/token, measured on every completion) jumps: the distribution has been blown flat.
     Needs one step of history only and no trained row."""
 
-    action: Action = "rollback"
+    action: Action = Field("rollback", description="warn, stop or rollback.")
     factor: float = Field(2.0, gt=1, description="Alert when rollout_entropy > factor x the "
                           "mean of the previous steps (up to `health.window`, at least one, "
                           "since the start or the last rollback) ...")
@@ -114,7 +114,7 @@ class ValidationCollapseCheck(CheckConfig):
     """A validation during GRPO falls far below the validation of the model that entered
     GRPO (``before_grpo``), in pass@1 or in answer format rate."""
 
-    action: Action = "rollback"
+    action: Action = Field("rollback", description="warn, stop or rollback.")
     drop: float = Field(0.5, gt=0, le=1, description="Alert when pass@1 (or the format rate) "
                         "< (1 - drop) x its value before GRPO ...")
     min_drop: float = Field(0.2, gt=0, le=1, description="... and the fall is at least this "
@@ -212,20 +212,51 @@ class HealthConfig(_Section):
     spot_check_top_k: int = Field(8, ge=0, description="Top-reward completions of the window "
                                   "written to spot_check/step-N.jsonl at each validation and "
                                   "with each reward_hacking alert (R34).")
-    nonfinite: NonFiniteCheck = Field(default_factory=NonFiniteCheck)
-    reward_collapse: RewardCollapseCheck = Field(default_factory=RewardCollapseCheck)
-    kl_spike: KLSpikeCheck = Field(default_factory=KLSpikeCheck)
-    length_inflation: LengthInflationCheck = Field(default_factory=LengthInflationCheck)
-    zero_variance: ZeroVarianceCheck = Field(default_factory=ZeroVarianceCheck)
-    format_errors: FormatErrorCheck = Field(default_factory=FormatErrorCheck)
-    format_collapse: FormatCollapseCheck = Field(default_factory=FormatCollapseCheck)
-    entropy_jump: EntropyJumpCheck = Field(default_factory=EntropyJumpCheck)
-    validation_collapse: ValidationCollapseCheck = Field(default_factory=ValidationCollapseCheck)
-    verifier_errors: VerifierErrorCheck = Field(default_factory=VerifierErrorCheck)
-    category_bias: CategoryBiasCheck = Field(default_factory=CategoryBiasCheck)
-    degeneration: DegenerationCheck = Field(default_factory=DegenerationCheck)
-    reward_hacking: RewardHackingCheck = Field(default_factory=RewardHackingCheck)
-    overfitting: OverfittingCheck = Field(default_factory=OverfittingCheck)
+    nonfinite: NonFiniteCheck = Field(
+        default_factory=NonFiniteCheck,
+        description="Non-finite log-probs, advantages, loss or gradients (R38): the update is "
+        "always skipped; this reports it.")
+    reward_collapse: RewardCollapseCheck = Field(
+        default_factory=RewardCollapseCheck,
+        description="The step's mean reward falls far below its recent average (R21).")
+    kl_spike: KLSpikeCheck = Field(
+        default_factory=KLSpikeCheck,
+        description="KL to the reference jumps (R21, R37; only when the KL term is on).")
+    length_inflation: LengthInflationCheck = Field(
+        default_factory=LengthInflationCheck,
+        description="Completions grow or hit the length cap (R36).")
+    zero_variance: ZeroVarianceCheck = Field(
+        default_factory=ZeroVarianceCheck,
+        description="Too many groups whose completions all got the same reward (R35).")
+    format_errors: FormatErrorCheck = Field(
+        default_factory=FormatErrorCheck,
+        description="The share of completions without the required answer format jumps.")
+    format_collapse: FormatCollapseCheck = Field(
+        default_factory=FormatCollapseCheck,
+        description="The answer format breaks within a step or two (an exploding policy).")
+    entropy_jump: EntropyJumpCheck = Field(
+        default_factory=EntropyJumpCheck,
+        description="The rollout's per-token entropy jumps (the distribution blown flat).")
+    validation_collapse: ValidationCollapseCheck = Field(
+        default_factory=ValidationCollapseCheck,
+        description="A validation during GRPO falls far below the one before GRPO.")
+    verifier_errors: VerifierErrorCheck = Field(
+        default_factory=VerifierErrorCheck,
+        description="Verifier failures (raised, no valid verdict, timed out) above a share.")
+    category_bias: CategoryBiasCheck = Field(
+        default_factory=CategoryBiasCheck,
+        description="A category's parse-failure or zero-reward rate stands out from the others "
+        "(R10).")
+    degeneration: DegenerationCheck = Field(
+        default_factory=DegenerationCheck,
+        description="Repetition loops, garbled characters, language mixing (R37).")
+    reward_hacking: RewardHackingCheck = Field(
+        default_factory=RewardHackingCheck,
+        description="Training reward rises while validation does not, or the reward credits what "
+        "the reference verifier rejects (R34).")
+    overfitting: OverfittingCheck = Field(
+        default_factory=OverfittingCheck,
+        description="Validation pass@1 rose and then fell (R32).")
 
     def check_config(self, name: str) -> CheckConfig:
         """The config of the check called ``name``."""

@@ -187,7 +187,7 @@ class HealthMonitor:
     def spot_check(self, step: int) -> Path | None:
         """Write the ``spot_check_top_k`` highest-reward completions of the window to
         ``spot_check/step-NNNNNN.jsonl`` (atomically) for a human to read (R34)."""
-        from rlvr.rewards.records_io import atomic_write, json_text
+        from rlvr.io import atomic_write, json_text
 
         k = self.config.spot_check_top_k
         if not k or not self.rows:

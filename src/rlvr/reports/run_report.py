@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from rlvr.rewards.records_io import atomic_write
+from rlvr.io import atomic_write, read_jsonl_lenient
 
 REPORT_NAME = "report.html"
 NOT_RECORDED = "not recorded"
@@ -162,20 +162,10 @@ def _read_jsonl(path: Path, notes: list[str]) -> list[dict] | None:
     if not path.is_file():
         return None
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        rows, bad = read_jsonl_lenient(path)
     except OSError as exc:
         notes.append(f"{path.name}: unreadable ({exc.strerror or exc})")
         return None
-    rows, bad = [], 0
-    for line in filter(str.strip, lines):
-        try:
-            row = json.loads(line)
-        except ValueError:
-            row = None
-        if isinstance(row, dict):
-            rows.append(row)
-        else:
-            bad += 1
     if bad:
         notes.append(f"{path.name}: skipped {bad} line(s) that are not JSON objects")
     return rows

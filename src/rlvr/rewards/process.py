@@ -43,7 +43,7 @@ as a running total, when its leading number is the value so far: ``2 + 3 = 5 + 1
 right steps (``2 + 3 = 5`` and ``5 + 1 = 6``); ``2 + 3 = 6 + 1 = 7`` has one wrong step. A
 link whose left side is a bare number (``= 5 = 5``) is not a step.
 
-Judging: arithmetic is exact (:class:`~fractions.Fraction`, :func:`rlvr.data.variants.evaluate`,
+Judging: arithmetic is exact (:class:`~fractions.Fraction`, :data:`rlvr.exact.DECIMAL`'s grammar,
 never ``eval``). A claimed number is right when it equals the value exactly, within 1e-6
 relative, or after rounding the value to the claim's number of decimals when the claim has
 decimals (``10/3 = 3.33`` and ``2/3 = 0.667`` are right; ``2/3 = 0.66`` truncates and is wrong;
@@ -80,7 +80,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 
-from rlvr.data.variants import ArithmeticSyntaxError, evaluate
+from rlvr import exact
 
 __all__ = [
     "MAX_ANNOTATION_CHARS",
@@ -276,7 +276,7 @@ def _number_text(tok: _Tok) -> str:
 
 
 def _canonical(toks: list[_Tok]) -> str:
-    """The expression in :func:`rlvr.data.variants.evaluate`'s grammar.
+    """The expression in :data:`rlvr.exact.DECIMAL`'s grammar.
 
     Commas, spaces of grouped thousands and ``$`` are dropped; ``× x · ÷ − –`` become
     ``* * * / - -``. Two readings follow how people write fractions inline: a mixed number
@@ -304,13 +304,23 @@ def _canonical(toks: list[_Tok]) -> str:
     return " ".join(out).translate(_CANON)
 
 
+def evaluate(expression: str) -> Fraction:
+    """Exact value of ``expression`` in :data:`rlvr.exact.DECIMAL`'s grammar.
+
+    Raises:
+        rlvr.exact.ExactSyntaxError: outside the grammar.
+        ZeroDivisionError: a division by zero.
+    """
+    return exact.evaluate(expression, exact.DECIMAL)
+
+
 def _value(toks: list[_Tok]) -> tuple[bool, Fraction | None]:
     """``(parsed, value)``; value None for a division by zero."""
     if not toks or not _depth_ok(toks):
         return False, None
     try:
         return True, evaluate(_canonical(toks))
-    except ArithmeticSyntaxError:
+    except exact.ExactSyntaxError:
         return False, None
     except ZeroDivisionError:
         return True, None

@@ -1,91 +1,21 @@
-"""Reading and writing the JSONL records of ``rlvr verify``, and the JSON writing every output
-of the product goes through.
+"""Reading and writing the JSONL records of ``rlvr verify``.
 
 Input: one JSON object per line with ``task_type`` (str), ``completion`` (str), ``reference``
 (math: answer string or number; code: dict), optional ``id``, ``prompt``, ``category``,
-``source``. Output: one JSON object per input record, same order.
-
-Every JSON file rlvr writes is standard JSON (RFC 8259): :func:`json_text` / :func:`write_json`
-/ :func:`append_jsonl` write NaN and infinities as ``null`` and list where they were under
-``"nonfinite"`` (a metrics row with a NaN loss reads ``"loss": null, ..., "nonfinite":
-["loss"]``), never the ``NaN`` / ``Infinity`` literals that other JSON readers reject.
+``source``. Output: one JSON object per input record, same order. The general file I/O (JSONL
+reading, atomic writes, standard JSON) is :mod:`rlvr.io`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
-import tempfile
-from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator
+from typing import Any
 
+from rlvr.io import InputError, parse_jsonl_object, text_lines
 from rlvr.rewards.registry import task_types
 from rlvr.rewards.types import RewardResult
-
-
-class InputError(ValueError):
-    """A malformed input record. ``str(err)`` names the file, line and field."""
-
-    def __init__(self, path: str | os.PathLike, line: int, message: str):
-        self.path, self.line = str(path), line
-        super().__init__(f"{path}:{line}: {message}")
-
-
-_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
-
-
-def text_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` of a UTF-8 text file (1-based; a UTF-8 BOM is dropped).
-
-    Raises:
-        InputError: the file is UTF-16 / UTF-32 (a BOM says so, or NUL bytes in a line) or a
-            line is not valid UTF-8, naming the line and the byte, e.g. a Latin-1 file.
-        OSError: the file cannot be read.
-    """
-    with open(path, "rb") as f:
-        for line_no, raw in enumerate(f, 1):
-            if line_no == 1:
-                if raw.startswith(_UTF16_BOMS):
-                    raise InputError(path, 1, "the file is UTF-16 or UTF-32 encoded (it starts "
-                                              "with that byte-order mark); rlvr reads UTF-8: "
-                                              "convert it, e.g. iconv -f UTF-16 -t UTF-8")
-                raw = raw.removeprefix(b"\xef\xbb\xbf")
-            if b"\x00" in raw:  # UTF-16 / UTF-32 without a byte-order mark, or binary data
-                raise InputError(path, line_no, "the line holds NUL bytes: the file is not "
-                                                "UTF-8 text (UTF-16 or UTF-32 without a "
-                                                "byte-order mark?); rlvr reads UTF-8")
-            try:
-                yield line_no, raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(path, line_no, f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} "
-                                                f"at byte {exc.start + 1} of the line); save "
-                                                f"the file as UTF-8") from None
-
-
-def jsonl_objects(path: str | os.PathLike) -> list[tuple[int, dict]]:
-    """``(line number, object)`` for every non-blank line of a JSONL file (1-based lines).
-
-    Raises:
-        InputError: a line is not valid JSON or not a JSON object (names file and line).
-        OSError: the file cannot be read.
-    """
-    rows = []
-    for line_no, text in text_lines(path):
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(path, line_no, f"invalid JSON ({exc.msg} at column "
-                                            f"{exc.colno})") from None
-        if not isinstance(obj, dict):
-            raise InputError(path, line_no, f"expected a JSON object, got "
-                                            f"{type(obj).__name__}")
-        rows.append((line_no, obj))
-    return rows
 
 
 @dataclass(frozen=True)
@@ -110,12 +40,7 @@ def _expect(value: Any, kinds: tuple[type, ...], field: str, path, line: int) ->
 
 def parse_record(text: str, path: str | os.PathLike, line: int, known: set[str]) -> VerifyRecord:
     """Validate one JSONL line. Raises :class:`InputError` naming the line and field."""
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(path, line, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
-    if not isinstance(obj, dict):
-        raise InputError(path, line, f"expected a JSON object, got {type(obj).__name__}")
+    obj = parse_jsonl_object(text, path, line)
     for field in ("task_type", "completion", "reference"):
         if field not in obj or obj[field] is None:
             raise InputError(path, line, f"missing required field '{field}'")
@@ -178,191 +103,3 @@ def output_row(record: VerifyRecord, result: RewardResult) -> dict[str, Any]:
         "detail": result.detail,
         "seconds": round(result.seconds, 6),
     }
-
-
-class OutputError(OSError):
-    """Writing an output failed (disk full, permissions, a read-only file system...).
-
-    ``str(err)`` is one line naming the path and the reason; the output's previous content
-    (if any) is unchanged: files are written to a temp file and renamed (:func:`atomic_write`),
-    JSONL logs are cut back to their previous end (:func:`append_jsonl`). ``errno`` and
-    ``strerror`` are the failed call's; ``path`` is the output.
-    """
-
-    def __init__(self, path: str | os.PathLike, exc: OSError):
-        super().__init__(exc.errno, exc.strerror or str(exc))
-        self.path = str(path)
-
-    def __str__(self) -> str:
-        return (f"{self.path}: cannot write ({self.strerror}); its previous content, if any, "
-                f"is unchanged")
-
-
-def output_file_problem(path: str | os.PathLike, *, make_parents: bool = False) -> str | None:
-    """Why ``path`` cannot be written as an output file, or None: it is a directory, its
-    directory is missing (unless ``make_parents``: then the nearest existing ancestor must be a
-    writable directory) or is not writable, or the file exists and is not writable. For
-    checking every output before any work starts."""
-    path = Path(path)
-    if path.is_dir():
-        return "is a directory (expected a file path)"
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        if parent.exists():
-            return f"{parent} is a file, not a directory"
-        if not make_parents:
-            return f"directory {parent} does not exist"
-        problem = output_dir_problem(parent)
-        return None if problem is None else f"cannot create directory {parent} ({problem})"
-    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists()
-                                                      and not os.access(path, os.W_OK)):
-        return "not writable"
-    return None
-
-
-def output_dir_problem(path: str | os.PathLike) -> str | None:
-    """Why ``path`` cannot be (created and) written as an output directory, or None: it, or an
-    ancestor it would be created under, is a file; or the directory (the nearest existing
-    ancestor when it does not exist yet) is not writable."""
-    path = Path(path)
-    existing = next((p for p in (path, *path.parents) if p.exists()), Path("."))
-    if not existing.is_dir():
-        if existing == path:
-            return "exists and is not a directory"
-        return f"{existing} is a file, not a directory"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return "not writable" if existing == path else f"{existing} is not writable"
-    return None
-
-
-_fsync = os.fsync  # the last write of atomic_write: where a full disk shows up at the latest
-
-
-@contextmanager
-def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[Any]:
-    """Open a temp file beside ``path``; rename it over ``path`` only if the block succeeds,
-    so a crash or Ctrl-C never leaves a half-written file (the old file, if any, survives).
-
-    Raises:
-        OutputError: an ``OSError`` while creating, writing (inside the block too: disk full)
-            or renaming the file; the temp file is removed and ``path`` is unchanged.
-    """
-    target = Path(path)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as exc:
-        raise OutputError(target, exc) from exc
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file what open() would
-        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as f:
-            yield f
-            f.flush()
-            _fsync(f.fileno())
-        os.replace(tmp, target)
-    except OutputError:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise OutputError(target, exc) from exc
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-#: The key under which :func:`json_text` lists the values it wrote as null (NaN, inf).
-NONFINITE_KEY = "nonfinite"
-
-
-def finite_json(value: Any, default: Callable[[Any], Any] | None = None,
-                path: str = "") -> tuple[Any, list[str]]:
-    """``(copy, paths)``: ``value`` with every non-finite float (NaN, +-inf) replaced by None,
-    and the paths of the replaced values (dict keys joined by ``.``, list indices as numbers:
-    ``loss``, ``pass@k.4``, ``values.2``). Tuples become lists. An object JSON cannot encode
-    is passed through ``default`` first (as ``json.dumps(default=...)`` would), e.g. ``float``
-    for numpy scalars and 0-d tensors; without ``default`` it is returned unchanged (and
-    ``json.dumps`` then raises ``TypeError`` as usual)."""
-    if isinstance(value, float):
-        return (value, []) if math.isfinite(value) else (None, [path])
-    if value is None or isinstance(value, (str, int)):  # bool is an int
-        return value, []
-    if isinstance(value, dict):
-        out, found = {}, []
-        for key, item in value.items():
-            out[key], sub = finite_json(item, default, f"{path}.{key}" if path else str(key))
-            found += sub
-        return out, found
-    if isinstance(value, (list, tuple)):
-        out_list, found = [], []
-        for i, item in enumerate(value):
-            clean, sub = finite_json(item, default, f"{path}.{i}" if path else str(i))
-            out_list.append(clean)
-            found += sub
-        return out_list, found
-    if default is not None:
-        return finite_json(default(value), None, path)
-    return value, []
-
-
-def json_text(value: Any, *, default: Callable[[Any], Any] | None = None, flag: bool = True,
-              **dumps_options: Any) -> str:
-    """``json.dumps(value, allow_nan=False, ...)`` after :func:`finite_json`: standard JSON.
-
-    When ``value`` is a dict holding non-finite floats and ``flag`` is True, the result gets
-    ``"nonfinite": [path, ...]`` naming them (see :func:`finite_json`). ``dumps_options`` go
-    to ``json.dumps`` (``ensure_ascii``, ``indent``...); ``ensure_ascii`` defaults to False.
-
-    Raises:
-        TypeError: an object JSON cannot encode and ``default`` does not convert.
-    """
-    clean, found = finite_json(value, default)
-    if found and flag and isinstance(clean, dict):
-        clean[NONFINITE_KEY] = found
-    dumps_options.setdefault("ensure_ascii", False)
-    return json.dumps(clean, allow_nan=False, **dumps_options)
-
-
-def write_json(f: IO[str], value: Any, **options: Any) -> None:
-    """Write ``value`` to the text file ``f`` as one standard JSON document (see
-    :func:`json_text`; ``indent=2`` unless given)."""
-    options.setdefault("indent", 2)
-    f.write(json_text(value, **options))
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    """``os.write`` until all of ``data`` is written (a short write is retried)."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def append_jsonl(path: str | os.PathLike, rows: Iterable[Any],
-                 default: Callable[[Any], Any] | None = None) -> None:
-    """Append ``rows`` to the JSONL file ``path`` (created if missing), one standard JSON
-    object per line (:func:`json_text`, non-finite values flagged).
-
-    Raises:
-        OutputError: the file cannot be opened or written (disk full); what was appended is
-            cut off again, so the file holds exactly its previous lines.
-        TypeError: a row holds an object JSON cannot encode (nothing is written).
-    """
-    data = "".join(json_text(row, default=default) + "\n" for row in rows).encode("utf-8")
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-    except OSError as exc:
-        raise OutputError(path, exc) from exc
-    try:
-        start = os.lseek(fd, 0, os.SEEK_END)
-        try:
-            _write_all(fd, data)
-        except OSError as exc:
-            try:
-                os.ftruncate(fd, start)
-            except OSError:
-                pass
-            raise OutputError(path, exc) from exc
-    finally:
-        os.close(fd)

@@ -10,8 +10,8 @@ step-by-step worked solution in the target output format, by default GSM8K's::
     #### 95
 
 Every solution is checked before it is emitted: each written equation is recomputed by
-:func:`evaluate` (a small ``ast``-based evaluator of integer ``+ - * / //``, never Python's
-``eval``) and the final line must equal the answer (R17, R27).
+:func:`evaluate` (exact integer ``+ - * / //`` in :data:`rlvr.exact.INTEGER`'s grammar, never
+Python's ``eval``) and the final line must equal the answer (R17, R27).
 
 Train / validation hygiene (R25): the split of a problem is a function of the problem itself
 (a hash of its commutativity-normalised expression), not of the seed or of the draw order, so
@@ -26,7 +26,6 @@ weight.
 
 from __future__ import annotations
 
-import ast
 import bisect
 import functools
 import hashlib
@@ -36,6 +35,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from rlvr import exact
 from rlvr.records import Task
 
 # An expression tree: an int leaf, or (operator, left, right).
@@ -92,40 +92,14 @@ def evaluate(expression: str) -> int:
 @functools.lru_cache(maxsize=65536)
 def _evaluate_cached(expression: str) -> int:
     # Step lines repeat a lot (7 * 6 = 42); parsing them once is the generator's main cost.
-    text = expression.replace("×", "*").replace("·", "*").replace("÷", "/").strip()
-    if not text:
-        raise ExpressionError("empty expression")
+    # The whole expression is read before anything is computed, so a syntax error is
+    # reported as such even after a division by zero.
     try:
-        tree = ast.parse(text, mode="eval")
-    except SyntaxError:
-        raise ExpressionError(f"not an arithmetic expression: {expression!r}") from None
-    return _eval_node(tree.body, expression)
-
-
-def _eval_node(node: ast.AST, source: str) -> int:
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        if len(str(abs(node.value))) > _MAX_LITERAL_DIGITS:
-            raise ExpressionError(f"number too long in {source!r}")
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        value = _eval_node(node.operand, source)
-        return -value if isinstance(node.op, ast.USub) else value
-    if isinstance(node, ast.BinOp):
-        left, right = _eval_node(node.left, source), _eval_node(node.right, source)
-        op = node.op
-        if isinstance(op, ast.Add):
-            return left + right
-        if isinstance(op, ast.Sub):
-            return left - right
-        if isinstance(op, ast.Mult):
-            return left * right
-        if isinstance(op, (ast.Div, ast.FloorDiv)):
-            if right == 0:
-                raise ExpressionError(f"division by zero in {source!r}")
-            if isinstance(op, ast.Div) and left % right:
-                raise ExpressionError(f"{left} / {right} is not an integer in {source!r}")
-            return left // right
-    raise ExpressionError(f"unsupported syntax in {source!r}")
+        return exact.evaluate_tree(exact.parse(expression, exact.INTEGER), exact.INTEGER)
+    except exact.ExactSyntaxError as exc:
+        raise ExpressionError(f"{exc} in {expression!r}") from None
+    except ZeroDivisionError:
+        raise ExpressionError(f"division by zero in {expression!r}") from None
 
 
 def _apply(op: str, a: int, b: int) -> int | None:

@@ -20,7 +20,7 @@ example (as the MBPP paper does; it also fixes the function name and signature),
 prompts the signature and docstring. ``solution`` is the reference code in a ```` ```python ````
 fence, for SFT: the whole function for HumanEval (prompt + canonical body).
 
-Malformed input raises :class:`~rlvr.tasks.sources.DataError` naming the file, the line (JSONL)
+Malformed input raises :class:`~rlvr.tasks.files.DataError` naming the file, the line (JSONL)
 or array index (JSON) and the field.
 """
 
@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from rlvr.records import RecordError, Task
-from rlvr.tasks.sources import DataError
-from rlvr.tasks.sources import _read_jsonl
+from rlvr.tasks.files import DataError
+from rlvr.tasks.files import read_task_jsonl as _read_jsonl
 
 HUMANEVAL_FILE = "HumanEval.jsonl"
 MBPP_FILE = "mbpp.jsonl"

@@ -7,9 +7,10 @@ make 75." Reference::
 
     {"kind": "countdown", "numbers": [3, 7, 25, 50], "target": 75}
 
-The answer is an expression on a final line ``#### (50 - 25) * 3``. It is read by a small
-recursive-descent parser (integers, ``+ - * /``, parentheses, whitespace; no unary minus) and
-evaluated exactly with :class:`fractions.Fraction`; it is never passed to ``eval`` or ``ast``.
+The answer is an expression on a final line ``#### (50 - 25) * 3``. It is read in
+:data:`rlvr.exact.COUNTDOWN`'s grammar (integers, ``+ - * /``, parentheses, whitespace; no
+unary minus) and evaluated exactly with :class:`fractions.Fraction`; it is never passed to
+``eval`` or ``ast``.
 
 **Knights and knaves** (levels ``kk-2``, ``kk-3``, ``kk-4``: how many inhabitants). Each
 inhabitant is a knight (always tells the truth) or a knave (always lies) and makes one
@@ -26,8 +27,10 @@ brute force over all 2^N assignments). The answer is a final line
 ``#### Alice: knight, Bob: knave``.
 
 :func:`generate_logic` builds the tasks (deterministic by seed, leak-free train / validation
-split); :func:`verify_logic` is the verifier registered for task type ``"logic"`` with the
-``hash_line`` format rule.
+split). The verifier side (answer parsing, claim semantics, the brute-force solver and
+:func:`verify_logic`, registered for task type ``"logic"`` with the ``hash_line`` format rule)
+lives in :mod:`rlvr.rewards.logic`, a lower layer: this module generates, re-exports those
+names, and registers nothing.
 """
 
 from __future__ import annotations
@@ -37,31 +40,36 @@ import hashlib
 import itertools
 import json
 import random
-import re
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 from rlvr.records import Task
-from rlvr.rewards.registry import register_verifier
-from rlvr.rewards.types import Status, Verdict
+from rlvr.rewards.logic import (  # noqa: F401  (the verifier side, re-exported)
+    CLAIM_OPS,
+    COUNTDOWN,
+    KNIGHTS_KNAVES,
+    ROLES,
+    TASK_TYPE,
+    LogicParseError,
+    claim_holds,
+    evaluate_countdown,
+    final_answer_line,
+    first_contradiction,
+    join_names,
+    parse_assignment,
+    parse_countdown,
+    render_claim,
+    solve_knights_knaves,
+    statement_text,
+    verify_logic,
+)
+from rlvr.rewards.types import Status
 from rlvr.tasks.arithmetic import Expr, render, solution_steps
 
-TASK_TYPE = "logic"
 SOURCE = "logic"
 SPLITS = ("train", "validation")
 DEFAULT_VAL_FRACTION = 0.2
-COUNTDOWN = "countdown"
-KNIGHTS_KNAVES = "knights_knaves"
-ROLES = ("knight", "knave")
-_CLAIM_OPS = ("is", "not", "and", "or", "same", "different", "at_least_one", "exactly_one")
-
-
-class LogicParseError(ValueError):
-    """An answer could not be read: outside the grammar, too long, too deeply nested, or (for
-    knights and knaves) a name missing, unknown or given twice. Scored ``unparsed``."""
 
 
 # ----------------------------------------------------------------------------- levels
@@ -131,183 +139,7 @@ def parse_mixture(spec: str) -> list[tuple[LogicLevel, float]]:
     return [(LEVELS[name], w / total) for name, w in pairs if w > 0]
 
 
-# ----------------------------------------------------------------------------- answers
-
-
-def final_answer_line(completion: str) -> str | None:
-    """The text after ``####`` on the last line that starts with ``####`` (leading whitespace
-    allowed), stripped; ``None`` if there is no such line or it is empty."""
-    for line in reversed(completion.splitlines()):
-        stripped = line.strip()
-        if stripped.startswith("####"):
-            return stripped[4:].strip() or None
-    return None
-
-
-def _verdict(status: Status, answer: str, detail: str) -> Verdict:
-    shown = answer if len(answer) <= 200 else answer[:200] + "..."
-    return Verdict(status, extracted=shown, method="hash", detail=detail)
-
-
-# ----------------------------------------------------------------------------- countdown: parser
-
-MAX_EXPRESSION_CHARS = 200
-MAX_NESTING = 50
-_TOKEN = re.compile(r"\s*(?:([0-9]+)|([-+*/()]))")
-
-
-def _tokenize(text: str) -> list[int | str]:
-    tokens: list[int | str] = []
-    pos, end = 0, len(text.rstrip())
-    while pos < end:
-        m = _TOKEN.match(text, pos)
-        if not m:
-            bad = text[pos:].lstrip()[:1]
-            raise LogicParseError(f"unexpected character {bad!r}")
-        tokens.append(int(m[1]) if m[1] is not None else m[2])
-        pos = m.end()
-    return tokens
-
-
-class _Parser:
-    # expr := term (("+" | "-") term)* ; term := factor (("*" | "/") factor)* ;
-    # factor := INT | "(" expr ")".  No unary minus: "-" only ever appears between terms.
-
-    def __init__(self, tokens: list[int | str]) -> None:
-        self.tokens = tokens
-        self.i = 0
-        self.depth = 0
-
-    def peek(self) -> int | str | None:
-        return self.tokens[self.i] if self.i < len(self.tokens) else None
-
-    def parse(self) -> Expr:
-        tree = self.expr()
-        if self.i != len(self.tokens):
-            raise LogicParseError(f"unexpected {self.tokens[self.i]!r} after a full expression")
-        return tree
-
-    def expr(self) -> Expr:
-        node = self.term()
-        while self.peek() in ("+", "-"):
-            op = self.tokens[self.i]
-            self.i += 1
-            node = (op, node, self.term())
-        return node
-
-    def term(self) -> Expr:
-        node = self.factor()
-        while self.peek() in ("*", "/"):
-            op = self.tokens[self.i]
-            self.i += 1
-            node = (op, node, self.factor())
-        return node
-
-    def factor(self) -> Expr:
-        tok = self.peek()
-        if isinstance(tok, int):
-            self.i += 1
-            return tok
-        if tok == "(":
-            self.depth += 1
-            if self.depth > MAX_NESTING:
-                raise LogicParseError(f"parentheses nested deeper than {MAX_NESTING}")
-            self.i += 1
-            node = self.expr()
-            if self.peek() != ")":
-                raise LogicParseError("missing ')'")
-            self.i += 1
-            self.depth -= 1
-            return node
-        if tok is None:
-            raise LogicParseError("expression ends where a number or '(' is expected")
-        raise LogicParseError(f"unexpected {tok!r} where a number or '(' is expected")
-
-
-def parse_countdown(expression: str) -> Expr:
-    """Parse a countdown answer into an expression tree (an int, or ``(op, left, right)``).
-
-    Grammar: non-negative integer literals, binary ``+ - * /`` with the usual precedence (left
-    associative), parentheses, whitespace. Unary minus is NOT allowed (write ``7 - 3``, not
-    ``-3 + 7``); nor is anything else (letters, ``**``, ``_``, ``,``, ``=``, ``.``), so text such
-    as ``__import__('os')`` is rejected by the tokenizer and never executed.
-
-    Args:
-        expression: the answer text, e.g. ``"(50 - 25) * 3 / 7"``.
-
-    Returns:
-        The tree, e.g. ``("/", ("*", ("-", 50, 25), 3), 7)``.
-
-    Raises:
-        LogicParseError: empty, longer than 200 characters, parentheses nested deeper than
-            50, or outside the grammar.
-    """
-    if len(expression) > MAX_EXPRESSION_CHARS:
-        raise LogicParseError(f"expression longer than {MAX_EXPRESSION_CHARS} characters")
-    tokens = _tokenize(expression)
-    if not tokens:
-        raise LogicParseError("empty expression")
-    return _Parser(tokens).parse()
-
-
-def _leaves(tree: Expr) -> list[int]:
-    if isinstance(tree, int):
-        return [tree]
-    return _leaves(tree[1]) + _leaves(tree[2])
-
-
-def evaluate_countdown(tree: Expr) -> Fraction:
-    """Exact value of a parsed countdown expression; ``/`` is true division (``7 / 2`` is 7/2).
-
-    No exponentiation exists and answers are at most 200 characters, so every intermediate
-    value has fewer than ~200 digits: the work is bounded without a separate size cap.
-
-    Raises:
-        ZeroDivisionError: on division by zero.
-    """
-    if isinstance(tree, int):
-        return Fraction(tree)
-    op, left, right = tree
-    a, b = evaluate_countdown(left), evaluate_countdown(right)
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    return a / b
-
-
-def _check_countdown(answer: str, reference: dict) -> Verdict:
-    numbers, target = _countdown_reference(reference)
-    try:
-        tree = parse_countdown(answer)
-    except LogicParseError as exc:
-        return _verdict(Status.unparsed, answer, f"countdown: {exc}")
-    over = Counter(_leaves(tree)) - Counter(numbers)
-    if over:
-        x = min(over)
-        why = "is not one of" if x not in numbers else "is used more often than it appears in"
-        return _verdict(Status.wrong, answer, f"countdown: {x} {why} {numbers}")
-    try:
-        value = evaluate_countdown(tree)
-    except ZeroDivisionError:
-        return _verdict(Status.wrong, answer, "countdown: division by zero")
-    if value == target:
-        return _verdict(Status.correct, answer, f"countdown: {answer} = {target}")
-    return _verdict(Status.wrong, answer, f"countdown: {answer} = {value}, target {target}")
-
-
-def _countdown_reference(reference: dict) -> tuple[list[int], int]:
-    numbers, target = reference.get("numbers"), reference.get("target")
-    if not isinstance(numbers, list) or not all(type(x) is int and x >= 0 for x in numbers):
-        raise ValueError(f"countdown reference needs 'numbers': a list of ints, got {numbers!r}")
-    if type(target) is not int:
-        raise ValueError(f"countdown reference needs an int 'target', got {target!r}")
-    return numbers, target
-
-
-# ----------------------------------------------------------------------------- countdown: generator
+# ----------------------------------------------------------------------------- countdown
 
 # Classic Countdown cards: two of each small number, one of each large one.
 _DECK = tuple(range(1, 11)) * 2 + (25, 50, 75, 100)
@@ -392,127 +224,6 @@ def _countdown_task(level: LogicLevel, rng: random.Random) -> tuple[str, dict, s
 # ----------------------------------------------------------------------------- knights and knaves
 
 
-def claim_holds(claim: dict, knights: dict[str, bool]) -> bool:
-    """Whether a structured claim is true under an assignment.
-
-    Args:
-        claim: one of ``{"op": "is", "who": name, "role": "knight"|"knave"}``,
-            ``{"op": "not", "claim": claim}``, ``{"op": "and"|"or", "claims": [claim, ...]}``
-            (``or`` is inclusive), ``{"op": "same"|"different", "who": [name, name, ...]}``
-            (all of one kind / not all of one kind), ``{"op": "at_least_one"|"exactly_one",
-            "who": [name, ...], "role": role}``.
-        knights: name -> True for a knight, False for a knave.
-
-    Raises:
-        ValueError: an unknown op or role, or a name not in ``knights``.
-    """
-    op = claim.get("op")
-    if op not in _CLAIM_OPS:
-        raise ValueError(f"unknown knights-and-knaves claim op {op!r}")
-    if op == "not":
-        return not claim_holds(claim["claim"], knights)
-    if op in ("and", "or"):
-        values = [claim_holds(c, knights) for c in claim["claims"]]
-        return all(values) if op == "and" else any(values)
-    if op in ("same", "different"):
-        kinds = {_is_knight(knights, name) for name in claim["who"]}
-        return (len(kinds) == 1) == (op == "same")
-    is_role = _role_is_knight(claim.get("role"))
-    if op == "is":
-        return _is_knight(knights, claim["who"]) == is_role
-    count = sum(_is_knight(knights, name) == is_role for name in claim["who"])
-    return count >= 1 if op == "at_least_one" else count == 1
-
-
-def _is_knight(knights: dict[str, bool], name: str) -> bool:
-    try:
-        return knights[name]
-    except KeyError:
-        raise ValueError(f"claim names {name!r}, who is not among {sorted(knights)}") from None
-
-
-def _role_is_knight(role: Any) -> bool:
-    if role not in ROLES:
-        raise ValueError(f"role must be 'knight' or 'knave', got {role!r}")
-    return role == "knight"
-
-
-def solve_knights_knaves(people: list[str], statements: list[dict]) -> list[dict[str, str]]:
-    """All consistent assignments, by brute force over the 2^N assignments.
-
-    An assignment is consistent iff every statement's claim is true exactly when its speaker
-    is a knight.
-
-    Args:
-        people: the inhabitants' names.
-        statements: ``[{"speaker": name, "claim": claim}, ...]`` (claims: :func:`claim_holds`).
-
-    Returns:
-        Each consistent assignment as ``{name: "knight" | "knave"}``, knights-first order.
-
-    Raises:
-        ValueError: a malformed claim or an unknown speaker.
-    """
-    solutions = []
-    for values in itertools.product((True, False), repeat=len(people)):
-        knights = dict(zip(people, values))
-        if _consistent(statements, knights):
-            solutions.append({p: ROLES[0] if k else ROLES[1] for p, k in knights.items()})
-    return solutions
-
-
-def _consistent(statements: list[dict], knights: dict[str, bool]) -> bool:
-    return _first_contradiction(statements, knights) is None
-
-
-def _first_contradiction(statements: list[dict], knights: dict[str, bool]) -> dict | None:
-    for statement in statements:
-        if claim_holds(statement["claim"], knights) != _is_knight(knights, statement["speaker"]):
-            return statement
-    return None
-
-
-def _names(names: list[str]) -> str:
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
-def render_claim(claim: dict) -> str:
-    """A claim in English, e.g. ``"Bob is a knave or Carol is a knight"``; compound parts of
-    ``and`` / ``or`` are parenthesised.
-
-    Raises:
-        ValueError: an unknown op.
-    """
-    op = claim.get("op")
-    if op == "is":
-        return f"{claim['who']} is a {claim['role']}"
-    if op == "not":
-        inner = claim["claim"]
-        if inner.get("op") == "is":
-            return f"{inner['who']} is not a {inner['role']}"
-        return f"it is not true that {render_claim(inner)}"
-    if op in ("and", "or"):
-        parts = [
-            f"({render_claim(c)})" if c.get("op") in ("and", "or") else render_claim(c)
-            for c in claim["claims"]
-        ]
-        return f" {op} ".join(parts)
-    if op == "same":
-        return f"{_names(claim['who'])} are of the same kind"
-    if op == "different":
-        kinds = "not all of the same kind" if len(claim["who"]) > 2 else "of different kinds"
-        return f"{_names(claim['who'])} are {kinds}"
-    if op in ("at_least_one", "exactly_one"):
-        quantity = "at least one" if op == "at_least_one" else "exactly one"
-        return f"{quantity} of {_names(claim['who'])} is a {claim['role']}"
-    raise ValueError(f"unknown knights-and-knaves claim op {op!r}")
-
-
-def _statement_text(statement: dict) -> str:
-    text = render_claim(statement["claim"])
-    return f'{statement["speaker"]} says: "{text[0].upper()}{text[1:]}."'
-
-
 # Distinct, single-word, distinct-initial names; a pool (rather than A, B, C) makes the small
 # levels' problem spaces large enough for thousands of distinct puzzles.
 NAMES = (
@@ -528,7 +239,7 @@ def _atom(rng: random.Random, who: str) -> dict:
 
 
 def _random_claim(rng: random.Random, speaker: str, people: list[str]) -> dict:
-    op = rng.choices(_CLAIM_OPS, _CLAIM_WEIGHTS)[0]
+    op = rng.choices(CLAIM_OPS, _CLAIM_WEIGHTS)[0]
     others = [p for p in people if p != speaker]
     if op == "is":  # about oneself alone it is either empty or a paradox
         return _atom(rng, rng.choice(others))
@@ -577,11 +288,11 @@ def sample_knights_knaves(
 
 def knights_knaves_prompt(people: list[str], statements: list[dict]) -> str:
     """The question text of a knights-and-knaves puzzle, stating the answer format."""
-    lines = "\n".join(_statement_text(s) for s in statements)
+    lines = "\n".join(statement_text(s) for s in statements)
     template = ", ".join(f"{p}: <role>" for p in people)
     return (
         "On an island, every inhabitant is either a knight, who always tells the truth, or a "
-        f"knave, who always lies. You meet {len(people)} inhabitants: {_names(people)}.\n"
+        f"knave, who always lies. You meet {len(people)} inhabitants: {join_names(people)}.\n"
         f"{lines}\n"
         "(\"or\" means at least one of the two.) Who is a knight and who is a knave? Work it "
         "out, then give everyone's role (knight or knave) on a final line of the form:\n"
@@ -595,7 +306,7 @@ def _assignment_text(assignment: dict[str, str]) -> str:
 
 def _case_line(statements: list[dict], knights: dict[str, bool]) -> str:
     case = _assignment_text({p: ROLES[0] if k else ROLES[1] for p, k in knights.items()})
-    bad = _first_contradiction(statements, knights)
+    bad = first_contradiction(statements, knights)
     if bad is None:
         return f"Suppose {case}. Every statement is true exactly when its speaker is a knight. " \
             "Consistent."
@@ -636,113 +347,6 @@ def _knights_knaves_task(level: LogicLevel, rng: random.Random) -> tuple[str, di
     key = "kk|" + json.dumps(_anonymised(statements, index), sort_keys=True)
     text = _knights_knaves_solution(people, statements, solution)
     return key, reference, text, {"solution": solution}
-
-
-# ----------------------------------------------------------------------------- kk: answers
-
-MAX_ASSIGNMENT_CHARS = 2000
-_ITEM = re.compile(r"([^:]+?)\s*:\s*([A-Za-z]+)")
-
-
-def parse_assignment(answer: str, people: list[str]) -> dict[str, bool]:
-    """Read ``"Alice: knight, Bob: knave"`` into ``{"Alice": True, "Bob": False}``.
-
-    Items are ``name: role`` separated by ``,`` or ``;`` in any order; names match the
-    puzzle's case-insensitively, roles are ``knight`` / ``knave`` in any case; a trailing
-    ``.`` and empty items are ignored.
-
-    Raises:
-        LogicParseError: an unreadable item, an unknown role or name, a name given twice, a
-            missing name, or more than 2000 characters.
-    """
-    if len(answer) > MAX_ASSIGNMENT_CHARS:
-        raise LogicParseError(f"answer longer than {MAX_ASSIGNMENT_CHARS} characters")
-    lookup = {p.casefold(): p for p in people}
-    knights: dict[str, bool] = {}
-    for item in re.split(r"[,;]", answer.strip().removesuffix(".")):
-        if not item.strip():
-            continue
-        m = _ITEM.fullmatch(item.strip())
-        if not m:
-            raise LogicParseError(f"cannot read {item.strip()!r} as 'name: knight|knave'")
-        name, role = lookup.get(m[1].casefold()), m[2].lower()
-        if name is None:
-            raise LogicParseError(f"{m[1]!r} is not one of {people}")
-        if role not in ROLES:
-            raise LogicParseError(f"role of {name} is {m[2]!r}, not knight or knave")
-        if name in knights:
-            raise LogicParseError(f"{name} is named twice")
-        knights[name] = role == "knight"
-    missing = [p for p in people if p not in knights]
-    if missing:
-        raise LogicParseError(f"no role given for {', '.join(missing)}")
-    return knights
-
-
-def _check_knights_knaves(answer: str, reference: dict) -> Verdict:
-    people, statements = reference.get("people"), reference.get("statements")
-    if not isinstance(people, list) or not isinstance(statements, list):
-        raise ValueError("knights_knaves reference needs 'people' and 'statements' lists")
-    try:
-        knights = parse_assignment(answer, people)
-    except LogicParseError as exc:
-        return _verdict(Status.unparsed, answer, f"knights_knaves: {exc}")
-    bad = _first_contradiction(statements, knights)
-    if bad is None:
-        return _verdict(Status.correct, answer, "knights_knaves: consistent with every statement")
-    return _verdict(
-        Status.wrong, answer, f"knights_knaves: contradicts {_statement_text(bad)}"
-    )
-
-
-# ----------------------------------------------------------------------------- verifier
-
-_CHECKERS: dict[str, Callable[[str, dict], Verdict]] = {
-    COUNTDOWN: _check_countdown,
-    KNIGHTS_KNAVES: _check_knights_knaves,
-}
-
-
-@register_verifier(TASK_TYPE, format_rule="hash_line")
-def verify_logic(completion: str, reference: dict, **options: Any) -> Verdict:
-    """Verify a logic-task completion against its reference (task type ``"logic"``).
-
-    The answer is the text of the LAST line starting with ``####`` (none, or an empty one:
-    ``unparsed``). Dispatch on ``reference["kind"]``:
-
-    - ``"countdown"`` (``numbers``, ``target``): the answer is parsed by
-      :func:`parse_countdown` (never executed); outside the grammar, over 200 characters or
-      nested over 50 -> ``unparsed``; a number not in ``numbers`` or used more often than it
-      appears there, or a division by zero -> ``wrong``; exact value == ``target`` ->
-      ``correct``, else ``wrong``.
-    - ``"knights_knaves"`` (``people``, ``statements``): the answer is read by
-      :func:`parse_assignment` (malformed, missing, unknown or duplicate names ->
-      ``unparsed``); ``correct`` iff every statement is true exactly when its speaker is a
-      knight, else ``wrong``. Generated puzzles have one consistent assignment, so this is
-      the solution; for a hand-made puzzle with several, any of them is accepted.
-
-    Args:
-        completion: the model's whole output.
-        reference: the task's reference dict.
-        options: accepted for the pipeline's interface; none are used.
-
-    Returns:
-        A :class:`Verdict` with ``method="hash"`` when a ``####`` line was found.
-
-    Raises:
-        ValueError: the reference is not a dict, has an unknown ``kind`` (named in the
-            message) or is malformed. The pipeline reports it as status ``error``.
-    """
-    if not isinstance(reference, dict):
-        raise ValueError(f"logic reference must be a dict, got {type(reference).__name__}")
-    kind = reference.get("kind")
-    checker = _CHECKERS.get(kind)
-    if checker is None:
-        raise ValueError(f"unknown logic reference kind {kind!r}; known: {', '.join(_CHECKERS)}")
-    answer = final_answer_line(completion)
-    if answer is None:
-        return Verdict(Status.unparsed, detail=f"{kind}: no final '#### ...' line")
-    return checker(answer, reference)
 
 
 # ----------------------------------------------------------------------------- generation

@@ -23,12 +23,10 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 
 from rlvr.records import RecordError, Task
+from rlvr.tasks.files import DataError
+from rlvr.tasks.files import read_task_jsonl as _read_jsonl
 
 _CALCULATOR_NOTE = re.compile(r"<<[^<>]*>>")
-
-
-class DataError(ValueError):
-    """Task data could not be loaded; the message names the file, line and field."""
 
 
 def gsm8k_solution(answer: str) -> str:
@@ -37,17 +35,6 @@ def gsm8k_solution(answer: str) -> str:
     text = _CALCULATOR_NOTE.sub("", answer)
     head, _, final = text.rpartition("####")
     return f"{head.rstrip()}\n#### {final.strip().replace(',', '')}"
-
-
-def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
-    from rlvr.rewards.records_io import InputError, jsonl_objects
-
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    try:
-        return jsonl_objects(path)
-    except InputError as exc:
-        raise DataError(str(exc)) from None
 
 
 def _field(obj: dict, name: str, path: Path, line: int) -> str:

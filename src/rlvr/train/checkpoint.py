@@ -69,9 +69,9 @@ def load_trainer_state(checkpoint: Path, optimizer, scheduler, rng: bool = True)
 
 def write_json_atomic(path: Path, data) -> None:
     """``data`` as standard JSON (non-finite floats as null, listed under ``"nonfinite"``:
-    :func:`rlvr.rewards.records_io.json_text`; other objects as ``str``) to a temp file beside
+    :func:`rlvr.io.json_text`; other objects as ``str``) to a temp file beside
     ``path``, then renamed over it."""
-    from rlvr.rewards.records_io import atomic_write, write_json
+    from rlvr.io import atomic_write, write_json
 
     with atomic_write(path) as f:
         write_json(f, data, default=str, ensure_ascii=True)

@@ -173,18 +173,23 @@ class DataSource(_Section):
     """One source of a training mixture (R26), e.g. ``{source: gsm8k, path: data/gsm8k,
     weight: 0.7}``. Unset sizes / mixture come from the ``data`` section."""
 
-    source: SourceName
-    path: str | None = None
+    source: SourceName = Field(description="Task source of this entry (as `data.source`).")
+    path: str | None = Field(None, description="Data file or directory of this source (as "
+                             "`data.path`).")
     weight: float = Field(1.0, gt=0, description="Share of prompts drawn from this source "
                           "(normalised over the sources).")
     name: str | None = Field(None, description="Label in metrics (default: `source`).")
-    mixture: str | None = None
+    mixture: str | None = Field(None, description="Generator levels and weights of a generated "
+                                "source (as `data.mixture`); default: `data.mixture` when "
+                                "`data.source` is the same source, else the source's default.")
     instruction: str | None = Field(None, description="This source's instruction (e.g. code "
                                     "vs math answer format); default `data.instruction` (when "
                                     "that is the default one: the source's default, none for "
                                     "`logic`).")
-    train_size: int | None = Field(None, ge=1)
-    val_size: int | None = Field(None, ge=1)
+    train_size: int | None = Field(None, ge=1, description="Training problems of this source; "
+                                   "default `data.train_size`.")
+    val_size: int | None = Field(None, ge=1, description="Validation problems of this source; "
+                                 "default `data.val_size`.")
     val_path: str | None = Field(None, description="This source's held-out validation file "
                                  "(see `data.val_path`).")
 
@@ -306,7 +311,7 @@ class SFTConfig(_Section):
                                 "this difficulty mixture (e.g. easy `1dop1d`, to teach the output "
                                 "format and leave the skill to RL) instead of the training set. "
                                 "Problems come from the train split, never validation.")
-    epochs: int = Field(1, ge=1)
+    epochs: int = Field(1, ge=1, description="Passes over the SFT examples.")
     batch_size: int = Field(16, ge=1, description="Sequences per optimizer step.")
     learning_rate: float = Field(5e-5, gt=0, description="Peak LR (linear warm-up over 5% "
                                  "of steps, then linear decay). Higher than GRPO's (R20).")
@@ -334,8 +339,10 @@ class GRPOConfig(_Section):
     group_size: int = Field(8, ge=2, description="G completions per prompt (R12: 4-8 math, "
                             "8-16 code). Must be >= 2 for a group-relative advantage.")
     learning_rate: float = Field(2e-6, gt=0, description="AdamW LR (constant after warm-up).")
-    warmup_steps: int = Field(0, ge=0)
-    weight_decay: float = Field(0.0, ge=0)
+    warmup_steps: int = Field(0, ge=0, description="Optimizer steps of linear learning-rate "
+                              "warm-up of the GRPO update (0 = none).")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay of the GRPO "
+                                "update.")
     max_grad_norm: float = Field(1.0, gt=0, description="Global gradient-norm clip.")
     micro_batch_size: int = Field(16, ge=1, description="Completions per forward/backward; "
                                   "gradients are accumulated over the step's completions.")
@@ -356,7 +363,8 @@ class GRPOConfig(_Section):
                     "old log-probs are kept from before the first update).")
     temperature: float = Field(1.0, gt=0, description="Training sampling temperature (R18 "
                                "suggests 1.2-1.5 for exploration on large models).")
-    top_p: float = Field(1.0, gt=0, le=1)
+    top_p: float = Field(1.0, gt=0, le=1, description="Training nucleus-sampling top_p "
+                         "(R18: 0.9 for exploration; 1 = off).")
     max_new_tokens: int = Field(96, ge=1, description="Completion length cap in tokens; a "
                                 "completion that hits it is 'truncated' (R19).")
     filter_groups_after: int = Field(0, ge=0, description="Dynamic sampling (DAPO sec. 3.2, "
@@ -459,7 +467,8 @@ class RolloutConfig(_Section):
 class EvalConfig(_Section):
     every: int = Field(10, ge=0, description="Validate every K GRPO steps (0 = start and end "
                        "only). Greedy pass@1 and mean reward on the validation set.")
-    max_new_tokens: int = Field(128, ge=1)
+    max_new_tokens: int = Field(128, ge=1, description="Completion length cap in tokens of "
+                                "validation and pass@k evaluation.")
     batch_size: int = Field(64, ge=1, description="Prompts per generation call.")
     base_model: bool = Field(False, description="Also evaluate the model before SFT.")
     pass_at_k_samples: int = Field(16, ge=0, description="Samples per validation problem for "
@@ -486,17 +495,47 @@ class RunConfig(_Section):
     output_dir: str | None = Field(None, description="Run directory; default "
                                    "runs/<name>-<timestamp>.")
     threads: int = Field(0, ge=0, description="torch intra-op threads (0 = all cores).")
-    model: ModelConfig = Field(default_factory=ModelConfig)
-    data: DataConfig = Field(default_factory=DataConfig)
-    sft: SFTConfig = Field(default_factory=SFTConfig)
-    grpo: GRPOConfig = Field(default_factory=GRPOConfig)
-    algo: AlgoConfig = Field(default_factory=AlgoConfig)
-    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
-    reward: RewardConfig = Field(default_factory=RewardConfig)
-    eval: EvalConfig = Field(default_factory=EvalConfig)
-    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
-    health: HealthConfig = Field(default_factory=HealthConfig)
-    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    model: ModelConfig = Field(
+        default_factory=ModelConfig,
+        description="The policy model: which one, its compute precision, LoRA.")
+    data: DataConfig = Field(
+        default_factory=DataConfig,
+        description="Where the tasks come from: a generator or files, mixtures, sizes, tiers, the "
+        "prompt's instruction.")
+    sft: SFTConfig = Field(
+        default_factory=SFTConfig,
+        description="The SFT cold start on verified worked solutions before GRPO (R17).")
+    grpo: GRPOConfig = Field(
+        default_factory=GRPOConfig,
+        description="The GRPO loop: sizes, optimizer, sampling, the update's micro-batches and "
+        "processes.")
+    algo: AlgoConfig = Field(
+        default_factory=AlgoConfig,
+        description="The GRPO-family choices: advantage estimator, policy loss, loss aggregation, "
+        "KL, length shaping.")
+    rollout: RolloutConfig = Field(
+        default_factory=RolloutConfig,
+        description="How completions are generated: the rollout engine and the Ray scale-out "
+        "(R22).")
+    reward: RewardConfig = Field(
+        default_factory=RewardConfig,
+        description="How completions are scored: components and weights, format rules, verifier "
+        "options, time limits (rlvr.rewards.config.RewardConfig).")
+    eval: EvalConfig = Field(
+        default_factory=EvalConfig,
+        description="Validation during and after training, and the pass@k evaluation (R28, R29, "
+        "R32).")
+    checkpoint: CheckpointConfig = Field(
+        default_factory=CheckpointConfig,
+        description="How often checkpoints are written and how many are kept (R21).")
+    health: HealthConfig = Field(
+        default_factory=HealthConfig,
+        description="Training health checks, their thresholds and actions: warn, stop or roll "
+        "back (R21, R34-R38; rlvr.monitor.config.HealthConfig).")
+    logging: LoggingConfig = Field(
+        default_factory=LoggingConfig,
+        description="Where metrics go besides the run's JSONL logs: TensorBoard, W&B, MLflow "
+        "(R40).")
 
     @model_validator(mode="after")
     def _check_names(self) -> "RunConfig":

@@ -21,7 +21,7 @@ from rich.table import Table
 from rlvr.models.precision import resolve_precision
 from rlvr.progress import Phase, step_eta
 from rlvr.rewards.pipeline import RewardPipeline
-from rlvr.rewards.records_io import append_jsonl
+from rlvr.io import append_jsonl
 from rlvr.train.checkpoint import (latest_checkpoint, load_trainer_state, save_checkpoint,
                                    save_model, write_json_atomic)
 from rlvr.train.config import GENERATED, RunConfig
@@ -43,7 +43,7 @@ class RunInputError(ValueError):
 
 def write_yaml_atomic(path: Path, data: dict) -> None:
     """The resolved config as YAML, written atomically (R41)."""
-    from rlvr.rewards.records_io import atomic_write
+    from rlvr.io import atomic_write
 
     with atomic_write(path) as f:
         yaml.safe_dump(data, f, sort_keys=False)
@@ -652,7 +652,7 @@ class Run:
         from rlvr.train.prompting import write_prompt_settings
 
         def extra(tmp: Path) -> None:
-            from rlvr.rewards.records_io import json_text
+            from rlvr.io import json_text
 
             (tmp / SFT_REPORT).write_text(json_text(report, default=float), encoding="utf-8")
             write_prompt_settings(tmp, self.prompt)
@@ -784,7 +784,7 @@ def reset_logs_before_grpo(run_dir: Path) -> list[dict]:
     (``eval.base_model``, done before SFT) in ``validation.jsonl`` /
     ``validation_samples.jsonl``, empty the other logs (what followed is redone) and return
     the kept validation rows."""
-    from rlvr.rewards.records_io import atomic_write
+    from rlvr.io import atomic_write
 
     kept_rows = []
     for name in LOG_FILES:
@@ -829,7 +829,7 @@ def truncate_logs(run_dir: Path, step: int) -> None:
     """Drop the rows after ``step`` from the run's JSONL logs (atomically), so that a run
     resumed from the checkpoint of ``step`` does not log the lost steps twice. A final line
     cut short by a kill is dropped too."""
-    from rlvr.rewards.records_io import atomic_write
+    from rlvr.io import atomic_write
 
     for name in LOG_FILES:
         path = run_dir / name

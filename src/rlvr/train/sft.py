@@ -209,7 +209,7 @@ def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], co
 
 def _save_state(path: Path, state: dict) -> None:
     """``torch.save`` to a temp file beside ``path``, renamed over it when complete."""
-    from rlvr.rewards.records_io import atomic_write
+    from rlvr.io import atomic_write
 
     with atomic_write(path, "wb") as f:
         torch.save(state, f)

@@ -38,7 +38,7 @@ import yaml
 from rlvr.models.precision import resolve_precision
 from rlvr.configio import ConfigError, load_config, parse_override
 from rlvr.reports.run_report import _finite, _num, _pct, _points, _read_jsonl, _series
-from rlvr.rewards.records_io import atomic_write, write_json
+from rlvr.io import atomic_write, write_json
 
 MAX_VARIANTS = 32
 SMOOTH_STEPS = 5  # trailing moving average of the per-step curves in sweep.png

@@ -13,19 +13,17 @@ A small arithmetic evaluator (:func:`eval_arith`) also handles ``(9+1)``, ``2^{1
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from rlvr import exact
+from rlvr.exact import TooLarge  # noqa: F401  (re-exported: callers catch it from here)
+
 from .numwords import chinese_number, english_number
 
-MAX_BITS = 200_000          # largest exact integer we are willing to build (~60k digits)
-MAX_FACTORIAL = 3000
-
-
-class TooLarge(ValueError):
-    """Raised when evaluating an expression would build an astronomically large number."""
+MAX_BITS = exact.LATEX.max_bits          # largest exact integer we build (~60k digits)
+MAX_FACTORIAL = exact.LATEX.max_factorial
 
 
 @dataclass(frozen=True)
@@ -152,143 +150,17 @@ def _repeating(m: re.Match) -> Num:
 # ---------------------------------------------------------------------------------------------
 # Exact arithmetic evaluator for simple numeric LaTeX (no variables, no functions).
 
-_TOKEN_RE = re.compile(r"\s*(\d+\.\d*|\.\d+|\d+|\\frac|\\cdot|\\times|\\div|\*\*|[-+*/^(){}!]|\\left|\\right)")
-
-
-def _tokenize(s: str) -> list[str] | None:
-    pos, out = 0, []
-    s = s.strip()
-    while pos < len(s):
-        m = _TOKEN_RE.match(s, pos)
-        if not m:
-            return None
-        tok = m.group(1)
-        if tok not in (r"\left", r"\right"):
-            out.append(tok)
-        pos = m.end()
-    return out
-
-
-class _Parser:
-    """Recursive-descent parser over tokens; evaluates exactly with Fractions."""
-
-    def __init__(self, toks: list[str]):
-        self.t, self.i = toks, 0
-
-    def peek(self) -> str | None:
-        return self.t[self.i] if self.i < len(self.t) else None
-
-    def take(self, tok: str | None = None) -> str:
-        cur = self.peek()
-        if cur is None or (tok is not None and cur != tok):
-            raise SyntaxError(tok)
-        self.i += 1
-        return cur
-
-    def expr(self) -> Fraction:
-        v = self.term()
-        while self.peek() in ("+", "-"):
-            v = v + self.term() if self.take() == "+" else v - self.term()
-        return v
-
-    def term(self) -> Fraction:
-        v = self.unary()
-        while self.peek() in ("*", "/", r"\cdot", r"\times", r"\div"):
-            op = self.take()
-            r = self.unary()
-            if op in ("/", r"\div"):
-                if r == 0:
-                    raise ZeroDivisionError
-                v = v / r
-            else:
-                v = v * r
-            _check_size(v)
-        return v
-
-    def unary(self) -> Fraction:
-        if self.peek() in ("-", "+"):
-            return -self.unary() if self.take() == "-" else self.unary()
-        return self.power()
-
-    def power(self) -> Fraction:
-        base = self.postfix()
-        if self.peek() in ("^", "**"):
-            self.take()
-            exp = self.unary_power()
-            return _pow(base, exp)
-        return base
-
-    def unary_power(self) -> Fraction:
-        if self.peek() in ("-", "+"):
-            return -self.unary_power() if self.take() == "-" else self.unary_power()
-        return self.power()
-
-    def postfix(self) -> Fraction:
-        v = self.atom()
-        while self.peek() == "!":
-            self.take()
-            if v.denominator != 1 or v < 0 or v > MAX_FACTORIAL:
-                raise TooLarge("factorial")
-            v = Fraction(math.factorial(int(v)))
-        return v
-
-    def atom(self) -> Fraction:
-        tok = self.take()
-        if tok in ("(", "{"):
-            v = self.expr()
-            self.take(")" if tok == "(" else "}")
-            return v
-        if tok == r"\frac":
-            self.take("{")
-            num = self.expr()
-            self.take("}")
-            self.take("{")
-            den = self.expr()
-            self.take("}")
-            if den == 0:
-                raise ZeroDivisionError
-            return num / den
-        if tok[0].isdigit() or tok[0] == ".":
-            return Fraction(tok.rstrip(".") or "0")
-        raise SyntaxError(tok)
-
-
-def _check_size(v: Fraction) -> None:
-    if v.numerator.bit_length() > MAX_BITS or v.denominator.bit_length() > MAX_BITS:
-        raise TooLarge("value")
-
-
-def _pow(base: Fraction, exp: Fraction) -> Fraction:
-    if exp.denominator != 1:
-        raise SyntaxError("fractional exponent")   # irrational in general: leave to sympy
-    e = int(exp)
-    if base in (0, 1) or base == -1:
-        if base == 0 and e < 0:
-            raise ZeroDivisionError
-        return base ** e
-    bits = max(base.numerator.bit_length(), base.denominator.bit_length())
-    if abs(e) * bits > MAX_BITS:
-        raise TooLarge("power")
-    return base ** e
-
 
 def eval_arith(text: str) -> Fraction | None:
-    """Evaluate a purely numeric LaTeX/plain expression exactly.
+    """Evaluate a purely numeric LaTeX/plain expression exactly (:data:`rlvr.exact.LATEX`).
 
     Supports ``+ - * / ^ **``, ``\\cdot``, ``\\times``, ``\\div``, ``\\frac{}{}``, parentheses,
     braces and factorial. Returns ``None`` when the text is not such an expression (it has
-    variables, functions, fractional powers...), or on division by zero.
-
-    Raises:
-        TooLarge: the exact result would exceed ~``MAX_BITS`` bits (power towers, huge
-            factorials); callers treat such values as non-evaluable.
+    variables, functions, fractional powers, more than 400 tokens...), on division by zero,
+    and when the exact result would exceed ~``MAX_BITS`` bits (power towers, huge factorials:
+    :class:`TooLarge` is a ``ValueError``, refused as non-evaluable).
     """
-    toks = _tokenize(text)
-    if not toks or len(toks) > 400:
-        return None
-    p = _Parser(toks)
     try:
-        v = p.expr()
-    except (SyntaxError, ZeroDivisionError, RecursionError, ValueError, OverflowError):
+        return exact.evaluate(text, exact.LATEX)
+    except (ZeroDivisionError, RecursionError, ValueError, OverflowError):
         return None
-    return v if p.peek() is None else None
