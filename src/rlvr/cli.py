@@ -468,10 +468,11 @@ def _model_server(name: str, engine: str, max_concurrency: int, max_tokens: int,
     ``name``); bad input exits 2 naming the option."""
     from rlvr.models.loader import ModelLoadError
     from rlvr.rollout import UnsupportedModelError
-    from rlvr.serve import ModelServer, load_for_serving
+    from rlvr.models.inference import load_for_inference
+    from rlvr.serve import ModelServer
 
     try:
-        model, tokenizer = load_for_serving(name)
+        model, tokenizer = load_for_inference(name)
     except ModelLoadError as exc:
         raise fail(f"--model: {exc}")
     try:
