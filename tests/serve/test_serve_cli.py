@@ -18,7 +18,8 @@ import yaml
 from typer.testing import CliRunner
 
 from rlvr.cli import app
-from rlvr.serve import ModelServer, load_for_serving
+from rlvr.models.inference import load_for_inference
+from rlvr.serve import ModelServer
 
 runner = CliRunner()
 
@@ -94,7 +95,7 @@ def test_full_checkpoint_directory_serves(tmp_path, tiny):
     model, tokenizer = tiny
     model.save_pretrained(tmp_path / "sft_model")
     tokenizer.save_pretrained(tmp_path / "sft_model")
-    loaded, loaded_tokenizer = load_for_serving(str(tmp_path / "sft_model"))
+    loaded, loaded_tokenizer = load_for_inference(str(tmp_path / "sft_model"))
     ids = tokenizer("12+34=").input_ids
     assert torch.allclose(_logits(loaded, ids), _logits(model, ids))
     server = ModelServer(loaded, loaded_tokenizer, "sft_model")
@@ -119,7 +120,7 @@ def test_lora_adapter_checkpoint_serves_merged_weights(tmp_path):
     tokenizer.save_pretrained(step)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({"model": {"name": "tiny-random"},
                                                           "seed": 3}))
-    loaded, loaded_tokenizer = load_for_serving(str(step))
+    loaded, loaded_tokenizer = load_for_inference(str(step))
     assert not hasattr(loaded, "peft_config")  # plain weights: the torch engine takes them
     ids = tokenizer("hello").input_ids
     expected = _logits(merged_copy(policy), ids)

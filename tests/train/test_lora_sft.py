@@ -45,7 +45,7 @@ def base_weights():
 
 def test_lora_run_sft_trains_full_weights_then_grpo_trains_adapters_on_the_sft_model(
         tmp_path, base_weights):
-    from rlvr.serve import load_for_serving
+    from rlvr.models.inference import load_for_inference
 
     run = tmp_path / "lora"
     result = runner.invoke(app, ["train", "--config", SMOKE, "-o", str(run), *FAST,
@@ -68,7 +68,7 @@ def test_lora_run_sft_trains_full_weights_then_grpo_trains_adapters_on_the_sft_m
     assert any(float(v.abs().max()) > 0 for k, v in adapter.items() if "lora_B" in k)
     state = torch.load(ckpt / "trainer_state.pt", weights_only=False)
     assert len(state["optimizer"]["state"]) == len(adapter)  # AdamW over the adapters only
-    merged, _ = load_for_serving(str(ckpt))  # the adapter goes onto sft_model/
+    merged, _ = load_for_inference(str(ckpt))  # the adapter goes onto sft_model/
     live = merged.state_dict()
     assert torch.equal(live[EMBED], sft[EMBED])  # GRPO did not touch the SFT weights ...
     assert not torch.equal(live[Q], sft[Q])  # ... but its adapters changed the projections

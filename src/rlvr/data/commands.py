@@ -204,7 +204,7 @@ def stratify(
             data = load_config(RunConfig, config, []).data
         except ConfigError as exc:
             raise _fail(str(exc))
-    from rlvr.cli import precision_choice
+    from rlvr.cli.common import precision_choice
 
     choice = precision_choice(precision)
     try:

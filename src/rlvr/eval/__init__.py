@@ -8,5 +8,7 @@
 - :mod:`rlvr.eval.report`: results.json, the markdown table, the plots.
 - :mod:`rlvr.eval.probe`: the sycophancy probe (R33).
 - :mod:`rlvr.eval.lengths`: the length tool (R19).
+- :mod:`rlvr.eval.data`: the task data evaluated (a run config's data section + the options).
+- :mod:`rlvr.eval.prompts`: how each model is prompted, and where that came from.
 - :mod:`rlvr.eval.evaluate`: the ``rlvr eval`` job.
 """

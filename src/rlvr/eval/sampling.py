@@ -90,11 +90,11 @@ def load_engine_sampler(model_name: str, *, instruction: str, one_shot: bool,
                         engine: str = "auto", precision: str = "auto") -> EngineSampler:
     """Load ``model_name`` (``rlvr.models.load_model_and_tokenizer``: the default model,
     ``tiny-random``, a local checkpoint directory or a hub id; a LoRA adapter checkpoint is
-    merged onto its run's base model by ``rlvr.serve.load_for_serving``) into a rollout engine.
-    ``seed`` seeds ``tiny-random``'s weights, as in training. ``engine="auto"`` uses the fast
-    ``torch`` engine and falls back to ``hf`` (transformers ``generate``) for architectures the
-    torch engine does not run. ``precision`` (``auto`` / ``bf16`` / ``fp32``,
-    :mod:`rlvr.models.precision`) sets the engine's compute dtype.
+    merged onto its run's base model by :func:`rlvr.models.inference.load_for_inference`) into
+    a rollout engine. ``seed`` seeds ``tiny-random``'s weights, as in training.
+    ``engine="auto"`` uses the fast ``torch`` engine and falls back to ``hf`` (transformers
+    ``generate``) for architectures the torch engine does not run. ``precision`` (``auto`` /
+    ``bf16`` / ``fp32``, :mod:`rlvr.models.precision`) sets the engine's compute dtype.
 
     Raises:
         rlvr.models.loader.ModelLoadError: the model does not load.
@@ -107,9 +107,9 @@ def load_engine_sampler(model_name: str, *, instruction: str, one_shot: bool,
     from rlvr.train.prompting import prompt_ids, stop_token_ids
 
     if (Path(model_name) / "adapter_config.json").is_file():
-        from rlvr.serve import load_for_serving
+        from rlvr.models.inference import load_for_inference
 
-        model, tokenizer = load_for_serving(model_name)
+        model, tokenizer = load_for_inference(model_name)
     else:
         model, tokenizer = load_model_and_tokenizer(model_name, seed=seed)
     model.eval()

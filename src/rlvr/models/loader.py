@@ -165,6 +165,13 @@ def missing_model_path(name: str) -> str | None:
     return None if Path(name).expanduser().exists() else f"model path {name} does not exist"
 
 
+def is_model_name(name: str) -> bool:
+    """True if ``name`` can name a model: a known one (:data:`DEFAULT_MODEL`,
+    :data:`TINY_RANDOM`), an existing local path, or a hub id (it holds a ``/``). A local path
+    that does not exist is told apart by :func:`missing_model_path`."""
+    return name in (DEFAULT_MODEL, TINY_RANDOM) or Path(name).exists() or "/" in name
+
+
 def resolve_model_path(name: str) -> str:
     """The directory or hub id ``from_pretrained`` should load for ``name`` (converting and
     caching the default model on first use)."""

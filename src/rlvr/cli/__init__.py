@@ -1,0 +1,72 @@
+"""The ``rlvr`` command line: one typer app. Each command is a thin shell over a library call.
+
+This module builds the app and registers the commands, one module per command group:
+:mod:`~rlvr.cli.verify`, :mod:`~rlvr.cli.train` (``train``, ``sft``), :mod:`~rlvr.cli.sweep`,
+:mod:`~rlvr.cli.serve`, :mod:`~rlvr.cli.eval`, :mod:`~rlvr.cli.lengths`,
+:mod:`~rlvr.cli.report`, and ``rlvr data`` (:mod:`rlvr.data.commands`). What they share (the
+stderr console, ``fail``, exit codes, option checks) is in :mod:`~rlvr.cli.common`.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from rlvr.cli import eval as eval_commands
+from rlvr.cli import lengths as lengths_commands
+from rlvr.cli import report as report_commands
+from rlvr.cli import serve as serve_commands
+from rlvr.cli import sweep as sweep_commands
+from rlvr.cli import train as train_commands
+from rlvr.cli import verify as verify_commands
+from rlvr.cli.common import EXIT_BAD_INPUT, EXIT_STOPPED, err, fail, precision_choice
+
+app = typer.Typer(
+    name="rlvr",
+    help="Train reasoning into language models with RL from verifiable rewards, and measure it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _mount_data_commands() -> None:
+    from rlvr.data.commands import data_app
+
+    app.add_typer(data_app, name="data")
+
+
+_mount_data_commands()
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from rlvr import __version__
+
+        typer.echo(__version__)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", help="Print the version and exit.",
+                                 is_eager=True, callback=_print_version),
+) -> None:
+    """rlvr: RLVR + GRPO training, verifiable rewards, and test-time evaluation."""
+
+
+# In the order `rlvr --help` lists them.
+app.command()(verify_commands.verify)
+app.command()(train_commands.train)
+app.command()(sweep_commands.sweep)
+app.command()(train_commands.sft)
+app.command()(serve_commands.serve)
+app.command("eval")(eval_commands.eval_)
+app.command()(lengths_commands.lengths)
+app.command()(report_commands.report)
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_STOPPED", "app", "err", "fail", "main", "precision_choice"]

@@ -1,0 +1,28 @@
+"""``rlvr report``: the self-contained HTML report of a training run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from rlvr.cli.common import fail
+
+
+def report(
+    run_dir: Path = typer.Argument(..., help="A run directory of `rlvr train` (metrics.jsonl "
+                                   "and/or results.json; partial runs work)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="HTML file to write "
+                                          "(default RUN_DIR/report.html)."),
+) -> None:
+    """A self-contained HTML report of a run: curves, alerts, baseline vs trained, samples."""
+    from rlvr.reports.run_report import write_run_report
+
+    try:
+        path = write_run_report(run_dir, output)
+    except ValueError as exc:
+        raise fail(str(exc))
+    except OSError as exc:
+        raise fail(f"{output or run_dir}: cannot write the report ({exc.strerror or exc})")
+    print(path)
