@@ -691,7 +691,8 @@ def _eval_data_config(run_config, tasks, data_path, mixture, split, limit, instr
     line's choices applied (bad values exit 2 naming the option)."""
     from pydantic import ValidationError
 
-    from rlvr.train.config import GENERATED, DataConfig
+    from rlvr.tasks.registry import needs_data_path, splits_in_one_file
+    from rlvr.train.config import DataConfig
 
     if split not in ("validation", "train"):
         raise fail(f"--split: expected validation or train, got {split!r}")
@@ -710,7 +711,8 @@ def _eval_data_config(run_config, tasks, data_path, mixture, split, limit, instr
     data.update({key: value for key, value in updates.items() if value is not None})
     if split == "validation":  # the validation set never depends on train_size: skip the work
         data["train_size"] = 1
-        if data_path is not None and data_path.is_file() and data["source"] != "mbpp":
+        if (data_path is not None and data_path.is_file()
+                and not splits_in_one_file(data["source"])):
             # the file given is what is evaluated: every record (--limit: the first N), not
             # a hold-out of it (an MBPP file holds all its splits: its validation ids are used)
             data["val_path"] = str(data_path)
@@ -723,7 +725,7 @@ def _eval_data_config(run_config, tasks, data_path, mixture, split, limit, instr
         field = str(first["loc"][0]) if first["loc"] else "data"
         raise fail(f"{option.get(field, 'data.' + field)}: {first['msg']}"
                    f" (got {first.get('input')!r})")
-    if data.source not in GENERATED and not data.path:
+    if needs_data_path(data.source) and not data.path:
         raise fail(f"--data-path: --tasks {data.source} reads a data file or directory")
     if data.path and not Path(data.path).exists():
         raise fail(f"--data-path: {data.path} does not exist")

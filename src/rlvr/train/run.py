@@ -24,7 +24,7 @@ from rlvr.rewards.pipeline import RewardPipeline
 from rlvr.rewards.records_io import append_jsonl
 from rlvr.train.checkpoint import (latest_checkpoint, load_trainer_state, save_checkpoint,
                                    save_model, write_json_atomic)
-from rlvr.train.config import GENERATED, RunConfig
+from rlvr.train.config import RunConfig
 from rlvr.train.policy import sync_engine
 from rlvr.train.sampler import TaskSampler
 
@@ -136,10 +136,12 @@ class Run:
         specs = c.data.sources or [None]
         train, val = [], []
         self._instructions: dict[str, str] = {}
+        from rlvr.tasks.registry import in_process
+
         for i, spec in enumerate(specs):
             data = c.data.source_config(spec)
             part_train, part_val = load_tasks(data, c.seed + 101 * i, log=console.print)
-            if c.data.check_references and not (data.source in GENERATED and not data.path):
+            if c.data.check_references and not in_process(data):
                 part_train, part_val = self._verified(part_train), self._verified(part_val)
             label = (spec.name or spec.source) if spec is not None else None
             if spec is not None:
@@ -350,12 +352,13 @@ class Run:
         from rlvr.train.prompting import prompt_ids
 
         c = self.config
-        pool = self.train_tasks[: c.sft.examples]
-        if c.sft.mixture and c.data.source == "arithmetic" and not c.data.sources:
-            from rlvr.tasks.arithmetic import generate
+        from rlvr.tasks.registry import task_source
 
-            pool = generate(c.sft.mixture, c.sft.examples, seed=c.seed + 2, split="train",
-                            unique=False)
+        pool = self.train_tasks[: c.sft.examples]
+        source = task_source(c.data.source)
+        if c.sft.mixture and source.sft_mixture and not c.data.sources:
+            pool = source.generate(c.sft.mixture, c.sft.examples, seed=c.seed + 2,
+                                   split="train", unique=False)
         examples, rejected = verified_examples(pool, self.eval_rewards)
         prompts = [prompt_ids(self.tokenizer, t, self.instruction(t), c.data.one_shot)
                    for t in examples]
