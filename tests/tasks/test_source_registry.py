@@ -89,7 +89,7 @@ def test_a_run_trains_on_a_registered_source(doubles, tmp_path):
     from rlvr.train.run import Run
 
     config = load_config(RunConfig, SMOKE, [
-        "data.source=doubles", "data.train_size=16", "data.val_size=4", "sft.enabled=false",
+        "data.source=doubles", "data.mixture=small", "data.train_size=16", "data.val_size=4", "sft.enabled=false",
         "grpo.steps=1", "eval.every=0", "eval.pass_at_k_samples=0", "logging.tensorboard=false"])
     run = Run(config, tmp_path / "run")
     results = run.train()
