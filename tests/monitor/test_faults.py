@@ -12,6 +12,7 @@ pytest.importorskip("transformers")
 
 from rlvr.configio import load_config  # noqa: E402
 from rlvr.train.config import RunConfig  # noqa: E402
+from rlvr.train.hooks import RollbackHook  # noqa: E402
 from rlvr.train.run import Run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,7 +149,7 @@ def test_completions_that_grow_every_step_trigger_a_rollback_with_a_lower_lr(
 
     step_hook(grow)
     restored = {}
-    real = Run._rollback
+    real = RollbackHook.rollback
 
     def rollback(self, step, *args):
         target = latest_checkpoint(self.run_dir, max_step=step - self.config.health.rollback_margin)
@@ -159,7 +160,7 @@ def test_completions_that_grow_every_step_trigger_a_rollback_with_a_lower_lr(
         live = self.policy.state_dict()
         restored["equal"] = all(torch.equal(saved[k], live[k]) for k in saved)
 
-    monkeypatch.setattr(Run, "_rollback", rollback)
+    monkeypatch.setattr(RollbackHook, "rollback", rollback)
     run_dir, results = _run(tmp_path, "grpo.steps=6", "checkpoint.every=1", "checkpoint.keep=10",
                             "health.window=3", "health.min_history=2",
                             "health.length_inflation.action=rollback")

@@ -21,7 +21,7 @@ from rlvr.models import TINY_RANDOM, load_model_and_tokenizer  # noqa: E402
 from rlvr.tasks.arithmetic import generate  # noqa: E402
 from rlvr.train.config import SFTConfig  # noqa: E402
 from rlvr.train.prompting import prompt_ids  # noqa: E402
-from rlvr.train.run import Run  # noqa: E402
+from rlvr.train.evaluation import Evaluator  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -131,7 +131,7 @@ def test_a_run_killed_during_sft_resumes_its_sft_and_matches_the_uninterrupted_r
 
 def test_a_run_killed_after_sft_reuses_sft_model(tmp_path, monkeypatch, uninterrupted):
     run = tmp_path / "run"
-    real = Run.validate
+    real = Evaluator.validate
 
     def validate(self, label, step):
         if label == "before_grpo":
@@ -139,7 +139,7 @@ def test_a_run_killed_after_sft_reuses_sft_model(tmp_path, monkeypatch, uninterr
         return real(self, label, step)
 
     with monkeypatch.context() as m:
-        m.setattr(Run, "validate", validate)
+        m.setattr(Evaluator, "validate", validate)
         result = _train(run)
     assert isinstance(result.exception, Killed)
     assert (run / "sft_model" / "config.json").is_file() and not (run / "checkpoints").exists()

@@ -2,7 +2,7 @@
 only tiers measured by `rlvr data stratify` (tasks with a `pass_rate`); a dataset's own easy /
 medium / hard labels are ignored, and the run says so; `data.tiers: labels` uses them, `off`
 none. Whenever tiers are used the run logs where they came from, the task counts and the draw
-shares (src/rlvr/train/run.py Run.sampler)."""
+shares (src/rlvr/train/sampler.py run_sampler)."""
 
 import pytest
 
@@ -12,6 +12,8 @@ import rlvr.train.run as run_module  # noqa: E402
 from rlvr.records import Task  # noqa: E402
 from rlvr.train.config import RunConfig  # noqa: E402
 from rlvr.train.run import Run  # noqa: E402
+from rlvr.train.state import TrainingState  # noqa: E402
+from rlvr.train.taskdata import RunData  # noqa: E402
 
 
 def _run(monkeypatch, tasks, **data):
@@ -20,7 +22,7 @@ def _run(monkeypatch, tasks, **data):
     monkeypatch.setattr(run_module.console, "print", lambda text, *a, **k: lines.append(text))
     run = Run.__new__(Run)
     run.config = RunConfig(data=dict(source="jsonl", path="tasks.jsonl", **data))
-    run.train_tasks, run.train_pool_of = tasks, [None] * len(tasks)
+    run.state = TrainingState(data=RunData(train_tasks=tasks, pool_of=[None] * len(tasks)))
     return run, lines
 
 

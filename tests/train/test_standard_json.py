@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 from rlvr.monitor.alerts import Alert, AlertLog  # noqa: E402
 from rlvr.train.checkpoint import write_json_atomic  # noqa: E402
-from rlvr.train.run import _append_jsonl  # noqa: E402
+from rlvr.train.logs import append_log as _append_jsonl  # noqa: E402
 
 
 def strict(text: str):
@@ -23,7 +23,7 @@ def strict(text: str):
 
 def test_a_metrics_row_with_a_nan_loss_reads_back_as_null_with_the_flag(tmp_path):
     path = tmp_path / "metrics.jsonl"
-    _append_jsonl(path, [{"step": 1, "loss": 0.5, "kl": 0.01}])  # what Run._log_step calls
+    _append_jsonl(path, [{"step": 1, "loss": 0.5, "kl": 0.01}])  # what LoggingHook.log_step calls
     _append_jsonl(path, [{"step": 2, "loss": float("nan"), "kl": torch.tensor(float("inf")),
                           "reward_mean": torch.tensor(0.25)}])
     first, second = [strict(line) for line in path.read_text().splitlines()]

@@ -117,13 +117,11 @@ def generate(
     """Generate tasks from a built-in generator (arithmetic levels, logic puzzles)."""
     _check_output(output)
     try:
-        if source == "arithmetic":
-            from rlvr.tasks.arithmetic import generate as gen
-        elif source == "logic":
-            from rlvr.tasks.logic import generate_logic as gen
-        else:
-            raise _fail(f"source: {source!r} is not arithmetic or logic")
-        tasks = gen(mixture, n, seed=seed, split=split)
+        from rlvr.tasks.registry import generated_names, task_source
+
+        if source not in generated_names():
+            raise _fail(f"source: {source!r} is not {' or '.join(generated_names())}")
+        tasks = task_source(source).generate(mixture, n, seed=seed, split=split)
     except (ValueError, KeyError) as exc:
         raise _fail(f"--mixture: {exc.args[0] if exc.args else exc}")
     write_tasks(output, tasks)

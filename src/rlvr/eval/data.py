@@ -42,7 +42,8 @@ def eval_data_config(data, *, tasks: Optional[str], data_path: Optional[Path],
     """
     from pydantic import ValidationError
 
-    from rlvr.train.config import GENERATED, DataConfig
+    from rlvr.tasks.registry import needs_data_path, splits_in_one_file
+    from rlvr.train.config import DataConfig
 
     if split not in SPLITS:
         raise EvalError(f"--split: expected validation or train, got {split!r}")
@@ -61,7 +62,8 @@ def eval_data_config(data, *, tasks: Optional[str], data_path: Optional[Path],
     fields.update({key: value for key, value in updates.items() if value is not None})
     if split == "validation":  # the validation set never depends on train_size: skip the work
         fields["train_size"] = 1
-        if data_path is not None and data_path.is_file() and fields["source"] != "mbpp":
+        if (data_path is not None and data_path.is_file()
+                and not splits_in_one_file(fields["source"])):
             # the file given is what is evaluated: every record (--limit: the first N), not
             # a hold-out of it (an MBPP file holds all its splits: its validation ids are used)
             fields["val_path"] = str(data_path)
@@ -72,7 +74,7 @@ def eval_data_config(data, *, tasks: Optional[str], data_path: Optional[Path],
         field = str(first["loc"][0]) if first["loc"] else "data"
         raise EvalError(f"{_OPTION.get(field, 'data.' + field)}: {first['msg']}"
                         f" (got {first.get('input')!r})") from None
-    if config.source not in GENERATED and not config.path:
+    if needs_data_path(config.source) and not config.path:
         raise EvalError(f"--data-path: --tasks {config.source} reads a data file or directory")
     if config.path and not Path(config.path).exists():
         raise EvalError(f"--data-path: {config.path} does not exist")

@@ -1,7 +1,8 @@
 """The health monitor of a GRPO run: turns each step's completions into health metrics, keeps
 the rolling window the checks read, runs the checks and emits alerts (R10, R21, R32, R34-R38).
 
-Per step, :class:`rlvr.train.run.Run` calls::
+Per step, the GRPO loop (:mod:`rlvr.train.loop`, through :class:`rlvr.train.hooks.HealthHook`)
+calls::
 
     metrics.update(monitor.observe(step, batch))     # degeneration, per-category, audit ...
     alerts = monitor.check(step, metrics)            # after any validation of this step

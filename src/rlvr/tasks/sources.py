@@ -138,26 +138,12 @@ def _hold_out(tasks: list[Task], path: Path, data, seed: int,
     return tasks[size:], tasks[:size]
 
 
-def _file_tasks(source: str, path: Path, split: str) -> list[Task]:
+def _file_tasks(source: str, path: Path, split: str | None) -> list[Task]:
     """Every task of ``path`` in ``source``'s format, in file order (``split``: the part of a
-    GSM8K directory or of MBPP to read)."""
-    if source == "jsonl":
-        from rlvr.rewards.registry import task_types
+    source's own splits to read, ``None``: the whole file; :meth:`TaskSource.read`)."""
+    from rlvr.tasks.registry import task_source
 
-        return load_task_file(path, known_types=set(task_types()))
-    if source in ("arithmetic", "logic"):  # a file of generated tasks (`rlvr data generate`)
-        return load_task_file(path, "math" if source == "arithmetic" else "logic")
-    if source == "humaneval":
-        from rlvr.tasks.code import load_humaneval
-
-        return load_humaneval(path)
-    if source == "mbpp":
-        from rlvr.tasks.code import load_mbpp
-
-        return load_mbpp(path, split)
-    if source == "math500":
-        return load_math500(path, "test")
-    return load_gsm8k(path, split)
+    return task_source(source).read(path, split)
 
 
 def _validation_file(data) -> list[Task]:
@@ -166,7 +152,7 @@ def _validation_file(data) -> list[Task]:
     path = Path(data.val_path)
     if not path.exists():
         raise DataError(f"data.val_path: {path} does not exist")
-    tasks = _file_tasks(data.source, path, "validation" if data.source == "gsm8k" else None)
+    tasks = _file_tasks(data.source, path, None)  # a GSM8K directory: its test.jsonl
     if not tasks:
         raise DataError(f"data.val_path: {path} holds no tasks")
     # data.val_size caps the file; a file smaller than a preset's val_size is used whole
@@ -214,31 +200,29 @@ def load_tasks(data, seed: int, log: Callable[[str], None] | None = None
     Raises:
         DataError: missing file, malformed record, or too few tasks.
     """
-    val = _validation_file(data) if data.val_path else None
-    if data.source in ("arithmetic", "logic") and not data.path:
-        if data.source == "arithmetic":
-            from rlvr.tasks.arithmetic import generate
-        else:
-            from rlvr.tasks.logic import generate_logic as generate
+    from rlvr.tasks.registry import in_process, task_source
 
-        train = generate(data.mixture, data.train_size, seed=seed, split="train")
+    source = task_source(data.source)
+    val = _validation_file(data) if data.val_path else None
+    if in_process(data):
+        train = source.generate(data.mixture, data.train_size, seed=seed, split="train")
         if val is None:
-            return train, generate(data.mixture, data.val_size or DEFAULT_VAL_SIZE,
-                                   seed=seed + 1, split="validation")
+            return train, source.generate(data.mixture, data.val_size or DEFAULT_VAL_SIZE,
+                                          seed=seed + 1, split="validation")
         return _without(train, val, data, log), val
     path = Path(data.path)
     if not path.exists():
         raise DataError(f"data.path: {path} does not exist")
-    if data.source in ("gsm8k", "mbpp"):  # their own train and validation splits
+    if source.own_splits:  # their own train and validation splits (GSM8K, MBPP)
         train = _file_tasks(data.source, path, "train")
         random.Random(seed).shuffle(train)
         if val is None:
             val = _file_tasks(data.source, path, "validation")
             random.Random(seed + 1).shuffle(val)
             val = val[: data.val_size or DEFAULT_VAL_SIZE]
-        if data.source == "mbpp" and (not train or not val):
-            raise DataError(f"{path}: no MBPP tasks in the {'train' if not train else 'validation'}"
-                            " split (task ids 601-974 / 511-600)")
+        if source.empty_split and (not train or not val):
+            raise DataError(f"{path}: " + source.empty_split.format(
+                split="train" if not train else "validation"))
     else:
         tasks = _file_tasks(data.source, path, None)
         if val is None:

@@ -9,9 +9,11 @@ sampling), ``algo`` (the pure-function choices: advantage, policy loss, KL), ``r
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator,
+                      model_validator)
+from pydantic_core import PydanticCustomError
 
 from rlvr.models.loader import DEFAULT_MODEL
 from rlvr.models.precision import Precision, resolve_precision
@@ -25,17 +27,15 @@ DEFAULT_INSTRUCTION = (
 )
 
 
-GENERATED = ("arithmetic", "logic")  # sources made by a generator, not read from `path`
-DEFAULT_MIXTURES = {"arithmetic": "2d+-2d", "logic": "countdown-3:0.5,kk-3:0.5"}
-# Sources whose questions state their own answer format get no instruction by default: the
-# math instruction after a knights-and-knaves puzzle would contradict the puzzle's own.
-SOURCE_INSTRUCTIONS = {"logic": ""}
-
-
 def default_instruction(source: str) -> str:
-    """The instruction a source gets unless one is configured: none for ``logic`` (its prompts
-    end with their answer format), :data:`DEFAULT_INSTRUCTION` for the others."""
-    return SOURCE_INSTRUCTIONS.get(source, DEFAULT_INSTRUCTION)
+    """The instruction a source gets unless one is configured: its registered one
+    (:attr:`rlvr.tasks.registry.TaskSource.instruction`: none for ``logic``, whose prompts end
+    with their answer format), else :data:`DEFAULT_INSTRUCTION` (also for names not
+    registered here, e.g. a plugin's source in a saved run)."""
+    from rlvr.tasks.registry import is_source, task_source
+
+    own = task_source(source).instruction if is_source(source) else None
+    return DEFAULT_INSTRUCTION if own is None else own
 
 
 def carry_instruction(instruction: str, from_source: str, to_source: str) -> str:
@@ -50,21 +50,33 @@ def carry_instruction(instruction: str, from_source: str, to_source: str) -> str
 
 def check_mixture(source: str, mixture: str) -> str:
     """``mixture`` if it names levels of the generated ``source``'s generator (arithmetic:
-    rlvr.tasks.arithmetic.PRESETS; logic: rlvr.tasks.logic.LEVELS), else ``ValueError`` with
-    the generator's message (naming the known levels)."""
-    if source == "arithmetic":
-        from rlvr.tasks.arithmetic import parse_mixture
-    elif source == "logic":
-        from rlvr.tasks.logic import parse_mixture
-    else:
+    rlvr.tasks.arithmetic.PRESETS; logic: rlvr.tasks.logic.LEVELS;
+    :meth:`rlvr.tasks.registry.TaskSource.check_mixture`), else ``ValueError`` with the
+    generator's message (naming the known levels)."""
+    from rlvr.tasks.registry import is_source, task_source
+
+    if not is_source(source) or not task_source(source).generated:
         return mixture
     try:
-        parse_mixture(mixture)
+        task_source(source).check_mixture(mixture)
     except KeyError as exc:
         raise ValueError(f"{exc.args[0]} (data.source: {source})") from None
     except ValueError as exc:
         raise ValueError(f"{exc} (data.source: {source})") from None
     return mixture
+
+
+def _registered_source(name: str) -> str:
+    """``name`` if it is a registered task source (:mod:`rlvr.tasks.registry`), else the
+    error a ``Literal`` of the registered names gives (same type and message)."""
+    from rlvr.tasks.registry import is_source, source_names
+
+    if not is_source(name):
+        names = [repr(n) for n in source_names()]
+        expected = (", ".join(names[:-1]) + " or " + names[-1]) if len(names) > 1 else names[0]
+        raise PydanticCustomError("literal_error", "Input should be {expected}",
+                                  {"expected": expected})
+    return name
 
 
 def _trl(name: str, ours: str) -> str:
@@ -166,7 +178,9 @@ class ModelConfig(_Section):
         return data
 
 
-SourceName = Literal["arithmetic", "logic", "gsm8k", "math500", "jsonl", "humaneval", "mbpp"]
+# A registered task source (rlvr.tasks.registry): arithmetic, logic, gsm8k, math500, jsonl,
+# humaneval, mbpp and any a plugin registers.
+SourceName = Annotated[str, AfterValidator(_registered_source)]
 
 
 class DataSource(_Section):
@@ -262,9 +276,12 @@ class DataConfig(_Section):
     @classmethod
     def _source_defaults(cls, data):
         # A source's own defaults for the fields left out (logic: its levels, no instruction).
-        if isinstance(data, dict) and data.get("source") in GENERATED:
+        from rlvr.tasks.registry import is_source, task_source
+
+        if isinstance(data, dict) and is_source(data.get("source")) \
+                and task_source(data["source"]).generated:
             data = dict(data)
-            data.setdefault("mixture", DEFAULT_MIXTURES[data["source"]])
+            data.setdefault("mixture", task_source(data["source"]).default_mixture)
             data.setdefault("instruction", default_instruction(data["source"]))
         return data
 
@@ -283,8 +300,10 @@ class DataConfig(_Section):
         the source's default mixture; the instruction as :meth:`instruction_for` gives it."""
         if spec is None:
             return self
+        from rlvr.tasks.registry import task_source
+
         mixture = spec.mixture or (self.mixture if self.source == spec.source
-                                   else DEFAULT_MIXTURES.get(spec.source, self.mixture))
+                                   else task_source(spec.source).default_mixture or self.mixture)
         sizes = {k: v for k, v in spec.model_dump().items()
                  if v is not None and k in ("train_size", "val_size")}
         return self.model_copy(update={**sizes, "source": spec.source, "path": spec.path,
@@ -550,16 +569,20 @@ class RunConfig(_Section):
             if value not in registry:
                 raise ValueError(f"{section}.{field}: {value!r} is unknown; choose from "
                                  f"{sorted(registry)}")
-        if self.data.source not in GENERATED and not self.data.path and not self.data.sources:
+        from rlvr.tasks.registry import needs_data_path, task_source
+
+        if needs_data_path(self.data.source) and not self.data.path and not self.data.sources:
             raise ValueError(f"data.path: required for data.source={self.data.source!r}")
         for i, spec in enumerate(self.data.sources):
-            if spec.source not in GENERATED and not spec.path:
+            if needs_data_path(spec.source) and not spec.path:
                 raise ValueError(f"data.sources.{i}.path: required for source {spec.source!r}")
-        sources = {s.source for s in self.data.sources} or {self.data.source}
-        math_options = self.reward.verifier_options.setdefault("math", {})
-        if sources & {"arithmetic", "gsm8k"} and "accept_unevaluated" not in math_options:
-            # these questions *are* arithmetic: repeating "81 * 7" must not earn the reward
-            math_options["accept_unevaluated"] = False
+        sources = [s.source for s in self.data.sources] or [self.data.source]
+        options = self.reward.verifier_options
+        options.setdefault("math", {})  # always present in the resolved config, as it was
+        for name in sources:  # a source's verifier defaults (arithmetic, gsm8k: math's
+            for task_type, defaults in task_source(name).verifier_defaults.items():
+                for key, value in defaults.items():  # accept_unevaluated off)
+                    options.setdefault(task_type, {}).setdefault(key, value)
         return self
 
 
@@ -634,6 +657,8 @@ def config_summary(config: RunConfig, full: str | None = None) -> list[str]:
     """The run's main settings in about a dozen short lines, one per section (what a console
     shows at the start; ``config.yaml`` keeps every field). ``full`` names where the whole
     resolved config is (the run's ``config.yaml``) in the first line."""
+    from rlvr.tasks.registry import in_process, task_source
+
     c = config
     where = f"; every setting: {full}" if full else ""
     lines = [f"config {c.name} (seed {c.seed}){where}"]
@@ -650,8 +675,7 @@ def config_summary(config: RunConfig, full: str | None = None) -> list[str]:
         row("data", ", ".join(f"{s.name or s.source} {s.weight:g}" for s in d.sources)
             + f"; {d.train_size} train, {d.val_size} validation per source by default")
     else:
-        generated = d.source in GENERATED and not d.path
-        if generated:
+        if in_process(d):
             sizes = f"{d.mixture}: {d.train_size} train"
         else:   # a file: its own tasks (train_size does not apply)
             sizes = f"{d.path or '?'}: the file's tasks"
@@ -661,9 +685,11 @@ def config_summary(config: RunConfig, full: str | None = None) -> list[str]:
             sizes += f", {d.val_size or 'a default number of'} validation"
         row("data", f"{d.source} {sizes}" + (", one-shot" if d.one_shot else ""))
     s = c.sft
-    # as Run.sft picks them: generated from sft.mixture (arithmetic), else the training tasks
-    what = (f"{s.examples} examples ({s.mixture})" if s.mixture and d.source == "arithmetic"
-            and not d.sources else f"the first {s.examples} training tasks' solutions")
+    # as cold_start.sft picks them: from sft.mixture (a source with sft_mixture: arithmetic),
+    # else the training tasks
+    what = (f"{s.examples} examples ({s.mixture})" if s.mixture
+            and task_source(d.source).sft_mixture and not d.sources
+            else f"the first {s.examples} training tasks' solutions")
     row("sft", "off" if not s.enabled else
         f"{what} x {s.epochs} epoch{'s' if s.epochs > 1 else ''}, batch {s.batch_size}, "
         f"lr {s.learning_rate:g}, max length {s.max_length}")

@@ -113,3 +113,68 @@ class TaskSampler:
         self.draws, self.position = state["draws"], dict(state["position"])
         self.visits = {int(k): list(v) for k, v in state["visits"].items()}
         self.counts, self.skipped = Counter(state["counts"]), state["skipped"]
+
+
+def sampling_tier(task, mode: str) -> str | None:
+    """``task``'s sampling tier under ``data.tiers`` (``mode``): its ``difficulty`` when that
+    is easy / medium / hard and (``measured``) was measured by ``rlvr data stratify`` (the
+    task has a ``pass_rate``) or (``labels``) whatever its origin; else None."""
+    from rlvr.data.stratify import TIERS
+
+    if mode == "off" or task.difficulty not in TIERS:
+        return None
+    return task.difficulty if mode == "labels" or task.pass_rate is not None else None
+
+
+def run_sampler(config, train_tasks: list, pool_of: list, log) -> TaskSampler:
+    """A run's sampler: pools by mixture source (``pool_of``: each training task's source
+    label, None for a single source) and tier (R24, R26; ``data.tiers``), weighted as
+    configured. Logs through ``log`` where the tiers came from, their task counts and draw
+    shares, and (``data.tiers: measured``) how many dataset difficulty labels were not used."""
+    from rlvr.data.stratify import TIERS
+
+    c, pools = config, {}
+    weights = {(s.name or s.source): s.weight for s in c.data.sources}
+    tiers = [sampling_tier(t, c.data.tiers) for t in train_tasks]
+    tiered = any(tiers)
+    ignored = sum(t.difficulty in TIERS and tier is None for t, tier in zip(train_tasks, tiers))
+    if ignored and c.data.tiers == "measured":
+        log(f"data.tiers: {ignored} training tasks carry a difficulty label "
+            f"(easy / medium / hard) without a measured pass_rate: not used as "
+            f"sampling tiers (measure them with `rlvr data stratify`, or set "
+            f"data.tiers: labels to draw by the dataset's labels)")
+    for i, (tier, label) in enumerate(zip(tiers, pool_of)):
+        pools.setdefault((label, (tier or "medium") if tiered else None), []).append(i)
+    if len(pools) == 1:
+        return TaskSampler.single(len(train_tasks), c.seed, c.grpo.filter_groups_after)
+    named, w, tier_of = {}, {}, {}
+    for (label, tier), idx in pools.items():
+        name = "/".join(x for x in (label, tier) if x)
+        present = [t for (lb, t) in pools if lb == label]
+        tier_w = (c.data.tier_weights.get(tier, 0.0) / sum(c.data.tier_weights.get(t, 0.0)
+                                                           for t in present)) if tier else 1.0
+        if tier_w > 0:
+            named[name], w[name] = idx, weights.get(label, 1.0) * tier_w
+            tier_of[name] = tier
+    if tiered:
+        origin = ("measured by `rlvr data stratify`" if c.data.tiers == "measured"
+                  else "the dataset's difficulty labels, data.tiers: labels")
+        total = sum(w.values())
+        counts = {t: sum(len(idx) for (_, tier), idx in pools.items() if tier == t)
+                  for t in TIERS}
+        shares = {t: sum(v for n, v in w.items() if tier_of[n] == t) / total for t in TIERS}
+        untiered = sum(tier is None for tier in tiers)
+        log(f"data tiers ({origin}): " + ", ".join(
+            f"{t} {counts[t]} tasks drawn {shares[t]:.0%}" for t in TIERS)
+            + " (data.tier_weights" + (f"; {untiered} tasks without a tier count as medium"
+                                       if untiered else "") + ")")
+    return TaskSampler(named, w, c.seed, c.grpo.filter_groups_after)
+
+
+def sampling_metrics(sampler: TaskSampler, skipped_before: int, counts_before: dict) -> dict:
+    """This step's dynamic-sampling skips and, with several pools, prompts drawn per pool."""
+    out = {"data/skipped": float(sampler.skipped - skipped_before)}
+    if len(sampler.names) > 1:
+        for name in sampler.names:
+            out[f"data/pool/{name}"] = float(sampler.counts[name] - counts_before.get(name, 0))
+    return out

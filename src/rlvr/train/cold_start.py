@@ -1,0 +1,123 @@
+"""The SFT cold start as a run phase (R17): verified worked solutions, LoRA or full
+fine-tuning, the result saved as ``sft_model/`` (reused by a resume), and the LoRA adapters
+GRPO trains."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from rlvr.progress import Phase
+from rlvr.train.errors import RunInputError
+from rlvr.train.logs import console
+from rlvr.train.policy import sync_engine
+from rlvr.train.rundir import SFT_MODEL_DIR, SFT_REPORT, SFT_STATE, complete_model, plain_policy
+from rlvr.train.state import TrainingState
+
+
+def apply_lora(state: TrainingState, config, stage: str) -> None:
+    """Wrap ``state.policy`` in fresh LoRA adapters (``model.lora_rank``); only they train
+    from here on. ``stage`` names what they are for in the log line (GRPO, or SFT with
+    ``sft.full_finetune: false``). The adapters go on a copy when a rollout engine exists:
+    the engine keeps the plain module it was given and is synced with merged weights."""
+    from rlvr.models.lora import apply_lora as wrap
+
+    c = config
+    plain = copy.deepcopy(state.policy) if state.engine is not None else state.policy
+    state.policy = wrap(plain, c.model.lora_rank, c.model.lora_alpha)
+    trainable = sum(p.numel() for p in state.policy.parameters() if p.requires_grad)
+    console.print(f"LoRA rank {c.model.lora_rank}: {trainable:,} trainable parameters "
+                  f"({stage})")
+
+
+def sft(state: TrainingState, config, eval_rewards, state_path: Path | None = None,
+        resume: bool = False) -> dict:
+    """SFT of ``state.policy`` in place (:func:`rlvr.train.sft.run_sft`; ``state_path`` /
+    ``resume``: its checkpoint file and whether to continue from it) on the first
+    ``sft.examples`` training tasks (or, for a source with :attr:`sft_mixture
+    <rlvr.tasks.registry.TaskSource.sft_mixture>`, ``sft.mixture`` tasks of its generator)
+    whose solutions verify; returns the report as a dict.
+
+    Raises:
+        RunInputError: no example left within ``sft.max_length``.
+    """
+    from rlvr.tasks.registry import task_source
+    from rlvr.train.prompting import prompt_ids
+    from rlvr.train.sft import SFTInputError, run_sft, sft_steps, verified_examples
+
+    c, data = config, state.data
+    pool = data.train_tasks[: c.sft.examples]
+    source = task_source(c.data.source)
+    if c.sft.mixture and source.sft_mixture and not c.data.sources:
+        pool = source.generate(c.sft.mixture, c.sft.examples, seed=c.seed + 2, split="train",
+                               unique=False)
+    examples, rejected = verified_examples(pool, eval_rewards)
+    prompts = [prompt_ids(state.tokenizer, t, data.instruction(t), c.data.one_shot)
+               for t in examples]
+    console.print(f"sft: {len(examples)} verified examples, {rejected} rejected")
+    # the loop prints a line (loss, ETA) every 10 steps; the phase adds a bar on a
+    # terminal and a line after 30 s without one in a log
+    try:
+        with Phase("sft", sft_steps(len(examples), c.sft), console, unit="steps",
+                   every_fraction=None) as phase:
+            report = run_sft(state.policy, state.tokenizer, examples, prompts, c.sft, c.seed,
+                             c.model.bf16, rejected=rejected, log=console.print,
+                             progress=phase.update, state_path=state_path, resume=resume)
+    except SFTInputError as exc:
+        raise RunInputError(str(exc)) from exc
+    sync_engine(state.engine, state.policy)
+    return report.__dict__
+
+
+def sft_stage(state: TrainingState, config, run_dir: Path, eval_rewards, resume: bool = False,
+              checkpoints: bool = True) -> dict | None:
+    """SFT, then the model saved as ``sft_model/`` (with its report); returns the report.
+
+    With ``model.lora_rank`` SFT trains the full weights (``sft.full_finetune``, default;
+    GRPO's adapters come later, on top of the SFT model) or its own adapters, merged
+    before saving. ``checkpoints``: write ``sft_checkpoint.pt`` every
+    ``sft.checkpoint_every`` steps (removed once ``sft_model/`` is saved). ``resume``: a
+    complete ``sft_model/`` is loaded instead of training again; else SFT continues from
+    ``sft_checkpoint.pt`` when there is one."""
+    from rlvr.models import load_model_and_tokenizer
+    from rlvr.models.lora import is_lora, merged_copy
+
+    c, saved = config, run_dir / SFT_MODEL_DIR
+    if resume and complete_model(saved):
+        state.policy, _ = load_model_and_tokenizer(str(saved))
+        sync_engine(state.engine, state.policy)
+        (run_dir / SFT_STATE).unlink(missing_ok=True)  # killed before its removal
+        console.print(f"sft: finished before the interruption; {saved} loaded")
+        report = saved / SFT_REPORT  # absent in an sft_model/ of an older rlvr
+        return json.loads(report.read_text(encoding="utf-8")) if report.is_file() else None
+    if c.model.lora_rank and not c.sft.full_finetune:
+        apply_lora(state, c, "SFT, sft.full_finetune: false; merged into sft_model/ before GRPO")
+    elif c.model.lora_rank:
+        console.print(f"sft: full fine-tuning (sft.full_finetune); the LoRA adapters "
+                      f"(model.lora_rank={c.model.lora_rank}) train in GRPO on top of "
+                      f"sft_model/, the KL reference")
+    path = run_dir / SFT_STATE if checkpoints else None
+    report = sft(state, c, eval_rewards, state_path=path, resume=resume)
+    if is_lora(state.policy):
+        state.policy = merged_copy(state.policy)
+    save_sft_model(state, run_dir, report)
+    if path is not None:
+        path.unlink(missing_ok=True)
+    return report
+
+
+def save_sft_model(state: TrainingState, run_dir: Path, report: dict | None) -> Path:
+    """The policy (LoRA merged) as ``sft_model/``, with the SFT report and the run's prompt
+    settings."""
+    from rlvr.models.loader import save_model
+    from rlvr.train.prompting import write_prompt_settings
+
+    def extra(tmp: Path) -> None:
+        from rlvr.io import json_text
+
+        (tmp / SFT_REPORT).write_text(json_text(report, default=float), encoding="utf-8")
+        write_prompt_settings(tmp, state.prompt)
+
+    return save_model(run_dir / SFT_MODEL_DIR, plain_policy(state.policy), state.tokenizer,
+                      write_extra=extra)

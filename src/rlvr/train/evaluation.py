@@ -1,0 +1,79 @@
+"""Evaluation phases of a run: greedy validation (R28; logged to validation.jsonl and
+validation_samples.jsonl) and sampled pass@k / maj@k (R29) of the current policy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlvr.progress import Phase
+from rlvr.train.logs import append_log, console
+from rlvr.train.policy import sync_engine
+from rlvr.train.state import TrainingState
+
+
+class Evaluator:
+    """Evaluates ``state``'s policy on its validation tasks through its rollout engine,
+    scoring with ``eval_rewards`` (each task type's own verifier).
+
+    Args:
+        config: the run config (``eval`` settings, ``seed``).
+        run_dir: where the validation logs go.
+        state: the run's state (read at each call: policy, engine, tokenizer, data).
+        eval_rewards: the reward pipeline of validation.
+    """
+
+    def __init__(self, config, run_dir: Path, state: TrainingState, eval_rewards):
+        self.config, self.run_dir, self.state = config, run_dir, state
+        self.eval_rewards = eval_rewards
+
+    def validate(self, label: str, step: int) -> dict:
+        """Greedy validation; appends the row (and the first 20 samples) to the run's logs,
+        prints a summary and returns the row (``label``, ``step`` and
+        :class:`rlvr.train.validate.ValidationResult`'s fields)."""
+        from rlvr.train.validate import validate
+
+        s, c = self.state, self.config
+        s.policy.eval()
+        sync_engine(s.engine, s.policy)  # the engine keeps its own weight snapshot
+        with Phase(f"validation {label}", len(s.data.val_tasks), console,
+                   unit="problems") as phase:
+            result, samples = validate(
+                s.engine, s.tokenizer, s.data.val_tasks, s.data.val_prompts,
+                self.eval_rewards, max_new_tokens=c.eval.max_new_tokens,
+                stop_token_ids=s.stop_ids, batch_size=c.eval.batch_size,
+                progress=phase.update)
+        s.policy.train()
+        row = {"label": label, "step": step, **result.__dict__}
+        append_log(self.run_dir / "validation.jsonl", [row])
+        append_log(self.run_dir / "validation_samples.jsonl",
+                   [{"label": label, "step": step, **x} for x in samples[:20]])
+        console.print(f"[bold]validation[/] {label} (step {step}): pass@1 "
+                      f"{result.pass_at_1:.1%}, reward {result.mean_reward:.3f}, format "
+                      f"{result.format_rate:.1%}, length {result.mean_length:.1f}, "
+                      f"{result.seconds:.0f} s")
+        return row
+
+    def pass_at_k(self, label: str) -> dict | None:
+        """Sampled pass@k / maj@k (k = 1, 4, 8, 16 up to n) of the current policy on the
+        validation set at ``eval.temperature`` with n = ``eval.pass_at_k_samples`` (R29);
+        one engine call per ``eval.batch_size`` prompts. None when n is 0."""
+        from rlvr.eval.sampling import sampled_pass_at_k
+
+        s, c = self.state, self.config
+        if not c.eval.pass_at_k_samples:
+            return None
+        s.policy.eval()
+        sync_engine(s.engine, s.policy)
+        with Phase(f"pass@k {label} (n={c.eval.pass_at_k_samples})", len(s.data.val_tasks),
+                   console, unit="problems") as phase:
+            row = sampled_pass_at_k(
+                s.engine, s.tokenizer, s.data.val_tasks, s.data.val_prompts,
+                self.eval_rewards, n=c.eval.pass_at_k_samples, ks=(1, 4, 8, 16),
+                temperature=c.eval.temperature, max_new_tokens=c.eval.max_new_tokens,
+                stop_token_ids=s.stop_ids, batch_size=c.eval.batch_size, seed=c.seed,
+                progress=phase.update)
+        s.policy.train()
+        console.print(f"[bold]pass@k[/] {label} (n={row['n']}, T={row['temperature']}): "
+                      + ", ".join(f"pass@{k} {v:.1%}" for k, v in row["pass@k"].items())
+                      + f"; {row['seconds']:.0f} s")
+        return row

@@ -1,0 +1,197 @@
+"""What the GRPO loop (:mod:`rlvr.train.loop`) calls around each step: health monitoring,
+logging, KL-reference refresh, periodic validation, rollback and checkpoints. Each hook reads
+and changes the run's :class:`~rlvr.train.state.TrainingState`; the loop fixes their order."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlvr.train.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
+from rlvr.train.logs import append_log, console
+from rlvr.train.rundir import REFERENCES_DIR, load_policy, plain_policy, step_of
+from rlvr.train.state import TrainingState
+
+
+def rollback_target(run_dir: Path, config, step: int) -> Path:
+    """The checkpoint a rollback at ``step`` restores: the newest one at least
+    ``health.rollback_margin`` steps old (step 0, the model that entered GRPO, when none
+    is)."""
+    return latest_checkpoint(run_dir, max_step=step - config.health.rollback_margin)
+
+
+class HealthHook:
+    """The health monitor's part of a step: its metrics, the checks and their alerts
+    (logged to the sinks as text)."""
+
+    def __init__(self, state: TrainingState):
+        self.state = state
+
+    def observe(self, step: int, batch) -> dict:
+        """The step's health metrics (degeneration, per category, audit ...)."""
+        return self.state.monitor.observe(step, batch)
+
+    def check(self, step: int, metrics: dict):
+        """Run the checks after the step (and any validation of it); returns the strongest
+        alert or ``None``."""
+        from rlvr.monitor.alerts import strongest
+
+        alerts = self.state.monitor.check(step, metrics)
+        for a in alerts:
+            self.state.sinks.log_text(step, f"alerts/{a.check}", f"{a.action}: {a.message}")
+        return strongest(alerts)
+
+
+class LoggingHook:
+    """A step's metrics to metrics.jsonl and the sinks, a quarter of its samples to
+    samples.jsonl, and its summary line (with per-category rewards, R10) to the console."""
+
+    def __init__(self, config, run_dir: Path, state: TrainingState):
+        self.config, self.run_dir, self.state = config, run_dir, state
+
+    def log_step(self, step: int, m: dict, batch, eta: str = "") -> None:
+        append_log(self.run_dir / "metrics.jsonl", [m])
+        self.state.sinks.log(step, m)
+        index = batch.rollout.prompt_index.tolist()
+        append_log(self.run_dir / "samples.jsonl", [
+            {"step": step, "id": batch.tasks[index[r]].id,
+             "reference": batch.tasks[index[r]].reference, "completion": batch.texts[r],
+             "reward": res.reward, "components": res.components, "status": res.status.value,
+             "extracted": res.extracted, "detail": res.detail,
+             "category": batch.tasks[index[r]].category}
+            for r, res in list(enumerate(batch.results))[:: max(1, len(batch.results) // 4)]])
+        console.print(f"step {step}/{self.config.grpo.steps} reward {m['reward_mean']:.3f} acc "
+                      f"{m['accuracy']:.1%} zero-var {m['zero_variance_fraction']:.0%} "
+                      f"len {m['length_mean']:.0f} kl {m.get('kl', 0):.4f} clip "
+                      f"{m.get('clip_frac', 0):.3f} | rollout {m['seconds_rollout']:.1f}s "
+                      f"reward {m['seconds_reward']:.1f}s update {m['seconds_update']:.1f}s"
+                      + (f" | {eta}" if eta else "")
+                      + (f" | [bold red]verifier errors {m['verifier_errors']}[/]"
+                         if m.get("verifier_errors") else ""))
+        cats = sorted(k.split("/", 1)[1] for k in m if k.startswith("reward_mean/"))
+        if cats:  # R10: per-category reward and parse failures, printed as well as logged
+            console.print("  by category: " + ", ".join(
+                f"{c} {m[f'reward_mean/{c}']:.2f} (parse fail {m[f'parse_failure_rate/{c}']:.0%})"
+                for c in cats))
+
+
+class ReferenceRefreshHook:
+    """Every ``algo.ref_refresh_every`` steps: reference <- current policy, saved as
+    ``references/step-N`` (the newest two kept) so a resumed run reloads the same
+    reference."""
+
+    def __init__(self, config, run_dir: Path, state: TrainingState):
+        self.config, self.run_dir, self.state = config, run_dir, state
+
+    def after_step(self, step: int) -> None:
+        every = self.config.algo.ref_refresh_every
+        if every and step % every == 0:
+            self.refresh(step)
+
+    def refresh(self, step: int) -> None:
+        from rlvr.models.loader import save_model
+
+        reference = self.state.step_fn.reference
+        reference.load_state_dict(plain_policy(self.state.policy).state_dict())
+        root = self.run_dir / REFERENCES_DIR
+        save_model(root / f"step-{step:06d}", reference, self.state.tokenizer)
+        for old in sorted(root.glob("step-*"))[:-2]:
+            shutil.rmtree(old, ignore_errors=True)
+        console.print(f"reference refreshed from the policy at step {step}")
+
+
+class ValidationHook:
+    """Validation every ``eval.every`` steps and at the last step (labelled ``trained``):
+    the row goes to the history, the health monitor and the sinks (``val/...``)."""
+
+    def __init__(self, config, state: TrainingState, evaluator):
+        self.config, self.state, self.evaluator = config, state, evaluator
+
+    def after_step(self, step: int) -> None:
+        c = self.config
+        if step == c.grpo.steps or (c.eval.every and step % c.eval.every == 0):
+            row = self.evaluator.validate("trained" if step == c.grpo.steps else "grpo", step)
+            self.state.history["validation"].append(row)
+            self.state.monitor.observe_validation(row)
+            self.state.sinks.log(step, {f"val/{k}": v for k, v in row.items()
+                                        if isinstance(v, (int, float)) and k != "step"})
+
+
+class RollbackHook:
+    """A rollback (a health check's ``rollback`` action): restore the checkpoint of
+    :func:`rollback_target` (policy, optimizer and the scheduler's position; the data stream
+    and step counter go on), multiply the LR scale by ``health.rollback_lr_factor`` and
+    re-create the LR schedule with it at the restored position, reset the health baselines
+    and cooldowns, and record the rollback (check, checkpoint, learning rate) in the
+    monitor's ``rollback_log`` (results.json ``rollbacks``)."""
+
+    def __init__(self, config, run_dir: Path, state: TrainingState):
+        self.config, self.run_dir, self.state = config, run_dir, state
+
+    @property
+    def policy(self):
+        """The run's current policy."""
+        return self.state.policy
+
+    def rollback(self, step: int, check: str | None = None) -> None:
+        from rlvr.train.schedule import warmup_schedule
+
+        s, h, g = self.state, self.config.health, self.config.grpo
+        target = rollback_target(self.run_dir, self.config, step)
+        restored = load_policy(self.run_dir, self.config, target)
+        s.policy.load_state_dict(restored.state_dict())
+        del restored
+        # the optimizer state and the scheduler's position (its step count) at the target
+        load_trainer_state(target, s.optimizer, s.scheduler, rng=False)
+        s.lr_scale *= h.rollback_lr_factor
+        s.scheduler = warmup_schedule(s.optimizer, g, s.lr_scale, s.scheduler.last_epoch)
+        if s.step_fn is not None:
+            s.step_fn.scheduler = s.scheduler  # the step runner steps the new schedule
+            if s.step_fn.update_group is not None:
+                s.step_fn.update_group.sync()  # the other ranks load the same state
+        lr = g.learning_rate * s.lr_scale
+        s.monitor.after_rollback(step, check, target.name, step_of(target), lr)
+        console.print(f"[bold magenta]rollback[/] at step {step} ({check or 'health check'}) "
+                      f"to {target.name}; learning rate now {lr:.3g} (grpo.learning_rate "
+                      f"{g.learning_rate:g} x{s.lr_scale:g})")
+
+
+class CheckpointHook:
+    """Checkpoints: at GRPO's start (step 0, the rollback anchor), every ``checkpoint.every``
+    steps and at the last step, keeping ``checkpoint.keep``."""
+
+    def __init__(self, config, run_dir: Path, state: TrainingState):
+        self.config, self.run_dir, self.state = config, run_dir, state
+
+    def after_step(self, step: int) -> None:
+        c = self.config
+        if c.checkpoint.every and step % c.checkpoint.every == 0 or step == c.grpo.steps:
+            self.save(step)
+
+    def save(self, step: int) -> None:
+        """Write ``checkpoints/step-N`` now."""
+        s = self.state
+        save_checkpoint(self.run_dir, step, s.policy, s.tokenizer, s.optimizer, s.scheduler,
+                        s.trainer_extra(), keep=self.config.checkpoint.keep, prompt=s.prompt)
+
+
+@dataclass
+class LoopHooks:
+    """The hooks of one run's GRPO loop."""
+
+    health: HealthHook
+    logging: LoggingHook
+    reference: ReferenceRefreshHook
+    validation: ValidationHook
+    rollback: RollbackHook
+    checkpoint: CheckpointHook
+
+    @classmethod
+    def build(cls, config, run_dir: Path, state: TrainingState, evaluator) -> "LoopHooks":
+        """Every hook over the same ``state``; ``evaluator``: the run's
+        :class:`rlvr.train.evaluation.Evaluator`."""
+        return cls(HealthHook(state), LoggingHook(config, run_dir, state),
+                   ReferenceRefreshHook(config, run_dir, state),
+                   ValidationHook(config, state, evaluator),
+                   RollbackHook(config, run_dir, state), CheckpointHook(config, run_dir, state))
