@@ -198,10 +198,3 @@ def _shared_prefix_logits(model, batch: SequenceBatch, bf16: bool) -> Tensor:
                      use_cache=True, logits_to_keep=steps, **{name: cache})
     # Token 0 is predicted by the prompt's last position, token t by completion position t - 1.
     return torch.cat([gather(head.logits), body.logits[:, :-1]], dim=1)
-
-
-def sync_engine(engine, policy) -> None:
-    """Give a rollout engine the policy's current weights (merged, for a LoRA policy)."""
-    from rlvr.models.lora import is_lora, merged_state_dict
-
-    engine.update_weights(merged_state_dict(policy) if is_lora(policy) else policy)
