@@ -16,14 +16,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from rlvr.algo.loss_agg import micro_batch_weight
 from rlvr.algo.objective import policy_objective
-from rlvr.distributed.ddp import (DataParallelUpdate, data_parallel_weight, ddp_update,
-                                  global_counts, shard_rows)
+from rlvr.distributed.ddp import DataParallelUpdate, ddp_update, global_counts, shard_rows
 from rlvr.distributed.update_group import free_port, join_process_group
+from rlvr.models.forward import build_sequences, completion_log_probs
 from rlvr.models.tiny import tiny_model, tiny_tokenizer
 from rlvr.train.config import RunConfig
-from rlvr.train.grpo import GRPOStep, _micro_weight
-from rlvr.train.policy import build_sequences, completion_log_probs
+from rlvr.train.grpo import GRPOStep
 
 WORLD = 2
 MAX_NEW = 8
@@ -209,13 +209,13 @@ def test_weights_sum_to_single_process_weight():
     for agg in ("grpo", "bnpo", "dapo", "dr_grpo"):
         for world in (1, 2, 4):
             micro = mask[1:3]
-            got = data_parallel_weight(agg, micro, rows, tokens, world) / world
-            assert got == pytest.approx(_micro_weight(agg, micro, rows, tokens)), (agg, world)
-    assert data_parallel_weight("bnpo", mask[:1], rows, tokens, 2) == pytest.approx(2 * 2 / 10)
+            got = micro_batch_weight(agg, micro, rows, tokens, world) / world
+            assert got == pytest.approx(micro_batch_weight(agg, micro, rows, tokens)), (agg, world)
+    assert micro_batch_weight("bnpo", mask[:1], rows, tokens, 2) == pytest.approx(2 * 2 / 10)
     with pytest.raises(ValueError, match="world_size"):
-        data_parallel_weight("grpo", mask, rows, tokens, 0)
+        micro_batch_weight("grpo", mask, rows, tokens, 0)
     with pytest.raises(ValueError, match="seq_mean"):
-        data_parallel_weight("seq_mean", mask, rows, tokens, 1)
+        micro_batch_weight("seq_mean", mask, rows, tokens, 1)
 
 
 def test_global_counts_identity_without_process_group():

@@ -7,7 +7,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from rlvr.models import TINY_RANDOM, load_model_and_tokenizer  # noqa: E402
-from rlvr.train.policy import build_sequences, completion_log_probs  # noqa: E402
+from rlvr.models.forward import build_sequences, completion_log_probs  # noqa: E402
 
 PAD = 0
 

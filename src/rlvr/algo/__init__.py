@@ -1,7 +1,9 @@
 """The algorithm core of rlvr: pure functions, tensors in and tensors out.
 
-No I/O, no model, no config objects. Each variant is a small function in a name -> function
-registry (:mod:`rlvr.algo.registry`), so a config selects it by string:
+No I/O, no model, no config objects. Each variant is a small function in a name -> entry
+registry (:mod:`rlvr.algo.registry`), so a config selects it by string; the entry also says
+which run-config options the function takes and (loss aggregations) how a micro-batch's loss
+is weighted in the step (:func:`micro_batch_weight`), so a trainer never checks names:
 
 - :data:`ADVANTAGE_ESTIMATORS` (:mod:`.advantages`): ``grpo``, ``dr_grpo``, ``rloo``,
   ``reinforce_pp_baseline``.
@@ -54,9 +56,11 @@ from rlvr.algo.logprobs import (
     token_log_probs,
 )
 from rlvr.algo.loss_agg import (
+    BatchCounts,
     aggregate_loss,
     constant_normalizer_sum,
     global_token_mean,
+    micro_batch_weight,
     seq_mean_token_mean,
     token_mean,
 )
@@ -74,6 +78,7 @@ from rlvr.algo.registry import (
     KL_ESTIMATORS,
     LOSS_AGGREGATIONS,
     POLICY_LOSSES,
+    Entry,
     Registry,
 )
 from rlvr.algo.utils import masked_mean, masked_sum
@@ -81,6 +86,8 @@ from rlvr.algo.utils import masked_mean, masked_sum
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
     "AdaptiveKLController",
+    "BatchCounts",
+    "Entry",
     "FixedKLController",
     "GroupStats",
     "KL_ESTIMATORS",
@@ -118,6 +125,7 @@ __all__ = [
     "mask_truncated",
     "masked_mean",
     "masked_sum",
+    "micro_batch_weight",
     "next_token_log_probs",
     "overlong_penalty",
     "policy_objective",

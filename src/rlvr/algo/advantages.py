@@ -12,7 +12,8 @@ Zero-variance groups (all rewards equal, R14) get an advantage of exactly 0.0: t
 by ``max == min`` within the group and masked, never divided by a near-zero std.
 
 Registry: :data:`rlvr.algo.registry.ADVANTAGE_ESTIMATORS`, keys ``grpo``, ``dr_grpo``, ``rloo``,
-``reinforce_pp_baseline``.
+``reinforce_pp_baseline``; ``grpo`` takes ``std_scale`` from the run config's
+``algo.std_scale``, the others no options.
 """
 
 from __future__ import annotations
@@ -165,7 +166,11 @@ def _sample_std(x: Tensor) -> Tensor:
     return x.std(correction=1) if x.numel() > 1 else torch.zeros((), dtype=x.dtype, device=x.device)
 
 
-@ADVANTAGE_ESTIMATORS.register("grpo")
+def _std_scale(config) -> dict:
+    return {"std_scale": config.algo.std_scale}
+
+
+@ADVANTAGE_ESTIMATORS.register("grpo", options=_std_scale)
 def grpo_advantages(
     rewards: Tensor, group_ids: Tensor, *, std_scale: StdScale = "group", eps: float = DEFAULT_EPS
 ) -> Tensor:

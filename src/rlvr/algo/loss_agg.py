@@ -18,15 +18,70 @@ options (each uses what it needs, so a trainer can pass one set to whichever is 
 Return a 0-dim fp32 tensor. Masked positions never contribute, even if they hold NaN.
 
 Registry: :data:`rlvr.algo.registry.LOSS_AGGREGATIONS`, keys ``grpo``, ``bnpo``, ``dapo``,
-``dr_grpo``.
+``dr_grpo``. Each entry also declares its options from the run config and the step
+(:class:`BatchCounts`) and its micro-batch ``weight`` (:func:`micro_batch_weight`): a trainer
+accumulates gradients over micro-batches (and data-parallel ranks), so each micro-batch's
+local aggregate must be scaled to make the step's gradient that of the aggregation over the
+whole step (verl's ``agg_loss`` with global token / sequence counts).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from torch import Tensor
 
 from rlvr.algo.registry import LOSS_AGGREGATIONS
 from rlvr.algo.utils import as_bool_mask, check_ndim, check_same_shape, masked_mean, masked_sum
+
+
+@dataclass(frozen=True)
+class BatchCounts:
+    """Sizes of one optimizer step's batch, over all data-parallel ranks and micro-batches.
+
+    Attributes:
+        rows: N, the step's trainable rows (completions).
+        tokens: K, their completion tokens (``completion_mask.sum()``).
+    """
+
+    rows: int
+    tokens: int
+
+
+# Micro-batch weights (see LOSS_AGGREGATIONS). Let a micro-batch of one rank have n rows and
+# k tokens, the step N rows and K tokens over W ranks. Each rank backpropagates
+# sum_micro weight * AGG(micro) and DDP *averages* the ranks' gradients (divides their sum by
+# W), so each weight is the single-process accumulation weight times W. W is multiplied first:
+# with W = 1 the value is bit for bit the single-process one.
+
+
+def row_share(mask: Tensor, counts: BatchCounts, world_size: int) -> float:
+    """``W * n / N``: for an aggregation that averages over rows (``grpo``; ``dr_grpo``,
+    whose constant is per row), so the step's loss is the mean over all N rows. (A fully
+    masked row would be dropped from its micro-batch's mean but still counted in N; trainable
+    rows hold >= 1 completion token.)"""
+    return world_size * mask.shape[0] / max(counts.rows, 1)
+
+
+def token_share(mask: Tensor, counts: BatchCounts, world_size: int) -> float:
+    """``W * k / K``: for a token mean over the micro-batch (``bnpo``), so the step's loss is
+    ``sum_{i,t} loss_{i,t} / K``."""
+    return world_size * float(mask.sum()) / max(counts.tokens, 1)
+
+
+def whole_step(mask: Tensor, counts: BatchCounts, world_size: int) -> float:
+    """``W``: for an aggregation that already divides by a count of the whole step (``dapo``
+    with ``global_token_count = K`` and its ``world_size`` option left at 1)."""
+    return float(world_size)
+
+
+def _global_token_count(config, counts: BatchCounts) -> dict:
+    return {"global_token_count": max(counts.tokens, 1)}
+
+
+def _max_completion_length(config, counts: BatchCounts) -> dict:
+    # the generation cap, a constant of the run (never the batch's tensor width)
+    return {"max_completion_length": config.grpo.max_new_tokens}
 
 
 def _check(token_loss: Tensor, mask: Tensor) -> Tensor:
@@ -35,7 +90,7 @@ def _check(token_loss: Tensor, mask: Tensor) -> Tensor:
     return as_bool_mask(mask)
 
 
-@LOSS_AGGREGATIONS.register("grpo")
+@LOSS_AGGREGATIONS.register("grpo", weight=row_share)
 def seq_mean_token_mean(
     token_loss: Tensor,
     mask: Tensor,
@@ -62,7 +117,7 @@ def seq_mean_token_mean(
     return masked_mean(per_seq, mask.any(dim=1))
 
 
-@LOSS_AGGREGATIONS.register("bnpo")
+@LOSS_AGGREGATIONS.register("bnpo", weight=token_share)
 def token_mean(
     token_loss: Tensor,
     mask: Tensor,
@@ -84,7 +139,7 @@ def token_mean(
     return masked_mean(token_loss, mask)
 
 
-@LOSS_AGGREGATIONS.register("dapo")
+@LOSS_AGGREGATIONS.register("dapo", weight=whole_step, options=_global_token_count)
 def global_token_mean(
     token_loss: Tensor,
     mask: Tensor,
@@ -127,7 +182,8 @@ def global_token_mean(
     return masked_sum(token_loss, mask) * (world_size / float(global_token_count))
 
 
-@LOSS_AGGREGATIONS.register("dr_grpo")
+@LOSS_AGGREGATIONS.register("dr_grpo", weight=row_share,
+                            options=_max_completion_length)
 def constant_normalizer_sum(
     token_loss: Tensor,
     mask: Tensor,
@@ -170,3 +226,35 @@ def aggregate_loss(name: str, token_loss: Tensor, mask: Tensor, **options) -> Te
         KeyError: for an unknown name.
     """
     return LOSS_AGGREGATIONS.get(name)(token_loss, mask, **options)
+
+
+def micro_batch_weight(loss_agg: str, local_mask: Tensor, global_rows: int, global_tokens: int,
+                       world_size: int = 1) -> float:
+    """Scale of one micro-batch's locally aggregated loss, from the aggregation's entry.
+
+    Backpropagating ``sum_micro weight * AGG(micro)`` on each of ``world_size`` ranks whose
+    gradients are averaged gives the gradient of ``AGG`` over the whole step: ``grpo`` and
+    ``dr_grpo`` ``W * n / N``, ``bnpo`` ``W * k / K``, ``dapo`` ``W`` (see :func:`row_share`,
+    :func:`token_share`, :func:`whole_step`).
+
+    Args:
+        loss_agg: the loss aggregation's registry key.
+        local_mask: BoolTensor[n, T], the micro-batch's completion mask.
+        global_rows: N, rows of the step over all ranks (0 is treated as 1).
+        global_tokens: K, completion tokens of the step over all ranks (0 is treated as 1).
+        world_size: W, number of ranks whose gradients are averaged (1 = a single process).
+
+    Returns:
+        The (dimensionless) factor to multiply the micro-batch loss by.
+
+    Raises:
+        ValueError: for ``world_size < 1`` or an unregistered aggregation.
+    """
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    try:
+        entry = LOSS_AGGREGATIONS.entry(loss_agg)
+    except KeyError as err:
+        raise ValueError(err.args[0]) from None
+    return entry.weight(local_mask, BatchCounts(int(global_rows), int(global_tokens)),
+                        world_size)

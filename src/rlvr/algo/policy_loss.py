@@ -18,7 +18,10 @@ Inputs (all losses):
 
 Registry: :data:`rlvr.algo.registry.POLICY_LOSSES`, keys ``clip`` (symmetric epsilon),
 ``clip_higher`` (DAPO's eps_low = 0.2, eps_high = 0.28) and ``dual_clip`` (c = 3). All three
-accept all options, e.g. ``clip_higher`` with ``dual_clip=3.0``.
+accept all options, e.g. ``clip_higher`` with ``dual_clip=3.0``. From the run config, ``clip``
+and ``dual_clip`` take ``eps = algo.clip_eps``, ``clip_higher`` ``eps_low = algo.clip_eps``
+and ``eps_high = algo.clip_eps_high`` (each entry's ``options``). docs/adding_a_policy_loss.md
+walks through adding one.
 """
 
 from __future__ import annotations
@@ -152,7 +155,15 @@ def clipped_surrogate_loss(
     return PolicyLossOutput(token_loss, metrics)
 
 
-@POLICY_LOSSES.register("clip")
+def _eps(config) -> dict:
+    return {"eps": config.algo.clip_eps}
+
+
+def _eps_low_high(config) -> dict:
+    return {"eps_low": config.algo.clip_eps, "eps_high": config.algo.clip_eps_high}
+
+
+@POLICY_LOSSES.register("clip", options=_eps)
 def clip_loss(
     log_probs, old_log_probs, advantages, mask, *, eps: float = 0.2, **options
 ) -> PolicyLossOutput:
@@ -166,7 +177,7 @@ def clip_loss(
     )
 
 
-@POLICY_LOSSES.register("clip_higher")
+@POLICY_LOSSES.register("clip_higher", options=_eps_low_high)
 def clip_higher_loss(
     log_probs,
     old_log_probs,
@@ -184,7 +195,7 @@ def clip_higher_loss(
     )
 
 
-@POLICY_LOSSES.register("dual_clip")
+@POLICY_LOSSES.register("dual_clip", options=_eps)
 def dual_clip_loss(
     log_probs,
     old_log_probs,

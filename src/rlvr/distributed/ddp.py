@@ -1,16 +1,17 @@
 """Data-parallel GRPO policy update through Hugging Face accelerate.
 
 W processes ("ranks") each hold a replica of the policy and a contiguous shard of the step's
-trainable rows (:func:`shard_rows`). Each rank runs the same micro-batch loop as
-:meth:`rlvr.train.grpo.GRPOStep.update` over its own rows; DDP *averages* the gradients over
-the ranks in the backward of the last micro-batch (the others run under
-``accelerator.no_sync``), so every rank then takes the same optimizer step and the replicas
-stay identical.
+trainable rows (:func:`shard_rows`). Each rank runs the micro-batch loop of
+:meth:`rlvr.train.grpo.GRPOStep.update`, :func:`rlvr.update.policy_update`, over its own rows
+with :class:`AcceleratorBackend`; DDP *averages* the gradients over the ranks in the backward
+of the last micro-batch (the others run under ``accelerator.no_sync``), so every rank then
+takes the same optimizer step and the replicas stay identical.
 
-Exactness. Each micro-batch loss is scaled by :func:`data_parallel_weight` so that the
-averaged gradient equals the gradient of the configured loss aggregation over the *whole*
-step's rows, i.e. 2 processes with half the rows each give the update 1 process gives with all
-of them (up to fp32 rounding; ``tests/distributed/test_ddp.py``). This needs the step's global
+Exactness. Each micro-batch loss is scaled by the loss aggregation's registered weight
+(:func:`rlvr.algo.loss_agg.micro_batch_weight` with the world size) so that the averaged
+gradient equals the gradient of the configured loss aggregation over the *whole* step's
+rows, i.e. 2 processes with half the rows each give the update 1 process gives with all of
+them (up to fp32 rounding; ``tests/distributed/test_ddp.py``). This needs the step's global
 row and token counts, which :func:`global_counts` all-reduces.
 
 Launching. Each process builds an ``accelerate.Accelerator`` from its environment:
@@ -36,13 +37,14 @@ Example (each rank)::
 
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager
 
 import torch
 from torch import Tensor
 
-from rlvr.algo.objective import policy_objective
-from rlvr.train.policy import SequenceBatch, completion_log_probs
+from rlvr.algo.loss_agg import BatchCounts
+from rlvr.models.forward import SequenceBatch
+from rlvr.update import policy_update
 
 
 def shard_rows(n_rows: int, rank: int, world_size: int) -> slice:
@@ -101,71 +103,6 @@ def global_counts(local_rows: int, local_tokens: int, *,
     return int(counts[0]), int(counts[1])
 
 
-def data_parallel_weight(loss_agg: str, local_mask: Tensor, global_rows: int,
-                         global_tokens: int, world_size: int) -> float:
-    """Scale of one micro-batch's locally aggregated loss under data parallelism.
-
-    Let a micro-batch of one rank have ``n`` rows and ``k = local_mask.sum()`` completion
-    tokens, and the whole step (all ranks, all micro-batches) ``N = global_rows`` rows and
-    ``K = global_tokens`` tokens over ``W = world_size`` ranks. Each rank backpropagates
-    ``sum_micro weight * AGG(micro)`` and DDP averages the ranks' gradients, i.e. divides their
-    sum by W; the single-process gradient-accumulation weight of
-    :func:`rlvr.train.grpo._micro_weight` (computed with the global N, K) is therefore
-    multiplied by W:
-
-    - ``grpo`` (per-sequence token mean, then mean over rows): ``W * n / N``, so the step's
-      loss is ``1/N * sum_i mean_t loss_{i,t}`` over all N rows (every row must hold >= 1
-      completion token, as trainable rows do; a fully masked row would be dropped from its
-      micro-batch's mean but still counted in N, exactly as in ``GRPOStep.update``).
-    - ``bnpo`` (token mean): ``W * k / K``, so the loss is ``sum_{i,t} loss_{i,t} / K``.
-    - ``dapo`` (global token mean): ``W``; the aggregation itself must be called with
-      ``global_token_count=K`` (and its ``world_size`` option left at 1), so it already
-      returns ``sum_micro loss / K``.
-    - ``dr_grpo`` (sum over a constant ``rows * L_max``): ``W * n / N``; the micro-batch
-      aggregate is ``sum_micro loss / (n * L_max)``, so the loss is
-      ``sum_{i,t} loss_{i,t} / (N * L_max)`` with ``L_max = grpo.max_new_tokens``.
-
-    Args:
-        loss_agg: the loss aggregation's registry key.
-        local_mask: BoolTensor[n, T], the micro-batch's completion mask.
-        global_rows: N, rows of the step over all ranks (0 is treated as 1).
-        global_tokens: K, completion tokens of the step over all ranks (0 is treated as 1).
-        world_size: W, number of ranks whose gradients DDP averages (1 = no data parallelism;
-            the weights are then those of ``GRPOStep.update``).
-
-    Returns:
-        The (dimensionless) factor to multiply the micro-batch loss by.
-
-    Raises:
-        ValueError: for ``world_size < 1`` or an aggregation not listed above (its scaling
-            under accumulation is unknown here).
-    """
-    if world_size < 1:
-        raise ValueError(f"world_size must be >= 1, got {world_size}")
-    if loss_agg == "bnpo":
-        return world_size * float(local_mask.sum()) / max(global_tokens, 1)
-    if loss_agg == "dapo":
-        return float(world_size)
-    if loss_agg in ("grpo", "dr_grpo"):
-        return world_size * local_mask.shape[0] / max(global_rows, 1)
-    raise ValueError(f"no data-parallel weight for loss aggregation {loss_agg!r}; "
-                     "known: grpo, bnpo, dapo, dr_grpo")
-
-
-def _loss_options(algo) -> dict:
-    if algo.policy_loss == "clip_higher":
-        return {"eps_low": algo.clip_eps, "eps_high": algo.clip_eps_high}
-    return {"eps": algo.clip_eps}
-
-
-def _agg_options(loss_agg: str, global_tokens: int, max_new_tokens: int) -> dict:
-    if loss_agg == "dr_grpo":
-        return {"max_completion_length": max_new_tokens}
-    if loss_agg == "dapo":
-        return {"global_token_count": max(global_tokens, 1)}
-    return {}
-
-
 @contextmanager
 def _deepspeed_boundary(accelerator, last: bool):
     """Under DeepSpeed, ``accelerator.backward`` runs ``engine.step()`` (clip, optimizer step,
@@ -187,7 +124,7 @@ def _deepspeed_boundary(accelerator, last: bool):
 class _SharedPrefixForward:
     """Calls the DDP/FSDP-wrapped policy (its forward arms the gradient all-reduce) but exposes
     the unwrapped model's ``get_base_model`` so that
-    :func:`rlvr.train.policy._cache_argument` inspects the transformers ``forward`` signature
+    :func:`rlvr.models.forward._cache_argument` inspects the transformers ``forward`` signature
     rather than the wrapper's ``(*inputs, **kwargs)``."""
 
     def __init__(self, wrapped, unwrapped):
@@ -201,6 +138,53 @@ class _SharedPrefixForward:
         return inner.get_base_model() if hasattr(inner, "get_base_model") else inner
 
 
+class AcceleratorBackend:
+    """The data-parallel :class:`~rlvr.update.backend.UpdateBackend` of
+    :func:`rlvr.update.policy_update`, through accelerate (DDP, FSDP, DeepSpeed).
+
+    All but the last micro-batch of a rank run under ``accelerator.no_sync(model)`` (and,
+    under DeepSpeed, off the accumulation boundary), so gradients are all-reduced once per
+    step; the step's counts come from an all-reduce (:func:`global_counts`); the loss
+    weights are scaled by ``world_size`` because DDP averages the ranks' gradients.
+
+    Args:
+        accelerator: the ``accelerate.Accelerator`` that prepared ``model``.
+        model: the policy after ``accelerator.prepare`` (or the plain model in one process).
+    """
+
+    collective = True
+
+    def __init__(self, accelerator, model) -> None:
+        self.accelerator, self.wrapped = accelerator, model
+        self.world_size = accelerator.num_processes
+        unwrapped = accelerator.unwrap_model(model)
+        self.model = model if unwrapped is model else _SharedPrefixForward(model, unwrapped)
+
+    def global_counts(self, rows: int, tokens: int) -> tuple[int, int]:
+        return global_counts(rows, tokens, device=self.accelerator.device)
+
+    @contextmanager
+    def micro_batch(self, last: bool):
+        with ExitStack() as stack:
+            if not last:
+                stack.enter_context(self.accelerator.no_sync(self.wrapped))
+            stack.enter_context(_deepspeed_boundary(self.accelerator, last))
+            yield
+
+    def backward(self, loss: Tensor) -> None:
+        self.accelerator.backward(loss)
+
+    def without_rows(self) -> None:
+        # an empty shard still takes part in the gradient all-reduce: a zero loss through
+        # the wrapped model arms it
+        dummy = torch.zeros((1, 1), dtype=torch.long, device=self.accelerator.device)
+        self.accelerator.backward(self.wrapped(input_ids=dummy, use_cache=False).logits.sum()
+                                  * 0.0)
+
+    def clip_grad_norm(self, max_norm: float) -> Tensor | None:
+        return self.accelerator.clip_grad_norm_(self.wrapped.parameters(), max_norm)
+
+
 def ddp_update(model, optimizer, seqs: SequenceBatch | None, advantages: Tensor,
                old_log_probs: Tensor | None, config, accelerator, *,
                ref_log_probs: Tensor | None = None, kl_coef: float = 0.0) -> dict[str, float]:
@@ -208,12 +192,14 @@ def ddp_update(model, optimizer, seqs: SequenceBatch | None, advantages: Tensor,
 
     Every rank must call it once per step (a collective: it all-reduces counts and
     gradients), also with an empty shard (``seqs=None`` or 0 rows: the rank then backpropagates
-    a zero loss so that DDP's all-reduce still completes). The micro-batch loop, the objective
-    (:func:`~rlvr.algo.objective.policy_objective` on
-    :func:`~rlvr.train.policy.completion_log_probs`), gradient clipping and the optimizer step
-    mirror ``GRPOStep.update``; micro-batch losses are weighted by
-    :func:`data_parallel_weight`. All but the last local micro-batch run under
-    ``accelerator.no_sync(model)``, so gradients are all-reduced once per step.
+    a zero loss so that DDP's all-reduce still completes). The micro-batch loop is
+    ``GRPOStep.update``'s, :func:`rlvr.update.policy_update` (the objective
+    :func:`~rlvr.algo.objective.policy_objective` on
+    :func:`~rlvr.models.forward.completion_log_probs`, gradient clipping, the optimizer step),
+    with :class:`AcceleratorBackend`: micro-batch losses are weighted by
+    :func:`~rlvr.algo.loss_agg.micro_batch_weight` times the world size, and all but the last
+    local micro-batch run under ``accelerator.no_sync(model)``, so gradients are all-reduced
+    once per step.
 
     For ``grpo.mu > 1`` call it ``mu`` times with the same ``old_log_probs`` (computed before
     the first call). The LR scheduler is not stepped here.
@@ -244,9 +230,9 @@ def ddp_update(model, optimizer, seqs: SequenceBatch | None, advantages: Tensor,
             on-policy (``mu == 1``: ratio 1, as ``GRPOStep.update``).
         config: a :class:`~rlvr.train.config.RunConfig` (or any object with the same
             attributes): ``grpo.micro_batch_size``, ``temperature``, ``shared_prefix``,
-            ``max_grad_norm``, ``max_new_tokens``; ``model.precision``; ``algo.loss_agg``,
-            ``policy_loss``, ``clip_eps``, ``clip_eps_high``, ``kl_estimator``,
-            ``entropy_coef``.
+            ``max_grad_norm``; ``model.precision``; ``algo.loss_agg``, ``policy_loss``,
+            ``kl_estimator``, ``entropy_coef`` and what their registry entries' options read
+            (``clip_eps``, ``clip_eps_high``, ``grpo.max_new_tokens``, ...).
         accelerator: the ``accelerate.Accelerator`` that prepared ``model``.
         ref_log_probs: FloatTensor[n, >= T] log pi_ref of this rank's rows, needed when
             ``kl_coef > 0``.
@@ -261,65 +247,20 @@ def ddp_update(model, optimizer, seqs: SequenceBatch | None, advantages: Tensor,
         ``{"skipped_update": 1.0, ...}`` when no rank has rows.
 
     Raises:
-        ValueError: from :func:`data_parallel_weight` or ``policy_objective`` (e.g.
+        ValueError: from :func:`~rlvr.algo.loss_agg.micro_batch_weight` (an aggregation
+            that is not registered) or ``policy_objective`` (e.g.
             ``kl_coef > 0`` without ``ref_log_probs``).
     """
-    g, a = config.grpo, config.algo
     n = 0 if seqs is None else int(seqs.input_ids.shape[0])
     tokens = 0 if n == 0 else int(seqs.completion_mask.sum())
-    global_rows, global_tokens = global_counts(n, tokens, device=accelerator.device)
-    counts = {"global_rows": float(global_rows), "global_tokens": float(global_tokens)}
-    if global_rows == 0:
-        return {"skipped_update": 1.0, **counts}
-    world = accelerator.num_processes
-    options = _agg_options(a.loss_agg, global_tokens, g.max_new_tokens)
-    unwrapped = accelerator.unwrap_model(model)
-    forward = model if unwrapped is model else _SharedPrefixForward(model, unwrapped)
-    entropy_mode = "grad" if a.entropy_coef > 0 else "detached"
-    bf16 = config.model.bf16  # model.precision resolved on this machine
-    metrics: dict[str, list[float]] = {}
-    bad = {"nonfinite_log_probs": 0.0, "nonfinite_loss": 0.0}
-    optimizer.zero_grad(set_to_none=True)
-    starts = list(range(0, n, g.micro_batch_size))
-    if not starts:  # empty shard: still take part in the gradient all-reduce
-        dummy = torch.zeros((1, 1), dtype=torch.long, device=accelerator.device)
-        accelerator.backward(model(input_ids=dummy, use_cache=False).logits.sum() * 0.0)
-    for i, start in enumerate(starts):
-        rows = slice(start, start + g.micro_batch_size)
-        last = i == len(starts) - 1
-        with nullcontext() if last else accelerator.no_sync(model), _deepspeed_boundary(
-                accelerator, last):
-            micro = seqs.rows(rows).trimmed()
-            mask, w = micro.completion_mask, micro.completion_mask.shape[1]
-            logp, entropy = completion_log_probs(
-                forward, micro, temperature=g.temperature, bf16=bf16,
-                shared_prefix=g.shared_prefix, entropy=entropy_mode)
-            out = policy_objective(
-                logp, logp.detach() if old_log_probs is None else old_log_probs[rows, :w],
-                advantages[rows], mask,
-                ref_log_probs=None if ref_log_probs is None else ref_log_probs[rows, :w],
-                kl_coef=kl_coef, kl_estimator=a.kl_estimator, policy_loss=a.policy_loss,
-                policy_loss_options=_loss_options(a), loss_agg=a.loss_agg,
-                loss_agg_options=options, entropy=entropy, entropy_coef=a.entropy_coef)
-            bad["nonfinite_log_probs"] += float((~torch.isfinite(logp.detach()) & mask)
-                                                .any(dim=1).sum())
-            bad["nonfinite_loss"] += float(not torch.isfinite(out.loss))
-            weight = data_parallel_weight(a.loss_agg, mask, global_rows, global_tokens, world)
-            accelerator.backward(out.loss * weight)
-        for k, v in out.metrics.items():
-            metrics.setdefault(k, []).append(float(v))
-    grad_norm = accelerator.clip_grad_norm_(model.parameters(), g.max_grad_norm)
-    finite = grad_norm is None or bool(torch.isfinite(torch.as_tensor(grad_norm)))
-    if finite:
-        optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    result = {k: sum(v) / len(v) for k, v in metrics.items()}
-    if ref_log_probs is None:
-        result.pop("kl", None)
-    if grad_norm is not None:
-        result["grad_norm"] = float(grad_norm)
-    result.update(bad, **counts, nonfinite_grad_norm=float(not finite),
-                  update_skipped_nonfinite=float(not finite))
+    backend = AcceleratorBackend(accelerator, model)
+    counts = BatchCounts(*backend.global_counts(n, tokens))
+    totals = {"global_rows": float(counts.rows), "global_tokens": float(counts.tokens)}
+    if counts.rows == 0:
+        return {"skipped_update": 1.0, **totals}
+    result = policy_update(backend, optimizer, seqs, advantages, old_log_probs, config, counts,
+                           ref_log_probs=ref_log_probs, kl_coef=kl_coef)
+    result.update(totals)
     return result
 
 

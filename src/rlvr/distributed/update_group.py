@@ -162,9 +162,9 @@ class UpdateGroup:
         context = mp.get_context("spawn")
         ready = [context.Event() for _ in range(1, self.world)]
         self.workers = [context.Process(target=_worker_main, daemon=True, name=f"rlvr-update-{r}",
-                                        args=(r, self.world, port, config.model_dump_json(),
-                                              self.update_threads, os.getpid(), timeout_s,
-                                              ready[r - 1]))
+                                        args=(r, self.world, port, type(config),
+                                              config.model_dump_json(), self.update_threads,
+                                              os.getpid(), timeout_s, ready[r - 1]))
                         for r in range(1, self.world)]
         for worker in self.workers:
             worker.start()
@@ -241,15 +241,17 @@ def _watch_parent(parent: int) -> None:
         time.sleep(1.0)
 
 
-def _worker_main(rank: int, world: int, port: int, config_json: str, threads: int,
+def _worker_main(rank: int, world: int, port: int, config_type, config_json: str, threads: int,
                  parent: int, timeout_s: float, ready) -> None:
-    """An update worker: the policy's architecture, an AdamW like rank 0's, then messages."""
+    """An update worker: the policy's architecture, an AdamW like rank 0's, then messages.
+
+    ``config_type`` is rank 0's config class (the run's ``RunConfig``, pickled by reference),
+    which rebuilds the config from ``config_json``: this layer does not import ``train``."""
     from rlvr.models import load_model_and_tokenizer
-    from rlvr.train.config import RunConfig
 
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     torch.set_num_threads(threads)
-    config = RunConfig.model_validate_json(config_json)
+    config = config_type.model_validate_json(config_json)
     policy, _ = load_model_and_tokenizer(config.model.name, seed=config.seed)
     if config.model.lora_rank:
         from rlvr.models.lora import apply_lora

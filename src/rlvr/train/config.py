@@ -368,7 +368,7 @@ class GRPOConfig(_Section):
     shared_prefix: bool = Field(True, description="Compute each prompt once per micro-batch "
                                 "and share its KV cache (with gradients) across the group's "
                                 "completions: same loss, far fewer tokens when prompts are "
-                                "longer than completions (src/rlvr/train/policy.py).")
+                                "longer than completions (src/rlvr/models/forward.py).")
     update_processes: int = Field(1, ge=1, description="Processes for the policy update (data "
                                   "parallel, accelerate DDP over gloo). This process (rank 0) "
                                   "runs rollouts, rewards, evaluation and checkpoints; each step "
@@ -411,8 +411,8 @@ class AlgoConfig(_Section):
                           "step), dr_grpo (sum / constant max length).")
     kl_coef: float = Field(0.01, ge=0, description="beta of the KL penalty to the frozen "
                            "reference (R15: sweep 0.001, 0.003, 0.01, 0.03). 0 = no reference.")
-    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="Schulman's KL "
-                                                    "estimators (k3: unbiased, >= 0).")
+    kl_estimator: str = Field("k3", description="Schulman's KL "
+                              "estimators (k3: unbiased, >= 0).")
     kl_in: Literal["loss", "reward"] = Field("loss", description="`loss`: + beta * KL per "
                                              "token in the loss (GRPO); `reward`: R - beta * "
                                              "sum_t KL folded into the reward before the "
@@ -441,6 +441,23 @@ class AlgoConfig(_Section):
                                  "group, - for long ones (wrong answers only penalised).")
     entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus weight (subtracted from "
                                 "the loss); entropy is logged always.")
+
+    @field_validator("advantage", "policy_loss", "loss_agg", "kl_estimator")
+    @classmethod
+    def _registered(cls, name: str, info: ValidationInfo) -> str:
+        # Checked against the rlvr.algo registries, not a Literal: a newly registered
+        # variant is selectable with no edit here. Imported lazily (rlvr.algo needs torch).
+        from rlvr.algo import registry
+
+        table = {"advantage": registry.ADVANTAGE_ESTIMATORS,
+                 "policy_loss": registry.POLICY_LOSSES,
+                 "loss_agg": registry.LOSS_AGGREGATIONS,
+                 "kl_estimator": registry.KL_ESTIMATORS}[info.field_name]
+        if name not in table:
+            # a custom error type: its message is shown as is (no "Value error, " prefix)
+            raise PydanticCustomError("unregistered", "{message}",
+                                      {"message": table.unknown_message(name)})
+        return name
 
     @model_validator(mode="after")
     def _kl_settings(self) -> "AlgoConfig":
@@ -558,17 +575,13 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _check_names(self) -> "RunConfig":
-        from rlvr.algo.registry import ADVANTAGE_ESTIMATORS, LOSS_AGGREGATIONS, POLICY_LOSSES
         from rlvr.rollout import engine_names
 
-        for section, field, registry in (("algo", "advantage", ADVANTAGE_ESTIMATORS.names()),
-                                         ("algo", "policy_loss", POLICY_LOSSES.names()),
-                                         ("algo", "loss_agg", LOSS_AGGREGATIONS.names()),
-                                         ("rollout", "engine", engine_names())):
-            value = getattr(getattr(self, section), field)
-            if value not in registry:
-                raise ValueError(f"{section}.{field}: {value!r} is unknown; choose from "
-                                 f"{sorted(registry)}")
+        # (the algo names are checked by AlgoConfig against the rlvr.algo registries)
+        engines = engine_names()
+        if self.rollout.engine not in engines:
+            raise ValueError(f"rollout.engine: {self.rollout.engine!r} is unknown; choose from "
+                             f"{sorted(engines)}")
         from rlvr.tasks.registry import needs_data_path, task_source
 
         if needs_data_path(self.data.source) and not self.data.path and not self.data.sources:
@@ -653,6 +666,12 @@ def resume_conflicts(saved: RunConfig, resumed: RunConfig, overrides: list[str])
     return problems
 
 
+def _advantage_options(config: RunConfig) -> dict:
+    from rlvr.algo.registry import ADVANTAGE_ESTIMATORS
+
+    return ADVANTAGE_ESTIMATORS.options(config.algo.advantage, config)
+
+
 def config_summary(config: RunConfig, full: str | None = None) -> list[str]:
     """The run's main settings in about a dozen short lines, one per section (what a console
     shows at the start; ``config.yaml`` keeps every field). ``full`` names where the whole
@@ -707,7 +726,7 @@ def config_summary(config: RunConfig, full: str | None = None) -> list[str]:
         ("concise_bonus", a.concise_bonus), ("entropy_coef", a.entropy_coef),
         ("reward_noise", a.reward_noise), ("ref_refresh_every", a.ref_refresh_every)) if value]
     row("algo", f"advantage {a.advantage}"
-        + (f" (std {a.std_scale})" if a.advantage == "grpo" else "")
+        + (f" (std {a.std_scale})" if "std_scale" in _advantage_options(c) else "")
         + f", loss {a.policy_loss}, agg {a.loss_agg}, {kl}"
         + "".join(f", {x}" for x in shaping + (["mask_truncated"] if a.mask_truncated else [])))
     r = c.rollout

@@ -18,14 +18,17 @@ from rlvr.algo.advantages import add_reward_noise, compute_advantages, zero_vari
 from rlvr.algo.kl import (AdaptiveKLController, FixedKLController, kl_divergence,
                           kl_penalized_rewards)
 from rlvr.algo.length import concise_correct_bonus, length_penalty, overlong_penalty
-from rlvr.algo.objective import policy_objective
+from rlvr.algo.loss_agg import BatchCounts
+from rlvr.algo.registry import ADVANTAGE_ESTIMATORS
 from rlvr.algo.utils import masked_mean
+from rlvr.models.forward import SequenceBatch, build_sequences, completion_log_probs
 from rlvr.records import Task
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
 from rlvr.rewards.types import RewardResult, Status
 from rlvr.rollout import RolloutOutput, SamplingParams
 from rlvr.train.config import RunConfig
-from rlvr.train.policy import SequenceBatch, build_sequences, completion_log_probs, sync_engine
+from rlvr.train.policy import sync_engine
+from rlvr.update import LocalBackend, policy_update
 
 
 @dataclass
@@ -69,16 +72,6 @@ def _sampled_entropy(out: RolloutOutput) -> float:
     if not bool(mask.any()):
         return 0.0
     return float(-out.logprobs.float()[mask].mean())
-
-
-def _micro_weight(loss_agg: str, mask: Tensor, total_rows: int, total_tokens: int) -> float:
-    # The loss of a micro-batch is aggregated locally; weigh it so that the accumulated
-    # gradient equals the gradient of the aggregation over the whole step.
-    if loss_agg in ("bnpo",):
-        return float(mask.sum()) / max(total_tokens, 1)
-    if loss_agg == "dapo":
-        return 1.0  # given the global token count directly
-    return mask.shape[0] / max(total_rows, 1)
 
 
 class GRPOStep:
@@ -195,7 +188,7 @@ class GRPOStep:
         if bool(valid.any()):
             ids = group_ids[valid]
             zero_rows[valid] = zero_variance_groups(rewards[valid], ids).mask  # before noise
-            options = {"std_scale": a.std_scale} if a.advantage == "grpo" else {}
+            options = ADVANTAGE_ESTIMATORS.options(a.advantage, self.config)
             adv[valid] = compute_advantages(a.advantage, r[valid], ids, **options)
         trained = valid & ~zero_rows
         adv = torch.where(trained, adv, torch.zeros_like(adv))
@@ -227,61 +220,16 @@ class GRPOStep:
 
     def _update_here(self, batch: RolloutBatch, adv: Tensor, old: Tensor | None,
                      ref: Tensor | None, kl_coef: float) -> dict[str, float]:
-        """:meth:`update`'s ``mu`` epochs in this process."""
-        g, a, seqs = self.config.grpo, self.config.algo, batch.sequences
-        total_rows, total_tokens = len(batch.train_rows), int(seqs.completion_mask.sum())
-        entropy_mode = "grad" if a.entropy_coef > 0 else "detached"
-        sampler_logp = batch.rollout.logprobs[batch.train_rows]
-        metrics: dict[str, list[float]] = {}
-        bad = {"nonfinite_log_probs": 0.0, "nonfinite_loss": 0.0, "nonfinite_grad_norm": 0.0}
-        for epoch in range(g.mu):
-            self.optimizer.zero_grad(set_to_none=True)
-            skip = False
-            for start in range(0, total_rows, g.micro_batch_size):
-                rows = slice(start, start + g.micro_batch_size)
-                micro = seqs.rows(rows).trimmed()
-                w = micro.completion_mask.shape[1]
-                logp, entropy = completion_log_probs(
-                    self.policy, micro, temperature=g.temperature, bf16=self.bf16,
-                    shared_prefix=g.shared_prefix, entropy=entropy_mode)
-                nonfinite_rows = int((~torch.isfinite(logp.detach()) & micro.completion_mask)
-                                     .any(dim=1).sum())
-                out = policy_objective(
-                    logp, logp.detach() if old is None else old[rows, :w], adv[rows],
-                    micro.completion_mask,
-                    ref_log_probs=None if ref is None else ref[rows, :w], kl_coef=kl_coef,
-                    kl_estimator=a.kl_estimator, policy_loss=a.policy_loss,
-                    policy_loss_options=self._loss_options(), loss_agg=a.loss_agg,
-                    loss_agg_options=self._agg_options(total_tokens), entropy=entropy,
-                    entropy_coef=a.entropy_coef)
-                if nonfinite_rows or not torch.isfinite(out.loss):
-                    bad["nonfinite_log_probs"] += nonfinite_rows
-                    bad["nonfinite_loss"] += float(not torch.isfinite(out.loss))
-                    skip = True  # no backward: one bad row would poison every gradient
-                    break
-                if epoch == 0:  # train/inference mismatch: same weights, two code paths
-                    gap = (logp.detach() - sampler_logp[rows, :w]).abs()
-                    metrics.setdefault("rollout_logprob_gap", []).append(
-                        float(gap[micro.completion_mask].mean()))
-                weight = _micro_weight(a.loss_agg, micro.completion_mask, total_rows, total_tokens)
-                (out.loss * weight).backward()
-                for k, v in out.metrics.items():
-                    metrics.setdefault(k, []).append(float(v))
-            if not skip:
-                grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(),
-                                                           g.max_grad_norm)
-                metrics.setdefault("grad_norm", []).append(float(grad_norm))
-                skip = not bool(torch.isfinite(grad_norm))
-                bad["nonfinite_grad_norm"] += float(skip)
-            if skip:
-                self.optimizer.zero_grad(set_to_none=True)
-                break
-            self.optimizer.step()
-        out_metrics = {k: sum(v) / len(v) for k, v in metrics.items()}
-        if ref is None:
-            out_metrics.pop("kl", None)  # no KL term in the loss: nothing measured here
-        out_metrics.update(bad, update_skipped_nonfinite=float(any(bad.values())))
-        return out_metrics
+        """:meth:`update`'s ``mu`` epochs in this process (:func:`rlvr.update.policy_update`
+        with the plain backend)."""
+        seqs = batch.sequences
+        backend = LocalBackend(self.policy)
+        counts = BatchCounts(*backend.global_counts(len(batch.train_rows),
+                                                    int(seqs.completion_mask.sum())))
+        return policy_update(backend, self.optimizer, seqs, adv, old, self.config, counts,
+                             ref_log_probs=ref, kl_coef=kl_coef, epochs=self.config.grpo.mu,
+                             sampler_log_probs=batch.rollout.logprobs[batch.train_rows],
+                             bf16=self.bf16)
 
     # -- the step ---------------------------------------------------------------------------
     def run(self, tasks: list[Task], prompts: list[list[int]], step: int) -> RolloutBatch:
@@ -338,20 +286,6 @@ class GRPOStep:
                                       shared_prefix=self.config.grpo.shared_prefix)
                  for i in range(0, seqs.input_ids.shape[0], self.config.grpo.micro_batch_size)]
         return torch.cat([torch.nn.functional.pad(p, (0, width - p.shape[1])) for p in parts])
-
-    def _loss_options(self) -> dict:
-        a = self.config.algo
-        if a.policy_loss == "clip_higher":
-            return {"eps_low": a.clip_eps, "eps_high": a.clip_eps_high}
-        return {"eps": a.clip_eps}
-
-    def _agg_options(self, total_tokens: int) -> dict:
-        a = self.config.algo
-        if a.loss_agg == "dr_grpo":
-            return {"max_completion_length": self.config.grpo.max_new_tokens}
-        if a.loss_agg == "dapo":
-            return {"global_token_count": total_tokens}
-        return {}
 
     def _metrics(self, batch: RolloutBatch, update: dict, phases) -> dict:
         out, results, n = batch.rollout, batch.results, len(batch.results)

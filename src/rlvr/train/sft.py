@@ -19,7 +19,7 @@ import torch
 from rlvr.progress import format_seconds, step_eta
 from rlvr.records import Task
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
-from rlvr.train.policy import autocast
+from rlvr.models.forward import autocast
 
 
 class SFTInputError(ValueError):

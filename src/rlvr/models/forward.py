@@ -1,0 +1,200 @@
+"""Policy forward passes over (prompt, completion) pairs: per-token log-probs of completions.
+
+Layout of one batch of n rows: ``[left-padded prompt (P tokens) | completion (T tokens)]``,
+so completion token ``t`` of every row sits at column ``P + t`` and is predicted by the logits
+at column ``P + t - 1``. Only those T logits rows are computed (``logits_to_keep``), which
+keeps the ``[n, T, V]`` logits block small on a 49k vocabulary.
+
+Shared prefix: the G completions of a group share one prompt, and in RLVR prompts are often
+longer than completions (the default preset: 72 prompt tokens, ~17 completion tokens). The
+shared path runs each distinct prompt of a micro-batch once, keeps its key/value cache *with
+its autograd graph*, gathers it to the rows, and runs only the completion tokens on top:
+the same function (exact up to float rounding), with gradients reaching the prompt's keys
+and values through the gather, at (U * P + n * T) instead of n * (P + T) tokens of compute.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from rlvr.algo.entropy import token_entropy
+from rlvr.algo.logprobs import token_log_probs
+
+
+@dataclass
+class SequenceBatch:
+    """Prompt + completion token ids for a policy forward pass.
+
+    Attributes:
+        input_ids: LongTensor[n, P + T].
+        attention_mask: LongTensor[n, P + T], 1 on real tokens (prompt and completion).
+        position_ids: LongTensor[n, P + T], positions counted over real tokens only.
+        prompt_len: P, the width of the left-padded prompt block.
+        completion_mask: BoolTensor[n, T], real completion tokens.
+        prompts: the n rows' prompt token-id lists (for the shared-prefix path).
+    """
+
+    input_ids: Tensor
+    attention_mask: Tensor
+    position_ids: Tensor
+    prompt_len: int
+    completion_mask: Tensor
+    prompts: list[list[int]] | None = None
+
+    @property
+    def completion_ids(self) -> Tensor:
+        """LongTensor[n, T]."""
+        return self.input_ids[:, self.prompt_len:]
+
+    def rows(self, index: Tensor | slice) -> "SequenceBatch":
+        """The sub-batch of the given rows (for micro-batching)."""
+        prompts = None
+        if self.prompts is not None:
+            picked = range(len(self.prompts))[index] if isinstance(index, slice) else index.tolist()
+            prompts = [self.prompts[i] for i in picked]
+        return SequenceBatch(self.input_ids[index], self.attention_mask[index],
+                             self.position_ids[index], self.prompt_len,
+                             self.completion_mask[index], prompts)
+
+
+    def trimmed(self) -> "SequenceBatch":
+        """The same rows without trailing completion columns that no row uses (a micro-batch
+        of short completions then costs its own width, not the step's longest)."""
+        width = int(self.completion_mask.sum(1).max()) if self.completion_mask.numel() else 0
+        width = max(width, 1)
+        end = self.prompt_len + width
+        return SequenceBatch(self.input_ids[:, :end], self.attention_mask[:, :end],
+                             self.position_ids[:, :end], self.prompt_len,
+                             self.completion_mask[:, :width], self.prompts)
+
+
+def build_sequences(prompts: list[list[int]], completion_ids: Tensor, completion_mask: Tensor,
+                    pad_token_id: int) -> SequenceBatch:
+    """Assemble a :class:`SequenceBatch`.
+
+    Args:
+        prompts: n prompt token-id lists (any lengths >= 1).
+        completion_ids: LongTensor[n, T]; positions outside ``completion_mask`` are ignored.
+        completion_mask: BoolTensor[n, T].
+        pad_token_id: id written into padding.
+    """
+    n, width = completion_ids.shape
+    prompt_len = max(len(p) for p in prompts)
+    ids = torch.full((n, prompt_len + width), pad_token_id, dtype=torch.long)
+    attention = torch.zeros((n, prompt_len + width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        ids[row, prompt_len - len(prompt):prompt_len] = torch.tensor(prompt, dtype=torch.long)
+        attention[row, prompt_len - len(prompt):prompt_len] = 1
+    mask = completion_mask.bool()
+    ids[:, prompt_len:] = torch.where(mask, completion_ids, torch.full_like(completion_ids,
+                                                                           pad_token_id))
+    attention[:, prompt_len:] = mask.long()
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    return SequenceBatch(ids, attention, positions, prompt_len, mask, [list(p) for p in prompts])
+
+
+def autocast(enabled: bool):
+    """bf16 autocast on CPU (AMX) when ``enabled``; fp32 master weights stay fp32."""
+    return torch.autocast("cpu", dtype=torch.bfloat16) if enabled else nullcontext()
+
+
+def completion_log_probs(model, batch: SequenceBatch, *, temperature: float = 1.0,
+                         bf16: bool = True, shared_prefix: bool = False,
+                         entropy: str | None = None):
+    """log pi(completion token t | prompt, completion < t) for every completion position.
+
+    The logits are divided by ``temperature`` (the sampling temperature), so the result is
+    comparable with the sampler's log-probs (GRPO's ratio, algorithms.md).
+
+    Args:
+        shared_prefix: compute each distinct prompt once (see the module doc); used when the
+            batch repeats prompts (``batch.prompts``), else the plain path runs.
+        entropy: also return each position's entropy (nats, of the tempered distribution):
+            ``"detached"`` (for logging) or ``"grad"`` (for an entropy bonus); ``None`` = not.
+
+    Returns:
+        FloatTensor[n, T] (fp32) log-probs, or ``(log_probs, entropy)`` both FloatTensor[n, T]
+        when ``entropy`` is set; values at masked positions are meaningless (use the mask).
+    """
+    if shared_prefix and batch.prompts is not None:
+        distinct = len({tuple(p) for p in batch.prompts})
+        if distinct < len(batch.prompts):
+            logits = _shared_prefix_logits(model, batch, bf16)
+            return _from_logits(logits, batch.completion_ids, temperature, entropy)
+    width = batch.completion_ids.shape[1]
+    with autocast(bf16):
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                       position_ids=batch.position_ids, logits_to_keep=width + 1,
+                       use_cache=False).logits
+    return _from_logits(logits[:, :-1], batch.completion_ids, temperature, entropy)
+
+
+def _from_logits(logits: Tensor, completion_ids: Tensor, temperature: float, entropy: str | None):
+    log_probs = token_log_probs(logits, completion_ids, temperature=temperature)
+    if entropy is None:
+        return log_probs
+    if entropy not in ("detached", "grad"):
+        raise ValueError(f"entropy must be None, 'detached' or 'grad', got {entropy!r}")
+    source = logits if entropy == "grad" else logits.detach()
+    return log_probs, token_entropy(source, temperature=temperature)
+
+
+class _RowGather:
+    """``x[row_prompt]`` for a batch-first tensor, with a *deterministic* backward.
+
+    Plain indexing backpropagates through an accumulating scatter whose summation order can
+    vary between runs on a multi-threaded CPU, which made same-seed runs drift apart after a
+    few dozen steps. Here each distinct prompt's row is broadcast (``expand``: its gradient is
+    a fixed-order sum) and the rows are then put in batch order by a permutation (each slot
+    written once)."""
+
+    def __init__(self, row_prompt: Tensor):
+        self.counts = torch.bincount(row_prompt).tolist()
+        order = torch.argsort(row_prompt, stable=True)  # rows grouped by prompt
+        self.inverse = torch.argsort(order)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        grouped = torch.cat([x[u:u + 1].expand(c, *x.shape[1:])
+                             for u, c in enumerate(self.counts)])
+        return grouped[self.inverse]
+
+
+def _cache_argument(model) -> str:
+    """transformers >= 5.2x calls the KV cache ``cache``; earlier ``past_key_values``."""
+    import inspect
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+
+
+def _shared_prefix_logits(model, batch: SequenceBatch, bf16: bool) -> Tensor:
+    keys: dict[tuple[int, ...], int] = {}
+    row_prompt = torch.tensor([keys.setdefault(tuple(p), len(keys)) for p in batch.prompts])
+    distinct = list(keys)
+    width = max(len(p) for p in distinct)
+    prompt_ids = torch.full((len(distinct), width), int(batch.input_ids[0, 0]), dtype=torch.long)
+    prompt_mask = torch.zeros((len(distinct), width), dtype=torch.long)
+    for i, p in enumerate(distinct):
+        prompt_ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
+        prompt_mask[i, width - len(p):] = 1
+    prompt_pos = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
+    completion_ids, completion_mask = batch.completion_ids, batch.completion_mask
+    steps = completion_ids.shape[1]
+    with autocast(bf16):
+        head = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=prompt_pos,
+                     use_cache=True, logits_to_keep=1)
+        name = _cache_argument(model)
+        cache = head[name]
+        gather = _RowGather(row_prompt)
+        for layer in cache.layers:  # [U, ...] -> [n, ...], with gradients
+            layer.keys, layer.values = gather(layer.keys), gather(layer.values)
+        attention = torch.cat([prompt_mask[row_prompt], completion_mask.long()], dim=1)
+        positions = prompt_mask.sum(-1)[row_prompt, None] + torch.arange(steps)
+        body = model(input_ids=completion_ids, attention_mask=attention, position_ids=positions,
+                     use_cache=True, logits_to_keep=steps, **{name: cache})
+    # Token 0 is predicted by the prompt's last position, token t by completion position t - 1.
+    return torch.cat([gather(head.logits), body.logits[:, :-1]], dim=1)

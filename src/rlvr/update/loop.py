@@ -1,0 +1,134 @@
+"""The policy update's micro-batch loop, written once for one process and for data-parallel
+ranks (the difference is the :class:`~rlvr.update.backend.UpdateBackend` passed in).
+
+Per epoch: zero the gradients; for each micro-batch of the rows, the policy's per-token
+log-probs (:func:`~rlvr.models.forward.completion_log_probs`), the objective
+(:func:`~rlvr.algo.objective.policy_objective` with the configured policy loss, KL estimator
+and loss aggregation, each with the options its registry entry takes from the config), the
+loss scaled by the aggregation's micro-batch weight (:func:`~rlvr.algo.loss_agg.
+micro_batch_weight`: the accumulated, rank-averaged gradient is the aggregation's over the
+whole step), backward; then clip the gradient norm and take the optimizer step.
+
+Non-finite values (R38) never reach the weights: a non-finite gradient norm skips the step.
+In one process a non-finite log-prob or loss stops the epoch before its backward (one bad row
+would poison every gradient); a collective backend runs every backward instead (the other
+ranks wait in the all-reduce), and the non-finite gradient then shows in the global norm on
+every rank, so all skip together.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from rlvr.algo.loss_agg import BatchCounts, micro_batch_weight
+from rlvr.algo.objective import policy_objective
+from rlvr.algo.registry import LOSS_AGGREGATIONS, POLICY_LOSSES
+from rlvr.models.forward import SequenceBatch, completion_log_probs
+from rlvr.update.backend import UpdateBackend
+
+
+def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
+                  advantages: Tensor, old_log_probs: Tensor | None, config,
+                  counts: BatchCounts, *, ref_log_probs: Tensor | None = None,
+                  kl_coef: float = 0.0, epochs: int = 1, sampler_log_probs: Tensor | None = None,
+                  bf16: bool | None = None) -> dict[str, float]:
+    """``epochs`` optimizer steps on ``seqs`` (this process's or rank's rows).
+
+    Args:
+        backend: how gradients move (:class:`~rlvr.update.backend.LocalBackend`, or the
+            data-parallel :class:`rlvr.distributed.ddp.AcceleratorBackend`); its ``model`` is
+            what the forward calls.
+        optimizer: the policy's optimizer (stepped here; the LR scheduler is not).
+        seqs: the n rows (``None`` or 0 rows: an empty data-parallel shard).
+        advantages: FloatTensor[n] (fp32).
+        old_log_probs: FloatTensor[n, >= T], log pi_old of the rows, or ``None`` for
+            on-policy (ratio 1: ``log_probs.detach()``).
+        config: the run config (:class:`rlvr.train.config.RunConfig` or any object with the
+            same attributes): ``grpo.micro_batch_size``, ``temperature``, ``shared_prefix``,
+            ``max_grad_norm``; ``algo.policy_loss``, ``loss_agg``, ``kl_estimator``,
+            ``entropy_coef`` and whatever their registry entries' options read;
+            ``model.bf16`` unless ``bf16`` is given.
+        counts: the step's rows and completion tokens over all ranks and micro-batches
+            (``backend.global_counts``).
+        ref_log_probs: FloatTensor[n, >= T], log pi_ref, needed when ``kl_coef > 0``.
+        kl_coef: beta of the per-token KL term in the loss.
+        epochs: optimizer steps on the same rows (``grpo.mu``); stops after a skipped one.
+        sampler_log_probs: FloatTensor[n, >= T], the rollout engine's log-probs of the
+            rows: logs ``rollout_logprob_gap`` (mean |train - sampler| log-prob over the first
+            epoch's tokens: same weights, two code paths).
+        bf16: compute in bf16 autocast; default ``config.model.bf16``.
+
+    Returns:
+        Means over the micro-batches (of all epochs) of the objective's metrics (``kl`` only
+        with a reference), ``grad_norm`` (mean over epochs, before clipping),
+        ``nonfinite_log_probs`` (rows), ``nonfinite_loss`` (micro-batches),
+        ``nonfinite_grad_norm`` (epochs) and ``update_skipped_nonfinite`` (1.0 when an epoch
+        was skipped for a non-finite value).
+
+    Raises:
+        ValueError / KeyError: from ``policy_objective`` (e.g. ``kl_coef > 0`` without
+            ``ref_log_probs``) or the registries.
+    """
+    g, a = config.grpo, config.algo
+    bf16 = config.model.bf16 if bf16 is None else bf16
+    n = 0 if seqs is None else int(seqs.input_ids.shape[0])
+    entropy_mode = "grad" if a.entropy_coef > 0 else "detached"
+    loss_options = POLICY_LOSSES.options(a.policy_loss, config)
+    agg_options = LOSS_AGGREGATIONS.options(a.loss_agg, config, counts)
+    metrics: dict[str, list[float]] = {}
+    bad = {"nonfinite_log_probs": 0.0, "nonfinite_loss": 0.0, "nonfinite_grad_norm": 0.0}
+    skipped = False
+    for epoch in range(epochs):
+        optimizer.zero_grad(set_to_none=True)
+        if n == 0:
+            backend.without_rows()
+        starts = range(0, n, g.micro_batch_size)
+        for i, start in enumerate(starts):
+            rows = slice(start, start + g.micro_batch_size)
+            with backend.micro_batch(last=i == len(starts) - 1):
+                micro = seqs.rows(rows).trimmed()
+                mask, w = micro.completion_mask, micro.completion_mask.shape[1]
+                logp, entropy = completion_log_probs(
+                    backend.model, micro, temperature=g.temperature, bf16=bf16,
+                    shared_prefix=g.shared_prefix, entropy=entropy_mode)
+                out = policy_objective(
+                    logp, logp.detach() if old_log_probs is None else old_log_probs[rows, :w],
+                    advantages[rows], mask,
+                    ref_log_probs=None if ref_log_probs is None else ref_log_probs[rows, :w],
+                    kl_coef=kl_coef, kl_estimator=a.kl_estimator, policy_loss=a.policy_loss,
+                    policy_loss_options=loss_options, loss_agg=a.loss_agg,
+                    loss_agg_options=agg_options, entropy=entropy, entropy_coef=a.entropy_coef)
+                nonfinite_rows = int((~torch.isfinite(logp.detach()) & mask).any(dim=1).sum())
+                finite_loss = bool(torch.isfinite(out.loss))
+                bad["nonfinite_log_probs"] += nonfinite_rows
+                bad["nonfinite_loss"] += float(not finite_loss)
+                if (nonfinite_rows or not finite_loss) and not backend.collective:
+                    skipped = True  # no backward: one bad row would poison every gradient
+                    break
+                if sampler_log_probs is not None and epoch == 0:
+                    gap = (logp.detach() - sampler_log_probs[rows, :w]).abs()
+                    metrics.setdefault("rollout_logprob_gap", []).append(
+                        float(gap[mask].mean()))
+                weight = micro_batch_weight(a.loss_agg, mask, counts.rows, counts.tokens,
+                                            backend.world_size)
+                backend.backward(out.loss * weight)
+            for k, v in out.metrics.items():
+                metrics.setdefault(k, []).append(float(v))
+        if skipped:
+            break
+        grad_norm = backend.clip_grad_norm(g.max_grad_norm)
+        if grad_norm is not None:
+            metrics.setdefault("grad_norm", []).append(float(grad_norm))
+        finite = grad_norm is None or bool(torch.isfinite(torch.as_tensor(grad_norm)))
+        bad["nonfinite_grad_norm"] += float(not finite)
+        if not finite:
+            skipped = True
+            break
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    result = {k: sum(v) / len(v) for k, v in metrics.items()}
+    if ref_log_probs is None:
+        result.pop("kl", None)  # no KL term in the loss: nothing measured here
+    result.update(bad, update_skipped_nonfinite=float(skipped))
+    return result
