@@ -93,6 +93,7 @@ def test_a_run_follows_the_probe_everywhere(monkeypatch, tmp_path, cap, bf16):
     choice is saved in config.yaml and results.json."""
     import rlvr.train.grpo as grpo
     import rlvr.train.sft as sft
+    import rlvr.update.loop as update_loop
     from rlvr.configio import load_config
     from rlvr.train.config import RunConfig
     from rlvr.train.run import Run
@@ -109,7 +110,8 @@ def test_a_run_follows_the_probe_everywhere(monkeypatch, tmp_path, cap, bf16):
         seen["sft"].add(use_bf16)
         return real_step(model, batch, pad_id, use_bf16)
 
-    monkeypatch.setattr(grpo, "completion_log_probs", logprobs_spy)
+    monkeypatch.setattr(grpo, "completion_log_probs", logprobs_spy)  # the KL reference's
+    monkeypatch.setattr(update_loop, "completion_log_probs", logprobs_spy)  # the update's
     monkeypatch.setattr(sft, "_step", sft_spy)
     config = load_config(RunConfig, SMOKE, ["grpo.steps=2", "eval.every=0",
                                             "eval.pass_at_k_samples=0", "algo.kl_coef=0.05",

@@ -58,8 +58,9 @@ def _poison_log_probs(monkeypatch, bad_steps):
     """NaN in the first token of the first sample's log-probs (grad-enabled policy pass)
     at the given steps."""
     import rlvr.train.grpo as grpo
+    import rlvr.update.loop as update_loop
 
-    real, current = grpo.completion_log_probs, {"step": 0}
+    real, current = update_loop.completion_log_probs, {"step": 0}
     monkeypatch.setattr(grpo.GRPOStep, "_step_for_test", current, raising=False)
 
     def poisoned(model, seqs, **kw):
@@ -70,7 +71,7 @@ def _poison_log_probs(monkeypatch, bad_steps):
             logp[0, 0] = float("nan")
         return logp if rest is None else (logp, *rest)
 
-    monkeypatch.setattr(grpo, "completion_log_probs", poisoned)
+    monkeypatch.setattr(update_loop, "completion_log_probs", poisoned)
     return current
 
 
