@@ -106,7 +106,7 @@ def check_model_name(name: str, option: str) -> None:
 def check_output_file(path: Path, option: str, *, make_parents: bool = False) -> None:
     """Fail before any work (exit 2, naming the option and the path) when ``path`` cannot be
     written as a file: it is a directory, or its directory is missing (unless
-    ``make_parents``) or not writable (:func:`rlvr.rewards.records_io.output_file_problem`)."""
+    ``make_parents``) or not writable (:func:`rlvr.io.output_file_problem`)."""
     from rlvr.io import output_file_problem
 
     problem = output_file_problem(path, make_parents=make_parents)
@@ -117,7 +117,7 @@ def check_output_file(path: Path, option: str, *, make_parents: bool = False) ->
 def check_output_dir(path: Path, option: str) -> None:
     """Fail before any work (exit 2, naming the option and the path) when ``path`` cannot be
     created or written as an output directory: it (or an ancestor) is a file, or it is not
-    writable (:func:`rlvr.rewards.records_io.output_dir_problem`)."""
+    writable (:func:`rlvr.io.output_dir_problem`)."""
     from rlvr.io import output_dir_problem
 
     problem = output_dir_problem(path)
@@ -127,7 +127,7 @@ def check_output_dir(path: Path, option: str) -> None:
 
 @contextmanager
 def output_errors():
-    """Turn an :class:`~rlvr.rewards.records_io.OutputError` raised in the block (disk full
+    """Turn an :class:`~rlvr.io.OutputError` raised in the block (disk full
     while writing an output) into one line on stderr and exit code 1; the outputs written
     before keep their content (every writer is temp-then-rename or cuts back what it
     appended)."""

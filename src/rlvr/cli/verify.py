@@ -103,7 +103,7 @@ def verify(
 def _write_verify_outputs(records, results, output, summary, summary_json, input, compare,
                           compare_out, other) -> None:
     """The outputs of ``rlvr verify`` (each written atomically; an OSError raises
-    :class:`~rlvr.rewards.records_io.OutputError`)."""
+    :class:`~rlvr.io.OutputError`)."""
     from rlvr.io import atomic_write, json_text, write_json
     from rlvr.rewards.records_io import output_row
     from rlvr.rewards.summary import summarize, summary_table

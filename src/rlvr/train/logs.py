@@ -19,6 +19,6 @@ LOG_FILES = ("metrics.jsonl", "samples.jsonl", "alerts.jsonl", "validation.jsonl
 
 def append_log(path: Path, rows: list[dict]) -> None:
     """Append rows to a run log as standard JSON: a NaN / inf value (a NaN loss) is written as
-    null and named under ``"nonfinite"`` (:func:`rlvr.rewards.records_io.append_jsonl`); numpy
+    null and named under ``"nonfinite"`` (:func:`rlvr.io.append_jsonl`); numpy
     scalars and 0-d tensors as floats."""
     append_jsonl(path, rows, default=float)
