@@ -2,7 +2,7 @@
 
 Both sides train the same starting model (``--model``, e.g. ``runs/<run>/sft_model``; default
 the preset's model, no SFT here) on the same prompts in the same order (the preset's arithmetic
-tasks, ``rlvr.tasks.arithmetic.generate``, chat-formatted as ``rlvr.train.prompting`` builds
+tasks, ``rlvr.tasks.arithmetic.generate``, chat-formatted as ``rlvr.tasks.prompting`` builds
 them, drawn by the run's own task sampler), with the same reward (rlvr's
 ``RewardPipeline``, wrapped for TRL as ``reward(completions, reference, task_type, **kw)``), the
 same group size G, prompts per step, max new tokens, temperature / top-p, learning rate
@@ -132,7 +132,7 @@ def trl_dataset(run, batches: list[list[int]]):
     from datasets import Dataset
     from datasets.table import InMemoryTable
 
-    from rlvr.train.prompting import chat_messages
+    from rlvr.tasks.prompting import chat_messages
 
     rows = []
     for idx in batches:
@@ -163,7 +163,7 @@ def make_reward_fn(pipeline):
 
 def check_same_prompt_ids(run, tokenizer, batches) -> None:
     """Warn when TRL's chat-template tokenization of a prompt differs from rlvr's ids."""
-    from rlvr.train.prompting import chat_messages
+    from rlvr.tasks.prompting import chat_messages
 
     j = batches[0][0]
     task = run.train_tasks[j]

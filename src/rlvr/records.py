@@ -2,6 +2,8 @@
 
 - :class:`Task` (R23): one problem: a prompt, a program-checkable reference and the task type
   that picks its verifier, plus provenance and optional curation fields.
+- :class:`Generated`: one completion as a sampler returns it (``rlvr eval``, ``rlvr data
+  stratify``).
 
 A frozen dataclass rather than a pydantic model, so the reward pipeline and the data tools can
 use it without extra dependencies; ``to_dict`` / ``from_dict`` give the JSON form (one object
@@ -141,6 +143,26 @@ class Task:
         except json.JSONDecodeError as exc:
             raise RecordError(f"Task line is not valid JSON: {exc}") from None
         return cls.from_dict(data)
+
+
+@dataclass(frozen=True)
+class Generated:
+    """One completion as a sampler returns it.
+
+    Attributes:
+        text: the decoded completion.
+        tokens: generated tokens (``None`` if unknown).
+        seconds: generation wall time attributed to it (a batch's time / its rows), or None.
+        finish_reason: ``"stop"`` / ``"length"`` (None if unknown).
+        mean_logprob: mean log-prob per generated token under the sampling distribution
+            (nats / token; None if unknown).
+    """
+
+    text: str
+    tokens: int | None = None
+    seconds: float | None = None
+    finish_reason: str | None = None
+    mean_logprob: float | None = None
 
 
 # RolloutBatch: the record of one step's completions (token ids, masks, sampler log-probs,

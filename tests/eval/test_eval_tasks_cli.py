@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 from rlvr.cli import app  # noqa: E402
 from rlvr.configio import load_config  # noqa: E402
 from rlvr.tasks.sources import DataError, load_tasks  # noqa: E402
-from rlvr.train import prompting  # noqa: E402
+from rlvr.tasks import prompting  # noqa: E402
 from rlvr.train.config import DEFAULT_INSTRUCTION, DataConfig, RunConfig  # noqa: E402
 
 runner = CliRunner()
@@ -371,7 +371,7 @@ def trained_run(tmp_path_factory):
 
 
 def test_every_checkpoint_saves_its_prompt_settings(trained_run):
-    from rlvr.train.prompting import PROMPT_FILE
+    from rlvr.tasks.prompting import PROMPT_FILE
 
     for directory in (trained_run / "checkpoints" / "step-000000",
                       trained_run / "checkpoints" / "step-000001", trained_run / "sft_model"):
@@ -429,7 +429,7 @@ def test_config_or_flag_overrides_the_saved_instruction(trained_run, tmp_path, u
 def test_a_checkpoint_saved_before_the_prompt_file_uses_its_runs_config(trained_run, tmp_path):
     import shutil
 
-    from rlvr.train.prompting import PROMPT_FILE, saved_prompt
+    from rlvr.tasks.prompting import PROMPT_FILE, saved_prompt
 
     old = tmp_path / "run"
     shutil.copytree(trained_run, old)

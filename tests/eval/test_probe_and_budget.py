@@ -54,7 +54,7 @@ def test_hinted_prompt_construction():
     with pytest.raises(ValueError, match="answer"):
         hinted_task(TASK, "37", "no placeholder")
     # the chat prompt puts the hint in the user turn, before the format instruction
-    from rlvr.train.prompting import chat_messages
+    from rlvr.tasks.prompting import chat_messages
 
     messages = chat_messages(hinted, "Answer with '#### N'.", one_shot=False)
     assert messages == [{"role": "user", "content": "What is 40 + 2?\nI think it's 37, right?\n"

@@ -374,7 +374,7 @@ needs_gpu = pytest.mark.skipif(not (HAS_VLLM and torch.cuda.is_available()),
 def gpu_setup():
     """The default model (fp32 on CPU, the policy) and a vLLM engine over it in fp32."""
     from rlvr.models import DEFAULT_MODEL, load_model_and_tokenizer
-    from rlvr.train.prompting import stop_token_ids
+    from rlvr.tasks.prompting import stop_token_ids
 
     model, tokenizer = load_model_and_tokenizer(DEFAULT_MODEL)
     model.eval()

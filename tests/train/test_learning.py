@@ -16,7 +16,7 @@ from rlvr.rewards.types import Status, Verdict  # noqa: E402
 from rlvr.rollout import create_engine  # noqa: E402
 from rlvr.train.config import RunConfig  # noqa: E402
 from rlvr.train.grpo import GRPOStep  # noqa: E402
-from rlvr.train.prompting import prompt_ids, stop_token_ids  # noqa: E402
+from rlvr.tasks.prompting import prompt_ids, stop_token_ids  # noqa: E402
 
 TARGET = "7"
 

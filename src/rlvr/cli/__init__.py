@@ -3,7 +3,7 @@
 This module builds the app and registers the commands, one module per command group:
 :mod:`~rlvr.cli.verify`, :mod:`~rlvr.cli.train` (``train``, ``sft``), :mod:`~rlvr.cli.sweep`,
 :mod:`~rlvr.cli.serve`, :mod:`~rlvr.cli.eval`, :mod:`~rlvr.cli.lengths`,
-:mod:`~rlvr.cli.report`, and ``rlvr data`` (:mod:`rlvr.data.commands`). What they share (the
+:mod:`~rlvr.cli.report`, and ``rlvr data`` (:mod:`~rlvr.cli.data`). What they share (the
 stderr console, ``fail``, exit codes, option checks) is in :mod:`~rlvr.cli.common`.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import typer
 
+from rlvr.cli import data as data_commands
 from rlvr.cli import eval as eval_commands
 from rlvr.cli import lengths as lengths_commands
 from rlvr.cli import report as report_commands
@@ -29,13 +30,7 @@ app = typer.Typer(
 )
 
 
-def _mount_data_commands() -> None:
-    from rlvr.data.commands import data_app
-
-    app.add_typer(data_app, name="data")
-
-
-_mount_data_commands()
+app.add_typer(data_commands.data_app, name="data")
 
 
 def _print_version(value: bool) -> None:

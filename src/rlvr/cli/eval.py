@@ -205,10 +205,10 @@ def _model_prompts(models, data, instruction, one_shot, config) -> dict[str, dic
 
     Returns:
         model -> ``{"instruction", "one_shot", "from", "saved"}`` (``saved``: the
-        :class:`rlvr.train.prompting.SavedPrompt` used, or ``None``).
+        :class:`rlvr.tasks.prompting.SavedPrompt` used, or ``None``).
     """
     from rlvr.eval.prompts import model_prompt, wants_saved_prompt
-    from rlvr.train.prompting import saved_prompt
+    from rlvr.tasks.prompting import saved_prompt
 
     out = {}
     for name in models:

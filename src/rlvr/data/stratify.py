@@ -12,7 +12,7 @@ import dataclasses
 from collections import Counter
 from typing import Sequence
 
-from rlvr.eval.records import Generated
+from rlvr.records import Generated
 from rlvr.records import Task
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
 

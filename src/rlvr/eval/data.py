@@ -6,7 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from pydantic import ValidationError
+
 from rlvr.eval.evaluate import EvalError
+from rlvr.tasks.config import DataConfig, carry_instruction
+from rlvr.tasks.registry import needs_data_path, splits_in_one_file
 
 SPLITS = ("validation", "train")
 
@@ -18,7 +22,7 @@ _OPTION = {"source": "--tasks", "path": "--data-path", "mixture": "--mixture",
 def eval_data_config(data, *, tasks: Optional[str], data_path: Optional[Path],
                      mixture: Optional[str], split: str, limit: Optional[int],
                      instruction: Optional[str], one_shot: Optional[bool]):
-    """The :class:`rlvr.train.config.DataConfig` to evaluate: ``data`` (a run config's data
+    """The :class:`rlvr.tasks.config.DataConfig` to evaluate: ``data`` (a run config's data
     section) with the given choices applied (None: keep the config's).
 
     Another source than the config's drops the config's path and generator levels, and carries
@@ -40,11 +44,6 @@ def eval_data_config(data, *, tasks: Optional[str], data_path: Optional[Path],
             (``--split``, ``--tasks``, ``--data-path``, ``--mixture``, ``--limit``,
             ``--instruction``) or else the ``data.`` field.
     """
-    from pydantic import ValidationError
-
-    from rlvr.tasks.registry import needs_data_path, splits_in_one_file
-    from rlvr.train.config import DataConfig
-
     if split not in SPLITS:
         raise EvalError(f"--split: expected validation or train, got {split!r}")
     updates = {"source": tasks, "path": None if data_path is None else str(data_path),
@@ -52,8 +51,6 @@ def eval_data_config(data, *, tasks: Optional[str], data_path: Optional[Path],
                ("val_size" if split == "validation" else "train_size"): limit}
     fields = data.model_dump()
     if tasks is not None and tasks != fields["source"]:
-        from rlvr.train.config import carry_instruction
-
         # another source: the config's path and generator levels do not apply, and its
         # instruction carries over only when it is not the old source's default one
         del fields["mixture"]

@@ -20,7 +20,7 @@ def model_prompt(name: str, data, *, instruction: Optional[str], one_shot: Optio
     """How model ``name`` is prompted: ``instruction`` / ``one_shot`` when given, else
     ``config``'s data section (``data``), else the prompt settings ``saved`` with the model
     (a checkpoint or sft_model/ of ``rlvr train``:
-    :func:`rlvr.train.prompting.saved_prompt`), else the default of the task source
+    :func:`rlvr.tasks.prompting.saved_prompt`), else the default of the task source
     (``data.instruction``).
 
     Args:
@@ -28,7 +28,7 @@ def model_prompt(name: str, data, *, instruction: Optional[str], one_shot: Optio
         data: the evaluated :class:`rlvr.train.config.DataConfig`.
         instruction, one_shot: the command line's choices (None: not given).
         config: the run config given, or None.
-        saved: the model's :class:`rlvr.train.prompting.SavedPrompt`, or None.
+        saved: the model's :class:`rlvr.tasks.prompting.SavedPrompt`, or None.
 
     Returns:
         ``{"instruction", "one_shot", "from", "saved"}``: ``from`` says where the instruction

@@ -20,27 +20,8 @@ from typing import Any, Sequence
 from rlvr.eval.metrics import ProblemView, normalize_answer
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
 from rlvr.io import InputError, jsonl_objects
+from rlvr.records import Generated  # noqa: F401  (re-exported)
 from rlvr.rewards.types import RewardResult
-
-
-@dataclass(frozen=True)
-class Generated:
-    """One completion as a sampler returns it.
-
-    Attributes:
-        text: the decoded completion.
-        tokens: generated tokens (``None`` if unknown).
-        seconds: generation wall time attributed to it (a batch's time / its rows), or None.
-        finish_reason: ``"stop"`` / ``"length"`` (None if unknown).
-        mean_logprob: mean log-prob per generated token under the sampling distribution
-            (nats / token; None if unknown).
-    """
-
-    text: str
-    tokens: int | None = None
-    seconds: float | None = None
-    finish_reason: str | None = None
-    mean_logprob: float | None = None
 
 
 @dataclass(frozen=True)

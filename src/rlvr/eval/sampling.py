@@ -7,7 +7,7 @@ completions per task, in task order):
 
 - :class:`EngineSampler`: a local model through a rollout engine
   (``rlvr.rollout.create_engine("torch", model)``), chat prompts built by
-  :func:`rlvr.train.prompting.prompt_ids`; one ``engine.generate`` call per call.
+  :func:`rlvr.tasks.prompting.prompt_ids`; one ``engine.generate`` call per call.
 - :class:`EndpointSampler`: an OpenAI-compatible server through
   :func:`rlvr.eval.endpoint.sample_endpoint` (imported lazily).
 
@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
-from rlvr.eval.records import Generated
+from rlvr.records import Generated
 from rlvr.records import Task
 
 
@@ -104,7 +104,7 @@ def load_engine_sampler(model_name: str, *, instruction: str, one_shot: bool,
 
     from rlvr.models import load_model_and_tokenizer
     from rlvr.rollout import create_auto_engine
-    from rlvr.train.prompting import prompt_ids, stop_token_ids
+    from rlvr.tasks.prompting import prompt_ids, stop_token_ids
 
     if (Path(model_name) / "adapter_config.json").is_file():
         from rlvr.models.inference import load_for_inference
@@ -127,7 +127,7 @@ def load_engine_sampler(model_name: str, *, instruction: str, one_shot: bool,
 class EndpointSampler:
     """Samples from an OpenAI-compatible chat server (vLLM, llama.cpp server, ``rlvr serve``)
     through :func:`rlvr.eval.endpoint.sample_endpoint`: the same chat messages a local model
-    gets (:func:`rlvr.train.prompting.chat_messages`). No log-probs come back, so the
+    gets (:func:`rlvr.tasks.prompting.chat_messages`). No log-probs come back, so the
     log-prob reranker is unavailable."""
 
     url: str
@@ -144,7 +144,7 @@ class EndpointSampler:
     def sample(self, tasks: Sequence[Task], n: int, seed: int) -> list[list[Generated]]:
         """``n`` completions per task from the server (one request batch, seeded)."""
         from rlvr.eval.endpoint import sample_endpoint  # built alongside (issue 5, serve)
-        from rlvr.train.prompting import chat_messages
+        from rlvr.tasks.prompting import chat_messages
 
         answers = sample_endpoint(
             self.url, [chat_messages(t, self.instruction, self.one_shot) for t in tasks], n=n,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rlvr.models.lora_base import lora_base
+
 
 def load_for_inference(name: str):
     """``(model, tokenizer)`` for ``name``: anything :func:`rlvr.models.load_model_and_tokenizer`
@@ -41,9 +43,6 @@ def _adapter_base(path: Path) -> tuple[str, int]:
     import yaml
 
     from rlvr.models.loader import ModelLoadError
-    # The run directory layout (lora_base.json) belongs to the trainer: imported here, at call
-    # time, so that loading models does not make rlvr.models depend on rlvr.train at import.
-    from rlvr.train.run import lora_base
 
     for run_dir in (path.parent, path.parent.parent):
         config = run_dir / "config.yaml"

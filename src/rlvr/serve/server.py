@@ -45,7 +45,7 @@ class ModelServer:
     def __init__(self, model, tokenizer, model_id: str, *, engine: str = "auto",
                  max_concurrency: int = 4, default_max_tokens: int = DEFAULT_MAX_TOKENS,
                  precision: str = "auto"):
-        from rlvr.train.prompting import stop_token_ids
+        from rlvr.tasks.prompting import stop_token_ids
 
         if engine not in ENGINES:
             raise ValueError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")

@@ -21,11 +21,11 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizer, sched
     step 0 (the model entering GRPO: the rollback anchor of last resort).
 
     ``extra`` (JSON-serialisable: data position, metrics history...) is stored with the
-    trainer state; ``prompt`` (:func:`rlvr.train.prompting.prompt_settings`: instruction,
+    trainer state; ``prompt`` (:func:`rlvr.tasks.prompting.prompt_settings`: instruction,
     one-shot, chat template) as ``rlvr_prompt.json``, so that ``rlvr eval`` prompts the
     checkpoint as it was trained. Returns the checkpoint directory.
     """
-    from rlvr.train.prompting import write_prompt_settings
+    from rlvr.tasks.prompting import write_prompt_settings
 
     root = run_dir / "checkpoints"
     state = {"step": step, "optimizer": optimizer.state_dict(),

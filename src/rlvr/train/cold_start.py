@@ -43,7 +43,7 @@ def sft(state: TrainingState, config, eval_rewards, state_path: Path | None = No
         RunInputError: no example left within ``sft.max_length``.
     """
     from rlvr.tasks.registry import task_source
-    from rlvr.train.prompting import prompt_ids
+    from rlvr.tasks.prompting import prompt_ids
     from rlvr.train.sft import SFTInputError, run_sft, sft_steps, verified_examples
 
     c, data = config, state.data
@@ -111,7 +111,7 @@ def save_sft_model(state: TrainingState, run_dir: Path, report: dict | None) -> 
     """The policy (LoRA merged) as ``sft_model/``, with the SFT report and the run's prompt
     settings."""
     from rlvr.models.loader import save_model
-    from rlvr.train.prompting import write_prompt_settings
+    from rlvr.tasks.prompting import write_prompt_settings
 
     def extra(tmp: Path) -> None:
         from rlvr.io import json_text

@@ -7,17 +7,16 @@ Layout: ``config.yaml``, the JSONL logs (:data:`rlvr.train.logs.LOG_FILES`),
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from pathlib import Path
 
 import yaml
 
+from rlvr.models.lora_base import LORA_BASE, SFT_MODEL_DIR, lora_base  # noqa: F401  (re-exported)
+
 REFERENCES_DIR = "references"  # refreshed KL references (algo.ref_refresh_every)
-SFT_MODEL_DIR = "sft_model"  # the model that entered GRPO: KL reference on resume, `rlvr sft` output
 SFT_REPORT = "sft_report.json"  # in sft_model/: the SFT report, for a resume before GRPO
 SFT_STATE = "sft_checkpoint.pt"  # SFT in progress (sft.checkpoint_every), removed once saved
-LORA_BASE = "lora_base.json"  # what the GRPO LoRA adapters are on: {"base": "sft_model" | name}
 
 
 def run_dir_for(config) -> Path:
@@ -44,19 +43,6 @@ def complete_model(directory: Path) -> bool:
 def step_of(checkpoint: Path) -> int:
     """The step of a ``checkpoints/step-NNNNNN`` directory."""
     return int(checkpoint.name.split("-")[1])
-
-
-def lora_base(run_dir: Path, model_name: str, seed: int) -> tuple[str, int]:
-    """``(model name or path, seed)`` the run's GRPO LoRA adapters were trained on: the
-    run's ``sft_model/`` when it did SFT (recorded in ``lora_base.json``), else
-    ``model_name``; runs without the record (before full-weight SFT) used ``model_name``."""
-    path = run_dir / LORA_BASE
-    if not path.is_file():
-        return model_name, seed
-    record = json.loads(path.read_text(encoding="utf-8"))
-    if record["base"] == SFT_MODEL_DIR:
-        return str(run_dir / SFT_MODEL_DIR), seed
-    return record["base"], int(record.get("seed", seed))
 
 
 def plain_policy(policy):

@@ -24,7 +24,7 @@ def load(state: TrainingState, config, eval_rewards) -> None:
     """
     from rlvr.models import load_model_and_tokenizer
     from rlvr.models.loader import ModelLoadError
-    from rlvr.train.prompting import prompt_settings, stop_token_ids
+    from rlvr.tasks.prompting import prompt_settings, stop_token_ids
     from rlvr.train.taskdata import load_run_data
 
     c = config

@@ -26,7 +26,7 @@ class TrainingState:
         tokenizer: its tokenizer.
         stop_ids: token ids that end a completion.
         prompt: the prompt settings saved with every checkpoint
-            (:func:`rlvr.train.prompting.prompt_settings`).
+            (:func:`rlvr.tasks.prompting.prompt_settings`).
         engine: the rollout engine (its own weight snapshot, synced from ``policy``).
         optimizer, scheduler: GRPO's AdamW and LR schedule (:mod:`rlvr.train.schedule`).
         lr_scale: factor on ``grpo.learning_rate`` (``health.rollback_lr_factor`` per

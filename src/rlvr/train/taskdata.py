@@ -41,8 +41,8 @@ class RunData:
 
     def encode(self, tokenizer, one_shot: bool) -> None:
         """Fill ``train_prompts`` / ``val_prompts`` (chat template, instruction, optional
-        one-shot example: :func:`rlvr.train.prompting.prompt_ids`)."""
-        from rlvr.train.prompting import prompt_ids
+        one-shot example: :func:`rlvr.tasks.prompting.prompt_ids`)."""
+        from rlvr.tasks.prompting import prompt_ids
 
         def encode(t):
             return prompt_ids(tokenizer, t, self.instruction(t), one_shot)

@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rlvr.cli.common import precision_choice
+
 data_app = typer.Typer(help="Data curation: convert, generate, check, stratify, dedup, variants.",
                        no_args_is_help=True)
 err = Console(stderr=True)
@@ -185,7 +187,7 @@ def stratify(
     from rlvr.data.stratify import histogram, stratify as run_stratify, tier
     from rlvr.eval.sampling import load_engine_sampler, sample_batched
     from rlvr.models.loader import ModelLoadError
-    from rlvr.train.config import DataConfig
+    from rlvr.tasks.config import DataConfig
 
     try:
         tier(0.5, easy, hard)
@@ -202,8 +204,6 @@ def stratify(
             data = load_config(RunConfig, config, []).data
         except ConfigError as exc:
             raise _fail(str(exc))
-    from rlvr.cli.common import precision_choice
-
     choice = precision_choice(precision)
     try:
         sampler = load_engine_sampler(model, instruction=data.instruction,

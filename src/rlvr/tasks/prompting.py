@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlvr.records import Task
+from rlvr.tasks.config import DataConfig, carry_instruction
 
 ONE_SHOT_QUESTION = "What is 23 + 48?"
 ONE_SHOT_ANSWER = "23 + 48 = 71\n#### 71"
@@ -61,7 +62,7 @@ def prompt_settings(data, tokenizer=None) -> dict:
     kept here to tell when a different one is loaded).
 
     Args:
-        data: the run's :class:`rlvr.train.config.DataConfig`.
+        data: the run's :class:`rlvr.tasks.config.DataConfig`.
         tokenizer: the run's tokenizer (``None``: no chat template recorded).
     """
     return {"format": PROMPT_FORMAT, "source": data.source, "instruction": data.instruction,
@@ -94,9 +95,7 @@ class SavedPrompt:
     def instruction_for(self, source: str) -> str:
         """The instruction the model saw for ``source`` tasks: a ``data.sources`` entry of
         that source, else the run's instruction carried over to it
-        (:func:`rlvr.train.config.carry_instruction`)."""
-        from rlvr.train.config import carry_instruction
-
+        (:func:`rlvr.tasks.config.carry_instruction`)."""
         for entry in self.settings.get("sources", {}).values():
             if entry.get("source") == source:
                 return entry["instruction"]
@@ -133,8 +132,6 @@ def saved_prompt(model: str | Path) -> SavedPrompt | None:
     if run_dir is None or not (run_dir / "config.yaml").is_file():
         return None
     import yaml
-
-    from rlvr.train.config import DataConfig
 
     config = run_dir / "config.yaml"
     try:

@@ -1,0 +1,55 @@
+"""The import contracts of pyproject.toml (``[tool.importlinter]``, issue 18): layers, and the
+forbidden edges (tasks register nothing, distributed does not import train, eval imports
+neither train nor serve). ``lint-imports`` (import-linter, the ``dev`` extra) checks them on the
+source; these tests run it and fail when a contract breaks."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("importlinter")
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+
+def _lint(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run([str(LINT_IMPORTS), "--no-cache", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_every_contract_is_kept():
+    result = _lint()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+def test_a_broken_contract_fails(tmp_path):
+    # The check itself must be able to fail: cli imports tasks, so forbidding it breaks.
+    config = tmp_path / "contracts.ini"
+    config.write_text("[importlinter]\nroot_package = rlvr\n\n"
+                      "[importlinter:contract:bad]\nname = cli must not import tasks\n"
+                      "type = forbidden\nsource_modules = rlvr.cli\n"
+                      "forbidden_modules = rlvr.tasks\n")
+    result = _lint("--config", str(config))
+    assert result.returncode != 0
+    assert "BROKEN" in result.stdout
+
+
+def test_importing_every_task_module_registers_no_reward():
+    # What the forbidden contract stands for, at run time: a fresh interpreter imports every
+    # rlvr.tasks module and finds the reward registry's tables still empty.
+    modules = sorted(p.stem for p in (ROOT / "src" / "rlvr" / "tasks").glob("*.py"))
+    code = ("import importlib, sys\n"
+            f"for m in {modules!r}:\n"
+            "    importlib.import_module('rlvr.tasks' + ('' if m == '__init__' else '.' + m))\n"
+            "from rlvr.rewards import registry as r\n"
+            "print(r.VERIFIERS, r.FORMAT_RULES, r.AGGREGATORS, r.DEFAULT_FORMAT_RULE)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "{} {} {} {}"
