@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from rlvr.rollout import TorchEngine
 from rlvr.rollout import kernels
 from rlvr.rollout.kernels import block_keys, decode_attention, native, pair_values
-from rlvr.rollout.torch_engine import FusedPrefixCache, SharedPrefixCache
+from rlvr.rollout.decoder.caches import FusedPrefixCache, SharedPrefixCache
 
 from .conftest import attention_case, build_variant, have_compiler, kernel_variants
 
@@ -170,7 +170,7 @@ def test_fused_ops_reproduce_the_torch_ops(lib):
     bit for bit where no fp32 reduction or exp is involved, else within one bf16 step on at
     most 0.1% of elements."""
 
-    from rlvr.rollout.torch_engine import _rms_norm, _rope, _signed_sin
+    from rlvr.rollout.decoder.ops import rms_norm, rope, signed_sin
 
     g = torch.Generator().manual_seed(0)
     rows, hidden = 37, 80  # a ragged last vector
@@ -180,17 +180,17 @@ def test_fused_ops_reproduce_the_torch_ops(lib):
     residual = x.clone()
     normed = kernels.add_rms_norm(lib, residual, delta, weight, 1e-5)
     assert torch.equal(residual, x + delta)
-    expected = _rms_norm(x + delta, weight, 1e-5)
+    expected = rms_norm(x + delta, weight, 1e-5)
     close_in_bf16(normed, expected)
     close_in_bf16(kernels.add_rms_norm(lib, x.clone(), None, weight, 1e-5),
-                  _rms_norm(x, weight, 1e-5))
+                  rms_norm(x, weight, 1e-5))
 
     qkv = torch.randn(rows, 7, 64, generator=g).bfloat16()
     angles = torch.randn(rows, 32, generator=g) * 3
     cos = torch.cat([angles.cos()] * 2, -1).bfloat16()
-    sin = _signed_sin(torch.cat([angles.sin()] * 2, -1).bfloat16())
+    sin = signed_sin(torch.cat([angles.sin()] * 2, -1).bfloat16())
     assert torch.equal(kernels.rope(lib, qkv[:, :5], cos, sin),
-                       _rope(qkv[:, :5], cos.unsqueeze(1), sin.unsqueeze(1)))
+                       rope(qkv[:, :5], cos.unsqueeze(1), sin.unsqueeze(1)))
 
     gate_up = (torch.randn(rows, 2 * 72, generator=g) * 4).bfloat16()
     close_in_bf16(kernels.silu_mul(lib, gate_up), F.silu(gate_up[:, :72]) * gate_up[:, 72:])

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from rlvr.rollout import SamplingParams, TorchEngine
 from rlvr.rollout import kernels
 from rlvr.rollout.kernels import block_keys, decode_attention, kernel_values
-from rlvr.rollout.torch_engine import FusedPrefixCache, SharedPrefixCache
+from rlvr.rollout.decoder.caches import FusedPrefixCache, SharedPrefixCache
 
 from .conftest import KERNEL_VARIANTS, build_variant, chi_square_p_value, have_compiler
 from .conftest import attention_case, kernel_variants
@@ -156,7 +156,7 @@ def test_fused_ops_match_fp64_references(lib):
     """Residual add + RMSNorm, rotary embedding and SwiGLU in fp32, with widths that leave a
     ragged last vector on every path, against the formulas in fp64; the residual update and
     the torch path's values to fp32 precision."""
-    from rlvr.rollout.torch_engine import _rms_norm, _rope, _signed_sin
+    from rlvr.rollout.decoder.ops import rms_norm, rope, signed_sin
 
     g = torch.Generator().manual_seed(0)
     rows, hidden = 37, 77
@@ -169,22 +169,22 @@ def test_fused_ops_match_fp64_references(lib):
     y = (x + delta).double()
     exact = weight.double() * y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + 1e-5)
     torch.testing.assert_close(normed.double(), exact, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(normed, _rms_norm(x + delta, weight, 1e-5), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(normed, rms_norm(x + delta, weight, 1e-5), rtol=1e-6, atol=1e-6)
     unchanged = x.clone()
     torch.testing.assert_close(kernels.add_rms_norm(lib, unchanged, None, weight, 1e-5),
-                               _rms_norm(x, weight, 1e-5), rtol=1e-6, atol=1e-6)
+                               rms_norm(x, weight, 1e-5), rtol=1e-6, atol=1e-6)
     assert torch.equal(unchanged, x)
 
     dim = 70  # half 35: ragged for 16, 8 and 4 lanes
     qkv = torch.randn(rows, 7, dim, generator=g)
     angles = torch.randn(rows, dim // 2, generator=g) * 3
     cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)
-    rotated = kernels.rope(lib, qkv[:, :5], cos, _signed_sin(sin))
+    rotated = kernels.rope(lib, qkv[:, :5], cos, signed_sin(sin))
     xd = qkv[:, :5].double()
     half = torch.cat([-xd[..., dim // 2:], xd[..., :dim // 2]], -1)  # rotate_half
     exact = xd * cos.double()[:, None] + half * sin.double()[:, None]
     torch.testing.assert_close(rotated.double(), exact, rtol=1e-6, atol=1e-6)
-    in_torch = _rope(qkv[:, :5], cos.unsqueeze(1), _signed_sin(sin).unsqueeze(1))
+    in_torch = rope(qkv[:, :5], cos.unsqueeze(1), signed_sin(sin).unsqueeze(1))
     torch.testing.assert_close(rotated, in_torch, rtol=1e-6, atol=1e-6)
 
     gate_up = torch.randn(rows, 2 * 75, generator=g) * 4

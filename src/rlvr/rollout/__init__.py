@@ -28,7 +28,8 @@ from rlvr.rollout import hf as _hf  # noqa: E402,F401
 from rlvr.rollout import torch_engine as _torch_engine  # noqa: E402,F401
 from rlvr.rollout import vllm_engine as _vllm_engine  # noqa: E402,F401  (vllm imported lazily)
 from rlvr.rollout.hf import HFEngine  # noqa: E402
-from rlvr.rollout.torch_engine import TorchEngine, UnsupportedModelError  # noqa: E402
+from rlvr.rollout.decoder.support import UnsupportedModelError  # noqa: E402
+from rlvr.rollout.torch_engine import TorchEngine  # noqa: E402
 
 DEFAULT_ENGINE = "torch"
 

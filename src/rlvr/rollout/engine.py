@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from rlvr.models.precision import resolve_precision
-
+from rlvr.rollout.decoder.support import UnsupportedModelError
 from rlvr.rollout.types import (
     FINISH_LENGTH,
     FINISH_STOP,
@@ -130,8 +130,6 @@ def create_auto_engine(name: str, model, *, pad_token_id: int | None = None,
         UnknownEngineError: ``name`` is neither ``auto`` nor registered.
         UnsupportedModelError: ``name="torch"`` and the model is not Llama-family.
     """
-    from rlvr.rollout.torch_engine import UnsupportedModelError  # torch_engine imports us
-
     if name != "auto":
         return create_engine(name, model, pad_token_id=pad_token_id, precision=precision)
     try:

@@ -1,0 +1,150 @@
+"""The weight snapshot of the ``torch`` engine: a policy's weights copied into the engine's
+compute dtype, fused and prepacked for its decode loop.
+
+:func:`snapshot_weights` is the one place where policy weights enter the engine; the engine
+calls it before its first generation, on ``update_weights`` and whenever the live model's
+parameters changed (their version counters moved). It casts every weight to the compute
+dtype (``detach().to(dtype).contiguous()``: a copy unless the parameter already has that
+dtype and layout), concatenates q / k / v into one matmul weight and gate / up into
+another (one matmul each instead of three / two per decode step), and wraps every matmul
+weight in a :class:`~rlvr.rollout.decoder.linear.Linear` (prepacked for oneDNN once per
+snapshot). A tied LM head shares the embedding copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from rlvr.rollout.decoder.linear import Linear
+from rlvr.rollout.decoder.support import check_supported_model
+
+
+@dataclass
+class LayerWeights:
+    """One decoder layer's weights in the compute dtype (``[out, in]`` like ``nn.Linear``)."""
+
+    ln1: Tensor  # [H]
+    qkv: Linear  # [(Hq + 2 Hkv) D, H], bias on Qwen2
+    o: Linear  # [H, Hq D]
+    ln2: Tensor  # [H]
+    gate_up: Linear  # [2 I, H]: gate rows then up rows
+    down: Linear  # [H, I]
+
+
+@dataclass
+class DecoderWeights:
+    """A compute-dtype snapshot of a Llama-family model's weights plus its rotary module
+    (built by :func:`snapshot_weights`).
+
+    Attributes:
+        dtype: the compute dtype (bf16 or fp32).
+        heads, kv_heads, head_dim, intermediate: attention / MLP sizes; eps: RMSNorm epsilon;
+            vocab_size: V.
+        embed: [V, H] token embeddings; lm_head: [V, H] output projection; norm: [H] final
+            RMSNorm weight.
+        layers: the per-layer weights.
+        rotary_emb: the model's own rotary-embedding module (see :meth:`rotary`).
+    """
+
+    dtype: torch.dtype
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    eps: float
+    vocab_size: int
+    embed: Tensor
+    lm_head: Linear
+    norm: Tensor
+    layers: list[LayerWeights]
+    rotary_emb: Any
+    _probe: Tensor = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._probe = torch.zeros(1, dtype=self.dtype)  # tells the rotary module the output dtype
+
+    def rotary(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """``(cos, sin)`` of shape ``positions.shape + [D]`` in the compute dtype, from the
+        model's own rotary module (so any rope scaling it implements applies).
+
+        Computed per call rather than looked up in a table: the vectorised fp32 cos / sin
+        round the last bit differently depending on tensor shape, and calling the module on the
+        same ``[rows, length]`` positions as transformers does keeps bf16 greedy decoding
+        identical to the ``hf`` engine.
+        """
+        cos, sin = self.rotary_emb(self._probe, positions.view(-1, positions.shape[-1]))
+        return cos.view(*positions.shape, -1), sin.view(*positions.shape, -1)
+
+
+def snapshot_weights(model, dtype: torch.dtype, batch_hint: int = 64,
+                     prepack_fp32: bool = True) -> DecoderWeights:
+    """Copy ``model``'s weights into ``dtype`` for the engine's forward passes.
+
+    Args:
+        model: a supported transformers causal LM (:func:`check_supported_model`), any
+            parameter dtype; left unchanged.
+        dtype: compute dtype (bf16 or fp32).
+        batch_hint: typical decode rows, for oneDNN's packing heuristics.
+        prepack_fp32: prepack fp32 matmul weights for oneDNN (see
+            :class:`~rlvr.rollout.decoder.linear.Linear`; bf16 weights are always prepacked).
+
+    Returns:
+        The snapshot. Fused weights (q / k / v, gate / up) are fresh tensors; a weight already
+        in ``dtype`` and contiguous (an fp32 policy's embeddings and norms in an fp32
+        snapshot) is the model's own tensor, detached, not a copy.
+
+    Raises:
+        UnsupportedModelError: the architecture is not Llama-family, or the model is
+            LoRA-wrapped.
+    """
+    check_supported_model(model)
+    cfg = model.config
+    inner = model.model
+    heads = cfg.num_attention_heads
+
+    def cast(t: Tensor) -> Tensor:
+        return t.detach().to(dtype).contiguous()
+
+    def linear(weight: Tensor, bias: Tensor | None) -> Linear:
+        return Linear(weight, bias, batch_hint, prepack_fp32)
+
+    def layer(block) -> LayerWeights:
+        att, mlp = block.self_attn, block.mlp
+        projections = (att.q_proj, att.k_proj, att.v_proj)
+        bias = None
+        if att.q_proj.bias is not None:
+            bias = cast(torch.cat([p.bias for p in projections]))
+        return LayerWeights(
+            ln1=cast(block.input_layernorm.weight),
+            qkv=linear(cast(torch.cat([p.weight for p in projections])), bias),
+            o=linear(cast(att.o_proj.weight), None),
+            ln2=cast(block.post_attention_layernorm.weight),
+            gate_up=linear(cast(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])), None),
+            down=linear(cast(mlp.down_proj.weight), None),
+        )
+
+    with torch.no_grad():
+        embed = cast(inner.embed_tokens.weight)
+        head = (embed if model.lm_head.weight is inner.embed_tokens.weight
+                else cast(model.lm_head.weight))
+        lm_head = linear(head, None)
+        norm = cast(inner.norm.weight)
+        layers = [layer(block) for block in inner.layers]
+    return DecoderWeights(
+        dtype=dtype,
+        heads=heads,
+        kv_heads=getattr(cfg, "num_key_value_heads", None) or heads,
+        head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // heads,
+        intermediate=cfg.intermediate_size,
+        eps=float(cfg.rms_norm_eps),
+        vocab_size=cfg.vocab_size,
+        embed=embed,
+        lm_head=lm_head,
+        norm=norm,
+        layers=layers,
+        rotary_emb=inner.rotary_emb,
+    )
