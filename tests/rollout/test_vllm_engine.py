@@ -17,16 +17,14 @@ import pytest
 import torch
 
 from rlvr.rollout import RolloutEngine, SamplingParams, create_engine, engine_names
-from rlvr.rollout.vllm_engine import (
-    INSTALL_HINT,
-    VLLMEngine,
+from rlvr.rollout.vllm_convert import (
     build_sampling_params,
-    find_inprocess_model,
-    parse_version,
     request_outputs_to_rollout,
     sampled_token_logprobs,
     vllm_sampling_kwargs,
 )
+from rlvr.rollout.vllm_engine import INSTALL_HINT, VLLMEngine, parse_version
+from rlvr.rollout.vllm_weights import find_inprocess_model
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 

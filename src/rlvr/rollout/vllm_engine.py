@@ -67,11 +67,8 @@ import warnings
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
-from torch import Tensor
 
 from rlvr.rollout.engine import (
-    as_state_dict,
-    build_output,
     check_prompts,
     default_pad_token_id,
     load_weights_into,
@@ -79,13 +76,20 @@ from rlvr.rollout.engine import (
     register_engine,
 )
 from rlvr.rollout.types import RolloutOutput, RolloutTiming, SamplingParams
+from rlvr.rollout.vllm_convert import (
+    build_sampling_params,
+    first_token_seconds,
+    request_outputs_to_rollout,
+)
+from rlvr.rollout.vllm_weights import (
+    find_inprocess_model,
+    load_weights_on_worker,
+    state_dict_weights,
+)
 
 INSTALL_HINT = "pip install 'rlvr[vllm]'"
 LOGPROBS_MODE_SINCE = (0, 10, 2)  # first vLLM with the `logprobs_mode` engine argument
 V1_DEFAULT_SINCE = (0, 8, 0)  # first vLLM whose default engine is V1 (raw log-probs)
-_SEED_LIMIT = 2**63 - 1
-
-WeightList = list[tuple[str, Tensor]]
 
 
 def import_vllm():
@@ -96,7 +100,7 @@ def import_vllm():
             needs a CUDA GPU.
     """
     try:
-        import vllm
+        import vllm  # optional dependency: vllm (extra `vllm`)
     except ImportError as exc:
         raise ImportError(
             f"the 'vllm' rollout engine needs vLLM, which needs a CUDA GPU: {INSTALL_HINT} "
@@ -123,199 +127,6 @@ def parse_version(text: str) -> tuple[int, int, int]:
     """``"0.10.2rc1.dev3"`` -> ``(0, 10, 2)``; missing parts are 0."""
     numbers = [int(x) for x in re.findall(r"\d+", text.split("+")[0])[:3]]
     return tuple(numbers + [0] * (3 - len(numbers)))  # type: ignore[return-value]
-
-
-def vllm_sampling_kwargs(params: SamplingParams, seed: int | None) -> dict[str, Any]:
-    """Keyword arguments of ``vllm.SamplingParams`` for one prompt of ``params``.
-
-    Args:
-        params: rlvr sampling parameters.
-        seed: the prompt's seed (``None``: vLLM's global generator).
-
-    Greedy (``temperature == 0``) asks for a single completion (the caller repeats it ``n``
-    times) and no seed; ``top_k == 0`` becomes -1, which every vLLM version reads as disabled.
-    """
-    return {
-        "n": 1 if params.greedy else params.n,
-        "temperature": float(params.temperature),
-        "top_p": float(params.top_p),
-        "top_k": params.top_k if params.top_k > 0 else -1,
-        "max_tokens": params.max_new_tokens,
-        "min_tokens": 0,
-        "stop_token_ids": list(params.stop_token_ids),
-        "ignore_eos": True,
-        "logprobs": 0,
-        "detokenize": False,
-        "seed": None if params.greedy else seed,
-    }
-
-
-def build_sampling_params(factory: Callable[..., Any], params: SamplingParams, num_prompts: int,
-                          per_request_seed: bool = True) -> list[Any]:
-    """One ``factory(**kwargs)`` (``vllm.SamplingParams``) per prompt.
-
-    Prompt ``i`` gets seed ``(base + i * n) mod 2**63-1`` with ``base = params.resolved_seed()``
-    (vLLM V1 seeds child ``k`` of a request with ``seed + k``, so all rows differ); with
-    ``per_request_seed=False`` no seed is set (faster sampling in vLLM, not reproducible).
-    """
-    base = params.resolved_seed() if per_request_seed and not params.greedy else None
-    out = []
-    for i in range(num_prompts):
-        seed = None if base is None else (base + i * params.n) % _SEED_LIMIT
-        out.append(factory(**vllm_sampling_kwargs(params, seed)))
-    return out
-
-
-def _logprob_value(entry: Any) -> float:
-    """A vLLM ``Logprob`` (``.logprob``) or a plain number."""
-    value = getattr(entry, "logprob", entry)
-    return float(value)
-
-
-def sampled_token_logprobs(token_ids: Sequence[int], logprobs: Any) -> list[float]:
-    """Log-prob of each sampled token from a ``CompletionOutput.logprobs``: a list (or vLLM's
-    list-like ``FlatLogprobs``) with one ``{token_id: Logprob}`` mapping per generated token
-    (with ``logprobs=0`` it holds the sampled token only; with ``logprobs=k`` also the top-k).
-
-    Raises:
-        ValueError: no log-probs, wrong length, or a position without the sampled token.
-    """
-    if logprobs is None:
-        raise ValueError("vLLM returned no log-probs (the request must set logprobs=0)")
-    if len(logprobs) != len(token_ids):
-        raise ValueError(f"vLLM returned {len(logprobs)} log-prob entries for "
-                         f"{len(token_ids)} tokens")
-    values = []
-    for pos, token in enumerate(token_ids):
-        entry = logprobs[pos]
-        if not isinstance(entry, Mapping) or token not in entry:
-            raise ValueError(f"vLLM log-probs at position {pos} lack the sampled token {token}")
-        values.append(_logprob_value(entry[token]))
-    return values
-
-
-def request_outputs_to_rollout(outputs: Sequence[Any], params: SamplingParams, pad_token_id: int,
-                               timing: RolloutTiming | None = None) -> RolloutOutput:
-    """Convert ``LLM.generate``'s ``RequestOutput`` list (one per prompt, in prompt order) into
-    a :class:`RolloutOutput`.
-
-    Each request's ``outputs`` (``CompletionOutput``: ``index``, ``token_ids``, ``logprobs``,
-    ``finish_reason``) are ordered by ``index``; greedy requests carry one completion, repeated
-    ``params.n`` times. ``finish_reason == "stop"`` maps to ``"stop"`` (the stop token is part
-    of the completion: vLLM keeps stop token ids in ``token_ids``), ``"length"`` to ``"length"``.
-
-    Raises:
-        ValueError: a request with the wrong number of completions, an aborted completion, or
-            missing log-probs.
-    """
-    per_request = 1 if params.greedy else params.n
-    rows_ids: list[list[int]] = []
-    rows_lps: list[list[float]] = []
-    stopped: list[bool] = []
-    for i, request in enumerate(outputs):
-        completions = sorted(request.outputs, key=lambda c: getattr(c, "index", 0))
-        if len(completions) != per_request:
-            raise ValueError(f"vLLM returned {len(completions)} completions for prompt {i}, "
-                             f"expected {per_request}")
-        for completion in completions:
-            reason = completion.finish_reason
-            if reason not in ("stop", "length"):
-                raise ValueError(f"vLLM completion of prompt {i} finished with {reason!r}")
-            ids = [int(t) for t in completion.token_ids]
-            lps = sampled_token_logprobs(ids, completion.logprobs)
-            for _ in range(params.n // per_request):
-                rows_ids.append(ids)
-                rows_lps.append(lps)
-                stopped.append(reason == "stop")
-    total = len(rows_ids)
-    width = max((len(r) for r in rows_ids), default=0)
-    tokens = torch.full((total, width), pad_token_id, dtype=torch.long)
-    logprobs = torch.zeros((total, width), dtype=torch.float32)
-    for r, (ids, lps) in enumerate(zip(rows_ids, rows_lps)):
-        if ids:
-            tokens[r, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-            logprobs[r, : len(lps)] = torch.tensor(lps, dtype=torch.float32)
-    lengths = torch.tensor([len(r) for r in rows_ids], dtype=torch.long)
-    return build_output(tokens, logprobs, lengths, torch.tensor(stopped, dtype=torch.bool),
-                        params.n, pad_token_id, timing or RolloutTiming())
-
-
-def _first_token_seconds(outputs: Sequence[Any], total: float) -> float | None:
-    """Longest arrival -> first-token time over the requests, from vLLM's per-request metrics
-    where it fills them (V0's ``RequestMetrics``); ``None`` otherwise."""
-    spans = []
-    for request in outputs:
-        metrics = getattr(request, "metrics", None)
-        first = getattr(metrics, "first_token_time", None)
-        arrival = getattr(metrics, "arrival_time", None)
-        if isinstance(first, (int, float)) and isinstance(arrival, (int, float)):
-            spans.append(first - arrival)
-    if not spans or not 0 <= max(spans) <= total:
-        return None
-    return max(spans)
-
-
-def _attr_path(obj: Any, path: str) -> Any:
-    for name in path.split("."):
-        obj = getattr(obj, name, None)
-        if obj is None:
-            return None
-    return obj
-
-
-_MODEL_RUNNER_PATHS = (
-    "llm_engine.model_executor.driver_worker.model_runner",
-    "llm_engine.model_executor.driver_worker.worker.model_runner",
-    "llm_engine.engine_core.engine_core.model_executor.driver_worker.model_runner",
-    "llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.model_runner",
-)
-
-
-def _runner_model(runner: Any) -> Any:
-    """The runner's ``nn.Module`` (``get_model()`` unwraps CUDA-graph wrappers in newer V1)."""
-    get_model = getattr(runner, "get_model", None)
-    if callable(get_model):
-        try:
-            model = get_model()
-        except Exception:  # noqa: BLE001 - fall back to the attribute
-            model = None
-        if model is not None:
-            return model
-    return getattr(runner, "model", None)
-
-
-def find_inprocess_model(llm: Any) -> Any:
-    """The vLLM ``nn.Module`` inside ``llm`` when its executor runs in this process (V0, or V1
-    without multiprocessing), else ``None``."""
-    for path in _MODEL_RUNNER_PATHS:
-        runner = _attr_path(llm, path)
-        if runner is None:
-            continue
-        model = _runner_model(runner)
-        if model is not None and callable(getattr(model, "load_weights", None)):
-            return model
-    return None
-
-
-def _load_weights_on_worker(worker: Any, weights: WeightList) -> int:
-    """Run inside a vLLM worker by ``collective_rpc``: load ``weights`` into its model."""
-    runner = getattr(worker, "model_runner", None)
-    model = _runner_model(runner) if runner is not None else None
-    if model is None:
-        model = worker.get_model()
-    model.load_weights(weights)
-    return len(weights)
-
-
-def state_dict_weights(source: Any) -> WeightList:
-    """``[(name, tensor)]`` from an ``nn.Module`` or a ``state_dict`` mapping (tensors detached,
-    left on their device: vLLM's loaders copy across device and dtype).
-
-    Raises:
-        TypeError: ``source`` is neither.
-    """
-    return [(name, tensor.detach()) for name, tensor in as_state_dict(source).items()
-            if isinstance(tensor, Tensor)]
 
 
 @register_engine("vllm")
@@ -406,6 +217,8 @@ class VLLMEngine:
         config = getattr(model, "config", None)
         if config is None and isinstance(model, str):
             try:
+                # optional dependency: transformers (extra `train`); only for a model given
+                # by path, and importing rlvr.rollout stays free of it.
                 from transformers import AutoConfig
 
                 config = AutoConfig.from_pretrained(model)
@@ -484,7 +297,7 @@ class VLLMEngine:
             if model is not None:
                 model.load_weights(weights)
             elif callable(getattr(self.llm, "collective_rpc", None)):
-                self.llm.collective_rpc(_load_weights_on_worker, args=(weights,))
+                self.llm.collective_rpc(load_weights_on_worker, args=(weights,))
             else:
                 raise RuntimeError(
                     "cannot reach vLLM's model to load weights: no in-process model runner and "
@@ -537,7 +350,7 @@ class VLLMEngine:
                                     sampling_params=sampling, use_tqdm=False)
         total = time.perf_counter() - start
         self._sleep()
-        first = _first_token_seconds(outputs, total)
+        first = first_token_seconds(outputs, total)
         timing = (RolloutTiming(prefill_seconds=first, decode_seconds=total - first)
                   if first is not None else RolloutTiming(decode_seconds=total))
         return request_outputs_to_rollout(outputs, params, self.pad_token_id, timing)
