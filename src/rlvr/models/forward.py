@@ -15,6 +15,7 @@ and values through the gather, at (U * P + n * T) instead of n * (P + T) tokens 
 
 from __future__ import annotations
 
+import inspect
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -165,8 +166,6 @@ class _RowGather:
 
 def _cache_argument(model) -> str:
     """transformers >= 5.2x calls the KV cache ``cache``; earlier ``past_key_values``."""
-    import inspect
-
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 

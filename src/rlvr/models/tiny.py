@@ -21,6 +21,7 @@ def tiny_tokenizer():
     """A character-level ``PreTrainedTokenizerFast``: one token per character of
     digits, ASCII letters, punctuation, space and newline, plus ``<pad>``, ``<|im_start|>``,
     ``<|im_end|>`` (the end-of-sequence token) and ``<unk>``. Vocabulary size 100."""
+    # optional dependency: tokenizers, transformers (extra `train`)
     from tokenizers import Tokenizer, models, pre_tokenizers, decoders
     from transformers import PreTrainedTokenizerFast
 
@@ -49,8 +50,8 @@ def tiny_model(tokenizer, seed: int = 0, hidden_size: int = 64, layers: int = 2)
             default model).
         layers: number of decoder layers.
     """
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import torch  # optional dependency: torch (extra `train`)
+    from transformers import LlamaConfig, LlamaForCausalLM  # optional dependency: transformers
 
     config = LlamaConfig(
         vocab_size=len(tokenizer),
@@ -82,7 +83,7 @@ def spread_weights(model, std: float = 0.25, seed: int = 1):
     varied distributions, which engine and sampling tests need. Vectors (norms, biases) are
     left as they are. Deterministic: same ``seed``, same weights.
     """
-    import torch
+    import torch  # optional dependency: torch (extra `train`)
 
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():

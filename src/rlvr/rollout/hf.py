@@ -104,6 +104,7 @@ class HFEngine:
         return all(p.dtype == self.dtype for p in self.model.parameters())
 
     def _generation_config(self, params: SamplingParams):
+        # optional dependency: transformers (extra `train`; importing rlvr.rollout stays free of it)
         from transformers import GenerationConfig
 
         sampling = {}
