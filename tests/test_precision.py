@@ -131,7 +131,7 @@ def test_a_run_follows_the_probe_everywhere(monkeypatch, tmp_path, cap, bf16):
 
 @pytest.mark.parametrize("cap, dtype", [(NATIVE, torch.bfloat16), (EMULATED, torch.float32)])
 def test_eval_and_serve_follow_the_precision(monkeypatch, cap, dtype):
-    from rlvr.eval.sampling import load_engine_sampler
+    from rlvr.eval.engine_sampler import load_engine_sampler
     from rlvr.models import load_model_and_tokenizer
     from rlvr.serve import ModelServer
 

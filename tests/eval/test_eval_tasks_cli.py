@@ -293,12 +293,12 @@ def _own_tasks(path, task_type, n=3):
 
 
 def test_an_unknown_task_type_exits_2_before_any_sampling(tmp_path, monkeypatch):
-    import rlvr.eval.sampling as sampling
+    import rlvr.eval.engine_sampler as engine_sampler
 
     def no_sampling(*args, **kwargs):
         raise AssertionError("a model was loaded for tasks no verifier can score")
 
-    monkeypatch.setattr(sampling, "load_engine_sampler", no_sampling)
+    monkeypatch.setattr(engine_sampler, "load_engine_sampler", no_sampling)
     data = _own_tasks(tmp_path / "own.jsonl", "my_exact")
     result = runner.invoke(app, ["eval", "--model", "tiny-random", "--tasks", "jsonl",
                                  "--data-path", str(data), *SMALL, "-o", str(tmp_path / "o")])

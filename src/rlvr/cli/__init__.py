@@ -5,12 +5,25 @@ This module builds the app and registers the commands, one module per command gr
 :mod:`~rlvr.cli.serve`, :mod:`~rlvr.cli.eval`, :mod:`~rlvr.cli.lengths`,
 :mod:`~rlvr.cli.report`, and ``rlvr data`` (:mod:`~rlvr.cli.data`). What they share (the
 stderr console, ``fail``, exit codes, option checks) is in :mod:`~rlvr.cli.common`.
+
+Import policy (``rlvr --help`` and the light commands stay fast; tests/cli/test_startup.py):
+
+- At module top: the standard library, typer, rich, and the rlvr modules that import without
+  torch: ``rlvr.io``, ``rlvr.records``, ``rlvr.configio``, ``rlvr.progress``,
+  ``rlvr.rewards``, ``rlvr.tasks``, ``rlvr.data``, ``rlvr.reports``.
+- Deferred into the command that needs it, with a ``# deferred:`` comment: the model stack,
+  whose modules import torch / transformers or may (``rlvr.models``, ``rlvr.rollout``,
+  ``rlvr.algo``, ``rlvr.update``, ``rlvr.train``, ``rlvr.eval``, ``rlvr.serve``,
+  ``rlvr.distributed``, ``rlvr.monitor``).
+
+Building the app and printing its help therefore never imports torch.
 """
 
 from __future__ import annotations
 
 import typer
 
+from rlvr import __version__
 from rlvr.cli import data as data_commands
 from rlvr.cli import eval as eval_commands
 from rlvr.cli import lengths as lengths_commands
@@ -35,8 +48,6 @@ app.add_typer(data_commands.data_app, name="data")
 
 def _print_version(value: bool) -> None:
     if value:
-        from rlvr import __version__
-
         typer.echo(__version__)
         raise typer.Exit(0)
 

@@ -9,6 +9,11 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+
+from rlvr.configio import ConfigError, load_config
+from rlvr.io import OutputError, output_dir_problem, output_file_problem
+from rlvr.rewards.registry import load_plugins
 
 err = Console(stderr=True)
 
@@ -19,8 +24,6 @@ EXIT_STOPPED = 3  # `rlvr train`: a health check stopped the run (results are st
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> "typer.Exit":
     """Print ``error: message`` to stderr and return the Exit to raise. ``message`` is plain
     text: brackets in it (``pip install 'rlvr[compare]'``, a path) are printed as written."""
-    from rich.markup import escape
-
     # soft_wrap: a long path is printed whole, not broken across lines at the terminal width
     err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
@@ -37,6 +40,7 @@ def precision_choice(value: str):
     Returns:
         :class:`rlvr.models.precision.PrecisionChoice`.
     """
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.models.precision import resolve_precision
 
     try:
@@ -60,7 +64,7 @@ def default_preset() -> Optional[Path]:
 def load_run_config(path: Optional[Path], overrides: list[str]):
     """The :class:`rlvr.train.config.RunConfig` at ``path`` (None: the default preset, named on
     stderr) with ``--set`` ``overrides``; a bad config exits 2 with its message."""
-    from rlvr.configio import ConfigError, load_config
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.train.config import RunConfig
 
     if path is None:  # the default preset: ./configs, else the one beside the source tree
@@ -77,8 +81,6 @@ def with_plugins(reward, plugins: list[str]):
     """``reward`` (a RewardConfig) with the ``--plugins`` modules added to its ``plugins``
     (imported now, so their task types are known before any data is read; one that does not
     import exits 2 naming it)."""
-    from rlvr.rewards.registry import load_plugins
-
     modules = [m.strip() for text in plugins for m in text.split(",") if m.strip()]
     for module in modules:
         try:
@@ -94,6 +96,7 @@ def with_plugins(reward, plugins: list[str]):
 def check_model_name(name: str, option: str) -> None:
     """Fail (exit 2) on a model name that is neither known, a local path nor a hub id, or a
     local path that does not exist."""
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.models.loader import DEFAULT_MODEL, TINY_RANDOM, is_model_name, missing_model_path
 
     if missing_model_path(name):
@@ -107,8 +110,6 @@ def check_output_file(path: Path, option: str, *, make_parents: bool = False) ->
     """Fail before any work (exit 2, naming the option and the path) when ``path`` cannot be
     written as a file: it is a directory, or its directory is missing (unless
     ``make_parents``) or not writable (:func:`rlvr.io.output_file_problem`)."""
-    from rlvr.io import output_file_problem
-
     problem = output_file_problem(path, make_parents=make_parents)
     if problem is not None:
         raise fail(f"{option} {path}: {problem}")
@@ -118,8 +119,6 @@ def check_output_dir(path: Path, option: str) -> None:
     """Fail before any work (exit 2, naming the option and the path) when ``path`` cannot be
     created or written as an output directory: it (or an ancestor) is a file, or it is not
     writable (:func:`rlvr.io.output_dir_problem`)."""
-    from rlvr.io import output_dir_problem
-
     problem = output_dir_problem(path)
     if problem is not None:
         raise fail(f"{option} {path}: {problem}")
@@ -131,8 +130,6 @@ def output_errors():
     while writing an output) into one line on stderr and exit code 1; the outputs written
     before keep their content (every writer is temp-then-rename or cuts back what it
     appended)."""
-    from rlvr.io import OutputError
-
     try:
         yield
     except OutputError as exc:

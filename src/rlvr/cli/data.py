@@ -13,11 +13,28 @@ from rich.markup import escape
 from rich.table import Table
 
 from rlvr.cli.common import precision_choice
+from rlvr.configio import ConfigError, load_config
+from rlvr.data.check import check_tasks, summarize_checks
+from rlvr.data.dedup import find_contamination, remove_contaminated
+from rlvr.data.stratify import histogram, stratify as run_stratify, tier
+from rlvr.data.variants import make_variants
+from rlvr.io import OutputError, atomic_write, output_file_problem
+from rlvr.rewards.config import RewardConfig
+from rlvr.rewards.pipeline import RewardPipeline
+from rlvr.rewards.registry import task_types
+from rlvr.tasks.config import DataConfig
+from rlvr.tasks.registry import generated_names, source_names, task_source
+from rlvr.tasks.sources import DataError, load_task_file
 
 data_app = typer.Typer(help="Data curation: convert, generate, check, stratify, dedup, variants.",
                        no_args_is_help=True)
 err = Console(stderr=True)
-CONVERTIBLE = ("gsm8k", "math500", "humaneval", "mbpp")
+
+
+def convertible_names() -> list[str]:
+    """The registered task sources whose files ``rlvr data convert`` reads
+    (:attr:`rlvr.tasks.registry.TaskSource.convert_splits`), in registration order."""
+    return [name for name in source_names() if task_source(name).convert_splits]
 
 
 def _fail(message: str) -> typer.Exit:
@@ -28,9 +45,6 @@ def _fail(message: str) -> typer.Exit:
 def _read(path: Path):
     """Tasks of a task JSONL file; exits 2 naming the file and line of a bad record or of a
     task type no verifier is registered for."""
-    from rlvr.rewards.registry import task_types
-    from rlvr.tasks.sources import DataError, load_task_file
-
     try:
         tasks = load_task_file(Path(path))
     except DataError as exc:
@@ -46,8 +60,6 @@ def _read(path: Path):
 def _check_output(path: Optional[Path], option: str = "--output") -> None:
     """Exit 2 before any work, naming the option and the path, when ``path`` cannot be written
     as a file (a directory, an unwritable directory; a missing directory is created)."""
-    from rlvr.io import output_file_problem
-
     if path is not None:
         problem = output_file_problem(path, make_parents=True)
         if problem is not None:
@@ -57,8 +69,6 @@ def _check_output(path: Optional[Path], option: str = "--output") -> None:
 def write_tasks(path: Path, tasks) -> None:
     """Tasks as JSONL, atomically (temp file, then rename). An OSError while writing (disk
     full) prints one line and exits 1; the file keeps its previous content."""
-    from rlvr.io import OutputError, atomic_write
-
     try:
         with atomic_write(path) as f:
             for task in tasks:
@@ -69,37 +79,27 @@ def write_tasks(path: Path, tasks) -> None:
 
 
 def _pipeline(workers: int):
-    from rlvr.rewards.config import RewardConfig
-    from rlvr.rewards.pipeline import RewardPipeline
-
     return RewardPipeline(RewardConfig(workers=workers))
 
 
 @data_app.command()
 def convert(
-    source: str = typer.Argument(..., help=f"One of {', '.join(CONVERTIBLE)}."),
+    source: str = typer.Argument(..., help=f"One of {', '.join(convertible_names())}."),
     path: Path = typer.Argument(..., help="The source file or its directory."),
     output: Path = typer.Option(..., "--output", "-o", help="Task JSONL to write."),
     split: Optional[str] = typer.Option(None, help="gsm8k: train / test (default test); mbpp: "
                                         "train / validation / test / prompt (default all)."),
 ) -> None:
     """Convert a GSM8K / MATH-500 / HumanEval / MBPP file into the task record format."""
-    from rlvr.tasks.code import load_humaneval, load_mbpp
-    from rlvr.tasks.sources import DataError, load_gsm8k, load_math500
-
-    if source not in CONVERTIBLE:
-        raise _fail(f"source: {source!r} is not one of {', '.join(CONVERTIBLE)}")
-    splits = {"gsm8k": ("train", "test"), "math500": ("test",), "humaneval": ("test",),
-              "mbpp": ("train", "validation", "test", "prompt")}[source]
+    convertible = convertible_names()
+    if source not in convertible:
+        raise _fail(f"source: {source!r} is not one of {', '.join(convertible)}")
+    splits = task_source(source).convert_splits
     if split is not None and split not in splits:
         raise _fail(f"--split: {split!r} is not a split of {source} ({', '.join(splits)})")
     _check_output(output)
-    loaders = {"gsm8k": lambda: load_gsm8k(path, split or "test"),
-               "math500": lambda: load_math500(path, "test"),
-               "humaneval": lambda: load_humaneval(path),
-               "mbpp": lambda: load_mbpp(path, split)}
     try:
-        tasks = loaders[source]()
+        tasks = task_source(source).read(path, split)
     except (DataError, ValueError, OSError) as exc:
         raise _fail(str(exc))
     write_tasks(output, tasks)
@@ -108,7 +108,7 @@ def convert(
 
 @data_app.command()
 def generate(
-    source: str = typer.Argument(..., help="arithmetic or logic."),
+    source: str = typer.Argument(..., help=f"{' or '.join(generated_names())}."),
     mixture: str = typer.Option(..., "--mixture", "-m", help="Levels and weights, e.g. "
                                 "`2d+-2d` or `countdown-3:0.5,kk-2:0.5`."),
     n: int = typer.Option(100, "-n", min=1, help="Number of tasks."),
@@ -119,8 +119,6 @@ def generate(
     """Generate tasks from a built-in generator (arithmetic levels, logic puzzles)."""
     _check_output(output)
     try:
-        from rlvr.tasks.registry import generated_names, task_source
-
         if source not in generated_names():
             raise _fail(f"source: {source!r} is not {' or '.join(generated_names())}")
         tasks = task_source(source).generate(mixture, n, seed=seed, split=split)
@@ -139,8 +137,6 @@ def check(
 ) -> None:
     """Every reference must verify against itself, and every worked solution against its
     reference (R27). Prints counts per source and lists the failures; exits 1 if any fail."""
-    from rlvr.data.check import check_tasks, summarize_checks
-
     _check_output(output)
     loaded = [t for path in tasks for t in _read(path)]
     with _pipeline(workers) as rewards:
@@ -184,10 +180,10 @@ def stratify(
 ) -> None:
     """Measure each problem's pass rate under the model and label it easy / medium / hard
     (R24); prints the histogram."""
-    from rlvr.data.stratify import histogram, stratify as run_stratify, tier
-    from rlvr.eval.sampling import load_engine_sampler, sample_batched
+    # deferred: model stack (torch); keeps `rlvr --help` fast
+    from rlvr.eval.engine_sampler import load_engine_sampler
+    from rlvr.eval.sampling import sample_batched
     from rlvr.models.loader import ModelLoadError
-    from rlvr.tasks.config import DataConfig
 
     try:
         tier(0.5, easy, hard)
@@ -197,7 +193,7 @@ def stratify(
     loaded = _read(tasks)
     data = DataConfig()
     if config is not None:
-        from rlvr.configio import ConfigError, load_config
+        # deferred: model stack (torch); keeps `rlvr --help` fast
         from rlvr.train.config import RunConfig
 
         try:
@@ -247,8 +243,6 @@ def dedup(
 ) -> None:
     """Exact and near-duplicate detection between training and evaluation items (R25);
     reports each contaminated training item with its closest evaluation item."""
-    from rlvr.data.dedup import find_contamination, remove_contaminated
-
     _check_output(output)
     train_tasks = _read(train)
     eval_tasks = [t for path in evaluation for t in _read(path)]
@@ -274,8 +268,6 @@ def variants(
     seed: int = typer.Option(0),
 ) -> None:
     """"Similar but different" variants: numbers changed, answers recomputed (R32)."""
-    from rlvr.data.variants import make_variants
-
     _check_output(output)
     made, report = make_variants(_read(tasks), per_task=per_task, seed=seed)
     write_tasks(output, made)

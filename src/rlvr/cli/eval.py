@@ -3,6 +3,8 @@ pass@k, maj@k, best-of-k, cost per k, tables and plots."""
 
 from __future__ import annotations
 
+import time
+from datetime import datetime
 from pathlib import Path
 from typing import Optional
 
@@ -10,6 +12,21 @@ import typer
 
 from rlvr.cli.common import (PRECISION_HELP, check_model_name, check_output_dir, err, fail,
                              output_errors, precision_choice, with_plugins)
+from rlvr.configio import ConfigError, load_config
+from rlvr.io import InputError
+from rlvr.progress import console_phases
+from rlvr.rewards.pipeline import RewardPipeline
+from rlvr.tasks.prompting import saved_prompt
+from rlvr.tasks.registry import generated_names, needs_data_path, source_names
+from rlvr.tasks.sources import load_tasks
+
+
+def _tasks_help() -> str:
+    """``--tasks`` help: the registered task sources (:mod:`rlvr.tasks.registry`)."""
+    files = [name for name in source_names() if needs_data_path(name)]
+    return (f"Task source, as data.source of a run config: {', '.join(generated_names())} "
+            "(generated in-process from --mixture, or read from --data-path), "
+            f"{', '.join(files)} (read from --data-path).")
 
 
 def eval_(
@@ -17,11 +34,7 @@ def eval_(
                                     "smollm2-135m-instruct, tiny-random, a checkpoint directory "
                                     "or hub id. Repeat to compare models side by side (same "
                                     "problems, same seeds). With --endpoint: the served name."),
-    tasks: Optional[str] = typer.Option(None, "--tasks", "-t", help="Task source, as "
-                                        "data.source of a run config: arithmetic, logic "
-                                        "(generated in-process from --mixture, or read from "
-                                        "--data-path), gsm8k, math500, jsonl, humaneval, mbpp "
-                                        "(read from --data-path)."),
+    tasks: Optional[str] = typer.Option(None, "--tasks", "-t", help=_tasks_help()),
     data_path: Optional[Path] = typer.Option(None, "--data-path", help="Data file or "
                                              "directory of file sources (data.path); for "
                                              "arithmetic / logic a task file instead of "
@@ -106,9 +119,7 @@ def eval_(
 ) -> None:
     """Test-time scaling: n samples per problem -> pass@k, maj@k, best-of-k, cost per k,
     per-category tables and plots (DIR/results.json, results.md, completions.jsonl, *.png)."""
-    import time
-    from datetime import datetime
-
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.eval.evaluate import (EvalError, EvalSettings, load_reranker, parse_aggregators,
                                     parse_ks)
     from rlvr.eval.report import combine, markdown, write_report
@@ -169,7 +180,7 @@ def eval_(
 
 
 def _load_run_config_for_eval(config: Optional[Path]):
-    from rlvr.configio import ConfigError, load_config
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.train.config import RunConfig
 
     try:
@@ -188,6 +199,7 @@ def _eval_data_config(run_config, tasks, data_path, mixture, split, limit, instr
                       one_shot):
     """The DataConfig ``rlvr eval`` loads (:func:`rlvr.eval.data.eval_data_config`); bad values
     exit 2 naming the option."""
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.eval.data import eval_data_config
     from rlvr.eval.evaluate import EvalError
 
@@ -207,8 +219,8 @@ def _model_prompts(models, data, instruction, one_shot, config) -> dict[str, dic
         model -> ``{"instruction", "one_shot", "from", "saved"}`` (``saved``: the
         :class:`rlvr.tasks.prompting.SavedPrompt` used, or ``None``).
     """
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.eval.prompts import model_prompt, wants_saved_prompt
-    from rlvr.tasks.prompting import saved_prompt
 
     out = {}
     for name in models:
@@ -230,6 +242,7 @@ def _model_prompts(models, data, instruction, one_shot, config) -> dict[str, dic
 def _checked_template(sampler, name: str, saved) -> object:
     """``sampler``, after a warning when its tokenizer's chat template is not the one the model
     was trained with (:func:`rlvr.eval.prompts.template_differs`)."""
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.eval.prompts import template_differs
 
     if template_differs(sampler.tokenizer, saved):
@@ -240,13 +253,12 @@ def _checked_template(sampler, name: str, saved) -> object:
 
 def _eval_models(models, endpoint, data, split, settings, reward_config, rerank, http,
                  prompts):
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.eval.evaluate import EvalError, evaluate_models
-    from rlvr.eval.sampling import EndpointSampler, load_engine_sampler
+    from rlvr.eval.engine_sampler import load_engine_sampler
+    from rlvr.eval.sampling import EndpointSampler
     from rlvr.eval.summary import SummaryError
     from rlvr.models.loader import ModelLoadError
-    from rlvr.progress import console_phases
-    from rlvr.rewards.pipeline import RewardPipeline
-    from rlvr.tasks.sources import load_tasks
 
     if endpoint is None:
         for name in models:
@@ -289,6 +301,7 @@ def _eval_models(models, endpoint, data, split, settings, reward_config, rerank,
     except ImportError as exc:
         raise fail(str(exc), code=1)
     except RuntimeError as exc:  # a server that cannot be reached or answers errors
+        # deferred: model stack (torch); keeps `rlvr --help` fast
         from rlvr.eval.endpoint import EndpointError
 
         if isinstance(exc, EndpointError):
@@ -297,12 +310,10 @@ def _eval_models(models, endpoint, data, split, settings, reward_config, rerank,
 
 
 def _eval_completions(path, settings, reward_config, ks_text, rerank):
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.eval.evaluate import EvalError, evaluate_completions
     from rlvr.eval.records import read_completions
     from rlvr.eval.summary import SummaryError
-    from rlvr.progress import console_phases
-    from rlvr.rewards.pipeline import RewardPipeline
-    from rlvr.io import InputError
 
     try:
         data = read_completions(path)

@@ -8,8 +8,10 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from rlvr.cli.common import check_output_file, fail, output_errors
+from rlvr.io import atomic_write, write_json
 
 
 def lengths(
@@ -26,10 +28,8 @@ def lengths(
 ) -> None:
     """Completion-length distribution, recommended inference cap (P90 x 1.2) and the
     truncation rate at the current cap (R19)."""
-    from rich.table import Table
-
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.eval.lengths import LengthsError, histogram, length_report, load_lengths
-    from rlvr.io import atomic_write, write_json
 
     if json_out is not None:
         check_output_file(json_out, "--json")

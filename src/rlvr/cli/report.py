@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from rlvr.cli.common import fail
+from rlvr.reports.run_report import write_run_report
 
 
 def report(
@@ -17,8 +18,6 @@ def report(
                                           "(default RUN_DIR/report.html)."),
 ) -> None:
     """A self-contained HTML report of a run: curves, alerts, baseline vs trained, samples."""
-    from rlvr.reports.run_report import write_run_report
-
     try:
         path = write_run_report(run_dir, output)
     except ValueError as exc:

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Optional
 
 from rlvr.cli.common import fail
+from rlvr.configio import override_for
+from rlvr.io import output_dir_problem
 
 
 def run_dir_option(resume: Optional[Path], output_dir: Optional[Path], run_config) -> str:
@@ -28,8 +30,6 @@ def prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool,
     the old ``sft_model/`` would become a later resume's KL reference). ``--overwrite``
     clears such a directory first. Returns whether this run starts in an empty (or new)
     directory, which :func:`discard_failed_start` may then clear again."""
-    from rlvr.io import output_dir_problem
-
     if run_dir.exists() and not run_dir.is_dir():
         raise fail(f"{option} {run_dir}: exists and is not a directory (choose another "
                    f"--output-dir)")
@@ -65,7 +65,7 @@ def discard_failed_start(run_dir: Path, fresh: bool) -> None:
 def check_run_inputs(config, overrides: list[str] = ()) -> None:
     """Fail before any work on inputs that cannot work (exit 2); a value that came from a
     ``--set`` override is named by it."""
-    from rlvr.configio import override_for
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.models.loader import is_model_name, missing_model_path
 
     def origin(field: str) -> str:

@@ -32,6 +32,7 @@ def serve(
     """Serve a model through the OpenAI-compatible API: /v1/completions,
     /v1/chat/completions, /v1/models (Ctrl-C stops). Logs one line per request (method, path,
     status, latency, tokens) on stderr."""
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.serve import ENGINES
 
     if engine not in ENGINES:
@@ -40,6 +41,7 @@ def serve(
     if served_model_name is not None and not served_model_name.strip():
         raise fail("--served-model-name: expected a non-empty name")
     choice = precision_choice(precision)
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.serve import bind_socket, missing_dependencies, serve_forever
 
     if missing_dependencies():
@@ -67,6 +69,7 @@ def _model_server(name: str, engine: str, max_concurrency: int, max_tokens: int,
                   precision: str = "auto", served_name: str | None = None):
     """Load ``name`` and wrap it in a ModelServer serving it as ``served_name`` (default:
     ``name``); bad input exits 2 naming the option."""
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.models.inference import load_for_inference
     from rlvr.models.loader import ModelLoadError
     from rlvr.rollout import UnsupportedModelError

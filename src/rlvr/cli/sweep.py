@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Optional
 
@@ -11,6 +12,7 @@ from rich.console import Console
 
 from rlvr.cli.common import EXIT_STOPPED, check_output_dir, default_preset, err, fail
 from rlvr.cli.run_checks import check_run_inputs
+from rlvr.configio import ConfigError
 
 
 def sweep(
@@ -30,9 +32,7 @@ def sweep(
     """Run a job once per swept setting (one after another) and compare them: DIR/sweep.png
     (reward, KL, validation pass@1, length curves), sweep.md, sweep.json. Re-running the same
     command skips the variants already finished."""
-    from datetime import datetime
-
-    from rlvr.configio import ConfigError
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.train.run import RunInputError
     from rlvr.train.sweep import (SWEEP_PNG, build_configs, parse_sweep, run_sweep,
                                   summary_table, variant_name)

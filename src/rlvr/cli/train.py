@@ -29,6 +29,7 @@ def train(
                                    "continue a run)."),
 ) -> None:
     """SFT cold start + GRPO, ending with a baseline vs trained validation table."""
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.train.run import Run, RunInputError, results_table, run_dir_for
 
     if resume is not None and overwrite:
@@ -53,6 +54,7 @@ def train(
         discard_failed_start(run_dir, fresh)
         raise fail(str(exc))
     Console(width=None if sys.stdout.isatty() else 120).print(results_table(results))
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.eval.report import pass_at_k_table
 
     sampled = pass_at_k_table(results)
@@ -85,6 +87,7 @@ def sft(
 ) -> None:
     """The SFT cold start alone: validation before and after, model saved to RUN/sft_model
     (pass it as model.name to a later `rlvr train --set sft.enabled=false`)."""
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.train.run import Run, RunInputError, run_dir_for
 
     run_config = load_run_config(config, set_)
@@ -117,6 +120,7 @@ def sft(
 def _print_config_summary(run_config, run_dir: Path) -> None:
     """The run's main settings, a line per section, on stderr (never wrapped: a log keeps one
     line per setting); the whole resolved config goes to ``run_dir/config.yaml``."""
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.train.config import config_summary
 
     for line in config_summary(run_config, str(run_dir / "config.yaml")):
@@ -139,6 +143,7 @@ def _check_resume_overrides(resume: Path, run_config, overrides: list[str]) -> N
     """Fail (exit 2, naming each ``--set`` and why) when the overrides given with
     ``--resume`` change a setting the checkpoint or the run's start fixed
     (:func:`rlvr.train.config.resume_conflicts`), instead of silently not applying it."""
+    # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.train.config import RESUME_HINT, resume_conflicts
 
     if not overrides:

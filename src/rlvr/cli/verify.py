@@ -9,8 +9,18 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
 from rlvr.cli.common import check_output_file, err, fail, output_errors, with_plugins
+from rlvr.configio import ConfigError, load_config
+from rlvr.io import InputError, atomic_write, json_text, write_json
+from rlvr.rewards.compare import (CompareError, check_tool, compare_results,
+                                  default_compare_out, math_verify_verdicts)
+from rlvr.rewards.config import RewardConfig
+from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
+from rlvr.rewards.pool import VerifierPool
+from rlvr.rewards.records_io import output_row, read_records
+from rlvr.rewards.summary import summarize, summary_table
 
 
 def verify(
@@ -46,17 +56,9 @@ def verify(
                                       "comma-separated."),
 ) -> None:
     """Score completions with the reward pipeline: reward, components, status, extracted."""
-    from rlvr.rewards.config import RewardConfig
-    from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
-    from rlvr.rewards.pool import VerifierPool
-    from rlvr.io import InputError
-    from rlvr.rewards.records_io import read_records
-
     reward_config = with_plugins(_load_reward_config(config, workers=workers, timeout_s=timeout),
                                  plugins)
     if compare is not None:
-        from rlvr.rewards.compare import CompareError, check_tool, default_compare_out
-
         try:
             check_tool(compare)
         except CompareError as exc:
@@ -86,8 +88,6 @@ def verify(
             results = _with_progress(len(requests), "verifying",
                                      lambda done: pipeline.score_batch(requests, done))
         if compare is not None:
-            from rlvr.rewards.compare import math_verify_verdicts
-
             n_math = sum(r.task_type == "math" for r in records)
             other = _with_progress(n_math, compare, lambda done: math_verify_verdicts(
                 pool, records, timeout, done))
@@ -104,10 +104,6 @@ def _write_verify_outputs(records, results, output, summary, summary_json, input
                           compare_out, other) -> None:
     """The outputs of ``rlvr verify`` (each written atomically; an OSError raises
     :class:`~rlvr.io.OutputError`)."""
-    from rlvr.io import atomic_write, json_text, write_json
-    from rlvr.rewards.records_io import output_row
-    from rlvr.rewards.summary import summarize, summary_table
-
     rows = [output_row(r, res) for r, res in zip(records, results)]
     if output is not None:
         with atomic_write(output) as f:
@@ -126,8 +122,6 @@ def _write_verify_outputs(records, results, output, summary, summary_json, input
             with atomic_write(summary_json) as f:
                 write_json(f, stats, ensure_ascii=True)
     if compare is not None:
-        from rlvr.rewards.compare import compare_results
-
         comparison = compare_results(records, results, other, compare)
         with atomic_write(compare_out) as f:
             for row in comparison.rows:
@@ -144,7 +138,6 @@ def _with_progress(total: int, label: str, run):
     is called with the number done); returns what ``run`` returns."""
     if total < 200:
         return run(None)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     with Progress(label, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=True) as progress:
@@ -164,9 +157,6 @@ def _check_distinct_outputs(paths: list[tuple[str, Path]]) -> None:
 
 
 def _load_reward_config(path: Optional[Path], **overrides):
-    from rlvr.configio import ConfigError, load_config
-    from rlvr.rewards.config import RewardConfig
-
     sets = [f"{key}={value}" for key, value in overrides.items()]
     try:
         return load_config(RewardConfig, path, sets, section="reward")

@@ -110,7 +110,7 @@ def sample_endpoint(url: str, prompts: list[list[dict]], *, n: int, temperature:
         ImportError: ``httpx`` is not installed (``pip install 'rlvr[serve]'``).
     """
     try:
-        import httpx
+        import httpx  # optional dependency: httpx (rlvr[serve])
     except ImportError as exc:
         raise ImportError("sampling from an endpoint needs httpx: pip install 'rlvr[serve]'"
                           ) from exc
@@ -216,7 +216,7 @@ def _post_with_retries(client, settings: _Settings, index: int, payload: dict
     Raises:
         EndpointError: a non-retryable answer, or ``retries + 1`` failed attempts.
     """
-    import httpx
+    import httpx  # optional dependency: httpx (rlvr[serve])
 
     start = time.perf_counter()
     last, last_retry_after = "no attempt made", None

@@ -20,6 +20,8 @@ from rlvr.eval.summary import default_ks, summarize
 from rlvr.progress import PhaseFactory, silent
 from rlvr.records import Task
 from rlvr.rewards.pipeline import RewardPipeline
+from rlvr.rewards.registry import task_types as registered_task_types
+from rlvr.tasks.sources import unknown_task_type
 
 
 class EvalError(ValueError):
@@ -196,10 +198,7 @@ def wrong_hints(tasks: Sequence[Task], rewards: RewardPipeline) -> list[str]:
 def check_task_types(task_types: set[str]) -> None:
     """Raise :class:`EvalError` (before any sampling) when a task type has no registered
     verifier, naming it and the registered ones."""
-    from rlvr.rewards.registry import task_types as registered
-    from rlvr.tasks.sources import unknown_task_type
-
-    known = set(registered())
+    known = set(registered_task_types())
     missing = sorted(task_types - known)
     if missing:
         raise EvalError(unknown_task_type(missing[0], known))

@@ -20,7 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+import yaml
+
+from rlvr.io import InputError, jsonl_objects
 from rlvr.length_cap import CAP_FACTOR, length_cap, percentile  # noqa: F401  (re-exported)
+from rlvr.models.loader import TINY_RANDOM, resolve_model_path
+from rlvr.models.tiny import tiny_tokenizer
 
 _LENGTH_FIELDS = ("tokens", "length", "completion_tokens")
 
@@ -97,20 +102,15 @@ class Lengths:
 def load_tokenizer(name: str):
     """A tokenizer by model name (``tiny-random``, the default model, a path or hub id)
     without loading the model's weights."""
-    from rlvr.models.loader import TINY_RANDOM, resolve_model_path
-
     if name == TINY_RANDOM:
-        from rlvr.models.tiny import tiny_tokenizer
-
         return tiny_tokenizer()
+    # optional dependency: transformers (rlvr[train]); counting stored `tokens` needs none
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(resolve_model_path(name))
 
 
 def _rows(path: Path) -> list[tuple[int, dict]]:
-    from rlvr.io import InputError, jsonl_objects
-
     try:
         return jsonl_objects(path)
     except InputError as exc:
@@ -147,8 +147,6 @@ def load_lengths(path: str | Path, *, tokenizer: str | None = None,
     Raises:
         LengthsError: nothing usable at ``path``; the message says what was expected.
     """
-    import yaml
-
     path = Path(path)
     if not path.exists():
         raise LengthsError(f"{path}: no such file or directory")

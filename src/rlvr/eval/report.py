@@ -14,6 +14,8 @@ import re
 from pathlib import Path, PurePosixPath
 from typing import Sequence
 
+from rich.table import Table
+
 from rlvr.io import OutputError, atomic_write, json_text, write_json
 
 PLOTS = ("accuracy_vs_k.png", "accuracy_vs_tokens.png")
@@ -173,10 +175,11 @@ def figures(results: dict) -> dict[str, object]:
     generated tokens per problem, when known), each curve with its 95% confidence interval
     over problems (``ci95``) as a shaded band (gid ``ci95 <model> <metric>``). Legends name
     the models by :func:`short_names`. The caller closes the figures."""
+    # optional dependency: matplotlib (imported only when plots are drawn)
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # optional dependency: matplotlib
 
     out = {}
     models = results["models"]
@@ -221,7 +224,7 @@ def figures(results: dict) -> dict[str, object]:
 
 def plot(results: dict, out_dir: Path) -> list[Path]:
     """Write :func:`figures` as PNG files into ``out_dir``. Returns the paths written."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # optional dependency: matplotlib
 
     written = []
     for filename, fig in figures(results).items():
@@ -259,8 +262,6 @@ def write_report(results: dict, out_dir: Path, completion_rows: Sequence[dict] =
 def pass_at_k_table(results: dict):
     """A rich table of the trainer's sampled pass@k / maj@k, baseline vs trained (None when the
     run has none: ``eval.pass_at_k_samples: 0``)."""
-    from rich.table import Table
-
     runs = results.get("pass_at_k") or {}
     if not runs:
         return None

@@ -20,6 +20,8 @@ def create_app(server: ModelServer, *, request_log=None):
     """The FastAPI application serving ``server`` (see :mod:`rlvr.serve` for the routes).
     ``request_log(line)`` gets one line per request (default: the ``rlvr.serve`` logger at
     INFO)."""
+    # optional dependency: fastapi (rlvr[serve]); `import rlvr.serve` works without it, so
+    # `rlvr serve` can name what is missing (rlvr.serve.runner.missing_dependencies)
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse

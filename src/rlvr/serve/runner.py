@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
+import socket
+
 from rlvr.serve.app import create_app
 from rlvr.serve.request_log import log_requests_to_stderr
 from rlvr.serve.server import ModelServer
@@ -9,8 +12,6 @@ from rlvr.serve.server import ModelServer
 
 def missing_dependencies() -> list[str]:
     """The server's packages (the ``serve`` extra) that are not installed."""
-    import importlib.util
-
     return [name for name in ("fastapi", "uvicorn") if importlib.util.find_spec(name) is None]
 
 
@@ -20,8 +21,6 @@ def bind_socket(host: str, port: int):
     Raises:
         OSError: the address is in use or cannot be bound (message names host and port).
     """
-    import socket
-
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -37,7 +36,7 @@ def bind_socket(host: str, port: int):
 
 def make_uvicorn_server(app, *, log_level: str = "info"):
     """A ``uvicorn.Server`` for ``app`` (run it with ``server.run(sockets=[sock])``)."""
-    import uvicorn
+    import uvicorn  # optional dependency: uvicorn (rlvr[serve]); see missing_dependencies()
 
     config = uvicorn.Config(app, log_level=log_level, access_log=log_level == "debug",
                             timeout_graceful_shutdown=5)

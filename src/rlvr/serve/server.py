@@ -13,9 +13,11 @@ import threading
 import time
 from typing import Sequence
 
+from rlvr.rollout import SamplingParams, create_auto_engine
 from rlvr.serve.admission import Admission
 from rlvr.serve.errors import APIError, bad_field
 from rlvr.serve.schemas import BaseRequest, ChatMessage, Choice, stop_strings
+from rlvr.tasks.prompting import stop_token_ids
 
 log = logging.getLogger("rlvr.serve")
 
@@ -45,8 +47,6 @@ class ModelServer:
     def __init__(self, model, tokenizer, model_id: str, *, engine: str = "auto",
                  max_concurrency: int = 4, default_max_tokens: int = DEFAULT_MAX_TOKENS,
                  precision: str = "auto"):
-        from rlvr.tasks.prompting import stop_token_ids
-
         if engine not in ENGINES:
             raise ValueError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
         self.model = model.eval()
@@ -67,8 +67,6 @@ class ModelServer:
         """Generate one token once, so the engine's one-off setup (weight snapshot, kernel
         packing: seconds on the default model) is not paid by the first request. Returns
         the seconds it took."""
-        from rlvr.rollout import SamplingParams
-
         start = time.perf_counter()
         prompt = self._encode("Hi", special=False) or [0]
         with self._generate_lock:
@@ -127,8 +125,6 @@ class ModelServer:
             APIError: 400 naming ``stream``, ``logprobs``, ``echo`` (unsupported) or
                 ``max_tokens`` (prompt + max_tokens exceed the model's context).
         """
-        from rlvr.rollout import SamplingParams
-
         _refuse_unsupported(request)
         max_new = max_tokens or self._default_max_tokens(prompts)
         longest = max(len(p) for p in prompts)
@@ -212,7 +208,5 @@ def _context_length(model) -> int | None:
 
 
 def _make_engine(name: str, model, pad_token_id: int | None, precision: str = "auto"):
-    from rlvr.rollout import create_auto_engine
-
     return create_auto_engine(name, model, pad_token_id=pad_token_id, precision=precision,
                               log=log.info)

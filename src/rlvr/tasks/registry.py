@@ -51,6 +51,9 @@ class TaskSource:
         sft_mixture: ``sft.mixture`` draws the SFT examples from this source's generator.
         verifier_defaults: task type -> verifier options this source's tasks need unless the
             config sets them (``reward.verifier_options``).
+        convert_splits: the ``--split`` values ``rlvr data convert`` accepts for a file of
+            this (foreign) format, read by :meth:`read`; empty: nothing to convert (generated
+            sources, the task record format itself).
     """
 
     name: ClassVar[str]
@@ -62,6 +65,7 @@ class TaskSource:
     instruction: ClassVar[str | None] = None
     sft_mixture: ClassVar[bool] = False
     verifier_defaults: ClassVar[dict[str, dict]] = {}
+    convert_splits: ClassVar[tuple[str, ...]] = ()
 
     def read(self, path: Path, split: str | None) -> list[Task]:
         """Every task of ``path`` (a file or directory) in this source's format, in file
@@ -227,6 +231,7 @@ class GSM8KSource(TaskSource):
 
     name = "gsm8k"
     own_splits = True
+    convert_splits = ("train", "test")  # a directory's file; no split: test.jsonl
     verifier_defaults = {"math": {"accept_unevaluated": False}}
 
     def read(self, path, split):
@@ -241,6 +246,7 @@ class Math500Source(TaskSource):
     test.jsonl."""
 
     name = "math500"
+    convert_splits = ("test",)
 
     def read(self, path, split):
         from rlvr.tasks.sources import load_math500
@@ -263,6 +269,7 @@ class HumanEvalSource(TaskSource):
     """HumanEval code tasks (an evaluation set: no train split of its own)."""
 
     name = "humaneval"
+    convert_splits = ("test",)
 
     def read(self, path, split):
         from rlvr.tasks.code import load_humaneval
@@ -278,6 +285,7 @@ class MBPPSource(TaskSource):
     name = "mbpp"
     own_splits = True
     splits_in_one_file = True
+    convert_splits = ("train", "validation", "test", "prompt")  # no split: every task
     empty_split = "no MBPP tasks in the {split} split (task ids 601-974 / 511-600)"
 
     def read(self, path, split):

@@ -19,6 +19,7 @@ from rlvr.models.precision import Precision, resolve_precision
 from rlvr.monitor.config import HealthConfig
 from rlvr.monitor.sinks import LoggingConfig
 from rlvr.rewards.config import RewardConfig
+from rlvr.rewards.registry import load_plugins
 from rlvr.tasks.config import (DEFAULT_INSTRUCTION, ConfigSection, DataConfig,  # noqa: F401
                                DataSource, SourceName, carry_instruction, check_mixture,
                                default_instruction)
@@ -331,6 +332,12 @@ class RunConfig(_Section):
     output_dir: str | None = Field(None, description="Run directory; default "
                                    "runs/<name>-<timestamp>.")
     threads: int = Field(0, ge=0, description="torch intra-op threads (0 = all cores).")
+    plugins: list[str] = Field(
+        default_factory=list,
+        description="Python modules imported before the rest of the config is validated, so "
+        "that what they register can be named in it: a task source of your own "
+        "(`@register_source`) as `data.source`, or anything else registered at import. "
+        "Modules the verifier workers must import too go in `reward.plugins`.")
     model: ModelConfig = Field(
         default_factory=ModelConfig,
         description="The policy model: which one, its compute precision, LoRA.")
@@ -372,6 +379,19 @@ class RunConfig(_Section):
         default_factory=LoggingConfig,
         description="Where metrics go besides the run's JSONL logs: TensorBoard, W&B, MLflow "
         "(R40).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _import_plugins(cls, data):
+        # Before the sections are validated: data.source is checked against the task source
+        # registry, which a plugin's @register_source adds to when it is imported.
+        plugins = data.get("plugins") if isinstance(data, dict) else None
+        if isinstance(plugins, list) and all(isinstance(m, str) for m in plugins):
+            try:
+                load_plugins(plugins)
+            except ImportError as exc:
+                raise ValueError(f"plugins: cannot import {exc.name or exc}") from None
+        return data
 
     @model_validator(mode="after")
     def _check_names(self) -> "RunConfig":

@@ -57,7 +57,7 @@ class Evaluator:
         """Sampled pass@k / maj@k (k = 1, 4, 8, 16 up to n) of the current policy on the
         validation set at ``eval.temperature`` with n = ``eval.pass_at_k_samples`` (R29);
         one engine call per ``eval.batch_size`` prompts. None when n is 0."""
-        from rlvr.eval.sampling import sampled_pass_at_k
+        from rlvr.eval.engine_sampler import sampled_pass_at_k
 
         s, c = self.state, self.config
         if not c.eval.pass_at_k_samples:
