@@ -115,4 +115,12 @@ def test_argument_errors():
         clipped_surrogate_loss(lp, old, adv, mask, eps_low=1.5)
     with pytest.raises(ValueError, match="rows"):
         clipped_surrogate_loss(lp, old, torch.tensor([1.0, 2.0]), mask)
-    assert POLICY_LOSSES.names() == ["clip", "clip_higher", "dual_clip"]
+    assert POLICY_LOSSES.names() == ["cispo", "clip", "clip_higher", "dual_clip"]
+
+
+def test_cispo_keeps_the_gradient_of_clipped_tokens():
+    # d loss / d logp = -min(r, 1 + eps_high) * A: (1.5, +1) is clipped to 1.28 but keeps a
+    # gradient (PPO's clip gives 0 there); (0.5, -1) is not clipped
+    _, grad, m = loss_and_grad("cispo", [1.5, 0.5], [1.0, -1.0])
+    assert grad == pytest.approx([-1.28, 0.5])
+    assert m["clip_frac"].item() == pytest.approx(0.5)

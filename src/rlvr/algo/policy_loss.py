@@ -17,10 +17,11 @@ Inputs (all losses):
 - ``mask: BoolTensor[N, T]``: true on completion tokens (not prompt, not padding).
 
 Registry: :data:`rlvr.algo.registry.POLICY_LOSSES`, keys ``clip`` (symmetric epsilon),
-``clip_higher`` (DAPO's eps_low = 0.2, eps_high = 0.28) and ``dual_clip`` (c = 3). All three
-accept all options, e.g. ``clip_higher`` with ``dual_clip=3.0``. From the run config, ``clip``
+``clip_higher`` (DAPO's eps_low = 0.2, eps_high = 0.28), ``dual_clip`` (c = 3), which accept
+each other's options (e.g. ``clip_higher`` with ``dual_clip=3.0``), and ``cispo`` (MiniMax-M1's
+clipped, detached importance weight: the worked example of docs/adding_a_policy_loss.md). From the run config, ``clip``
 and ``dual_clip`` take ``eps = algo.clip_eps``, ``clip_higher`` ``eps_low = algo.clip_eps``
-and ``eps_high = algo.clip_eps_high`` (each entry's ``options``). docs/adding_a_policy_loss.md
+and ``eps_high = algo.clip_eps_high``, ``cispo`` ``eps_high`` (each entry's ``options``). docs/adding_a_policy_loss.md
 walks through adding one.
 """
 
@@ -213,10 +214,41 @@ def dual_clip_loss(
     )
 
 
+def _cispo_options(config) -> dict:
+    return {"eps_high": config.algo.clip_eps_high}
+
+
+@POLICY_LOSSES.register("cispo", options=_cispo_options)
+def cispo_loss(log_probs, old_log_probs, advantages, mask, *,
+               eps_high: float = 0.28) -> PolicyLossOutput:
+    """CISPO (MiniMax-M1, arXiv:2506.13585, Sec. 3.1): REINFORCE with a clipped, detached
+    importance weight, ``-sg(min(r, 1 + eps_high)) * A * log pi``; clipped tokens keep their
+    gradient (PPO's clip zeroes it). Shapes as :func:`clipped_surrogate_loss`; metrics
+    ``clip_frac`` (r > 1 + eps_high) and ``ratio_mean``.
+
+    Raises:
+        ValueError: on shape mismatches.
+    """
+    check_ndim("log_probs", log_probs, 2)
+    check_same_shape(log_probs=log_probs, old_log_probs=old_log_probs, mask=mask)
+    mask = as_bool_mask(mask)
+    lp = _zero_where_masked(as_fp32(log_probs), mask)
+    old = _zero_where_masked(as_fp32(old_log_probs).detach(), mask)
+    adv = _zero_where_masked(_broadcast_advantages(advantages, lp), mask)
+    ratio = torch.exp((lp - old).clamp(-RATIO_LOG_CLAMP, RATIO_LOG_CLAMP)).detach()
+    weight = ratio.clamp(max=1 + eps_high)
+    token_loss = torch.where(mask, -weight * adv * lp, torch.zeros_like(lp))
+    with torch.no_grad():
+        metrics = {"clip_frac": masked_mean((ratio > 1 + eps_high).float(), mask),
+                   "ratio_mean": masked_mean(ratio, mask)}
+    return PolicyLossOutput(token_loss, metrics)
+
+
 def compute_policy_loss(
     name: str, log_probs, old_log_probs, advantages, mask, **options
 ) -> PolicyLossOutput:
-    """Run the policy loss registered as ``name`` (``clip``, ``clip_higher``, ``dual_clip``).
+    """Run the policy loss registered as ``name`` (``clip``, ``clip_higher``, ``dual_clip``,
+    ``cispo``).
 
     Raises:
         KeyError: for an unknown name.
