@@ -74,6 +74,27 @@ def _broadcast_advantages(advantages: Tensor, like: Tensor) -> Tensor:
     return adv
 
 
+def _checked_inputs(log_probs, old_log_probs, advantages, mask):
+    """The shared input contract of every policy loss: shapes checked, fp32, ``old`` detached,
+    advantages broadcast to ``[N, T]``, every masked position zeroed.
+
+    Returns:
+        (lp, old, adv, mask): FloatTensor[N, T] x 3 and BoolTensor[N, T].
+
+    Raises:
+        ValueError: on shape mismatches.
+    """
+    check_ndim("log_probs", log_probs, 2)
+    check_same_shape(log_probs=log_probs, old_log_probs=old_log_probs, mask=mask)
+    mask = as_bool_mask(mask)
+    # Zero the masked positions of every input first: padding may hold garbage (even NaN), and
+    # masking only the output would still send 0 * NaN = NaN back through exp() in backward.
+    lp = _zero_where_masked(as_fp32(log_probs), mask)
+    old = _zero_where_masked(as_fp32(old_log_probs).detach(), mask)
+    adv = _zero_where_masked(_broadcast_advantages(advantages, lp), mask)
+    return lp, old, adv, mask
+
+
 def clipped_surrogate_loss(
     log_probs: Tensor,
     old_log_probs: Tensor,
@@ -120,14 +141,7 @@ def clipped_surrogate_loss(
         raise ValueError(f"need 0 < eps_low < 1 and eps_high > 0, got {eps_low}, {eps_high}")
     if dual_clip is not None and dual_clip <= 1:
         raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
-    check_ndim("log_probs", log_probs, 2)
-    check_same_shape(log_probs=log_probs, old_log_probs=old_log_probs, mask=mask)
-    mask = as_bool_mask(mask)
-    # Zero the masked positions of every input first: padding may hold garbage (even NaN), and
-    # masking only the output would still send 0 * NaN = NaN back through exp() in backward.
-    lp = _zero_where_masked(as_fp32(log_probs), mask)
-    old = _zero_where_masked(as_fp32(old_log_probs).detach(), mask)
-    adv = _zero_where_masked(_broadcast_advantages(advantages, lp), mask)
+    lp, old, adv, mask = _checked_inputs(log_probs, old_log_probs, advantages, mask)
 
     log_ratio = (lp - old).clamp(-RATIO_LOG_CLAMP, RATIO_LOG_CLAMP)
     ratio = torch.exp(log_ratio)
@@ -229,12 +243,7 @@ def cispo_loss(log_probs, old_log_probs, advantages, mask, *,
     Raises:
         ValueError: on shape mismatches.
     """
-    check_ndim("log_probs", log_probs, 2)
-    check_same_shape(log_probs=log_probs, old_log_probs=old_log_probs, mask=mask)
-    mask = as_bool_mask(mask)
-    lp = _zero_where_masked(as_fp32(log_probs), mask)
-    old = _zero_where_masked(as_fp32(old_log_probs).detach(), mask)
-    adv = _zero_where_masked(_broadcast_advantages(advantages, lp), mask)
+    lp, old, adv, mask = _checked_inputs(log_probs, old_log_probs, advantages, mask)
     ratio = torch.exp((lp - old).clamp(-RATIO_LOG_CLAMP, RATIO_LOG_CLAMP)).detach()
     weight = ratio.clamp(max=1 + eps_high)
     token_loss = torch.where(mask, -weight * adv * lp, torch.zeros_like(lp))
