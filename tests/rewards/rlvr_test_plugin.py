@@ -41,3 +41,17 @@ def returns(completion: str, reference, **options):
             "inf": Verdict(Status.wrong, score=float("inf")),
             "big": Verdict(Status.correct, score=2), "status": Verdict("correct"),
             "half": Verdict(Status.wrong, "x", score=0.5)}[completion]
+
+
+def slow_starting_worker(conn) -> None:
+    """A verifier worker whose process takes 1.5 s to come up (a cold fork server on a busy
+    host), then serves as usual."""
+    from rlvr.rewards.pool import _worker_main
+
+    time.sleep(1.5)
+    _worker_main(conn)
+
+
+def worker_that_dies_at_start(conn) -> None:
+    """A verifier worker process that exits before it is ready."""
+    os._exit(4)

@@ -62,6 +62,29 @@ def test_hanging_verifier_times_out_and_pool_recovers():
         assert p.score("y", "y", "test_exact").status is Status.correct
 
 
+def test_a_slow_worker_start_does_not_count_against_the_first_jobs_deadline(monkeypatch):
+    import rlvr.rewards.pool as pool_module
+    import rlvr_test_plugin
+
+    monkeypatch.setattr(pool_module, "_worker_main", rlvr_test_plugin.slow_starting_worker)
+    config = RewardConfig(plugins=PLUGIN, workers=2, timeout_s=0.5)
+    with RewardPipeline(config) as p:
+        # each worker takes 1.5 s to come up, three times the 0.5 s limit of a job
+        results = p.score_batch([ScoreRequest(s, s, "test_exact") for s in "abc"])
+        assert [r.status for r in results] == [Status.correct] * 3
+        assert p.pool.timeouts == 0 and p.pool.restarts == 0
+
+
+def test_a_worker_that_dies_before_it_is_ready_is_a_clear_error(monkeypatch):
+    import rlvr.rewards.pool as pool_module
+    import rlvr_test_plugin
+
+    monkeypatch.setattr(pool_module, "_worker_main", rlvr_test_plugin.worker_that_dies_at_start)
+    with VerifierPool(workers=1) as pool:
+        with pytest.raises(RuntimeError, match=r"did not start within .* \(exit code 4\)"):
+            pool.verify_many([VerifyJob("math", "a", "a", timeout_s=1.0)])
+
+
 def test_crashing_and_raising_verifiers_are_errors_not_crashes(pipeline):
     crashed, raised, fine = pipeline.score_batch([
         ScoreRequest("a", "a", "test_crashy"),

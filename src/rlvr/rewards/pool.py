@@ -91,8 +91,10 @@ def checked_verdict(value: Any, verifier: str) -> Verdict:
 
 def _worker_main(conn: Connection) -> None:
     # Runs in the child. Builtins were preloaded by the fork server, so a restart after a
-    # timeout costs a fork, not a re-import of sympy.
+    # timeout costs a fork, not a re-import of sympy. The READY message tells the pool the
+    # process is up: a job's deadline starts then, not while the fork server still imports.
     try:
+        conn.send(READY)
         while True:
             try:
                 message = conn.recv()
@@ -122,6 +124,10 @@ def remove_sandbox_leftovers() -> int:
     return reap_stale()
 
 
+READY = "ready"
+STARTUP_TIMEOUT_S = 120.0  # a cold fork server imports sympy & co. first; slow on a busy host
+
+
 class _Worker:
     def __init__(self, ctx: mp.context.BaseContext) -> None:
         self.conn, child = ctx.Pipe(duplex=True)
@@ -130,6 +136,21 @@ class _Worker:
         child.close()
         self.index: int | None = None
         self.deadline = 0.0
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Block until the child has sent :data:`READY`.
+
+        Raises:
+            RuntimeError: the child died or sent nothing within ``timeout_s`` seconds.
+        """
+        try:
+            message = self.conn.recv() if self.conn.poll(timeout_s) else None
+        except (EOFError, OSError):
+            message = None
+        if message != READY:
+            self.kill()
+            raise RuntimeError(f"verifier worker (pid {self.process.pid}) did not start "
+                               f"within {timeout_s:g} s (exit code {self.process.exitcode})")
 
     def kill(self) -> None:
         self.process.kill()
@@ -181,12 +202,22 @@ class VerifierPool:
         return self._size
 
     def _ensure_started(self) -> None:
-        while len(self._workers) < self._size:
-            self._workers.append(_Worker(self._ctx))
+        # Start them all, then wait: the fork server serves them one after another anyway.
+        fresh = [_Worker(self._ctx) for _ in range(self._size - len(self._workers))]
+        try:
+            for worker in fresh:
+                worker.wait_ready(STARTUP_TIMEOUT_S)
+        except RuntimeError:
+            for worker in fresh:
+                worker.kill()
+            raise
+        self._workers.extend(fresh)
 
     def _replace(self, worker: _Worker) -> None:
         worker.kill()
-        self._workers[self._workers.index(worker)] = _Worker(self._ctx)
+        fresh = _Worker(self._ctx)
+        fresh.wait_ready(STARTUP_TIMEOUT_S)
+        self._workers[self._workers.index(worker)] = fresh
         self.restarts += 1
         remove_sandbox_leftovers()  # the killed worker's sandbox run, if it was in one
 
@@ -199,7 +230,11 @@ class VerifierPool:
 
         A job that overruns ``job.timeout_s`` gets ``Status.timeout`` (its worker is killed and
         replaced); a worker that dies gets ``Status.error``. ``on_result(n_done)`` is called
-        after each finished job (for progress bars).
+        after each finished job (for progress bars). A job's deadline starts once its worker
+        process is up (see :data:`STARTUP_TIMEOUT_S`), so a cold start is never a timeout.
+
+        Raises:
+            RuntimeError: a worker process did not start within :data:`STARTUP_TIMEOUT_S`.
         """
         with self._lock:
             self._ensure_started()
