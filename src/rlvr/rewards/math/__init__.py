@@ -5,15 +5,6 @@ Public API (in :mod:`rlvr.rewards.math.verifier`): :func:`verify_math`, :func:`e
 answer), :mod:`.normalize` (string/LaTeX canonicalisation), :mod:`.numbers` (exact numeric
 parsing), :mod:`.structure` (answer shapes: lists, intervals, equations...),
 :mod:`.equivalence` (comparison rules and tolerance policy), :mod:`.symbolic` (guarded sympy).
-Attributes are imported lazily so that importing the package does not load sympy.
+The package itself imports nothing, so that importing one of its light modules (``extract``,
+``normalize``) does not load sympy.
 """
-
-__all__ = ["MathVerifyConfig", "extract_answer", "reference_answer", "verify_math"]
-
-
-def __getattr__(name: str):
-    if name in __all__:
-        from rlvr.rewards.math import verifier
-
-        return getattr(verifier, name)
-    raise AttributeError(name)
