@@ -234,7 +234,7 @@ def test_adversarial_input_is_bounded_and_safe(name, text, monkeypatch):
     # The work is bounded by the module's limits, asserted here instead of a time: at most
     # MAX_LINKS "=" links examined per text, at most two exact evaluations per link (its
     # expression and its claim), sides of at most MAX_SIDE_CHARS characters, MAX_STEPS steps.
-    from rlvr.rewards import process
+    from rlvr.rewards.process import steps as process
 
     budgets, evaluated = [], []
 

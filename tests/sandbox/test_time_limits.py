@@ -34,7 +34,8 @@ from rlvr.sandbox import (
     usable_cores,
 )
 from rlvr.sandbox.cputime import CpuMeter, process_cpu_seconds, process_tree
-from rlvr.sandbox.runner import _classify, _Run
+from rlvr.sandbox.classify import classify as _classify
+from rlvr.sandbox.supervise import Run as _Run
 
 from sandbox_test_helpers import assert_no_leftovers, shared_path
 

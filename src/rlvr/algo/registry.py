@@ -16,8 +16,9 @@ aggregation, how a micro-batch's loss is weighted in the step (``weight``)::
 
 ``config`` is the run config (:class:`rlvr.train.config.RunConfig`, or any object with the
 same attributes); the entries read it, the algorithm core never imports it. The registries
-are filled by importing their modules; every lookup imports ``rlvr.algo`` first, so it always
-sees the built-in variants.
+are filled by importing their modules, which ``rlvr.algo`` does; Python imports a package before
+any of its modules, so whoever imports this module gets registries holding the built-in
+variants.
 """
 
 from __future__ import annotations
@@ -102,7 +103,6 @@ class Registry(Generic[F]):
             KeyError: for an unknown name; the message lists the registered names and the
                 closest match (so a typo in a config is easy to fix).
         """
-        _load_builtins()
         try:
             return self._table[name]
         except KeyError:
@@ -132,7 +132,6 @@ class Registry(Generic[F]):
         """The message for a config naming an unregistered ``name``: the closest registered
         name, then all of them (``"'dapo2' is unknown as a loss aggregation; did you mean
         'dapo'? registered: bnpo, dapo, dr_grpo, grpo"``)."""
-        _load_builtins()
         hint = self._hint(name)
         return (f"{name!r} is unknown as a {self.kind}{hint}{' ' if hint else '; '}registered: "
                 f"{', '.join(sorted(self._table)) or 'none'}")
@@ -143,11 +142,9 @@ class Registry(Generic[F]):
 
     def names(self) -> list[str]:
         """Sorted names of everything registered."""
-        _load_builtins()
         return sorted(self._table)
 
     def __contains__(self, name: object) -> bool:
-        _load_builtins()
         return name in self._table
 
     def __iter__(self) -> Iterator[str]:
@@ -174,9 +171,3 @@ KL_ESTIMATORS: Registry = Registry("KL estimator", fields=())
 #: the whole step (:func:`rlvr.algo.loss_agg.micro_batch_weight`).
 LOSS_AGGREGATIONS: Registry = Registry("loss aggregation", fields=("options", "weight"),
                                        required=("weight",))
-
-
-def _load_builtins() -> None:
-    # Importing the package imports every module, which runs their decorators. Lazy, so that
-    # importing this module alone has no cycles.
-    import rlvr.algo  # noqa: F401

@@ -24,7 +24,7 @@ import json
 import re
 import textwrap
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rlvr.rewards.registry import register_format_rule, register_verifier
@@ -239,8 +239,6 @@ def _limits(options: dict) -> SandboxLimits:
     if "timeout" in options and options["timeout"] is not None:
         kw["timeout_s"] = float(options["timeout"])
     if kw:
-        from dataclasses import replace
-
         lim = replace(lim, **kw)
     return lim
 

@@ -45,6 +45,7 @@ def check_tool(tool: str) -> None:
         raise CompareError(f"--compare: unknown value {tool!r}; allowed: "
                            f"{', '.join(COMPARE_TOOLS)}")
     try:
+        # optional dependency: math_verify (extra `compare`)
         import math_verify  # noqa: F401
     except ImportError as exc:
         raise CompareError(f"--compare {tool} needs the math_verify package ({exc}): "

@@ -50,6 +50,7 @@ def math_verify_verdict(completion: str, reference: Any, *, timeout_s: float = 2
         ImportError: ``math_verify`` is not installed (the worker turns it into an ``error``
             verdict; ``rlvr verify`` checks for the package before any scoring).
     """
+    # optional dependency: math_verify (extra `compare`)
     from math_verify import parse, verify
 
     limit = max(1, math.ceil(timeout_s))

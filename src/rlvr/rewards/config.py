@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from rlvr.rewards.registry import AGGREGATORS, FORMAT_RULES, VERIFIERS, _load_builtins, load_plugins
+
 
 class RewardConfig(BaseModel):
     """How completions are scored (R1-R3, R8).
@@ -103,9 +105,6 @@ class RewardConfig(BaseModel):
 
     @model_validator(mode="after")
     def _names_exist(self) -> "RewardConfig":
-        from rlvr.rewards.registry import (AGGREGATORS, FORMAT_RULES, VERIFIERS, _load_builtins,
-                                           load_plugins)
-
         _load_builtins()
         try:
             load_plugins(self.plugins)

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Sequence
 
+from rlvr.rewards.registry import get_verifier, load_plugins
 from rlvr.rewards.types import Status, Verdict
+from rlvr.sandbox.cgroups import reap_stale
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,6 @@ def run_verifier(job: VerifyJob) -> tuple[Verdict, float]:
 
     Never raises for a verifier failure: an exception becomes ``Status.error`` with its message.
     """
-    from rlvr.rewards.registry import get_verifier, load_plugins
-
     start = time.perf_counter()
     name = job.verifier or job.task_type
     try:
@@ -119,8 +119,6 @@ def remove_sandbox_leftovers() -> int:
     does any process that dies mid-run. Called when a worker is replaced and when the pool
     closes, so a run leaves no cgroup directories. Returns how many groups were removed (0
     where the sandbox uses no cgroups)."""
-    from rlvr.sandbox.cgroups import reap_stale
-
     return reap_stale()
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlvr.io import InputError, parse_jsonl_object, text_lines
+from rlvr.rewards.code import reference_problem
 from rlvr.rewards.registry import task_types
 from rlvr.rewards.types import RewardResult
 
@@ -53,8 +54,6 @@ def parse_record(text: str, path: str | os.PathLike, line: int, known: set[str])
     reference = obj["reference"]
     if obj["task_type"] == "code":
         _expect(reference, (dict,), "reference", path, line)
-        from rlvr.rewards.code import reference_problem
-
         problem = reference_problem(reference)
         if problem is not None:
             field, message = problem

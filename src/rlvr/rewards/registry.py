@@ -16,6 +16,9 @@ Example::
 
 from __future__ import annotations
 
+import importlib
+import os
+import sys
 from typing import Any, Callable, Protocol
 
 from rlvr.rewards.types import Verdict
@@ -107,10 +110,9 @@ _BUILTINS = ("rlvr.rewards.builtin",)
 
 
 def _load_builtins() -> None:
-    # Importing the built-in modules runs their decorators; lazy so that importing the
-    # registry alone stays cheap and free of cycles.
-    import importlib
-
+    # Importing the built-in modules runs their decorators; imported by name at the first
+    # lookup, so that importing the registry alone stays cheap, free of cycles and registers
+    # nothing (a task module registers nothing into the reward registry at import).
     for module in _BUILTINS:
         importlib.import_module(module)
 
@@ -122,10 +124,6 @@ def load_plugins(modules: tuple[str, ...] | list[str]) -> None:
     Raises:
         ImportError: a module cannot be imported (its name is in the message).
     """
-    import importlib
-    import os
-    import sys
-
     # A plugin next to the user's config (the working directory) must import from the `rlvr`
     # console script too, whose sys.path lacks the working directory.
     if modules and os.getcwd() not in sys.path:

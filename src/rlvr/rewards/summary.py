@@ -11,6 +11,8 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Iterable
 
+from rich.table import Table
+
 from rlvr.rewards.types import RewardResult, Status
 
 
@@ -79,8 +81,6 @@ def summarize(
 
 def summary_table(summary: dict, title: str = "reward summary"):
     """A ``rich.table.Table`` of :func:`summarize`'s output (rows per category and source)."""
-    from rich.table import Table
-
     table = Table(title=title)
     for column in ("group", "n", "reward mean", "reward var", "correct", "parse fail",
                    "multi-answer", "timeouts", "errors"):

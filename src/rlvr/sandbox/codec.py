@@ -121,10 +121,13 @@ def _dec(o, depth: int) -> object:
     if kind == "complex":
         return complex(_dec(v[0], d), _dec(v[1], d))
     if kind == "fraction":
+        # deferred: fractions (with decimal) costs ~10 ms to import in the sandbox's fresh
+        # interpreter, which loads this file at every run; only a Fraction value needs it
         from fractions import Fraction
 
         return Fraction(_dec(v[0], d), _dec(v[1], d))
     if kind == "decimal":
+        # deferred: as fractions above; only a Decimal value needs it
         from decimal import Decimal
 
         return Decimal(str(v))

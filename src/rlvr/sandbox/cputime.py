@@ -2,7 +2,7 @@
 
 The run's time limit is a CPU budget, not a wall-clock one: a loaded machine stretches a
 program's wall time but hardly its CPU time, so judging by CPU time keeps a correct program's
-verdict independent of the load. The host process (``runner.py``) polls a :class:`CpuMeter`
+verdict independent of the load. The host process (``supervise.py``) polls a :class:`CpuMeter`
 while the run goes on and kills the run when the budget is spent. Sources, best first:
 
 - ``cgroup``: the run's ``cpuacct`` group (``cpuacct.usage``): exact, and it includes

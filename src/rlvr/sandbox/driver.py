@@ -32,12 +32,14 @@ reading.
 """
 
 import builtins
+import ctypes
 import json
 import os
 import resource
 import select
 import signal
 import sys
+import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import codec  # noqa: E402  (the sibling file, bound read-only next to this one)
@@ -82,8 +84,6 @@ def _apply_limits(lim):
 
 
 def _prctl(option, arg):
-    import ctypes
-
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(option, arg, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl failed")
@@ -149,8 +149,6 @@ def _candidate(r_job, w_res, devnull):
     os.close(devnull)
     rfile = os.fdopen(r_job, "rb")
     job = json.loads(_read_line_blocking(rfile))
-    import types
-
     path = os.path.join(os.getcwd(), "prog.py")
     with open(path, "w", encoding="utf-8") as f:
         f.write(job["program"])
@@ -239,8 +237,6 @@ def _safe_str(e):
 
 
 def _describe(value):
-    import types
-
     if isinstance(value, types.ModuleType):
         return {"k": "module", "m": getattr(value, "__name__", "")}
     if callable(value):
@@ -317,6 +313,8 @@ def _run_checks(job, cand, rpc):
             mod = str(info.get("m", ""))
             if mod.partition(".")[0] in sys.stdlib_module_names:  # never import program files
                 try:
+                    # deferred: the fresh interpreter of every run has not loaded importlib;
+                    # only a check that names a module needs it
                     import importlib
 
                     ns[name] = importlib.import_module(mod)

@@ -1,44 +1,28 @@
 """Launch one sandboxed run, supervise it from the parent, clean up, and classify the outcome.
 
 The parent (this process) owns every limit that matters for liveness: the CPU-time budget, the
-wall-clock backstop, the output cap and the final kill. It never executes anything the program
-produced; it only reads capped bytes and parses the supervisor's one JSON record (which must
-carry this run's nonce).
-
-Time limits (see :class:`~rlvr.sandbox.types.SandboxLimits`): the run's clock starts when the
-driver reports ready, which is also when the job is handed over. From then on the parent polls
-the run's CPU time (:class:`~rlvr.sandbox.cputime.CpuMeter`, summed over every process and
-thread of the run) and kills the run once it exceeds the budget; a run that finishes over the
-budget between two polls is a timeout too, so the verdict depends on the CPU time used, not on
-when a poll happened. The wall clock only decides as a loose backstop for programs that use no
-CPU (sleep, block), and RLIMIT_CPU is the kernel's hard per-process kill behind both.
+wall-clock backstop, the output cap and the final kill. This module starts the sandbox
+(:func:`launch`, which may run ahead of the job) and tears it down; :mod:`.supervise` watches the
+run (the time limits are described there) and :mod:`.classify` maps what happened to a status.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import secrets
-import selectors
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
 
-from rlvr.sandbox import cgroups, codec, tiers
+from rlvr.sandbox import cgroups, tiers
+from rlvr.sandbox.classify import classify
 from rlvr.sandbox.cputime import CpuMeter, process_tree
-from rlvr.sandbox.types import (
-    CheckOutcome,
-    ProbeOutcome,
-    SandboxJob,
-    SandboxResult,
-    SandboxStatus,
-    Tier,
-)
+from rlvr.sandbox.supervise import supervise
+from rlvr.sandbox.types import SandboxJob, SandboxResult, SandboxStatus, Tier
 
-RESULT_CAP = 64 << 20  # bytes accepted on the supervisor's result channel
 _SH_JOIN_CGROUPS = 'for f in "$@"; do case "$f" in --) shift; break;; esac; echo $$ > "$f" || exit 97; shift; done; exec "$@"'  # noqa: E501
 
 
@@ -91,189 +75,6 @@ def _job_payload(job: SandboxJob, nonce: str) -> bytes:
     ).encode()
 
 
-class _Run:
-    """Mutable state of one supervised run.
-
-    ``timed_out`` is ``None``, ``"startup"`` (the sandbox never got ready), ``"cpu"`` (the
-    parent killed the run over its CPU budget) or ``"wall"`` (the wall backstop expired).
-    ``cpu_used`` is in CPU seconds since the ready report, ``ended_at`` when the run's clock
-    stopped (record received, kill decided or supervisor gone).
-    """
-
-    def __init__(self) -> None:
-        self.ready_at: float | None = None
-        self.ended_at: float | None = None
-        self.cpu_base: float | None = None
-        self.cpu_used = 0.0
-        self.record: dict | None = None
-        self.result_buf = bytearray()
-        self.output = bytearray()
-        self.output_over = False
-        self.timed_out: str | None = None
-        self.started_at = time.monotonic()
-
-    @property
-    def program_wall_s(self) -> float:
-        """Wall seconds from the ready report to the end of the run's clock (0 if never ready)."""
-        if self.ready_at is None:
-            return 0.0
-        return (self.ended_at or time.monotonic()) - self.ready_at
-
-    def stop_clock(self, meter: CpuMeter) -> None:
-        """Take the final CPU reading (once), before teardown adds CPU of its own.
-
-        With a record, the supervisor's own count (everything it reaped, see ``driver.py``)
-        also counts: a ``/proc`` reading taken while processes exit can miss one.
-        """
-        if self.ended_at is not None:
-            return
-        self.ended_at = time.monotonic()
-        if self.cpu_base is not None:
-            self.cpu_used = max(self.cpu_used, meter.read() - self.cpu_base)
-        reported = self.record.get("cpu") if self.record is not None else None
-        if isinstance(reported, (int, float)) and not isinstance(reported, bool):
-            if math.isfinite(reported) and reported >= 0:
-                self.cpu_used = max(self.cpu_used, float(reported))
-
-
-def _parse_result_lines(run: _Run, nonce: str) -> None:
-    while True:
-        i = run.result_buf.find(b"\n")
-        if i < 0:
-            return
-        line = bytes(run.result_buf[:i])
-        del run.result_buf[: i + 1]
-        if run.ready_at is None:
-            if line == b"READY":
-                run.ready_at = time.monotonic()
-            continue
-        if run.record is None:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(rec, dict) and rec.get("nonce") == nonce:
-                run.record = rec
-
-
-def _supervise(
-    proc: subprocess.Popen,
-    job: SandboxJob,
-    payload: bytes,
-    nonce: str,
-    spawned_at: float,
-    meter: CpuMeter,
-) -> _Run:
-    lim = job.limits
-    budget, wall_limit = lim.timeout_s, lim.wall_limit_s()
-    # The run's CPU time grows by at most this many CPU seconds per wall second; the sandbox
-    # may use any core of the machine, not only those of our own affinity mask.
-    cores = os.cpu_count() or 1
-    run = _Run()
-    # A pre-started sandbox may have been waiting long: its start-up clock is not the job's.
-    startup_deadline = max(spawned_at + lim.startup_timeout_s, time.monotonic() + 1.0)
-    sel = selectors.DefaultSelector()
-    for f in (proc.stdin, proc.stdout, proc.stderr):
-        os.set_blocking(f.fileno(), False)
-    sel.register(proc.stdout, selectors.EVENT_READ, "res")
-    sel.register(proc.stderr, selectors.EVENT_READ, "out")
-    pending = memoryview(payload)
-    open_reads = 2
-    next_poll = 0.0
-    try:
-        while run.record is None and open_reads:
-            now = time.monotonic()
-            if run.ready_at is None:
-                deadline = startup_deadline
-            else:
-                if run.cpu_base is None:
-                    # The budget starts now: take the baseline, then hand the job over (the
-                    # driver does nothing for the job before it has it).
-                    run.cpu_base = meter.read()
-                    sel.register(proc.stdin, selectors.EVENT_WRITE, "in")
-                    next_poll = now
-                deadline = run.ready_at + wall_limit
-                if now >= next_poll:
-                    run.cpu_used = meter.read() - run.cpu_base
-                    if run.cpu_used > budget:
-                        run.timed_out = "cpu"
-                        run.stop_clock(meter)
-                        break
-                    # No poll before this one could find the budget spent (CPU time grows at
-                    # most `cores` times as fast as wall time), so polls are rare while much
-                    # budget is left and frequent near its end: the overshoot stays below
-                    # `cores` x min_interval_s without reading the meter often.
-                    left = (budget - run.cpu_used) / cores
-                    next_poll = now + min(0.25, max(meter.min_interval_s, left))
-            if now >= deadline:
-                run.timed_out = "startup" if run.ready_at is None else "wall"
-                run.stop_clock(meter)
-                break
-            wait = deadline - now if run.ready_at is None else min(deadline, next_poll) - now
-            for key, _ in sel.select(max(0.0, min(wait, 0.5))):
-                tag = key.data
-                if tag == "in":
-                    try:
-                        n = os.write(proc.stdin.fileno(), pending[: 1 << 16])
-                        pending = pending[n:]
-                    except BlockingIOError:
-                        continue
-                    except OSError:  # the sandbox is gone; reading tells us the rest
-                        pending = pending[:0]
-                    if not pending:
-                        sel.unregister(proc.stdin)
-                        proc.stdin.close()
-                    continue
-                try:
-                    chunk = os.read(key.fileobj.fileno(), 1 << 16)
-                except BlockingIOError:
-                    continue
-                if not chunk:
-                    sel.unregister(key.fileobj)
-                    open_reads -= 1
-                    continue
-                if tag == "res":
-                    if len(run.result_buf) + len(chunk) > RESULT_CAP:
-                        run.output_over = True  # only a runaway could do this; treat as a cap
-                        run.stop_clock(meter)
-                        return run
-                    run.result_buf += chunk
-                    _parse_result_lines(run, nonce)
-                    if run.record is not None:
-                        run.stop_clock(meter)
-                else:
-                    room = lim.max_output_bytes - len(run.output)
-                    run.output += chunk[: max(room, 0)]
-                    if len(chunk) > room:
-                        run.output_over = True
-                        run.stop_clock(meter)
-                        return run
-        run.stop_clock(meter)  # the supervisor is gone (both channels closed)
-        if run.record is not None:
-            # Let the supervisor finish on its own (its sweep, the pid namespace teardown):
-            # the result channel reaches EOF when it is gone. Keep collecting output meanwhile.
-            end = time.monotonic() + 1.0
-            res_open = proc.stdout in [k.fileobj for k in sel.get_map().values()]
-            while res_open and time.monotonic() < end:
-                for key, _ in sel.select(max(0.0, end - time.monotonic())):
-                    try:
-                        chunk = os.read(key.fileobj.fileno(), 1 << 16)
-                    except BlockingIOError:
-                        continue
-                    if not chunk:
-                        sel.unregister(key.fileobj)
-                        if key.data == "res":
-                            res_open = False
-                    elif key.data == "out":
-                        room = lim.max_output_bytes - len(run.output)
-                        run.output += chunk[: max(room, 0)]
-                        if len(chunk) > room:
-                            run.output_over = True
-    finally:
-        sel.close()
-    return run
-
-
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -320,89 +121,6 @@ def _kill_tree(proc: subprocess.Popen, cg: cgroups.RunCgroup | None) -> int:
         except OSError:
             pass
     return killed
-
-
-def _probe_outcomes(raw) -> tuple[ProbeOutcome, ...]:
-    out = []
-    for item in raw if isinstance(raw, list) else []:
-        if isinstance(item, dict) and "v" in item:
-            try:
-                out.append(ProbeOutcome(True, codec.decode(json.dumps(item["v"]))))
-            except ValueError as e:
-                out.append(ProbeOutcome(False, error=f"undecodable: {e}"[:200]))
-        elif isinstance(item, dict):
-            out.append(ProbeOutcome(False, error=str(item.get("e", "error"))[:100]))
-        else:
-            out.append(ProbeOutcome(False, error="malformed"))
-    return tuple(out)
-
-
-def _classify(
-    run: _Run, oom: bool, job: SandboxJob, meter: CpuMeter
-) -> tuple[SandboxStatus, str, dict]:
-    """Map what happened to a status and a short detail. Returns (status, detail, fields)."""
-    S = SandboxStatus
-    rec = run.record
-    lim = job.limits
-    if run.output_over:
-        return S.output_limit, "output cap exceeded", {}
-    if run.cpu_used > lim.timeout_s:
-        # Killed by the parent, or ended (finished, crashed, hit RLIMIT_CPU) after spending more
-        # than the budget: either way the CPU time decides, not when the last poll happened.
-        how = "killed" if run.timed_out == "cpu" else "ended"
-        return S.timeout, (
-            f"CPU budget exceeded: {run.cpu_used:.2f} s CPU > {lim.timeout_s:g} s budget "
-            f"({how} after {run.program_wall_s:.2f} s wall; {meter.source} accounting)"
-        ), {}
-    if rec is not None:
-        phase = rec.get("phase")
-        exit_info = rec.get("exit") or {}
-        code = exit_info.get("code", -(exit_info.get("signal") or 0)) if exit_info else None
-        fields = {"exit_code": code}
-        if phase == "done":
-            checks = tuple(
-                CheckOutcome(bool(c.get("ok")), str(c.get("error", c.get("err", "")))[:300])
-                for c in rec.get("checks", [])
-                if isinstance(c, dict)
-            )
-            fields.update(probes=_probe_outcomes(rec.get("probes")), checks=checks)
-            if oom and any(c.error == "CandidateGone" for c in checks):
-                return S.memory, "memory limit (OOM kill during tests)", fields
-            if not rec.get("fds_ok", True):
-                return S.runtime_error, "open-file limit exhausted", fields
-            if not all(c.ok for c in checks):
-                return S.wrong_answer, "in-sandbox check failed", fields
-            return S.ok, "ran to completion", fields
-        if phase in ("program_error", "setup_error"):
-            err = rec.get("error") or {}
-            etype = str(err.get("type", "?"))[:60]
-            if etype == "MemoryError":
-                return S.memory, f"{phase}: MemoryError", fields
-            return S.runtime_error, f"{phase}: {etype}", fields
-        if phase == "program_exit":
-            sig = exit_info.get("signal")
-            if oom:
-                return S.memory, "memory limit (OOM kill)", fields
-            cpu = exit_info.get("cpu") or 0.0
-            rlimit = lim.rlimit_cpu_s()
-            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= rlimit - 0.05):
-                why = f"CPU time limit: the program process reached RLIMIT_CPU ({rlimit} s)"
-                return S.timeout, why, fields
-            return S.runtime_error, f"program exited before the tests ({exit_info or rec.get('why')})", fields
-        err = rec.get("error") or {}
-        return S.sandbox_error, f"driver error: {err.get('type')}: {err.get('msg')}", fields
-    if run.timed_out == "startup":
-        return S.sandbox_error, "sandbox did not start in time", {}
-    if run.timed_out == "wall":
-        return S.timeout, (
-            f"wall backstop: {run.program_wall_s:.2f} s wall >= {lim.wall_limit_s():g} s backstop; "
-            f"{run.cpu_used:.2f} s of the {lim.timeout_s:g} s CPU budget used"
-        ), {}
-    if oom:
-        return S.memory, "memory limit (OOM kill)", {}
-    if run.ready_at is not None:
-        return S.runtime_error, "sandbox supervisor killed by the program", {}
-    return S.sandbox_error, "sandbox failed to start", {}
 
 
 class Launched:
@@ -497,7 +215,7 @@ def execute(sandbox: Launched, job: SandboxJob) -> SandboxResult:
     meter = CpuMeter(sandbox.proc.pid, sandbox.cg)
     try:
         payload = _job_payload(job, nonce)
-        run = _supervise(sandbox.proc, job, payload, nonce, sandbox.spawned_at, meter)
+        run = supervise(sandbox.proc, job, payload, nonce, sandbox.spawned_at, meter)
     except OSError as e:
         sandbox.discard()
         return SandboxResult(
@@ -506,7 +224,7 @@ def execute(sandbox: Launched, job: SandboxJob) -> SandboxResult:
     oom = sandbox.cg.oom_killed() if sandbox.cg is not None else False
     killed = len(sandbox.cg.pids()) if sandbox.cg is not None else 0
     sandbox.discard()
-    status, detail, fields = _classify(run, oom, job, meter)
+    status, detail, fields = classify(run, oom, job, meter)
     if status is SandboxStatus.sandbox_error and run.record is None and run.output:
         detail += ": " + bytes(run.output[:300]).decode("utf-8", "replace").strip()
     return SandboxResult(

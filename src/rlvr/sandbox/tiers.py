@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rlvr.sandbox import cgroups
 from rlvr.sandbox.types import Tier
@@ -185,7 +185,7 @@ def environment(refresh: bool = False) -> SandboxEnvironment:
             reason="",
         )
         if env.cgroups and cgroups.cpu_accounting_available():
-            env = _replace(env, cpu_accounting="cgroup")
+            env = replace(env, cpu_accounting="cgroup")
         forced = os.environ.get("RLVR_SANDBOX_TIER", "").strip().lower()
         if forced == "rlimit":
             reason = "RLVR_SANDBOX_TIER=rlimit forces the fallback tier"
@@ -195,8 +195,8 @@ def environment(refresh: bool = False) -> SandboxEnvironment:
             err = _probe_bwrap(env)
             reason = f"bwrap does not work here: {err}" if err else "bwrap works"
             if err is None:
-                env = _replace(env, tier=Tier.bwrap)
-        env = _replace(env, reason=reason)
+                env = replace(env, tier=Tier.bwrap)
+        env = replace(env, reason=reason)
         extras = (
             f"cgroups={'yes' if env.cgroups else 'NO'} cpu_accounting={env.cpu_accounting} "
             f"python={env.python}"
@@ -214,12 +214,6 @@ def environment(refresh: bool = False) -> SandboxEnvironment:
                 log.warning("rlvr sandbox: no writable cgroups: memory and process limits weaker")
         _env = env
         return env
-
-
-def _replace(env: SandboxEnvironment, **kw) -> SandboxEnvironment:
-    from dataclasses import replace
-
-    return replace(env, **kw)
 
 
 def bwrap_available() -> tuple[bool, str]:

@@ -13,6 +13,8 @@ import re
 from functools import lru_cache
 
 import sympy
+from latex2sympy2_extended import latex2sympy
+from latex2sympy2_extended.latex2sympy2 import ConversionConfig
 from sympy import I, Float, Rational, Symbol
 
 from .numbers import TooLarge, eval_arith
@@ -28,15 +30,7 @@ _SAMPLE_TOL = 1e-12              # expressions with variables, compared at sampl
 # the usual poles 0, 1, pi/2...). Variable k gets _SAMPLES[(j + k) % len] at point j.
 _SAMPLES = ("0.7318", "1.4142", "2.2361", "0.4472", "3.1623", "1.7321", "2.6458")
 
-_cc = None
-
-
-def _conversion_config():
-    global _cc
-    if _cc is None:
-        from latex2sympy2_extended.latex2sympy2 import ConversionConfig
-        _cc = ConversionConfig(interpret_as_mixed_fractions=True, lowercase_symbols=False)
-    return _cc
+_CONVERSION = ConversionConfig(interpret_as_mixed_fractions=True, lowercase_symbols=False)
 
 
 def _exponents(s: str):
@@ -139,9 +133,8 @@ def to_sympy(s: str):
     if not s or not is_safe(s):
         return None
     try:
-        from latex2sympy2_extended import latex2sympy
         expr = latex2sympy(_decimals_to_rationals(s), normalization_config=None,
-                           conversion_config=_conversion_config())
+                           conversion_config=_CONVERSION)
     except Exception:
         return None
     return _post_process(expr) if isinstance(expr, sympy.Basic) else expr

@@ -16,10 +16,11 @@ from functools import lru_cache
 
 from rlvr.rewards.types import Extraction, Status, Verdict
 
-from .equivalence import Outcome, Policy, compare
+from .equivalence import compare
 from .extract import extract_answer as _extract
 from .extract import reference_answer
 from .normalize import clean_latex
+from .outcome import Outcome, Policy
 from .structure import parse_answer
 
 __all__ = ["MathVerifyConfig", "extract_answer", "reference_answer", "verify_math"]

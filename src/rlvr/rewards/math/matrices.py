@@ -1,0 +1,86 @@
+"""Comparing matrices and vectors: entry by entry (:func:`compare_matrices`, entries compared
+with the caller's ``compare``), or as values of matrix expressions evaluated by sympy
+(:func:`compare_matrix_values`).
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from . import symbolic
+from .outcome import Compare, Outcome, Policy, no, yes
+from .structure import Matrix, MatrixExpr, Scalar, Seq
+
+
+def compare_matrices(ref, resp, policy: Policy, compare: Compare) -> Outcome:
+    """Compare when either side is a matrix of entries: same shape and every entry equal under
+    ``compare``; a single-row or single-column matrix against a tuple compares entries in
+    order."""
+    ref_m, resp_m = _to_matrix(ref), _to_matrix(resp)
+    if ref_m is None or resp_m is None:
+        a, b = _vector_entries(ref_m or ref), _vector_entries(resp_m or resp)
+        if a is None or b is None or len(a) != len(b):
+            return no("matrix vs non-matrix")
+        ok = all(compare(x, y, policy).equal for x, y in zip(a, b))
+        return Outcome(ok, "vector vs tuple: " + ("same entries" if ok else "entries differ"))
+    ref, resp = ref_m, resp_m
+    if len(ref.rows) != len(resp.rows) or any(len(a) != len(b) for a, b in zip(ref.rows, resp.rows)):
+        return no("matrix shapes differ")
+    for ra, rb in zip(ref.rows, resp.rows):
+        for a, b in zip(ra, rb):
+            if not compare(a, b, policy).equal:
+                return no("matrix entry differs")
+    return yes("matrix: all entries equal")
+
+
+def _sympy_matrix(node):
+    """The value of a matrix or matrix expression as a sympy matrix, or ``None``."""
+    if isinstance(node, MatrixExpr):
+        value = symbolic.to_sympy(node.text)
+        try:
+            value = value.doit().as_explicit() if isinstance(value, sympy.MatrixExpr) else value
+        except Exception:
+            return None
+    elif isinstance(node, Matrix) and all(isinstance(e, Scalar) for r in node.rows for e in r):
+        entries = [[symbolic.to_sympy(e.text) for e in r] for r in node.rows]
+        if any(e is None for r in entries for e in r) or len({len(r) for r in entries}) != 1:
+            return None
+        value = sympy.Matrix(entries)
+    else:
+        return None
+    return value if isinstance(value, sympy.MatrixBase) else None
+
+
+def compare_matrix_values(ref, resp) -> Outcome:
+    """Compare when either side is a matrix expression (``A^{-1}``, a product): both evaluated by
+    sympy to explicit matrices, then entry by entry (exact equality)."""
+    a, b = _sympy_matrix(ref), _sympy_matrix(resp)
+    if a is None or b is None:
+        return no("matrix expression not comparable")
+    if a.shape != b.shape:
+        return no("matrix shapes differ")
+    for x, y in zip(a, b):
+        if symbolic.exact_equal(x, y) is not True:
+            return no("matrix value: an entry differs")
+    return yes("matrix value: all entries equal")
+
+
+def _to_matrix(node):
+    if isinstance(node, Matrix):
+        return node
+    if isinstance(node, Seq) and len(node.items) == 1 and isinstance(node.items[0], Matrix):
+        return node.items[0]
+    return None
+
+
+def _vector_entries(node):
+    """Entries of a single-row/column matrix or of a tuple, in order; else ``None``."""
+    if isinstance(node, Matrix):
+        if all(len(r) == 1 for r in node.rows):
+            return [r[0] for r in node.rows]
+        if len(node.rows) == 1:
+            return list(node.rows[0])
+        return None
+    if isinstance(node, Seq) and node.open in ("(", "[", "") and len(node.items) > 1:
+        return list(node.items)
+    return None

@@ -1,0 +1,159 @@
+"""Answers stated in prose: after a marker phrase ("final answer", "the answer is", 答案是),
+in a closing "Therefore ..." sentence, in a closing sentence that holds one value, as a short
+answer-only response, and (only if configured) the last number. Hedges make several answers.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rlvr.rewards.types import Extraction, Status
+
+from .clock import FIND_RE as CLOCK_RE
+from .normalize import compact, currency_decimal_comma
+from .sentences import (NUMBER_RE, is_prose, looks_cut_off, math_spans, refine, sentence_end,
+                        strip_spans, trailing_assignment)
+
+_MARKER_RE = re.compile(
+    r"(?i)(?:\b(?:the\s+)?final\s+answer\b(?:\s+is\b|\s*[:：])?"
+    r"|\b(?:the\s+)?(?:correct\s+)?answer\s+(?:is|would\s+be|should\s+be)\b"
+    r"|\banswer\s*[:：]|\banswer\b(?=\s*(?:\$|\\\(|\\\[))"
+    r"|最终答案\s*(?:是|为|：|:)?|答案\s*(?:约为|约等于|应为|是|为|：|:)?|(?<![回解])答\s*[:：]"
+    r"|(?:结果|结论)\s*(?:是|为)|约为|约等于)")
+_APPROX_RE = re.compile(r"(?i)约|approximately|approx\.?|about|roughly|\\approx|≈")
+_CONCLUSION_RE = re.compile(r"(?i)(?:^|(?<=[\s.。$]))(?:therefore|thus|hence|so|in conclusion|"
+                            r"consequently|in total|altogether)\b|所以|因此|综上所述|综上|"
+                            r"一共|总共|共计|合计|总计|共有")
+_HEDGE_RE = re.compile(r"(?i)\b(?:maybe|possibly|perhaps|probably|not sure|either|alternatively|"
+                       r"(?:could|might) (?:also )?be)\b|可能|不确定|也许|或许")
+_EMPTY_PHRASE_RE = re.compile(r"(?i)\bno (?:real |integer |positive )?(?:solutions?|roots?)\b|"
+                              r"\bempty set\b|无解|没有(?:实数)?解")
+SHORT_CHARS = 160
+_MAX_MARKERS = 6          # only the last few marker phrases can hold the final answer
+_MAX_SEGMENT = 3000       # an answer sentence longer than this is not an answer
+
+
+def _hedged(seg: str) -> bool:
+    return bool(_HEDGE_RE.search(seg)) and len(set(re.findall(r"\d+(?:\.\d+)?", seg))) >= 2
+
+
+def from_markers(text: str) -> Extraction | None:
+    """The answer after a marker phrase ("final answer", "the answer is", 答案是 ...), the last
+    of the last few markers that gives one; ``multiple_answers`` for a hedged answer sentence,
+    ``unparsed`` when the last marker is followed by nothing (cut off); None otherwise."""
+    matches = list(_MARKER_RE.finditer(text.replace("**", "  ")))
+    for m in reversed(matches[-_MAX_MARKERS:]):
+        seg = text[m.end():m.end() + _MAX_SEGMENT]
+        if not seg.strip(" \n*:：$"):
+            if m is matches[-1]:     # "... the final answer is" and nothing: cut off
+                return Extraction(Status.unparsed, method="phrase", reasoning=text[:m.start()])
+            continue
+        head = seg[:sentence_end(seg.strip()) + (len(seg) - len(seg.lstrip()))]
+        # a hedge in the answer sentence or right after it ("5. Or it might be 6.")
+        if _hedged(head) or _hedged(seg[:len(head) + 300]) and _HEDGE_RE.search(seg[len(head):len(head) + 300]):
+            return Extraction(Status.multiple_answers, method="phrase", reasoning=text[:m.start()])
+        ans = refine(seg)
+        if ans:
+            method = "zh_marker" if re.search(r"[\u4e00-\u9fff]", m.group(0)) else "phrase"
+            approx = bool(_APPROX_RE.search(m.group(0)))
+            return Extraction(Status.wrong, ans, method, approx, reasoning=text[:m.start()])
+    return None
+
+
+_VALUE_RE = re.compile(CLOCK_RE.pattern + "|" + NUMBER_RE.pattern)
+_PLEASANTRY_RE = re.compile(r"(?:\s*(?:I hope\b|Hope this helps|Let me know\b|希望)[^.!?。！\n]*[.!?。！]*)+\s*$",
+                            re.I)
+_SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\\$(])|(?<=[。！？])|\n+")
+_LAST_SENTENCE_CHARS = 600
+
+
+def _without_pleasantries(text: str) -> str:
+    """Drop closing courtesy sentences ("I hope it is correct.") after the last statement."""
+    return _PLEASANTRY_RE.sub("", text.rstrip()).rstrip()
+
+
+def from_conclusion(text: str) -> Extraction | None:
+    """A final sentence "Therefore, ... is X." counts as a marked answer."""
+    body = _without_pleasantries(text)
+    matches = list(_CONCLUSION_RE.finditer(body))
+    if not matches:
+        return None
+    m = matches[-1]
+    seg = body[m.end():].lstrip(" ,，")
+    if len(seg) > _MAX_SEGMENT:
+        return None
+    if looks_cut_off(seg):
+        return None      # "so the total is 42 and then we": truncated, not a conclusion
+    if seg[sentence_end(seg):].strip(" .。!\n"):
+        return None      # more sentences follow: not the closing statement
+    ans = refine(seg)
+    if ans:
+        return Extraction(Status.wrong, ans, "phrase", reasoning=body[:m.start()])
+    return None
+
+
+def from_last_sentence(text: str) -> Extraction | None:
+    """The closing sentence states the answer without a marker ("She saved $1,000 in total.",
+    "Solving, we find x = 5.", "共有12种方法。"): accepted only when it holds a single value,
+    is complete (a cut-off completion is not credited with its last number), and is neither a
+    question nor a hedge."""
+    body = _without_pleasantries(text)
+    tail = body[-_LAST_SENTENCE_CHARS:]
+    pieces = [p for p in _SENTENCE_SPLIT_RE.split(tail) if p and p.strip()]
+    if not pieces:
+        return None
+    last = pieces[-1].strip()
+    if len(pieces) == 1 and len(body) > len(tail) or looks_cut_off(last) or last.rstrip().endswith(("?", "？")):
+        return None
+    values = {v.group(0).replace(" ", "")
+              for v in _VALUE_RE.finditer(strip_spans(currency_decimal_comma(last)))}
+    if len(values) + len(math_spans(last)) != 1 and not trailing_assignment(last):
+        return None      # a reasoning step ("6 times 7 gives 42"), not a statement of the answer
+    if _hedged(last) or _HEDGE_RE.search(last):
+        return None
+    ans = refine(last)
+    if ans and re.search(r"\d|\\|[\u4e00-\u9fff]", ans):
+        return Extraction(Status.wrong, ans, "last_sentence", reasoning=body[:len(body) - len(last)])
+    return None
+
+
+_LEADING_OPTION_RE = re.compile(r"\(?([A-E])[.)]\s+(?=[A-Z])")
+
+
+def from_bare(text: str) -> Extraction | None:
+    """A short response (at most :data:`SHORT_CHARS` characters) that is only an answer: maths,
+    one sentence stating a value, a leading option letter, "no solutions"; None for longer
+    text, several sentences, a question, a cut-off sentence or prose without a value."""
+    t = text.strip()
+    if not t or len(t) > SHORT_CHARS:
+        return None
+    lead = _LEADING_OPTION_RE.match(t)
+    if lead and is_prose(t[lead.end():]):
+        return Extraction(Status.wrong, lead.group(1), "bare")    # "A. Because B is not valid"
+    if is_prose(t) and (looks_cut_off(t) or t.endswith(("?", "？"))):
+        return None      # cut off, or a question ("Is the answer 5?"): not an answer
+    if _hedged(t):
+        return Extraction(Status.multiple_answers, method="bare")
+    if not is_prose(t):
+        return Extraction(Status.wrong, t, "bare")
+    if _without_pleasantries(t)[sentence_end(t):].strip(" .。!！\n"):
+        return None      # several sentences: reasoning, not an answer-only response
+    spans = math_spans(t)
+    if len({compact(s[2]) for s in spans}) == 1 and not re.search(r"\d", strip_spans(t)):
+        return Extraction(Status.wrong, spans[0][2], "bare")
+    ans = refine(t)
+    if ans:
+        return Extraction(Status.wrong, ans, "bare")
+    if _EMPTY_PHRASE_RE.search(t) and not re.search(r"\d", t):
+        return Extraction(Status.wrong, r"\emptyset", "bare")
+    if len(spans) == 1:
+        return Extraction(Status.wrong, spans[0][2], "bare")
+    return None
+
+
+def last_number(text: str) -> Extraction | None:
+    """The last number in ``text`` (the ``allow_last_number`` fallback), or None."""
+    nums = list(NUMBER_RE.finditer(text))
+    if not nums:
+        return None
+    return Extraction(Status.wrong, nums[-1].group(0).strip(), "last_number")

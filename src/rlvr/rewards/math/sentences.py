@@ -1,0 +1,217 @@
+"""Reading the answer out of a sentence: :func:`refine` reduces the text after a marker to the
+value it states (``"The largest $n$ is 34"`` -> ``"34"``), with the sentence tools the answer
+finders share (where a sentence ends, maths spans, prose or not, :func:`looks_cut_off`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .clock import FIND_RE as CLOCK_RE
+from .normalize import compact, currency_decimal_comma
+from .numwords import ZH_NUMERAL_CHARS, english_number, english_numbers_in
+
+_COPULA_RE = re.compile(r"(?i)(?:\s(?:is|are|was|equals|be|it's|its)\s)|(?:是|为|等于)")
+_FUNC_WORDS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "exp", "sqrt", "frac", "text",
+               "mod", "pmod", "gcd", "lcm", "max", "min", "det", "arcsin", "arccos", "arctan",
+               "and", "or", "infty", "cdot", "times", "circ", "left", "right", "pmatrix",
+               "bmatrix", "begin", "end", "pct", "percent", "dfrac", "tfrac"}
+# Lookbehinds are ASCII: a number right after a CJK character ("共有12种") is still a number.
+NUMBER_RE = re.compile(r"(?<![A-Za-z0-9_.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?\s*%?|"
+                       r"(?<![A-Za-z0-9_.])[-+]?\.\d+%?")
+_ZH_NUMERAL_RE = re.compile(f"(?:百分之)?[{ZH_NUMERAL_CHARS}]+")
+# Common words that contain numeral characters but are not numbers (一共 "altogether", 一样
+# "the same", 第一 "first", 万一 "in case" ...).
+_ZH_NOT_NUMBER_RE = re.compile(r"一共|一起|一样|一定|一下|一些|一直|一般|一边|一旦|一切|一致|一点儿|"
+                               r"唯一|统一|同一|每一|万一|之一|第[零〇一二两三四五六七八九十百千万]+|"
+                               r"十分|万分|百分比|分之一秒")
+
+
+def math_spans(seg: str) -> list[tuple[int, int, str]]:
+    """The maths spans of ``seg`` (``$$...$$``, ``$...$``, ``\\(...\\)``, ``\\[...\\]``) as
+    ``(start, end, inner text)``, leaving out a ``$`` pair that encloses prose between two
+    dollar amounts."""
+    spans = []
+    for m in re.finditer(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", seg, re.S):
+        inner = next(g for g in m.groups() if g is not None)
+        if m.group(2) is not None and _CURRENCY_SPAN_RE.match(inner):
+            continue     # "$250 each month ... saved $1,000": two dollar amounts, not maths
+        spans.append((m.start(), m.end(), inner))
+    return spans
+
+
+_CURRENCY_SPAN_RE = re.compile(r"\d[\d,.]*\s+(?:[^\\$]*\s)?[A-Za-z]{3,}\s+[A-Za-z]{3,}")
+
+
+def _prose_words(seg: str) -> list[str]:
+    no_math = re.sub(r"\$[^$]*\$|\\\(.*?\\\)|\\text\{[^{}]*\}|\\[A-Za-z]+", " ", seg)
+    return [w for w in re.findall(r"(?<![A-Za-z])[A-Za-z]{3,}(?![A-Za-z])|[\u4e00-\u9fff]{2,}", no_math)
+            if w.lower() not in _FUNC_WORDS and not _ZH_NUMERAL_RE.fullmatch(w)]
+
+
+def is_prose(seg: str) -> bool:
+    """Whether ``seg`` is prose: two or more words outside maths (function names and numerals
+    do not count), or one word of Chinese."""
+    words = _prose_words(seg)
+    return len(words) >= 2 or (len(words) == 1 and re.search(r"[\u4e00-\u9fff]", words[0]) is not None)
+
+
+def sentence_end(seg: str) -> int:
+    """Index where the first sentence of ``seg`` ends (outside maths)."""
+    i, n, in_math = 0, len(seg), False
+    while i < n:
+        if seg.startswith("$$", i):
+            close = seg.find("$$", i + 2)
+            i = n if close < 0 else close + 2
+            continue
+        c = seg[i]
+        if c == "$":
+            in_math = not in_math
+        elif not in_math:
+            if seg.startswith("\n\n", i) or c in "。！？" or seg.startswith("I hope", i):
+                return i
+            if c == "\n" and seg[:i].strip():
+                return i
+            if c in ".!?" and (i + 1 == n or seg[i + 1] in " \n\t\"'") and not (
+                    c == "." and i > 0 and seg[i - 1] == "\\"):
+                return i
+        i += 1
+    return n
+
+
+def refine(seg: str) -> str | None:
+    """Reduce the text after a marker to the answer itself.
+
+    ``"The largest $n$ is 34"`` -> ``"34"``; ``"Jane started Sphere 3 hours ago"`` -> ``"3"``;
+    pure maths is returned unchanged. ``None`` if prose without a single identifiable value.
+    """
+    seg = seg.strip().lstrip(":：").strip()
+    if seg.startswith("$$") or seg.startswith(r"\["):
+        close = seg.find("$$", 2) if seg.startswith("$$") else seg.find(r"\]")
+        if close > 0:
+            return seg[2:close].strip() or None
+    end = sentence_end(seg)
+    seg = seg[:end].strip().strip("*").strip()
+    if not seg:
+        return None
+    if english_number(seg) is not None:
+        return seg          # "twenty-one", "one half": a number in words
+    clocks = {m.group(0) for m in CLOCK_RE.finditer(seg)}
+    if len(clocks) == 1 and not NUMBER_RE.search(CLOCK_RE.sub(" ", strip_spans(seg))):
+        return clocks.pop().strip()      # "so it leaves at 9:05 a.m."
+    if not is_prose(seg):
+        return _unwrap_math(seg)
+    cop = None
+    for m in _COPULA_RE.finditer(seg):
+        if seg[:m.start()].count("$") % 2 == 0:
+            cop = m
+    if cop is not None:
+        after = seg[cop.end():].strip()
+        if after and not is_prose(after):
+            if not re.search(r"[\d\\$^=]|[\u4e00-\u9fff]", after) and english_number(after) is None:
+                words = list(dict.fromkeys(english_numbers_in(seg)))
+                if len(words) == 1 and not NUMBER_RE.search(strip_spans(seg)):
+                    return words[0]      # "three-fourths of the square is shaded"
+            return after
+        seg = after or seg
+    assigned = trailing_assignment(seg)
+    if assigned:
+        return assigned
+    spans = math_spans(seg)
+    distinct = {compact(s[2]) for s in spans}
+    if len(distinct) == 1 and not re.search(r"\d", strip_spans(seg)):
+        return spans[-1][2]
+    nums = {n.group(0).replace(" ", "")
+            for n in NUMBER_RE.finditer(currency_decimal_comma(strip_spans(seg)))}
+    if len(nums) == 1 and not spans:
+        return _math_token(seg, nums.pop())
+    if not nums and not spans:
+        zh = zh_numerals(seg)
+        if len(zh) == 1:
+            return zh[0]
+        words = list(dict.fromkeys(english_numbers_in(seg)))
+        if len(words) == 1:
+            return words[0]      # "So she has a dozen eggs.", "three-fourths of it is shaded"
+    if spans and seg.rstrip(" .").endswith("$"):
+        return spans[-1][2]
+    return None
+
+
+_TRAILING_ASSIGN_RE = re.compile(r"(?:^|[\s,:;])([A-Za-z](?:_\{?\w+\}?)?(?:\([a-z]\))?\s*=\s*[^=]+?)\s*$")
+
+
+def trailing_assignment(seg: str) -> str | None:
+    """``"Taking the positive root, x = (-1 + sqrt(5))/2"`` -> ``"x = (-1 + sqrt(5))/2"``: a
+    sentence that ends by giving a variable its value (the value has no prose in it)."""
+    m = _TRAILING_ASSIGN_RE.search(seg.rstrip(" ."))
+    if not m or "$" in m.group(1):
+        return None
+    value = m.group(1).split("=", 1)[1]
+    return m.group(1).strip() if value.strip() and not is_prose(value) else None
+
+
+_TOKEN_OP_RE = re.compile(r"[\^*/]|\b(?:sqrt|pi|exp|ln|log)\b")
+
+
+def _math_token(seg: str, number: str) -> str:
+    """The plain-text maths written around ``number`` when it is part of one
+    (``"a factor of e^16."`` -> ``"e^16"``, ``"about 3*pi"`` -> ``"3*pi"``), else ``number``."""
+    for tok in re.findall(r"[^\s,;]+", seg):
+        tok = tok.rstrip(".。!?")
+        if number in tok and tok != number and _TOKEN_OP_RE.search(tok) and not re.search(r"[A-Za-z]{5,}", tok):
+            return tok
+    return number
+
+
+def zh_numerals(seg: str) -> list[str]:
+    """Distinct numbers written in Chinese numerals in a sentence (``一共有十二个`` ->
+    ``["十二"]``), leaving out words that merely contain numeral characters."""
+    seg = seg.replace("千米", "公里").replace("千克", "公斤").replace("千瓦", "瓦")  # 千 of a unit
+    found = _ZH_NUMERAL_RE.findall(_ZH_NOT_NUMBER_RE.sub("，", seg))
+    return list(dict.fromkeys(n for n in found if n.strip("点分之又负")))
+
+
+def _unwrap_math(seg: str) -> str:
+    """``$x = 7$`` -> ``x = 7`` when one maths span is the whole segment."""
+    m = re.fullmatch(r"\$\$([^$]+)\$\$|\$([^$]+)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", seg, re.S)
+    if not m:
+        return seg
+    return next(g for g in m.groups() if g is not None).strip()
+
+
+def strip_spans(seg: str) -> str:
+    """``seg`` with its inline maths (``$...$``, ``\\(...\\)``) replaced by spaces."""
+    return re.sub(r"\$[^$]*\$|\\\(.*?\\\)", " ", seg)
+
+
+_STOP_WORDS_RE = re.compile(r"(?i)\b(?:and|or|then|to|the|a|an|of|by|with|for|from|in|on|at|we|is|"
+                            r"are|be|that|which|so|but|because|if|since|plus|minus|times|into|as|"
+                            r"divided|multiplied|let|this|it|its|our|next|first)$")
+
+
+def looks_cut_off(seg: str) -> bool:
+    """Whether a prose sentence stops mid-way (a truncated completion): it ends in a comma, an
+    open bracket or a function word, or more than two words follow its last value, with no
+    sentence end. ``"the total is 42 and then we"`` is cut off; ``"the total is 42"``, ``"She
+    has 15 apples"`` and ``"共有12种方法"`` are not."""
+    t = seg.rstrip().rstrip("*").rstrip()
+    if not t:
+        return True
+    if _unbalanced(t):
+        return True      # "... which gives $42 + \frac{": cut inside maths
+    if t[-1] in ".!?。！？$)]}%\"'" or t[-1].isdigit() or _CJK_END_RE.search(t):
+        return False
+    if t[-1] in ",:;(-=+，：；（、" or _STOP_WORDS_RE.search(t):
+        return True
+    values = list(re.finditer(r"\d|\$|\\\)", t))
+    tail = t[values[-1].end():] if values else t
+    return len(re.findall(r"[A-Za-z]+", tail)) > 2
+
+
+def _unbalanced(t: str) -> bool:
+    unescaped = re.sub(r"\\[${}]", "", t)
+    return unescaped.count("$") % 2 == 1 or unescaped.count("{") > unescaped.count("}") or \
+        bool(re.search(r"\\[A-Za-z]*$|[\^_]$", t))
+
+
+_CJK_END_RE = re.compile(r"[\u4e00-\u9fff]$")
