@@ -206,7 +206,7 @@ def _curves_section(data: RunData) -> str:
     alerts = data.alerts or []
     specs = (reward_spec(data.metrics),) + METRIC_PLOTS
     figures = [html_figure(spec.title, metric_plot(spec, data.metrics, alerts),
-                       "no " + " / ".join(spec.keys + spec.right_keys) + " in metrics.jsonl")
+                           "no " + " / ".join(spec.keys + spec.right_keys) + " in metrics.jsonl")
                for spec in specs]
     legend = ("<p class=\"caption\">Dotted vertical lines mark alerts: "
               + ", ".join(f'<span style="color:{c}">{a}</span>'
@@ -216,10 +216,11 @@ def _curves_section(data: RunData) -> str:
 
 def _validation_section(data: RunData) -> str:
     if data.validation is None:
-        return html_section("validation", "Validation over training", missing_note("validation.jsonl"))
+        return html_section("validation", "Validation over training",
+                            missing_note("validation.jsonl"))
     png = validation_plot(data.validation, data.alerts or [])
     return html_section("validation", "Validation over training",
-                    html_figure("Validation pass@1", png, "no pass_at_1 in validation.jsonl"))
+                        html_figure("Validation pass@1", png, "no pass_at_1 in validation.jsonl"))
 
 
 def _alert_row(alert: dict) -> list[Any]:
@@ -247,7 +248,7 @@ def _alerts_section(data: RunData) -> str:
         counts[str(alert.get("action", "?"))] = counts.get(str(alert.get("action", "?")), 0) + 1
     summary = ", ".join(f"{n} {a}" for a, n in sorted(counts.items()))
     table = html_table(["step", "check", "action", "message", "value", "threshold"],
-                   [_alert_row(a) for a in alerts], "alerts")
+                       [_alert_row(a) for a in alerts], "alerts")
     return html_section("alerts", "Alerts", f"<p>{esc(summary)}</p>\n{table}")
 
 
