@@ -21,6 +21,8 @@ import time
 from typing import Callable
 
 from rich.console import Console
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                           TimeElapsedColumn, TimeRemainingColumn)
 
 EVERY_FRACTION = 0.1
 EVERY_SECONDS = 30.0
@@ -82,9 +84,6 @@ class Phase:
     def __enter__(self) -> "Phase":
         self._start = self._last_line = self.clock()
         if self.live:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
-                                       TextColumn, TimeElapsedColumn, TimeRemainingColumn)
-
             columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                        MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
                        TimeRemainingColumn()]

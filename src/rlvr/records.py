@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from rlvr.io import json_text
+
 # A reference is anything a verifier can check and JSON can hold: an answer string ("42",
 # "\\frac{1}{2}"), a number, a list of unit tests, or a dict of constraints.
 _REFERENCE_TYPES = (str, int, float, list, dict)
@@ -127,8 +129,6 @@ class Task:
     def to_json(self) -> str:
         """One-line standard JSON (a JSONL row); non-ASCII text kept as is; a NaN / inf in
         ``metadata`` is written as null (a task record has no ``nonfinite`` field)."""
-        from rlvr.io import json_text
-
         return json_text(self.to_dict(), flag=False)
 
     @classmethod

@@ -22,14 +22,9 @@ ray = pytest.importorskip("ray")
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rlvr.distributed.ray_workers import (  # noqa: E402
-    RayRewardPipeline,
-    RayRolloutEngine,
-    RolloutWorker,
-    merge_outputs,
-    shard_bounds,
-    shard_seed,
-)
+from rlvr.distributed.ray_actors import RolloutWorker  # noqa: E402
+from rlvr.distributed.ray_workers import RayRewardPipeline, RayRolloutEngine  # noqa: E402
+from rlvr.distributed.sharding import merge_outputs, shard_bounds, shard_seed  # noqa: E402
 from rlvr.models import load_model_and_tokenizer  # noqa: E402
 from rlvr.models.tiny import spread_weights  # noqa: E402
 from rlvr.rewards.config import RewardConfig  # noqa: E402

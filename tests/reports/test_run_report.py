@@ -23,7 +23,8 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from rlvr.cli import app
-from rlvr.reports.run_report import ACTION_COLOURS, write_run_report
+from rlvr.reports.plots import ACTION_COLOURS
+from rlvr.reports.run_report import write_run_report
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[2]

@@ -236,7 +236,7 @@ def test_custom_level_and_errors():
 def test_ten_thousand_problems_take_a_bounded_number_of_draws(monkeypatch):
     # What keeps generation linear: each kept problem costs O(1) draws (split rejection keeps
     # ~80%, repeats are found in a set), never a scan of the problems kept so far.
-    import rlvr.tasks.arithmetic as arithmetic
+    import rlvr.tasks.arithmetic.generator as arithmetic
 
     draws = 0
     sample = arithmetic.sample_expression

@@ -201,6 +201,7 @@ def lsh_params(threshold: float, num_perm: int,
 
 
 def _minhashes(shingle_sets: Iterable[frozenset[str]], num_perm: int) -> list:
+    # deferred: datasketch costs ~1.5 s to import; only the MinHash near-duplicate search needs it
     from datasketch import MinHash
 
     data = [[s.encode("utf-8") for s in sorted(sh)] for sh in shingle_sets]
@@ -262,6 +263,7 @@ def find_contamination(
     _check_args(threshold, num_perm, ngram)
     if not train or not evaluation:
         return []
+    # deferred: datasketch costs ~1.5 s to import; only the MinHash near-duplicate search needs it
     from datasketch import MinHashLSH
 
     eval_norm = [normalize(t.prompt) for t in evaluation]

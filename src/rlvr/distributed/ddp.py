@@ -109,6 +109,7 @@ def _deepspeed_boundary(accelerator, last: bool):
     zero grad) whenever accelerate's gradient state says "sync"; ``no_sync`` does not change
     that for ZeRO >= 2. Mark only the last micro-batch as the accumulation boundary. (Uses
     accelerate's ``GradientState._set_sync_gradients``, what ``Accelerator.accumulate`` does.)"""
+    # optional dependency: accelerate (extra `train`)
     from accelerate.utils import DistributedType
 
     if accelerator.distributed_type != DistributedType.DEEPSPEED:

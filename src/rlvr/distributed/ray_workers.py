@@ -40,13 +40,15 @@ its ``close()``. Nothing here is imported unless ``rollout.ray_address`` is set.
 
 Not done here: one-step off-policy overlap (generating step t+1 while step t trains); every
 ``generate`` call is synchronous like the local engines'.
+
+This module holds the driver-side drop-ins; the actor bodies are in
+:mod:`rlvr.distributed.ray_actors`, Ray's lifetime in :mod:`rlvr.distributed.ray_cluster` and
+the sharding of a call in :mod:`rlvr.distributed.sharding`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import logging
 import os
 import time
 from typing import Any, Callable, Mapping, Sequence
@@ -54,6 +56,15 @@ from typing import Any, Callable, Mapping, Sequence
 import ray
 import torch
 
+from rlvr.distributed.ray_actors import RewardWorker, RolloutWorker
+from rlvr.distributed.ray_cluster import (
+    DEFAULT_STARTUP_TIMEOUT_S,
+    LOCAL,
+    init_ray,
+    local_num_cpus,
+    wait_ready,
+)
+from rlvr.distributed.sharding import merge_outputs, shard_bounds, shard_seed
 from rlvr.models.precision import resolve_precision
 from rlvr.rewards.config import RewardConfig
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
@@ -61,273 +72,11 @@ from rlvr.rewards.registry import get_verifier
 from rlvr.rewards.types import RewardResult
 from rlvr.rollout.engine import (
     check_prompts,
-    create_engine,
     default_pad_token_id,
     load_weights_into,
     params_version,
 )
-from rlvr.rollout.types import RolloutOutput, RolloutTiming, SamplingParams
-
-LOCAL = "local"
-DEFAULT_STARTUP_TIMEOUT_S = 300.0
-
-
-# ---------------------------------------------------------------------------------------------
-# Ray's lifetime
-# ---------------------------------------------------------------------------------------------
-
-
-def init_ray(address: str = LOCAL, num_cpus: int | None = None) -> bool:
-    """Start or connect to Ray unless this process already is connected.
-
-    Args:
-        address: ``"local"`` starts a private cluster on this machine
-            (``ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)``, with
-            Ray's usage-stats reporting off unless ``RAY_USAGE_STATS_ENABLED`` is set);
-            anything else is passed to ``ray.init(address=...)`` (``"auto"``,
-            ``"ray://host:10001"``, ...).
-        num_cpus: logical CPUs of a local cluster (what Ray schedules actors against); ignored
-            for an existing cluster.
-
-    Returns:
-        True if this call started / connected Ray (the caller should ``ray.shutdown()`` when
-        done), False if Ray was already initialised (left to whoever started it).
-
-    Raises:
-        ConnectionError / RuntimeError: from ``ray.init`` when the address cannot be reached.
-    """
-    if ray.is_initialized():
-        return False
-    if address == LOCAL:
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        ray.init(address=LOCAL, num_cpus=num_cpus, include_dashboard=False,
-                 logging_level=logging.WARNING)
-    else:
-        ray.init(address=address, logging_level=logging.WARNING)
-    return True
-
-
-def local_num_cpus(actors: int) -> int:
-    """Logical CPUs for a ``"local"`` cluster: this machine's cores, but at least ``actors``
-    (each actor asks for one CPU; fewer would leave some unscheduled forever)."""
-    return max(os.cpu_count() or 1, actors)
-
-
-def _wait_ready(futures: list, actors: list, what: str, timeout_s: float) -> list:
-    """``ray.get`` the actors' first calls; kill them and raise if they do not start in time."""
-    try:
-        return ray.get(futures, timeout=timeout_s)
-    except ray.exceptions.GetTimeoutError:
-        for actor in actors:
-            ray.kill(actor)
-        raise RuntimeError(
-            f"{len(actors)} {what} actors did not start within {timeout_s:.0f} s: the cluster "
-            f"probably lacks free CPUs (each asks for its num_cpus; available: "
-            f"{ray.available_resources().get('CPU', 0)})") from None
-
-
-# ---------------------------------------------------------------------------------------------
-# Sharding helpers (pure; no Ray)
-# ---------------------------------------------------------------------------------------------
-
-
-def shard_bounds(items: int, shards: int) -> list[tuple[int, int]]:
-    """Contiguous ``[start, stop)`` ranges splitting ``items`` into at most ``shards`` parts of
-    near-equal size (sizes differ by at most one, larger first); empty parts are left out.
-
-    Raises:
-        ValueError: ``shards < 1`` or ``items < 0``.
-    """
-    if shards < 1 or items < 0:
-        raise ValueError(f"need shards >= 1 and items >= 0, got {shards}, {items}")
-    base, extra = divmod(items, shards)
-    bounds, start = [], 0
-    for k in range(shards):
-        stop = start + base + (1 if k < extra else 0)
-        if stop > start:
-            bounds.append((start, stop))
-        start = stop
-    return bounds
-
-
-def shard_seed(seed: int, first_prompt: int) -> int:
-    """Sampling seed of the shard whose first prompt has global index ``first_prompt``.
-
-    ``seed`` itself for the shard starting at prompt 0 (so one shard reproduces the local engine
-    exactly), otherwise a 63-bit hash of ``(seed, first_prompt)``: the same for every run,
-    machine and Python process (no ``hash()`` randomisation), different for different shards.
-    """
-    if first_prompt == 0:
-        return int(seed)
-    digest = hashlib.blake2b(f"{int(seed)}:{int(first_prompt)}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 1
-
-
-def merge_outputs(outputs: Sequence[RolloutOutput], first_prompts: Sequence[int], n: int,
-                  pad_token_id: int, wall_seconds: float | None = None) -> RolloutOutput:
-    """Concatenate the shards of one ``generate`` call into a single :class:`RolloutOutput`.
-
-    Args:
-        outputs: shard outputs in prompt order (shard k covers consecutive prompts starting at
-            ``first_prompts[k]``, ``n`` rows per prompt).
-        first_prompts: global index of each shard's first prompt.
-        n: samples per prompt.
-        pad_token_id: written into the columns a shard lacks (its completions were shorter
-            than the longest shard's); ``logprobs`` 0 and ``completion_mask`` False there.
-        wall_seconds: wall time of the whole fan-out. Timing then is ``prefill_seconds`` = the
-            slowest shard's prefill, ``decode_seconds`` = the rest of ``wall_seconds``, so
-            ``total_seconds`` is the call's real wall time (shards run in parallel, Ray overhead
-            included) and ``tokens_per_second`` the aggregate throughput. None: the slowest
-            shard's prefill, decode and log-prob pass.
-
-    Returns:
-        The merged output: rows of prompt i are ``i*n .. i*n+n-1``, ``prompt_index`` global,
-        width ``max`` over the shards, ``tokens_generated`` summed.
-
-    Raises:
-        ValueError: no outputs, mismatched lengths, or a shard whose row count is not a
-            multiple of ``n`` / whose rows do not start where the previous shard ended.
-    """
-    if not outputs or len(outputs) != len(first_prompts):
-        raise ValueError(f"need one first-prompt index per output, got {len(outputs)} outputs "
-                         f"and {len(first_prompts)} indices")
-    expected = first_prompts[0]
-    for out, first in zip(outputs, first_prompts):
-        if out.num_rows % n or first != expected:
-            raise ValueError(f"shard starting at prompt {first} does not continue the previous "
-                             f"shard (expected prompt {expected}) or has {out.num_rows} rows, "
-                             f"not a multiple of n={n}")
-        expected += out.num_rows // n
-    width = max(out.completion_ids.shape[1] for out in outputs)
-
-    def widen(t: torch.Tensor, fill) -> torch.Tensor:
-        if t.shape[1] == width:
-            return t
-        pad = t.new_full((t.shape[0], width - t.shape[1]), fill)
-        return torch.cat([t, pad], dim=1)
-
-    slowest = max(outputs, key=lambda o: o.timing.total_seconds)
-    prefill = max(out.timing.prefill_seconds for out in outputs)
-    decode = (max(0.0, wall_seconds - prefill) if wall_seconds is not None
-              else slowest.timing.decode_seconds)
-    timing = RolloutTiming(prefill_seconds=prefill, decode_seconds=decode,
-                           tokens_generated=sum(o.timing.tokens_generated for o in outputs),
-                           logprob_seconds=0.0 if wall_seconds is not None
-                           else slowest.timing.logprob_seconds)
-    return RolloutOutput(
-        completion_ids=torch.cat([widen(o.completion_ids, pad_token_id) for o in outputs]),
-        completion_mask=torch.cat([widen(o.completion_mask, False) for o in outputs]),
-        logprobs=torch.cat([widen(o.logprobs, 0.0) for o in outputs]),
-        prompt_index=torch.cat([o.prompt_index + first
-                                for o, first in zip(outputs, first_prompts)]),
-        finish_reason=[reason for o in outputs for reason in o.finish_reason],
-        lengths=torch.cat([o.lengths for o in outputs]),
-        timing=timing,
-        pad_token_id=pad_token_id,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Actors
-# ---------------------------------------------------------------------------------------------
-
-
-class RolloutWorker:
-    """Actor body: a local rollout engine over a copy of the policy.
-
-    Run as a Ray actor (``ray.remote(RolloutWorker)``, what :class:`RayRolloutEngine` does);
-    also usable in-process (tests).
-
-    Args:
-        model_cls: the policy's class (e.g. ``LlamaForCausalLM``), importable in the worker.
-        model_config: its transformers config (``model.config``); the model is built as
-            ``model_cls(model_config)``, then loaded from ``state_dict``, parameters cast to the
-            state dict's dtypes, in eval mode without gradients.
-        state_dict: initial weights (Ray resolves an ``ObjectRef`` passed here).
-        engine: local engine name (``"torch"`` or ``"hf"``, see :func:`rlvr.rollout.create_engine`).
-        pad_token_id: completion padding id (default from the config).
-        engine_options: extra keyword options of the engine.
-        threads: ``torch.set_num_threads`` in the worker; None leaves Ray's setting
-            (``OMP_NUM_THREADS`` = the actor's CPUs).
-
-    Raises:
-        UnknownEngineError / UnsupportedModelError: from :func:`create_engine`.
-        RuntimeError: the state dict does not fit the model.
-    """
-
-    def __init__(self, model_cls: type, model_config: Any, state_dict: Mapping[str, torch.Tensor],
-                 engine: str = "torch", pad_token_id: int | None = None,
-                 engine_options: Mapping[str, Any] | None = None, threads: int | None = None):
-        if threads:
-            torch.set_num_threads(int(threads))
-        model = model_cls(model_config)
-        with torch.no_grad():
-            for name, param in model.named_parameters():
-                source = state_dict.get(name)
-                if source is not None and source.dtype != param.dtype:
-                    param.data = param.data.to(source.dtype)
-        model.load_state_dict(state_dict)
-        self.model = model.eval().requires_grad_(False)
-        self.engine = create_engine(engine, self.model, pad_token_id=pad_token_id,
-                                    **dict(engine_options or {}))
-
-    def info(self) -> dict[str, Any]:
-        """Readiness probe: ``{"pid", "threads", "engine", "pad_token_id"}``."""
-        return {"pid": os.getpid(), "threads": torch.get_num_threads(),
-                "engine": self.engine.name, "pad_token_id": self.engine.pad_token_id}
-
-    def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:
-        """Load new policy weights (Ray resolves an ``ObjectRef`` passed here).
-
-        Raises:
-            RuntimeError: the state dict does not fit the model.
-        """
-        self.engine.update_weights(state_dict)
-
-    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> RolloutOutput:
-        """``engine.generate(prompts, params)`` (rows and ``prompt_index`` local to ``prompts``).
-
-        Raises:
-            ValueError: empty prompts or token ids outside the vocabulary.
-        """
-        return self.engine.generate(prompts, params)
-
-
-class RewardWorker:
-    """Actor body: a :class:`RewardPipeline` with its own verifier processes.
-
-    Args:
-        config: the reward config as a dict (``RewardConfig.model_dump()``); validated again
-            in the worker, which imports its ``plugins`` there.
-
-    Raises:
-        pydantic.ValidationError: the config is invalid in the worker (e.g. a plugin that is
-            not importable there).
-    """
-
-    def __init__(self, config: Mapping[str, Any]):
-        self.pipeline = RewardPipeline(RewardConfig.model_validate(dict(config)))
-
-    def info(self) -> dict[str, Any]:
-        """Readiness probe: ``{"pid", "workers"}`` (verifier processes of the pipeline)."""
-        return {"pid": os.getpid(), "workers": self.pipeline.config.workers}
-
-    def score_batch(self, requests: Sequence[ScoreRequest]) -> list[RewardResult]:
-        """``RewardPipeline.score_batch(requests)``: results in input order.
-
-        Raises:
-            KeyError: a request names an unregistered task type.
-        """
-        return self.pipeline.score_batch(requests)
-
-    def close(self) -> None:
-        """Stop the pipeline's verifier processes."""
-        self.pipeline.close()
-
-
-# ---------------------------------------------------------------------------------------------
-# Driver side
-# ---------------------------------------------------------------------------------------------
+from rlvr.rollout.types import RolloutOutput, SamplingParams
 
 
 class RayRolloutEngine:
@@ -373,8 +122,8 @@ class RayRolloutEngine:
                                       self.pad_token_id, dict(engine_options or {}),
                                       threads_per_worker)
                          for _ in range(workers)]
-        self.worker_info = _wait_ready([w.info.remote() for w in self._workers], self._workers,
-                                       "rollout", startup_timeout_s)
+        self.worker_info = wait_ready([w.info.remote() for w in self._workers], self._workers,
+                                      "rollout", startup_timeout_s)
         self._version = params_version(model)
 
     @classmethod
@@ -497,8 +246,8 @@ class RayRewardPipeline:
         actor = ray.remote(RewardWorker).options(num_cpus=num_cpus_per_worker)
         dumped = self.config.model_dump(mode="python")
         self._workers = [actor.remote(dumped) for _ in range(workers)]
-        self.worker_info = _wait_ready([w.info.remote() for w in self._workers], self._workers,
-                                       "reward", startup_timeout_s)
+        self.worker_info = wait_ready([w.info.remote() for w in self._workers], self._workers,
+                                      "reward", startup_timeout_s)
 
     @classmethod
     def from_run_config(cls, config) -> "RayRewardPipeline":

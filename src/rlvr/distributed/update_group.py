@@ -29,8 +29,11 @@ import time
 import warnings
 
 import torch
+import torch.multiprocessing as mp
 
 from rlvr.distributed.ddp import ddp_update, shard_rows
+from rlvr.models import load_model_and_tokenizer
+from rlvr.models.lora import apply_lora
 
 _ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
@@ -53,6 +56,7 @@ def join_process_group(rank: int, world: int, port: int, timeout_s: float = 1800
     Raises:
         RuntimeError / DistBackendError: the other ranks did not join within ``timeout_s``.
     """
+    # optional dependency: accelerate (extra `train`)
     from accelerate import Accelerator
 
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
@@ -148,8 +152,6 @@ class UpdateGroup:
     """
 
     def __init__(self, config, policy, optimizer, timeout_s: float = 7 * 24 * 3600.0):
-        import torch.multiprocessing as mp
-
         self.config, self.optimizer = config, optimizer
         self.world = config.grpo.update_processes
         if self.world > (os.cpu_count() or 1):
@@ -223,6 +225,7 @@ class UpdateGroup:
             self.workers = []
             if torch.distributed.is_initialized():
                 torch.distributed.destroy_process_group()
+            # optional dependency: accelerate (extra `train`)
             from accelerate.state import AcceleratorState
 
             AcceleratorState._reset_state(True)
@@ -247,15 +250,11 @@ def _worker_main(rank: int, world: int, port: int, config_type, config_json: str
 
     ``config_type`` is rank 0's config class (the run's ``RunConfig``, pickled by reference),
     which rebuilds the config from ``config_json``: this layer does not import ``train``."""
-    from rlvr.models import load_model_and_tokenizer
-
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     torch.set_num_threads(threads)
     config = config_type.model_validate_json(config_json)
     policy, _ = load_model_and_tokenizer(config.model.name, seed=config.seed)
     if config.model.lora_rank:
-        from rlvr.models.lora import apply_lora
-
         policy = apply_lora(policy, config.model.lora_rank, config.model.lora_alpha)
     g = config.grpo
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad],

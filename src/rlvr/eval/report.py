@@ -175,11 +175,12 @@ def figures(results: dict) -> dict[str, object]:
     generated tokens per problem, when known), each curve with its 95% confidence interval
     over problems (``ci95``) as a shaded band (gid ``ci95 <model> <metric>``). Legends name
     the models by :func:`short_names`. The caller closes the figures."""
-    # optional dependency: matplotlib (imported only when plots are drawn)
+    # deferred: matplotlib costs ~1 s to import; only drawing the plots needs it
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # optional dependency: matplotlib
+    # deferred: matplotlib costs ~1 s to import; only drawing the plots needs it
+    import matplotlib.pyplot as plt
 
     out = {}
     models = results["models"]
@@ -224,7 +225,8 @@ def figures(results: dict) -> dict[str, object]:
 
 def plot(results: dict, out_dir: Path) -> list[Path]:
     """Write :func:`figures` as PNG files into ``out_dir``. Returns the paths written."""
-    import matplotlib.pyplot as plt  # optional dependency: matplotlib
+    # deferred: matplotlib costs ~1 s to import; only drawing the plots needs it
+    import matplotlib.pyplot as plt
 
     written = []
     for filename, fig in figures(results).items():

@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from rlvr.io import append_jsonl
+
 SEVERITY = {"warn": 0, "rollback": 1, "stop": 2}
 
 
@@ -57,8 +59,6 @@ class AlertLog:
         self.path, self.print = path, print_fn
 
     def emit(self, alert: Alert) -> None:
-        from rlvr.io import append_jsonl
-
         append_jsonl(self.path, [alert.to_dict()], default=float)  # standard JSON, NaN as null
         colour = self.COLOURS.get(alert.action, "yellow")
         self.print(f"[bold {colour}]ALERT[/] step {alert.step} {alert.check} "

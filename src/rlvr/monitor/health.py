@@ -19,6 +19,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
 
+from rlvr.io import atomic_write, json_text
 from rlvr.monitor.alerts import Alert, AlertLog
 from rlvr.monitor.checks import HEALTH_CHECKS, NO_COOLDOWN, CheckContext, CompletionRecord
 from rlvr.monitor.config import HealthConfig
@@ -188,8 +189,6 @@ class HealthMonitor:
     def spot_check(self, step: int) -> Path | None:
         """Write the ``spot_check_top_k`` highest-reward completions of the window to
         ``spot_check/step-NNNNNN.jsonl`` (atomically) for a human to read (R34)."""
-        from rlvr.io import atomic_write, json_text
-
         k = self.config.spot_check_top_k
         if not k or not self.rows:
             return None

@@ -86,6 +86,7 @@ class TensorBoardSink:
 
     def __init__(self, log_dir: Path, flush_secs: int = 30, purge_step: int | None = None) -> None:
         try:
+            # optional dependency: torch, tensorboard (extra `train`)
             from torch.utils.tensorboard import SummaryWriter
         except ImportError as e:
             raise SinkUnavailable("TensorBoard logging needs torch and tensorboard: "
@@ -128,7 +129,7 @@ class WandbSink:
                  config: dict | None = None, mode: str | None = None,
                  dir: Path | str | None = None) -> None:
         try:
-            import wandb
+            import wandb  # optional dependency: wandb (in no extra: pip install wandb)
         except ImportError as e:
             raise SinkUnavailable("W&B logging needs wandb: pip install wandb") from e
         self._run = wandb.init(project=project, entity=entity, name=run_name, config=config,
@@ -212,7 +213,7 @@ class MLflowSink:
     def __init__(self, tracking_uri: str | None = None, experiment: str | None = None,
                  run_name: str | None = None, params: dict | None = None) -> None:
         try:
-            import mlflow
+            import mlflow  # optional dependency: mlflow (in no extra: pip install mlflow)
         except ImportError as e:
             raise SinkUnavailable("MLflow logging needs mlflow: pip install mlflow") from e
         self._mlflow = mlflow

@@ -65,7 +65,8 @@ from rlvr.rewards.logic import (  # noqa: F401  (the verifier side, re-exported)
     verify_logic,
 )
 from rlvr.rewards.types import Status
-from rlvr.tasks.arithmetic import Expr, render, solution_steps
+from rlvr.tasks.arithmetic.expressions import Expr, render
+from rlvr.tasks.arithmetic.solutions import solution_steps
 
 SOURCE = "logic"
 SPLITS = ("train", "validation")

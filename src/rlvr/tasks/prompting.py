@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from rlvr.records import Task
 from rlvr.tasks.config import DataConfig, carry_instruction
 
@@ -131,8 +133,6 @@ def saved_prompt(model: str | Path) -> SavedPrompt | None:
                else directory.parent.parent if directory.parent.name == "checkpoints" else None)
     if run_dir is None or not (run_dir / "config.yaml").is_file():
         return None
-    import yaml
-
     config = run_dir / "config.yaml"
     try:
         loaded = yaml.safe_load(config.read_text(encoding="utf-8")) or {}

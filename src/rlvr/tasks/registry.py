@@ -18,7 +18,9 @@ the run and the CLI ask the registry; adding a source is one decorated class::
         def generate(self, mixture, n, *, seed, split, unique=True):
             return [...]  # rlvr.records.Task list
 
-The built-in sources are registered at the end of this module, so every lookup sees them.
+The built-in sources are registered by :mod:`rlvr.tasks.builtin_sources`, which the package
+:mod:`rlvr.tasks` imports, so every lookup sees them. This module imports no source, so
+:mod:`rlvr.tasks.sources` (which looks sources up) can import it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from rlvr.records import Task
+from rlvr.tasks.files import DataError
 
 
 class TaskSource:
@@ -75,8 +78,6 @@ class TaskSource:
         Raises:
             rlvr.tasks.sources.DataError: missing file or malformed record (naming them).
         """
-        from rlvr.tasks.sources import DataError
-
         raise DataError(f"data.source {self.name!r} reads no data files")
 
     def generate(self, mixture: str, n: int, *, seed: int, split: str,
@@ -158,138 +159,3 @@ def in_process(data) -> bool:
 def splits_in_one_file(name: object) -> bool:
     """:attr:`TaskSource.splits_in_one_file` of ``name``; False for unknown names."""
     return is_source(name) and _SOURCES[name].splits_in_one_file
-
-
-# -- the built-in sources (registration order is the order error messages list them) --------
-
-
-def _task_file(path: Path, task_type: str | None = None) -> list[Task]:
-    from rlvr.tasks.sources import load_task_file
-
-    if task_type is not None:
-        return load_task_file(path, task_type)
-    from rlvr.rewards.registry import task_types
-
-    return load_task_file(path, known_types=set(task_types()))
-
-
-@register_source
-class ArithmeticSource(TaskSource):
-    """Integer arithmetic (:mod:`rlvr.tasks.arithmetic`, levels ``PRESETS``); a path is a
-    file of generated math tasks (``rlvr data generate``)."""
-
-    name = "arithmetic"
-    generated = True
-    default_mixture = "2d+-2d"
-    sft_mixture = True
-    # the questions *are* arithmetic: repeating "81 * 7" must not earn the reward
-    verifier_defaults = {"math": {"accept_unevaluated": False}}
-
-    def read(self, path, split):
-        return _task_file(path, "math")
-
-    def generate(self, mixture, n, *, seed, split, unique=True):
-        from rlvr.tasks.arithmetic import generate
-
-        return generate(mixture, n, seed=seed, split=split, unique=unique)
-
-    def check_mixture(self, mixture):
-        from rlvr.tasks.arithmetic import parse_mixture
-
-        parse_mixture(mixture)
-
-
-@register_source
-class LogicSource(TaskSource):
-    """Countdown and knights-and-knaves puzzles (:mod:`rlvr.tasks.logic`, levels
-    ``LEVELS``). Their questions state their own answer format: no instruction by default
-    (the math instruction after a knights-and-knaves puzzle would contradict it)."""
-
-    name = "logic"
-    generated = True
-    default_mixture = "countdown-3:0.5,kk-3:0.5"
-    instruction = ""
-
-    def read(self, path, split):
-        return _task_file(path, "logic")
-
-    def generate(self, mixture, n, *, seed, split, unique=True):
-        from rlvr.tasks.logic import generate_logic
-
-        return generate_logic(mixture, n, seed=seed, split=split)
-
-    def check_mixture(self, mixture):
-        from rlvr.tasks.logic import parse_mixture
-
-        parse_mixture(mixture)
-
-
-@register_source
-class GSM8KSource(TaskSource):
-    """GSM8K: a directory with train.jsonl / test.jsonl (validation: test.jsonl), or one
-    file."""
-
-    name = "gsm8k"
-    own_splits = True
-    convert_splits = ("train", "test")  # a directory's file; no split: test.jsonl
-    verifier_defaults = {"math": {"accept_unevaluated": False}}
-
-    def read(self, path, split):
-        from rlvr.tasks.sources import load_gsm8k
-
-        return load_gsm8k(path, split)
-
-
-@register_source
-class Math500Source(TaskSource):
-    """MATH-500 (``problem`` / ``solution`` / ``answer``): a file, or a directory holding
-    test.jsonl."""
-
-    name = "math500"
-    convert_splits = ("test",)
-
-    def read(self, path, split):
-        from rlvr.tasks.sources import load_math500
-
-        return load_math500(path, "test")
-
-
-@register_source
-class JsonlSource(TaskSource):
-    """The project's task record format, tasks of any registered task type."""
-
-    name = "jsonl"
-
-    def read(self, path, split):
-        return _task_file(path)
-
-
-@register_source
-class HumanEvalSource(TaskSource):
-    """HumanEval code tasks (an evaluation set: no train split of its own)."""
-
-    name = "humaneval"
-    convert_splits = ("test",)
-
-    def read(self, path, split):
-        from rlvr.tasks.code import load_humaneval
-
-        return load_humaneval(path)
-
-
-@register_source
-class MBPPSource(TaskSource):
-    """MBPP code tasks: one file holds every split (train = ids 601-974, validation =
-    511-600)."""
-
-    name = "mbpp"
-    own_splits = True
-    splits_in_one_file = True
-    convert_splits = ("train", "validation", "test", "prompt")  # no split: every task
-    empty_split = "no MBPP tasks in the {split} split (task ids 601-974 / 511-600)"
-
-    def read(self, path, split):
-        from rlvr.tasks.code import load_mbpp
-
-        return load_mbpp(path, split)
-

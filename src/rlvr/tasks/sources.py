@@ -25,6 +25,7 @@ from pathlib import Path
 from rlvr.records import RecordError, Task
 from rlvr.tasks.files import DataError
 from rlvr.tasks.files import read_task_jsonl as _read_jsonl
+from rlvr.tasks.registry import in_process, task_source
 
 _CALCULATOR_NOTE = re.compile(r"<<[^<>]*>>")
 
@@ -141,8 +142,6 @@ def _hold_out(tasks: list[Task], path: Path, data, seed: int,
 def _file_tasks(source: str, path: Path, split: str | None) -> list[Task]:
     """Every task of ``path`` in ``source``'s format, in file order (``split``: the part of a
     source's own splits to read, ``None``: the whole file; :meth:`TaskSource.read`)."""
-    from rlvr.tasks.registry import task_source
-
     return task_source(source).read(path, split)
 
 
@@ -200,8 +199,6 @@ def load_tasks(data, seed: int, log: Callable[[str], None] | None = None
     Raises:
         DataError: missing file, malformed record, or too few tasks.
     """
-    from rlvr.tasks.registry import in_process, task_source
-
     source = task_source(data.source)
     val = _validation_file(data) if data.val_path else None
     if in_process(data):

@@ -37,7 +37,9 @@ import yaml
 
 from rlvr.models.precision import resolve_precision
 from rlvr.configio import ConfigError, load_config, parse_override
-from rlvr.reports.run_report import _finite, _num, _pct, _points, _read_jsonl, _series
+from rlvr.reports.numbers import finite as _finite, num as _num, pct as _pct
+from rlvr.reports.numbers import points as _points, series as _series
+from rlvr.reports.run_files import read_jsonl_rows as _read_jsonl
 from rlvr.io import atomic_write, write_json
 
 MAX_VARIANTS = 32

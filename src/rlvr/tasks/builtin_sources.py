@@ -1,0 +1,131 @@
+"""The built-in task sources (:mod:`rlvr.tasks.registry`), registered when this module is
+imported: the package :mod:`rlvr.tasks` imports it, so any import of a ``rlvr.tasks`` module
+registers them. Registration order is the order error messages list them: arithmetic, logic,
+gsm8k, math500, jsonl, humaneval, mbpp. (The registry is imported as a module, so that no
+name this module imports looks like a reward registration: tests/test_layers.py.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlvr.records import Task
+from rlvr.rewards.registry import task_types
+from rlvr.tasks import registry
+from rlvr.tasks.arithmetic.generator import generate as generate_arithmetic
+from rlvr.tasks.arithmetic.levels import parse_mixture as parse_arithmetic_mixture
+from rlvr.tasks.code import load_humaneval, load_mbpp
+from rlvr.tasks.logic import generate_logic
+from rlvr.tasks.logic import parse_mixture as parse_logic_mixture
+from rlvr.tasks.sources import load_gsm8k, load_math500, load_task_file
+
+
+def _task_file(path: Path, task_type: str | None = None) -> list[Task]:
+    if task_type is not None:
+        return load_task_file(path, task_type)
+    return load_task_file(path, known_types=set(task_types()))
+
+
+@registry.register_source
+class ArithmeticSource(registry.TaskSource):
+    """Integer arithmetic (:mod:`rlvr.tasks.arithmetic`, levels ``PRESETS``); a path is a
+    file of generated math tasks (``rlvr data generate``)."""
+
+    name = "arithmetic"
+    generated = True
+    default_mixture = "2d+-2d"
+    sft_mixture = True
+    # the questions *are* arithmetic: repeating "81 * 7" must not earn the reward
+    verifier_defaults = {"math": {"accept_unevaluated": False}}
+
+    def read(self, path, split):
+        return _task_file(path, "math")
+
+    def generate(self, mixture, n, *, seed, split, unique=True):
+        return generate_arithmetic(mixture, n, seed=seed, split=split, unique=unique)
+
+    def check_mixture(self, mixture):
+        parse_arithmetic_mixture(mixture)
+
+
+@registry.register_source
+class LogicSource(registry.TaskSource):
+    """Countdown and knights-and-knaves puzzles (:mod:`rlvr.tasks.logic`, levels
+    ``LEVELS``). Their questions state their own answer format: no instruction by default
+    (the math instruction after a knights-and-knaves puzzle would contradict it)."""
+
+    name = "logic"
+    generated = True
+    default_mixture = "countdown-3:0.5,kk-3:0.5"
+    instruction = ""
+
+    def read(self, path, split):
+        return _task_file(path, "logic")
+
+    def generate(self, mixture, n, *, seed, split, unique=True):
+        return generate_logic(mixture, n, seed=seed, split=split)
+
+    def check_mixture(self, mixture):
+        parse_logic_mixture(mixture)
+
+
+@registry.register_source
+class GSM8KSource(registry.TaskSource):
+    """GSM8K: a directory with train.jsonl / test.jsonl (validation: test.jsonl), or one
+    file."""
+
+    name = "gsm8k"
+    own_splits = True
+    convert_splits = ("train", "test")  # a directory's file; no split: test.jsonl
+    verifier_defaults = {"math": {"accept_unevaluated": False}}
+
+    def read(self, path, split):
+        return load_gsm8k(path, split)
+
+
+@registry.register_source
+class Math500Source(registry.TaskSource):
+    """MATH-500 (``problem`` / ``solution`` / ``answer``): a file, or a directory holding
+    test.jsonl."""
+
+    name = "math500"
+    convert_splits = ("test",)
+
+    def read(self, path, split):
+        return load_math500(path, "test")
+
+
+@registry.register_source
+class JsonlSource(registry.TaskSource):
+    """The project's task record format, tasks of any registered task type."""
+
+    name = "jsonl"
+
+    def read(self, path, split):
+        return _task_file(path)
+
+
+@registry.register_source
+class HumanEvalSource(registry.TaskSource):
+    """HumanEval code tasks (an evaluation set: no train split of its own)."""
+
+    name = "humaneval"
+    convert_splits = ("test",)
+
+    def read(self, path, split):
+        return load_humaneval(path)
+
+
+@registry.register_source
+class MBPPSource(registry.TaskSource):
+    """MBPP code tasks: one file holds every split (train = ids 601-974, validation =
+    511-600)."""
+
+    name = "mbpp"
+    own_splits = True
+    splits_in_one_file = True
+    convert_splits = ("train", "validation", "test", "prompt")  # no split: every task
+    empty_split = "no MBPP tasks in the {split} split (task ids 601-974 / 511-600)"
+
+    def read(self, path, split):
+        return load_mbpp(path, split)
