@@ -165,6 +165,7 @@ class Generated:
     mean_logprob: float | None = None
 
 
-# RolloutBatch: the record of one step's completions (token ids, masks, sampler log-probs,
-# rewards and their components, group ids, finish reasons) is added here by the trainer owner;
-# its tensors follow rlvr.algo's conventions (FloatTensor[N, T], BoolTensor[N, T], N = B * G).
+# The records of a GRPO step live in rlvr.train.batch, not here: StepRollouts (one row per
+# completion, N = B * G) and TrainBatch (one row per trained row) hold rlvr.rollout,
+# rlvr.rewards and rlvr.models types, layers above this one; their tensors follow rlvr.algo's
+# conventions (FloatTensor[N, T], BoolTensor[N, T]).

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -22,6 +21,7 @@ from rlvr.distributed.ddp import DataParallelUpdate, ddp_update, global_counts, 
 from rlvr.distributed.update_group import free_port, join_process_group
 from rlvr.models.forward import build_sequences, completion_log_probs
 from rlvr.models.tiny import tiny_model, tiny_tokenizer
+from rlvr.train.batch import TrainBatch
 from rlvr.train.config import RunConfig
 from rlvr.train.grpo import GRPOStep
 
@@ -171,9 +171,8 @@ def test_single_process_ddp_update_matches_grpo_step(batch):
     model, opt = _model_and_optimizer("sgd")
     step = GRPOStep(cfg, model, None, None, None, None, opt,
                     torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0), None)
-    rollout = SimpleNamespace(logprobs=torch.zeros(8, 6))
-    step.update(SimpleNamespace(sequences=seqs, advantages=adv, train_rows=torch.arange(8),
-                                rollout=rollout))
+    step.update(TrainBatch(train_rows=torch.arange(8), sequences=seqs, advantages=adv,
+                           sampler_log_probs=torch.zeros(8, 6)))
     model2, opt2 = _model_and_optimizer("sgd")
     try:
         accelerator = Accelerator(cpu=True)

@@ -97,7 +97,7 @@ def test_a_sandbox_error_row_is_left_out_of_its_groups_statistics(
     expected = torch.tensor([0.5773493, -1.1546986, 0.5773493, 0.0, 0.0, 0.0, 0.0, 0.0])
     torch.testing.assert_close(batch.advantages, expected, atol=1e-6, rtol=0)
     # the loss sees only the train rows: the error rows carry no loss weight
-    assert batch.train_rows.tolist() == [0, 1, 2]
+    assert batch.train.train_rows.tolist() == [0, 1, 2]
     assert len(updates) == 1 and updates[0].sequences.input_ids.shape[0] == 3
     assert batch.zero_variance.tolist() == [False, False]  # group 1 has no valid reward
     assert batch.metrics["verifier_errors"] == 5 and batch.metrics["train_rows"] == 3

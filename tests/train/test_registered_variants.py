@@ -4,7 +4,6 @@ registries, and the update asks the loss aggregation's entry for its options and
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -19,6 +18,7 @@ from rlvr.algo.utils import masked_sum  # noqa: E402
 from rlvr.configio import ConfigError, load_config  # noqa: E402
 from rlvr.models.forward import build_sequences, completion_log_probs  # noqa: E402
 from rlvr.models.tiny import tiny_model, tiny_tokenizer  # noqa: E402
+from rlvr.train.batch import TrainBatch  # noqa: E402
 from rlvr.train.config import RunConfig  # noqa: E402
 from rlvr.train.grpo import GRPOStep  # noqa: E402
 
@@ -93,9 +93,8 @@ def test_grpo_update_uses_the_registered_variants(variants):
     policy, reference, opt = _models()
     step = GRPOStep(config, policy, reference, None, None, None, opt,
                     torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0), None)
-    metrics = step.update(SimpleNamespace(sequences=seqs, advantages=adv,
-                                          train_rows=torch.arange(8),
-                                          rollout=SimpleNamespace(logprobs=torch.zeros(8, 6))))
+    metrics = step.update(TrainBatch(train_rows=torch.arange(8), sequences=seqs, advantages=adv,
+                                     sampler_log_probs=torch.zeros(8, 6)))
     assert variants["kl"] == 3 and metrics["kl"] > 0  # once per micro-batch
     assert metrics["update_skipped_nonfinite"] == 0.0
 

@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rlvr.train.config import GRPOConfig  # noqa: E402
+from rlvr.train.sections import GRPOConfig  # noqa: E402
 from rlvr.train.schedule import grpo_optimizer, warmup_schedule  # noqa: E402
 
 

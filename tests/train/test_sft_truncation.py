@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 from rlvr.cli import app  # noqa: E402
 from rlvr.models import TINY_RANDOM, load_model_and_tokenizer  # noqa: E402
 from rlvr.tasks.arithmetic import generate  # noqa: E402
-from rlvr.train.config import SFTConfig  # noqa: E402
+from rlvr.train.sections import SFTConfig  # noqa: E402
 from rlvr.train.sft import SFTInputError, run_sft  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -34,8 +34,9 @@ def sweep(
     command skips the variants already finished."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.train.run import RunInputError
-    from rlvr.train.sweep import (SWEEP_PNG, build_configs, parse_sweep, run_sweep,
-                                  summary_table, variant_name)
+    from rlvr.train.sweep.runner import run_sweep
+    from rlvr.train.sweep.spec import build_configs, parse_sweep, variant_name
+    from rlvr.train.sweep.summary import SWEEP_PNG, summary_table
 
     if config is None:  # the default preset, as `rlvr train` finds it
         config = default_preset()

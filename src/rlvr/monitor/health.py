@@ -79,8 +79,8 @@ class HealthMonitor:
         """Health metrics of a step's completions (added to its metrics row) and the window.
 
         Args:
-            batch: a :class:`rlvr.train.grpo.RolloutBatch` (tasks, rollout.prompt_index,
-                texts, results, rewards).
+            batch: a :class:`rlvr.train.batch.StepRollouts` (tasks, rollout.prompt_index,
+                texts, results, rewards, zero_variance).
 
         Returns: ``repetition_rate``, ``garbled_rate``, ``script_mix_rate``,
             ``repetitive_fraction``, ``gaming_rate`` (share of multiple-answer or format-only

@@ -4,27 +4,32 @@ Sections: ``model``, ``data``, ``sft`` (cold start, R17), ``grpo`` (loop sizes, 
 sampling), ``algo`` (the pure-function choices: advantage, policy loss, KL), ``rollout``,
 ``reward`` (:class:`rlvr.rewards.config.RewardConfig`), ``eval``, ``checkpoint``, ``health``
 (:class:`rlvr.monitor.config.HealthConfig`: checks, thresholds, actions) and ``logging``
-(:class:`rlvr.monitor.sinks.LoggingConfig`: TensorBoard, W&B, MLflow).
+(:class:`rlvr.monitor.sinks.LoggingConfig`: TensorBoard, W&B, MLflow). The training sections
+(``model``, ``sft``, ``grpo``, ``algo``, ``rollout``, ``eval``, ``checkpoint``) are in
+:mod:`rlvr.train.sections`, ``data`` in :mod:`rlvr.tasks.config`. Here: :class:`RunConfig`
+and its cross-section checks, the hints for foreign keys, what a resumed run cannot change
+(:func:`resume_conflicts`) and the console summary (:func:`config_summary`).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Field, model_validator
 
-from rlvr.models.loader import DEFAULT_MODEL
-from rlvr.models.precision import Precision, resolve_precision
+from rlvr.algo.registry import ADVANTAGE_ESTIMATORS
+from rlvr.configio import override_for
 from rlvr.monitor.config import HealthConfig
 from rlvr.monitor.sinks import LoggingConfig
 from rlvr.rewards.config import RewardConfig
 from rlvr.rewards.registry import load_plugins
+from rlvr.rollout import engine_names
 from rlvr.tasks.config import (DEFAULT_INSTRUCTION, ConfigSection, DataConfig,  # noqa: F401
                                DataSource, SourceName, carry_instruction, check_mixture,
                                default_instruction)
-
-_Section = ConfigSection
+from rlvr.tasks.registry import in_process, needs_data_path, task_source
+from rlvr.train.sections import (AlgoConfig, CheckpointConfig, EvalConfig, GRPOConfig,
+                                 ModelConfig, RolloutConfig, SFTConfig)
 
 
 def _trl(name: str, ours: str) -> str:
@@ -91,236 +96,7 @@ FOREIGN_KEYS: dict[str, str] = {
 }
 
 
-
-class ModelConfig(_Section):
-    name: str = Field(DEFAULT_MODEL, description="`smollm2-135m-instruct` (embedded default), "
-                      "`tiny-random` (tests), or any Hugging Face causal LM path / hub id.")
-    precision: Precision = Field(
-        "auto", description="Compute precision of every path (SFT, the GRPO update, the "
-        "rollout engine's weight snapshot and kernels, the KL reference, validation, `rlvr "
-        "eval` / `serve` / `data stratify`): `bf16` (autocast; bf16 weight snapshots), `fp32`, "
-        "or `auto` (default): bf16 where the device computes it natively (a CPU with "
-        "AVX512-BF16 or AMX, a CUDA GPU with bf16), fp32 elsewhere (AVX2-only CPUs emulate "
-        "bf16 ~85x slower than fp32). Master weights, log-probs, advantages and KL are fp32 "
-        "in both (R13). The run prints and saves the choice and why (results.json "
-        "`precision`); `config.yaml` records the resolved value.")
-    lora_rank: int = Field(0, ge=0, description="LoRA rank via peft; 0 = full fine-tuning.")
-    lora_alpha: float = Field(32.0, gt=0, description="LoRA alpha (scaling = alpha / rank).")
-
-    @property
-    def bf16(self) -> bool:
-        """Whether compute runs in bf16: ``precision`` resolved against this machine
-        (:func:`rlvr.models.precision.resolve_precision`; a run stores the resolved value)."""
-        return resolve_precision(self.precision).bf16
-
-    @model_validator(mode="before")
-    @classmethod
-    def _renamed_bf16(cls, data):
-        if isinstance(data, dict) and "bf16" in data:
-            value = data["bf16"]
-            raise ValueError(f"model.bf16 was replaced by model.precision (auto | bf16 | fp32); "
-                             f"use model.precision: {'bf16' if value else 'fp32'} (or auto)")
-        return data
-
-
-class SFTConfig(_Section):
-    enabled: bool = Field(True, description="Run the SFT cold start before GRPO (R17).")
-    examples: int = Field(1000, ge=1, description="Worked solutions to train on (only those "
-                          "whose final answer verifies are kept).")
-    mixture: str | None = Field(None, description="Arithmetic only: draw the SFT examples from "
-                                "this difficulty mixture (e.g. easy `1dop1d`, to teach the output "
-                                "format and leave the skill to RL) instead of the training set. "
-                                "Problems come from the train split, never validation.")
-    epochs: int = Field(1, ge=1, description="Passes over the SFT examples.")
-    batch_size: int = Field(16, ge=1, description="Sequences per optimizer step.")
-    learning_rate: float = Field(5e-5, gt=0, description="Peak LR (linear warm-up over 5% "
-                                 "of steps, then linear decay). Higher than GRPO's (R20).")
-    max_length: int = Field(320, ge=16, description="Max tokens of prompt + solution; longer "
-                            "examples are cut (counted and logged), those left without an "
-                            "answer token dropped; none left is refused.")
-    checkpoint_every: int = Field(50, ge=0, description="`rlvr train`: write the SFT state "
-                                  "(model, optimizer, scheduler, data position, RNG) to "
-                                  "RUN/sft_checkpoint.pt every K optimizer steps, so `--resume` "
-                                  "after a kill during SFT continues it (the same result as an "
-                                  "uninterrupted SFT); removed once sft_model/ is saved. 0 = "
-                                  "none: a resume restarts SFT from its first step.")
-    full_finetune: bool = Field(True, description="With `model.lora_rank` set: SFT trains all "
-                                "weights (default: a few hundred adapter steps do not teach a "
-                                "small model the answer format), GRPO then trains fresh LoRA "
-                                "adapters on top of the SFT model, which is also the frozen KL "
-                                "reference. false: SFT trains its own adapters (no AdamW "
-                                "moments for the full weights: less memory), merged into "
-                                "sft_model/ before GRPO's fresh adapters.")
-
-
-class GRPOConfig(_Section):
-    steps: int = Field(40, ge=0, description="GRPO steps (each: rollout, reward, update).")
-    prompts_per_step: int = Field(8, ge=1, description="Prompts (groups) per step.")
-    group_size: int = Field(8, ge=2, description="G completions per prompt (R12: 4-8 math, "
-                            "8-16 code). Must be >= 2 for a group-relative advantage.")
-    learning_rate: float = Field(2e-6, gt=0, description="AdamW LR (constant after warm-up).")
-    warmup_steps: int = Field(0, ge=0, description="Optimizer steps of linear learning-rate "
-                              "warm-up of the GRPO update (0 = none).")
-    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay of the GRPO "
-                                "update.")
-    max_grad_norm: float = Field(1.0, gt=0, description="Global gradient-norm clip.")
-    micro_batch_size: int = Field(16, ge=1, description="Completions per forward/backward; "
-                                  "gradients are accumulated over the step's completions.")
-    shared_prefix: bool = Field(True, description="Compute each prompt once per micro-batch "
-                                "and share its KV cache (with gradients) across the group's "
-                                "completions: same loss, far fewer tokens when prompts are "
-                                "longer than completions (src/rlvr/models/forward.py).")
-    update_processes: int = Field(1, ge=1, description="Processes for the policy update (data "
-                                  "parallel, accelerate DDP over gloo). This process (rank 0) "
-                                  "runs rollouts, rewards, evaluation and checkpoints; each step "
-                                  "it sends the trainable rows to the other ranks, every rank "
-                                  "computes the gradient of its contiguous shard, DDP averages "
-                                  "them and all take the same optimizer step: the update of one "
-                                  "process up to float summation order. Each rank gets "
-                                  "`threads / update_processes` threads for the update "
-                                  "(src/rlvr/distributed/update_group.py). 1 = single process.")
-    mu: int = Field(1, ge=1, description="Policy updates per rollout batch (with mu > 1 the "
-                    "old log-probs are kept from before the first update).")
-    temperature: float = Field(1.0, gt=0, description="Training sampling temperature (R18 "
-                               "suggests 1.2-1.5 for exploration on large models).")
-    top_p: float = Field(1.0, gt=0, le=1, description="Training nucleus-sampling top_p "
-                         "(R18: 0.9 for exploration; 1 = off).")
-    max_new_tokens: int = Field(96, ge=1, description="Completion length cap in tokens; a "
-                                "completion that hits it is 'truncated' (R19).")
-    filter_groups_after: int = Field(0, ge=0, description="Dynamic sampling (DAPO sec. 3.2, "
-                                     "verl's filter_groups): a prompt whose group was all-correct "
-                                     "or all-wrong on each of its last m visits is skipped when "
-                                     "drawn and replaced by the next prompt (counted as "
-                                     "`data/skipped`). 0 = off.")
-
-
-class AlgoConfig(_Section):
-    """The GRPO-family choices (rlvr.algo registries; formulas and papers in each function's
-    docstring and in docs/algorithms.md)."""
-
-    advantage: str = Field("grpo", description="Advantage estimator: grpo (Shao et al. 2024), "
-                           "dr_grpo (Liu et al. 2025: no std scaling), rloo (leave-one-out "
-                           "baseline, Ahmadian et al. 2024), reinforce_pp_baseline (Hu 2025).")
-    std_scale: Literal["group", "batch", "none"] = Field("group", description="Std used by "
-                                                         "the grpo advantage.")
-    policy_loss: str = Field("clip", description="clip (PPO, symmetric eps), clip_higher "
-                             "(DAPO: eps_low / eps_high), dual_clip (Ye et al. 2020).")
-    clip_eps: float = Field(0.2, gt=0, description="Clip epsilon (eps_low for clip_higher).")
-    clip_eps_high: float = Field(0.28, gt=0, description="eps_high of clip_higher (DAPO).")
-    loss_agg: str = Field("grpo", description="grpo (per-sequence token mean, then mean), "
-                          "bnpo (token mean over the micro-batch), dapo (token mean over the "
-                          "step), dr_grpo (sum / constant max length).")
-    kl_coef: float = Field(0.01, ge=0, description="beta of the KL penalty to the frozen "
-                           "reference (R15: sweep 0.001, 0.003, 0.01, 0.03). 0 = no reference.")
-    kl_estimator: str = Field("k3", description="Schulman's KL "
-                              "estimators (k3: unbiased, >= 0).")
-    kl_in: Literal["loss", "reward"] = Field("loss", description="`loss`: + beta * KL per "
-                                             "token in the loss (GRPO); `reward`: R - beta * "
-                                             "sum_t KL folded into the reward before the "
-                                             "advantage (PPO / REINFORCE++ style).")
-    kl_controller: Literal["fixed", "adaptive"] = Field("fixed", description="`adaptive`: "
-                                                        "beta steered toward `kl_target` "
-                                                        "(Ziegler et al. 2019), logged as "
-                                                        "`kl_coef`.")
-    kl_target: float = Field(0.02, gt=0, description="Target token-mean KL (nats) of the "
-                             "adaptive controller.")
-    ref_refresh_every: int = Field(0, ge=0, description="Replace the reference by the current "
-                                   "policy every K steps (a periodic reference reset); 0 = never.")
-    reward_noise: float = Field(0.0, ge=0, description="Gaussian reward noise sigma (R14).")
-    overlong_buffer: int = Field(0, ge=0, description="DAPO soft overlong punishment: "
-                                 "completions within this many tokens of `grpo.max_new_tokens` "
-                                 "lose up to `overlong_penalty` reward linearly, truncated ones "
-                                 "all of it (R19); 0 = off.")
-    overlong_penalty: float = Field(1.0, ge=0, description="Scale of that punishment.")
-    mask_truncated: bool = Field(False, description="Truncated completions (hit the cap) get "
-                                 "no gradient (DAPO overlong filtering); they still count in "
-                                 "their group's statistics.")
-    length_penalty: float = Field(0.0, ge=0, description="Linear length penalty coef * "
-                                  "|y| / max_new_tokens subtracted from the reward (R19).")
-    concise_bonus: float = Field(0.0, ge=0, description="Kimi k1.5 group-relative length "
-                                 "reward: + up to coef/2 for the shortest correct answers of a "
-                                 "group, - for long ones (wrong answers only penalised).")
-    entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus weight (subtracted from "
-                                "the loss); entropy is logged always.")
-
-    @field_validator("advantage", "policy_loss", "loss_agg", "kl_estimator")
-    @classmethod
-    def _registered(cls, name: str, info: ValidationInfo) -> str:
-        # Checked against the rlvr.algo registries, not a Literal: a newly registered
-        # variant is selectable with no edit here. Imported lazily (rlvr.algo needs torch).
-        from rlvr.algo import registry
-
-        table = {"advantage": registry.ADVANTAGE_ESTIMATORS,
-                 "policy_loss": registry.POLICY_LOSSES,
-                 "loss_agg": registry.LOSS_AGGREGATIONS,
-                 "kl_estimator": registry.KL_ESTIMATORS}[info.field_name]
-        if name not in table:
-            # a custom error type: its message is shown as is (no "Value error, " prefix)
-            raise PydanticCustomError("unregistered", "{message}",
-                                      {"message": table.unknown_message(name)})
-        return name
-
-    @model_validator(mode="after")
-    def _kl_settings(self) -> "AlgoConfig":
-        if self.kl_controller == "adaptive" and self.kl_coef <= 0:
-            raise ValueError("kl_controller: adaptive needs kl_coef > 0 (its starting value)")
-        if self.ref_refresh_every and self.kl_coef <= 0:
-            raise ValueError("ref_refresh_every needs kl_coef > 0 (there is no reference)")
-        return self
-
-
-class RolloutConfig(_Section):
-    engine: str = Field("torch", description="Rollout engine: `torch` (fast CPU decoder), "
-                        "`hf` (transformers generate) or `vllm` (CUDA GPU, `pip install "
-                        "rlvr[vllm]`).")
-    ray_address: str | None = Field(None, description="Scale-out (R22): run rollouts and "
-                                    "reward scoring in Ray actors (`pip install rlvr[ray]`). "
-                                    "Unset (default): no Ray, everything in this process. "
-                                    "`local`: start a private in-process Ray cluster on this "
-                                    "machine (shut down when the run ends). Anything else is "
-                                    "an existing cluster's address (e.g. `auto` or "
-                                    "`ray://host:10001`), left running. Each rollout worker runs "
-                                    "`engine` on its own copy of the policy, refreshed before "
-                                    "every rollout; the prompts of a call are split into "
-                                    "contiguous shards, one per worker, shard k sampled with a "
-                                    "seed derived from (seed, its first prompt's index), so a "
-                                    "run is reproducible for a given worker count and with one "
-                                    "rollout worker equals the single-process run, while with "
-                                    "several it matches it in distribution, not sample for "
-                                    "sample (src/rlvr/distributed/ray_workers.py).")
-    ray_rollout_workers: int = Field(2, ge=1, description="Rollout actors. Each asks Ray for "
-                                     "1 CPU and runs `threads` torch threads when set, else an "
-                                     "equal share of this machine's cores (`ray_address: "
-                                     "local`) or Ray's default (one per CPU it was given). Only "
-                                     "used with `ray_address`.")
-    ray_reward_workers: int = Field(1, ge=1, description="Reward actors; each runs a reward "
-                                    "pipeline with `reward.workers` verifier processes, and a "
-                                    "batch of completions is split over them in contiguous "
-                                    "chunks. Verifiers that tests or scripts register at "
-                                    "runtime must come from `reward.plugins` to exist in the "
-                                    "actors. Only used with `ray_address`.")
-
-
-class EvalConfig(_Section):
-    every: int = Field(10, ge=0, description="Validate every K GRPO steps (0 = start and end "
-                       "only). Greedy pass@1 and mean reward on the validation set.")
-    max_new_tokens: int = Field(128, ge=1, description="Completion length cap in tokens of "
-                                "validation and pass@k evaluation.")
-    batch_size: int = Field(64, ge=1, description="Prompts per generation call.")
-    base_model: bool = Field(False, description="Also evaluate the model before SFT.")
-    pass_at_k_samples: int = Field(16, ge=0, description="Samples per validation problem for "
-                                   "the baseline vs trained pass@k / maj@k at k = 1, 4, 8, 16 "
-                                   "(R29; n of them, k <= n); 0 disables.")
-    temperature: float = Field(0.7, ge=0, description="Sampling temperature of that pass@k "
-                               "evaluation (R18: 0.6-0.8).")
-
-
-class CheckpointConfig(_Section):
-    every: int = Field(0, ge=0, description="Checkpoint every K GRPO steps (0 = at the end).")
-    keep: int = Field(2, ge=1, description="Checkpoints kept (oldest removed first).")
-
-
-class RunConfig(_Section):
+class RunConfig(ConfigSection):
     """A whole run. Load with :func:`rlvr.configio.load_config`; saved resolved as
     ``config.yaml`` in the run directory."""
 
@@ -395,15 +171,11 @@ class RunConfig(_Section):
 
     @model_validator(mode="after")
     def _check_names(self) -> "RunConfig":
-        from rlvr.rollout import engine_names
-
         # (the algo names are checked by AlgoConfig against the rlvr.algo registries)
         engines = engine_names()
         if self.rollout.engine not in engines:
             raise ValueError(f"rollout.engine: {self.rollout.engine!r} is unknown; choose from "
                              f"{sorted(engines)}")
-        from rlvr.tasks.registry import needs_data_path, task_source
-
         if needs_data_path(self.data.source) and not self.data.path and not self.data.sources:
             raise ValueError(f"data.path: required for data.source={self.data.source!r}")
         for i, spec in enumerate(self.data.sources):
@@ -464,8 +236,6 @@ def resume_conflicts(saved: RunConfig, resumed: RunConfig, overrides: list[str])
     also ``algo.kl_coef`` under the adaptive controller, whose current value is restored
     from the checkpoint). ``saved`` is the run's ``config.yaml``, ``resumed`` the same with
     the overrides; empty when everything they change applies."""
-    from rlvr.configio import override_for
-
     before, after = _leaves(saved.model_dump(mode="json")), _leaves(resumed.model_dump(mode="json"))
     fixed = dict(RESUME_FIXED)
     if saved.algo.kl_controller == "adaptive" and resumed.algo.kl_controller == "adaptive":
@@ -487,8 +257,6 @@ def resume_conflicts(saved: RunConfig, resumed: RunConfig, overrides: list[str])
 
 
 def _advantage_options(config: RunConfig) -> dict:
-    from rlvr.algo.registry import ADVANTAGE_ESTIMATORS
-
     return ADVANTAGE_ESTIMATORS.options(config.algo.advantage, config)
 
 
@@ -496,8 +264,6 @@ def config_summary(config: RunConfig, full: str | None = None) -> list[str]:
     """The run's main settings in about a dozen short lines, one per section (what a console
     shows at the start; ``config.yaml`` keeps every field). ``full`` names where the whole
     resolved config is (the run's ``config.yaml``) in the first line."""
-    from rlvr.tasks.registry import in_process, task_source
-
     c = config
     where = f"; every setting: {full}" if full else ""
     lines = [f"config {c.name} (seed {c.seed}){where}"]

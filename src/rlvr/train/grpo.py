@@ -9,7 +9,6 @@ minus beta * KL(pi_theta || pi_ref). The algorithm pieces are the pure functions
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -26,40 +25,10 @@ from rlvr.records import Task
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
 from rlvr.rewards.types import RewardResult, Status
 from rlvr.rollout import RolloutOutput, SamplingParams
+from rlvr.train.batch import StepRollouts, TrainBatch
 from rlvr.train.config import RunConfig
 from rlvr.train.policy import sync_engine
 from rlvr.update import LocalBackend, policy_update
-
-
-@dataclass
-class RolloutBatch:
-    """Everything about one step's completions (the record that flows through a step).
-
-    Attributes:
-        tasks: the B tasks of the step.
-        rollout: the engine output, N = B * G rows (``prompt_index`` maps rows to tasks).
-        texts: N decoded completions.
-        results: N reward results (reward, components, status).
-        rewards: FloatTensor[N] (fp32).
-        advantages: FloatTensor[N] (fp32); 0 for zero-variance groups and excluded rows.
-        train_rows: LongTensor[n] rows that carry gradient (non-zero-variance groups, no
-            verifier infrastructure error).
-        sequences: prompt + completion ids of ``train_rows``.
-        zero_variance: BoolTensor[B], the groups whose valid completions all got the same
-            (shaped) reward: no gradient (R35; the sampler's dynamic sampling and the health
-            monitor's per-tier fraction read it).
-    """
-
-    tasks: list[Task]
-    rollout: RolloutOutput
-    texts: list[str]
-    results: list[RewardResult]
-    rewards: Tensor
-    advantages: Tensor
-    train_rows: Tensor
-    sequences: SequenceBatch | None
-    zero_variance: Tensor | None = None
-    metrics: dict[str, float] = field(default_factory=dict)
 
 
 def _sampled_entropy(out: RolloutOutput) -> float:
@@ -197,42 +166,44 @@ class GRPOStep:
         rows = torch.nonzero(trained).flatten()
         return adv, rows, zero_groups
 
-    def update(self, batch: RolloutBatch) -> dict[str, float]:
-        """``grpo.mu`` optimizer steps on the batch's train rows; returns update metrics.
+    def update(self, train: TrainBatch) -> dict[str, float]:
+        """``grpo.mu`` optimizer steps on the step's train rows; returns update metrics.
+        Sets ``train.old_log_probs`` (``grpo.mu > 1``) and ``train.ref_log_probs`` (a KL
+        term in the loss) first.
 
         A non-finite log-prob, loss or gradient norm anywhere in an epoch skips that epoch's
         optimizer step (the policy and the optimizer moments stay as they were, R38) and is
         counted in ``nonfinite_log_probs`` (rows), ``nonfinite_loss``, ``nonfinite_grad_norm``
         and ``update_skipped_nonfinite``."""
-        g, a, seqs = self.config.grpo, self.config.algo, batch.sequences
-        adv = batch.advantages[batch.train_rows]
-        old = None
+        g, a, seqs = self.config.grpo, self.config.algo, train.sequences
         if g.mu > 1:
-            old = self._log_probs(self.policy, seqs)
+            train.old_log_probs = self._log_probs(self.policy, seqs)
         kl_coef = self.kl_ctl.value if a.kl_in == "loss" else 0.0
-        ref = self._log_probs(self.reference, seqs) if kl_coef > 0 else None
+        if kl_coef > 0:
+            train.ref_log_probs = self._log_probs(self.reference, seqs)
         if self.update_group is not None:  # data parallel (grpo.update_processes > 1)
-            out_metrics = self.update_group.update(seqs, adv, old, ref, kl_coef)
+            out_metrics = self.update_group.update(seqs, train.advantages, train.old_log_probs,
+                                                   train.ref_log_probs, kl_coef)
         else:
-            out_metrics = self._update_here(batch, adv, old, ref, kl_coef)
+            out_metrics = self._update_here(train, kl_coef)
         self.scheduler.step()
         return out_metrics
 
-    def _update_here(self, batch: RolloutBatch, adv: Tensor, old: Tensor | None,
-                     ref: Tensor | None, kl_coef: float) -> dict[str, float]:
+    def _update_here(self, train: TrainBatch, kl_coef: float) -> dict[str, float]:
         """:meth:`update`'s ``mu`` epochs in this process (:func:`rlvr.update.policy_update`
         with the plain backend)."""
-        seqs = batch.sequences
+        seqs = train.sequences
         backend = LocalBackend(self.policy)
-        counts = BatchCounts(*backend.global_counts(len(batch.train_rows),
+        counts = BatchCounts(*backend.global_counts(len(train.train_rows),
                                                     int(seqs.completion_mask.sum())))
-        return policy_update(backend, self.optimizer, seqs, adv, old, self.config, counts,
-                             ref_log_probs=ref, kl_coef=kl_coef, epochs=self.config.grpo.mu,
-                             sampler_log_probs=batch.rollout.logprobs[batch.train_rows],
-                             bf16=self.bf16)
+        return policy_update(backend, self.optimizer, seqs, train.advantages,
+                             train.old_log_probs, self.config, counts,
+                             ref_log_probs=train.ref_log_probs, kl_coef=kl_coef,
+                             epochs=self.config.grpo.mu,
+                             sampler_log_probs=train.sampler_log_probs, bf16=self.bf16)
 
     # -- the step ---------------------------------------------------------------------------
-    def run(self, tasks: list[Task], prompts: list[list[int]], step: int) -> RolloutBatch:
+    def run(self, tasks: list[Task], prompts: list[list[int]], step: int) -> StepRollouts:
         """One whole step; ``batch.metrics`` holds the step's metrics (R10, R35, R36).
         ``on_phase`` (when set) is told each part as it starts: rollout, reward, update."""
         self._phase("rollout")
@@ -250,21 +221,22 @@ class GRPOStep:
             truncated = torch.tensor([f == "length" for f in out.finish_reason])
             shaping["masked_truncated"] = float(truncated[rows].sum())
             rows = rows[~truncated[rows]]
-        seqs = None
+        train = None
         if len(rows):
             idx = rows.tolist()
             seqs = build_sequences([prompts[int(out.prompt_index[i])] for i in idx],
                                    out.completion_ids[rows], out.completion_mask[rows],
                                    self.tokenizer.pad_token_id)
-        batch = RolloutBatch(tasks, out, texts, results, rewards, adv, rows, seqs, zero_groups)
+            train = TrainBatch(rows, seqs, adv[rows], out.logprobs[rows])
+        batch = StepRollouts(tasks, zero_groups, out, texts, results, rewards, adv, train)
         if not bool(torch.isfinite(adv).all()):  # a reward function returned NaN / inf
             update = {"nonfinite_advantages": float((~torch.isfinite(adv)).sum()),
                       "update_skipped_nonfinite": 1.0}
-        elif seqs is None:
+        elif train is None:
             update = {"skipped_update": 1.0}
         else:
             self._phase("update")
-            update = self.update(batch)
+            update = self.update(train)
         t3 = time.perf_counter()
         update = {**shaping, **update, "kl_coef": self.kl_ctl.value}
         if "kl" in update:
@@ -287,7 +259,7 @@ class GRPOStep:
                  for i in range(0, seqs.input_ids.shape[0], self.config.grpo.micro_batch_size)]
         return torch.cat([torch.nn.functional.pad(p, (0, width - p.shape[1])) for p in parts])
 
-    def _metrics(self, batch: RolloutBatch, update: dict, phases) -> dict:
+    def _metrics(self, batch: StepRollouts, update: dict, phases) -> dict:
         out, results, n = batch.rollout, batch.results, len(batch.results)
         lengths = out.lengths.float()
         statuses = [r.status for r in results]
@@ -304,7 +276,7 @@ class GRPOStep:
             "length_max": float(lengths.max()),
             "truncation_rate": sum(f == "length" for f in out.finish_reason) / n,
             "rollout_entropy": _sampled_entropy(out),
-            "train_rows": len(batch.train_rows),
+            "train_rows": batch.num_trained,
             "lr": self.optimizer.param_groups[0]["lr"],
             "seconds_rollout": phases[0],
             "seconds_reward": phases[1],

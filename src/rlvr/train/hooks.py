@@ -8,6 +8,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlvr.train.batch import StepRollouts
 from rlvr.train.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
 from rlvr.train.logs import append_log, console
 from rlvr.train.rundir import REFERENCES_DIR, load_policy, plain_policy, step_of
@@ -28,9 +29,9 @@ class HealthHook:
     def __init__(self, state: TrainingState):
         self.state = state
 
-    def observe(self, step: int, batch) -> dict:
+    def observe(self, step: int, rollouts: StepRollouts) -> dict:
         """The step's health metrics (degeneration, per category, audit ...)."""
-        return self.state.monitor.observe(step, batch)
+        return self.state.monitor.observe(step, rollouts)
 
     def check(self, step: int, metrics: dict):
         """Run the checks after the step (and any validation of it); returns the strongest
@@ -50,17 +51,18 @@ class LoggingHook:
     def __init__(self, config, run_dir: Path, state: TrainingState):
         self.config, self.run_dir, self.state = config, run_dir, state
 
-    def log_step(self, step: int, m: dict, batch, eta: str = "") -> None:
+    def log_step(self, step: int, m: dict, rollouts: StepRollouts, eta: str = "") -> None:
         append_log(self.run_dir / "metrics.jsonl", [m])
         self.state.sinks.log(step, m)
-        index = batch.rollout.prompt_index.tolist()
+        tasks, results = rollouts.tasks, rollouts.results
+        index = rollouts.rollout.prompt_index.tolist()
         append_log(self.run_dir / "samples.jsonl", [
-            {"step": step, "id": batch.tasks[index[r]].id,
-             "reference": batch.tasks[index[r]].reference, "completion": batch.texts[r],
+            {"step": step, "id": tasks[index[r]].id,
+             "reference": tasks[index[r]].reference, "completion": rollouts.texts[r],
              "reward": res.reward, "components": res.components, "status": res.status.value,
              "extracted": res.extracted, "detail": res.detail,
-             "category": batch.tasks[index[r]].category}
-            for r, res in list(enumerate(batch.results))[:: max(1, len(batch.results) // 4)]])
+             "category": tasks[index[r]].category}
+            for r, res in list(enumerate(results))[:: max(1, len(results) // 4)]])
         console.print(f"step {step}/{self.config.grpo.steps} reward {m['reward_mean']:.3f} acc "
                       f"{m['accuracy']:.1%} zero-var {m['zero_variance_fraction']:.0%} "
                       f"len {m['length_mean']:.0f} kl {m.get('kl', 0):.4f} clip "

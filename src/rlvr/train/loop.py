@@ -32,17 +32,17 @@ def grpo_loop(config, state: TrainingState, hooks: LoopHooks):
         with Phase(f"step {step}/{c.grpo.steps}", None, console) as phase:
             s.step_fn.on_phase = phase.status
             try:
-                batch = s.step_fn.run([s.data.train_tasks[i] for i in idx],
-                                      [s.data.train_prompts[i] for i in idx], step)
+                rollouts = s.step_fn.run([s.data.train_tasks[i] for i in idx],
+                                         [s.data.train_prompts[i] for i in idx], step)
             finally:
                 s.step_fn.on_phase = None
         s.step = step
-        s.sampler.record(idx, batch.zero_variance.tolist())
-        m = {"step": step, **batch.metrics, **hooks.health.observe(step, batch),
+        s.sampler.record(idx, rollouts.zero_variance.tolist())
+        m = {"step": step, **rollouts.metrics, **hooks.health.observe(step, rollouts),
              **sampling_metrics(s.sampler, skipped, counts)}
         elapsed = time.perf_counter() - loop_start
-        hooks.logging.log_step(step, m, batch, step_eta(step - start_step,
-                                                        c.grpo.steps - start_step, elapsed))
+        hooks.logging.log_step(step, m, rollouts, step_eta(step - start_step,
+                                                           c.grpo.steps - start_step, elapsed))
         hooks.reference.after_step(step)
         hooks.validation.after_step(step)
         alert = hooks.health.check(step, m)

@@ -113,7 +113,7 @@ def encode_examples(tokenizer, examples: list[Task], prompts: list[list[int]], m
 
 def sft_steps(examples: int, config) -> int:
     """Optimizer steps of an SFT run on ``examples`` examples (``config``:
-    :class:`rlvr.train.config.SFTConfig`)."""
+    :class:`rlvr.train.sections.SFTConfig`)."""
     return math.ceil(examples / config.batch_size) * config.epochs
 
 
@@ -124,7 +124,7 @@ def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], co
     """Fine-tune ``model`` in place on ``examples`` (with their chat ``prompts``).
 
     Args:
-        config: :class:`rlvr.train.config.SFTConfig`.
+        config: :class:`rlvr.train.sections.SFTConfig`.
         rejected: solutions rejected before SFT (reported).
         log: called with a progress string (loss, elapsed, ETA) every 10 steps.
         progress: called with the steps done after every step.
