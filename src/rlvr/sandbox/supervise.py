@@ -169,9 +169,8 @@ def supervise(
                         sel.unregister(proc.stdin)
                         proc.stdin.close()
                     continue
-                try:
-                    chunk = os.read(key.fileobj.fileno(), 1 << 16)
-                except BlockingIOError:
+                chunk = _read_ready(key.fileobj)
+                if chunk is None:
                     continue
                 if not chunk:
                     sel.unregister(key.fileobj)
@@ -201,9 +200,8 @@ def supervise(
             res_open = proc.stdout in [k.fileobj for k in sel.get_map().values()]
             while res_open and time.monotonic() < end:
                 for key, _ in sel.select(max(0.0, end - time.monotonic())):
-                    try:
-                        chunk = os.read(key.fileobj.fileno(), 1 << 16)
-                    except BlockingIOError:
+                    chunk = _read_ready(key.fileobj)
+                    if chunk is None:
                         continue
                     if not chunk:
                         sel.unregister(key.fileobj)
@@ -217,3 +215,12 @@ def supervise(
     finally:
         sel.close()
     return run
+
+
+def _read_ready(pipe) -> bytes | None:
+    """Up to 64 KiB from a non-blocking pipe the selector said is readable: ``b""`` at EOF,
+    ``None`` when the read would block after all."""
+    try:
+        return os.read(pipe.fileno(), 1 << 16)
+    except BlockingIOError:
+        return None

@@ -67,9 +67,9 @@ from rlvr.rewards.logic import (  # noqa: F401  (the verifier side, re-exported)
 from rlvr.rewards.types import Status
 from rlvr.tasks.arithmetic.expressions import Expr, render
 from rlvr.tasks.arithmetic.solutions import solution_steps
+from rlvr.tasks.mixture import check_generator_args, check_weights, split_weighted
 
 SOURCE = "logic"
-SPLITS = ("train", "validation")
 DEFAULT_VAL_FRACTION = 0.2
 
 
@@ -118,22 +118,8 @@ def parse_mixture(spec: str) -> list[tuple[LogicLevel, float]]:
         ValueError: a malformed or empty spec, a negative weight, or weights summing to 0.
         KeyError: an unknown level name (the message lists the known ones).
     """
-    # rlvr.tasks.arithmetic.parse_mixture resolves names against the arithmetic presets only,
-    # so it cannot be reused for these levels.
-    pairs: list[tuple[str, float]] = []
-    for item in filter(None, (s.strip() for s in spec.split(","))):
-        name, sep, weight = item.rpartition(":")
-        if not sep:
-            name, weight = item, "1"
-        try:
-            pairs.append((name.strip(), float(weight)))
-        except ValueError:
-            raise ValueError(f"bad weight {weight!r} in logic mixture {spec!r}") from None
-    if not pairs:
-        raise ValueError(f"empty logic mixture {spec!r}")
-    total = sum(w for _, w in pairs)
-    if any(w < 0 for _, w in pairs) or total <= 0:
-        raise ValueError(f"mixture weights must be >= 0 and sum to > 0: {spec!r}")
+    pairs = split_weighted(spec, "logic mixture")
+    total = check_weights(pairs, spec, "logic mixture")
     unknown = [name for name, _ in pairs if name not in LEVELS]
     if unknown:
         raise KeyError(f"unknown logic level {unknown[0]!r}; levels: {', '.join(LEVELS)}")
@@ -427,12 +413,7 @@ def generate_logic(
             puzzles in this split.
         KeyError: an unknown level name.
     """
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    if not 0 < val_fraction < 1:
-        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
+    check_generator_args(split, val_fraction, n)
     levels = parse_mixture(mixture)
     cumulative = list(itertools.accumulate(w for _, w in levels))
     rng = random.Random(f"rlvr-logic|{seed}|{split}")

@@ -30,12 +30,12 @@ Modules: :mod:`~rlvr.tasks.arithmetic.expressions` (expression trees: evaluation
 """
 
 from rlvr.tasks.arithmetic.expressions import OPERATORS, Expr, ExpressionError, evaluate, render
+from rlvr.tasks.mixture import SPLITS
 from rlvr.tasks.arithmetic.generator import (
     DEFAULT_PROMPT_TEMPLATE,
     DEFAULT_SOLUTION_TEMPLATE,
     DEFAULT_VAL_FRACTION,
     SOURCE,
-    SPLITS,
     TASK_TYPE,
     generate,
     make_task,

@@ -16,6 +16,7 @@ from rlvr.records import Task
 from rlvr.tasks.arithmetic.expressions import PRECEDENCE, Expr, render, value_of
 from rlvr.tasks.arithmetic.levels import Level, MixtureSpec, parse_mixture
 from rlvr.tasks.arithmetic.solutions import HASH_ANSWER, check_solution, solution_steps
+from rlvr.tasks.mixture import check_generator_args
 
 DEFAULT_PROMPT_TEMPLATE = "What is {expression}?"
 #: ``{steps}`` is the reasoning lines joined by newlines, ``{answer}`` the integer answer.
@@ -23,7 +24,6 @@ DEFAULT_SOLUTION_TEMPLATE = "{steps}\n#### {answer}"
 DEFAULT_VAL_FRACTION = 0.2
 TASK_TYPE = "math"
 SOURCE = "arithmetic"
-SPLITS = ("train", "validation")
 
 # ----------------------------------------------------------------------------- splits
 
@@ -226,12 +226,7 @@ def generate(
             problems in this split to give ``n`` unique ones (use a larger level, a mixture,
             or ``unique=False``).
     """
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-    if not 0 < val_fraction < 1:
-        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
+    check_generator_args(split, val_fraction, n)
     mixture = parse_mixture(spec)
     levels = [lv for lv, _ in mixture]
     cumulative = list(itertools.accumulate(w for _, w in mixture))

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from rlvr.tasks.arithmetic.expressions import OPERATORS
+from rlvr.tasks.mixture import check_weights, split_weighted
 
 @dataclass(frozen=True)
 class Level:
@@ -93,22 +94,10 @@ def parse_mixture(spec: MixtureSpec) -> list[tuple[Level, float]]:
     if isinstance(spec, Level):
         pairs: list[tuple[str | Level, float]] = [(spec, 1.0)]
     elif isinstance(spec, str):
-        pairs = []
-        for item in filter(None, (s.strip() for s in spec.split(","))):
-            name, sep, weight = item.rpartition(":")
-            if not sep:
-                name, weight = item, "1"
-            try:
-                pairs.append((name.strip(), float(weight)))
-            except ValueError:
-                raise ValueError(f"bad weight {weight!r} in mixture spec {spec!r}") from None
+        pairs = list(split_weighted(spec, "mixture spec"))
     elif isinstance(spec, Mapping):
         pairs = [(k, float(v)) for k, v in spec.items()]
     else:
         pairs = [(k, float(v)) for k, v in spec]
-    if not pairs:
-        raise ValueError(f"empty mixture spec {spec!r}")
-    if any(w < 0 for _, w in pairs) or sum(w for _, w in pairs) <= 0:
-        raise ValueError(f"mixture weights must be >= 0 and sum to > 0: {spec!r}")
-    total = sum(w for _, w in pairs)
+    total = check_weights(pairs, spec, "mixture spec")
     return [(get_level(name), w / total) for name, w in pairs if w > 0]
