@@ -10,7 +10,9 @@ from pathlib import Path
 
 import torch
 
+from rlvr.io import atomic_write, write_json
 from rlvr.models.loader import save_model
+from rlvr.tasks.prompting import write_prompt_settings
 
 STATE_FILE = "trainer_state.pt"
 
@@ -25,8 +27,6 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizer, sched
     one-shot, chat template) as ``rlvr_prompt.json``, so that ``rlvr eval`` prompts the
     checkpoint as it was trained. Returns the checkpoint directory.
     """
-    from rlvr.tasks.prompting import write_prompt_settings
-
     root = run_dir / "checkpoints"
     state = {"step": step, "optimizer": optimizer.state_dict(),
              "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
@@ -71,7 +71,5 @@ def write_json_atomic(path: Path, data) -> None:
     """``data`` as standard JSON (non-finite floats as null, listed under ``"nonfinite"``:
     :func:`rlvr.io.json_text`; other objects as ``str``) to a temp file beside
     ``path``, then renamed over it."""
-    from rlvr.io import atomic_write, write_json
-
     with atomic_write(path) as f:
         write_json(f, data, default=str, ensure_ascii=True)

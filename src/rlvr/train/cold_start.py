@@ -8,11 +8,18 @@ import copy
 import json
 from pathlib import Path
 
+from rlvr.io import json_text
+from rlvr.models import load_model_and_tokenizer
+from rlvr.models.loader import save_model
+from rlvr.models.lora import apply_lora as wrap_lora, is_lora, merged_copy
 from rlvr.progress import Phase
+from rlvr.tasks.prompting import prompt_ids, write_prompt_settings
+from rlvr.tasks.registry import task_source
 from rlvr.train.errors import RunInputError
 from rlvr.train.logs import console
 from rlvr.train.policy import sync_engine
 from rlvr.train.rundir import SFT_MODEL_DIR, SFT_REPORT, SFT_STATE, complete_model, plain_policy
+from rlvr.train.sft import SFTInputError, run_sft, sft_steps, verified_examples
 from rlvr.train.state import TrainingState
 
 
@@ -21,11 +28,9 @@ def apply_lora(state: TrainingState, config, stage: str) -> None:
     from here on. ``stage`` names what they are for in the log line (GRPO, or SFT with
     ``sft.full_finetune: false``). The adapters go on a copy when a rollout engine exists:
     the engine keeps the plain module it was given and is synced with merged weights."""
-    from rlvr.models.lora import apply_lora as wrap
-
     c = config
     plain = copy.deepcopy(state.policy) if state.engine is not None else state.policy
-    state.policy = wrap(plain, c.model.lora_rank, c.model.lora_alpha)
+    state.policy = wrap_lora(plain, c.model.lora_rank, c.model.lora_alpha)
     trainable = sum(p.numel() for p in state.policy.parameters() if p.requires_grad)
     console.print(f"LoRA rank {c.model.lora_rank}: {trainable:,} trainable parameters "
                   f"({stage})")
@@ -42,10 +47,6 @@ def sft(state: TrainingState, config, eval_rewards, state_path: Path | None = No
     Raises:
         RunInputError: no example left within ``sft.max_length``.
     """
-    from rlvr.tasks.registry import task_source
-    from rlvr.tasks.prompting import prompt_ids
-    from rlvr.train.sft import SFTInputError, run_sft, sft_steps, verified_examples
-
     c, data = config, state.data
     pool = data.train_tasks[: c.sft.examples]
     source = task_source(c.data.source)
@@ -80,9 +81,6 @@ def sft_stage(state: TrainingState, config, run_dir: Path, eval_rewards, resume:
     ``sft.checkpoint_every`` steps (removed once ``sft_model/`` is saved). ``resume``: a
     complete ``sft_model/`` is loaded instead of training again; else SFT continues from
     ``sft_checkpoint.pt`` when there is one."""
-    from rlvr.models import load_model_and_tokenizer
-    from rlvr.models.lora import is_lora, merged_copy
-
     c, saved = config, run_dir / SFT_MODEL_DIR
     if resume and complete_model(saved):
         state.policy, _ = load_model_and_tokenizer(str(saved))
@@ -110,12 +108,7 @@ def sft_stage(state: TrainingState, config, run_dir: Path, eval_rewards, resume:
 def save_sft_model(state: TrainingState, run_dir: Path, report: dict | None) -> Path:
     """The policy (LoRA merged) as ``sft_model/``, with the SFT report and the run's prompt
     settings."""
-    from rlvr.models.loader import save_model
-    from rlvr.tasks.prompting import write_prompt_settings
-
     def extra(tmp: Path) -> None:
-        from rlvr.io import json_text
-
         (tmp / SFT_REPORT).write_text(json_text(report, default=float), encoding="utf-8")
         write_prompt_settings(tmp, state.prompt)
 

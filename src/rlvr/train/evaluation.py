@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rlvr.eval.engine_sampler import sampled_pass_at_k
 from rlvr.progress import Phase
 from rlvr.train.logs import append_log, console
 from rlvr.train.policy import sync_engine
 from rlvr.train.state import TrainingState
+from rlvr.train.validate import validate
 
 
 class Evaluator:
@@ -30,8 +32,6 @@ class Evaluator:
         """Greedy validation; appends the row (and the first 20 samples) to the run's logs,
         prints a summary and returns the row (``label``, ``step`` and
         :class:`rlvr.train.validate.ValidationResult`'s fields)."""
-        from rlvr.train.validate import validate
-
         s, c = self.state, self.config
         s.policy.eval()
         sync_engine(s.engine, s.policy)  # the engine keeps its own weight snapshot
@@ -57,8 +57,6 @@ class Evaluator:
         """Sampled pass@k / maj@k (k = 1, 4, 8, 16 up to n) of the current policy on the
         validation set at ``eval.temperature`` with n = ``eval.pass_at_k_samples`` (R29);
         one engine call per ``eval.batch_size`` prompts. None when n is 0."""
-        from rlvr.eval.engine_sampler import sampled_pass_at_k
-
         s, c = self.state, self.config
         if not c.eval.pass_at_k_samples:
             return None

@@ -8,10 +8,13 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlvr.models.loader import save_model
+from rlvr.monitor.alerts import strongest
 from rlvr.train.batch import StepRollouts
 from rlvr.train.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
 from rlvr.train.logs import append_log, console
 from rlvr.train.rundir import REFERENCES_DIR, load_policy, plain_policy, step_of
+from rlvr.train.schedule import warmup_schedule
 from rlvr.train.state import TrainingState
 
 
@@ -36,8 +39,6 @@ class HealthHook:
     def check(self, step: int, metrics: dict):
         """Run the checks after the step (and any validation of it); returns the strongest
         alert or ``None``."""
-        from rlvr.monitor.alerts import strongest
-
         alerts = self.state.monitor.check(step, metrics)
         for a in alerts:
             self.state.sinks.log_text(step, f"alerts/{a.check}", f"{a.action}: {a.message}")
@@ -92,8 +93,6 @@ class ReferenceRefreshHook:
             self.refresh(step)
 
     def refresh(self, step: int) -> None:
-        from rlvr.models.loader import save_model
-
         reference = self.state.step_fn.reference
         reference.load_state_dict(plain_policy(self.state.policy).state_dict())
         root = self.run_dir / REFERENCES_DIR
@@ -137,8 +136,6 @@ class RollbackHook:
         return self.state.policy
 
     def rollback(self, step: int, check: str | None = None) -> None:
-        from rlvr.train.schedule import warmup_schedule
-
         s, h, g = self.state, self.config.health, self.config.grpo
         target = rollback_target(self.run_dir, self.config, step)
         restored = load_policy(self.run_dir, self.config, target)

@@ -15,10 +15,12 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlvr.io import atomic_write
 from rlvr.train.checkpoint import latest_checkpoint, load_trainer_state
 from rlvr.train.errors import RunInputError
 from rlvr.train.logs import LOG_FILES, console
 from rlvr.train.rundir import REFERENCES_DIR, SFT_MODEL_DIR, SFT_STATE, complete_model
+from rlvr.train.setup import grpo_optimizer
 from rlvr.train.state import TrainingState
 
 
@@ -57,8 +59,6 @@ def restore(state: TrainingState, config, run_dir: Path, checkpoint: Path) -> di
     a GRPO optimizer and schedule over the policy, their saved states and the RNG states,
     ``step``, ``history``, ``lr_scale``, the KL coefficient and the monitor's state; cut the
     logs back to the step. Returns the sampler's saved state (the sampler is built later)."""
-    from rlvr.train.setup import grpo_optimizer
-
     grpo_optimizer(state, config)
     saved = load_trainer_state(checkpoint, state.optimizer, state.scheduler)
     state.step, extra = saved["step"], saved["extra"]
@@ -101,8 +101,6 @@ def reset_logs_before_grpo(run_dir: Path) -> list[dict]:
     (``eval.base_model``, done before SFT) in ``validation.jsonl`` /
     ``validation_samples.jsonl``, empty the other logs (what followed is redone) and return
     the kept validation rows."""
-    from rlvr.io import atomic_write
-
     kept_rows = []
     for name in LOG_FILES:
         path = run_dir / name
@@ -128,8 +126,6 @@ def truncate_logs(run_dir: Path, step: int) -> None:
     """Drop the rows after ``step`` from the run's JSONL logs (atomically), so that a run
     resumed from the checkpoint of ``step`` does not log the lost steps twice. A final line
     cut short by a kill is dropped too."""
-    from rlvr.io import atomic_write
-
     for name in LOG_FILES:
         path = run_dir / name
         if not path.is_file():

@@ -81,6 +81,7 @@ class Run:
         torch.manual_seed(config.seed)
         random.seed(config.seed)
         if config.rollout.ray_address:  # R22: reward actors; closing them stops Ray if started
+            # optional dependency: ray (extra `ray`), imported by rlvr.distributed.ray_workers
             from rlvr.distributed.ray_workers import RayRewardPipeline
 
             self.rewards = RayRewardPipeline.from_run_config(config)

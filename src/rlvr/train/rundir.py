@@ -12,6 +12,9 @@ from pathlib import Path
 
 import yaml
 
+from rlvr.io import atomic_write
+from rlvr.models import load_model_and_tokenizer
+from rlvr.models.lora import is_lora, load_adapter, merged_copy
 from rlvr.models.lora_base import LORA_BASE, SFT_MODEL_DIR, lora_base  # noqa: F401  (re-exported)
 
 REFERENCES_DIR = "references"  # refreshed KL references (algo.ref_refresh_every)
@@ -28,8 +31,6 @@ def run_dir_for(config) -> Path:
 
 def write_yaml_atomic(path: Path, data: dict) -> None:
     """The resolved config as YAML, written atomically (R41)."""
-    from rlvr.io import atomic_write
-
     with atomic_write(path) as f:
         yaml.safe_dump(data, f, sort_keys=False)
 
@@ -47,8 +48,6 @@ def step_of(checkpoint: Path) -> int:
 
 def plain_policy(policy):
     """``policy`` as a plain model: a LoRA policy merged into a copy, else itself."""
-    from rlvr.models.lora import is_lora, merged_copy
-
     return merged_copy(policy) if is_lora(policy) else policy
 
 
@@ -56,11 +55,7 @@ def load_policy(run_dir: Path, config, directory: Path):
     """A policy saved in the run: a full model, or (LoRA) the adapters' base model
     (``sft_model/`` when the run did SFT, see ``lora_base.json``; else ``model.name``) with
     the saved adapter, trainable, so the optimizer state lines up with its parameters."""
-    from rlvr.models import load_model_and_tokenizer
-
     if (directory / "adapter_config.json").is_file():
-        from rlvr.models.lora import load_adapter
-
         name, seed = lora_base(run_dir, config.model.name, config.seed)
         base, _ = load_model_and_tokenizer(name, seed=seed)
         return load_adapter(base, directory)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+from rlvr.data.stratify import TIERS
+
 
 class TaskSampler:
     """Draws task indices slot by slot: a pool by weight, then the pool's next task in an
@@ -119,8 +121,6 @@ def sampling_tier(task, mode: str) -> str | None:
     """``task``'s sampling tier under ``data.tiers`` (``mode``): its ``difficulty`` when that
     is easy / medium / hard and (``measured``) was measured by ``rlvr data stratify`` (the
     task has a ``pass_rate``) or (``labels``) whatever its origin; else None."""
-    from rlvr.data.stratify import TIERS
-
     if mode == "off" or task.difficulty not in TIERS:
         return None
     return task.difficulty if mode == "labels" or task.pass_rate is not None else None
@@ -131,8 +131,6 @@ def run_sampler(config, train_tasks: list, pool_of: list, log) -> TaskSampler:
     label, None for a single source) and tier (R24, R26; ``data.tiers``), weighted as
     configured. Logs through ``log`` where the tiers came from, their task counts and draw
     shares, and (``data.tiers: measured``) how many dataset difficulty labels were not used."""
-    from rlvr.data.stratify import TIERS
-
     c, pools = config, {}
     weights = {(s.name or s.source): s.weight for s in c.data.sources}
     tiers = [sampling_tier(t, c.data.tiers) for t in train_tasks]

@@ -7,11 +7,22 @@ import copy
 import time
 from pathlib import Path
 
+from rlvr.distributed.update_group import UpdateGroup
+from rlvr.models import load_model_and_tokenizer
+from rlvr.models.loader import ModelLoadError
+from rlvr.monitor.health import HealthMonitor
+from rlvr.monitor.sinks import SinkGroup, build_sinks
 from rlvr.progress import Phase
+from rlvr.rollout import create_engine
+from rlvr.tasks.prompting import prompt_settings, stop_token_ids
 from rlvr.train.errors import RunInputError
+from rlvr.train.grpo import GRPOStep
+from rlvr.train.hooks import rollback_target
 from rlvr.train.logs import console
 from rlvr.train.rundir import REFERENCES_DIR, SFT_MODEL_DIR, load_policy, plain_policy, step_of
+from rlvr.train.schedule import grpo_optimizer as adamw, warmup_schedule
 from rlvr.train.state import TrainingState
+from rlvr.train.taskdata import load_run_data
 
 
 def load(state: TrainingState, config, eval_rewards) -> None:
@@ -22,11 +33,6 @@ def load(state: TrainingState, config, eval_rewards) -> None:
         RunInputError: bad data (``data: ...``) or a model that does not load
             (``model.name: ...``).
     """
-    from rlvr.models import load_model_and_tokenizer
-    from rlvr.models.loader import ModelLoadError
-    from rlvr.tasks.prompting import prompt_settings, stop_token_ids
-    from rlvr.train.taskdata import load_run_data
-
     c = config
     try:
         state.data = load_run_data(c, eval_rewards, console.print)
@@ -52,10 +58,9 @@ def load(state: TrainingState, config, eval_rewards) -> None:
 def make_engine(config, policy, tokenizer):
     """The rollout engine of ``rollout.engine`` (Ray actors with ``rollout.ray_address``). A
     LoRA policy is sampled from a plain merged copy, re-synced before every rollout."""
-    from rlvr.rollout import create_engine
-
     model = plain_policy(policy)
     if config.rollout.ray_address:  # R22: rollout actors (rlvr.distributed)
+        # optional dependency: ray (extra `ray`), imported by rlvr.distributed.ray_workers
         from rlvr.distributed.ray_workers import RayRolloutEngine
 
         return RayRolloutEngine.from_run_config(config, model, tokenizer.pad_token_id)
@@ -68,10 +73,6 @@ def open_monitoring(state: TrainingState, config, run_dir: Path, eval_rewards,
     """``state.monitor`` (the health checks; the audit re-scores with each task type's own
     verifier when ``reward.verifiers`` swaps the training one) and ``state.sinks`` (a resume
     from ``checkpoint`` continues the sinks' step axis)."""
-    from rlvr.monitor.health import HealthMonitor
-    from rlvr.monitor.sinks import SinkGroup, build_sinks
-    from rlvr.train.hooks import rollback_target
-
     audit = eval_rewards if config.reward.verifiers else None
     state.monitor = HealthMonitor(config.health, run_dir, audit, console.print)
 
@@ -87,8 +88,6 @@ def open_monitoring(state: TrainingState, config, run_dir: Path, eval_rewards,
 
 def grpo_optimizer(state: TrainingState, config) -> None:
     """``state.optimizer`` and a fresh ``state.scheduler`` for GRPO over the current policy."""
-    from rlvr.train.schedule import grpo_optimizer as adamw, warmup_schedule
-
     state.optimizer = adamw(state.policy, config.grpo)
     state.scheduler = warmup_schedule(state.optimizer, config.grpo)
 
@@ -99,8 +98,6 @@ def initial_reference(state: TrainingState, config, run_dir: Path, resume: bool,
     or before ``start_step``. Fresh runs copy the policy (GRPO has not started yet); resumed
     runs reload it from ``references/`` or ``sft_model/``, or the configured base model when
     SFT is disabled."""
-    from rlvr.models import load_model_and_tokenizer
-
     if not resume:
         return copy.deepcopy(plain_policy(state.policy)).eval().requires_grad_(False)
     refreshed = [p for p in (run_dir / REFERENCES_DIR).glob("step-*")
@@ -121,8 +118,6 @@ def step_runner(state: TrainingState, config, run_dir: Path, rewards, resume: bo
     :class:`rlvr.train.grpo.GRPOStep` from ``state.step`` on: the adaptive KL coefficient a
     resume restored, and a data-parallel update group with ``grpo.update_processes`` > 1
     (close it with :func:`close_step_runner`). Returns the step runner."""
-    from rlvr.train.grpo import GRPOStep
-
     c = config
     state.reference = (initial_reference(state, c, run_dir, resume, state.step)
                        if c.algo.kl_coef > 0 else None)
@@ -134,8 +129,6 @@ def step_runner(state: TrainingState, config, run_dir: Path, rewards, resume: bo
         # `--set algo.kl_coef` on --resume applies)
         step_fn.kl_ctl.value = state.kl_coef
     if c.grpo.update_processes > 1:
-        from rlvr.distributed.update_group import UpdateGroup
-
         step_fn.update_group = UpdateGroup(c, state.policy, state.optimizer)
         console.print(f"policy update data-parallel over {c.grpo.update_processes} "
                       f"processes ({step_fn.update_group.update_threads} threads each)")

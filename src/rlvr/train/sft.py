@@ -16,10 +16,11 @@ from typing import Callable
 
 import torch
 
+from rlvr.io import atomic_write
+from rlvr.models.forward import autocast
 from rlvr.progress import format_seconds, step_eta
 from rlvr.records import Task
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
-from rlvr.models.forward import autocast
 
 
 class SFTInputError(ValueError):
@@ -209,8 +210,6 @@ def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], co
 
 def _save_state(path: Path, state: dict) -> None:
     """``torch.save`` to a temp file beside ``path``, renamed over it when complete."""
-    from rlvr.io import atomic_write
-
     with atomic_write(path, "wb") as f:
         torch.save(state, f)
 

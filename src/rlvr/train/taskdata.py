@@ -8,7 +8,11 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable
 
+from rlvr.data.check import drop_unverifiable
 from rlvr.records import Task
+from rlvr.tasks.prompting import prompt_ids
+from rlvr.tasks.registry import in_process
+from rlvr.tasks.sources import load_tasks
 
 
 @dataclass
@@ -42,8 +46,6 @@ class RunData:
     def encode(self, tokenizer, one_shot: bool) -> None:
         """Fill ``train_prompts`` / ``val_prompts`` (chat template, instruction, optional
         one-shot example: :func:`rlvr.tasks.prompting.prompt_ids`)."""
-        from rlvr.tasks.prompting import prompt_ids
-
         def encode(t):
             return prompt_ids(tokenizer, t, self.instruction(t), one_shot)
 
@@ -61,9 +63,6 @@ def load_run_data(config, eval_rewards, log: Callable[[str], None]) -> RunData:
         ValueError: bad data (:class:`rlvr.tasks.sources.DataError`), or no training or
             validation task left.
     """
-    from rlvr.tasks.registry import in_process
-    from rlvr.tasks.sources import load_tasks
-
     c = config
     specs = c.data.sources or [None]
     train, val, instructions = [], [], {}
@@ -88,8 +87,6 @@ def load_run_data(config, eval_rewards, log: Callable[[str], None]) -> RunData:
 
 
 def _verified(tasks: list[Task], eval_rewards, log: Callable[[str], None]) -> list[Task]:
-    from rlvr.data.check import drop_unverifiable
-
     kept, dropped = drop_unverifiable(tasks, eval_rewards)
     if dropped:
         log(f"[yellow]data.check_references[/]: dropped {len(dropped)} of "

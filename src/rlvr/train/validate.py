@@ -4,6 +4,7 @@ directly comparable."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -43,8 +44,6 @@ def validate(engine, tokenizer, tasks: list[Task], prompts: list[list[int]],
     per task (``id``, ``completion``, ``reward``, ``status``, ``extracted``).
     ``progress(n)`` is called with the number of tasks decoded after each batch (a
     :class:`rlvr.progress.Phase`'s ``update``)."""
-    import time
-
     start = time.perf_counter()
     params = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens,
                             stop_token_ids=stop_token_ids, n=1, seed=0)
