@@ -96,7 +96,7 @@ def test_sycophancy_probe_and_online_budget(tmp_path):
     (["--model", "no-such-model", "--tasks", "arithmetic"], "--model: 'no-such-model'"),
     (["--model", "/no/such/model", "--tasks", "arithmetic"],
      "--model: model path /no/such/model does not exist"),
-    (["--model", "tiny-random", "--tasks", "gsm8k"], "--data-path: --tasks gsm8k reads"),
+    (["--model", "tiny-random", "--tasks", "gsm8k"], "--data-path: --tasks gsm8k needs --data-path"),
     (["--model", "tiny-random", "--tasks", "gsm9k"], "--tasks: Input should be"),
     (["--model", "tiny-random", "--tasks", "gsm8k", "--data-path", "/no/such"],
      "--data-path: /no/such does not exist"),

@@ -72,7 +72,8 @@ def eval_data_config(data, *, tasks: Optional[str], data_path: Optional[Path],
         raise EvalError(f"{_OPTION.get(field, 'data.' + field)}: {first['msg']}"
                         f" (got {first.get('input')!r})") from None
     if needs_data_path(config.source) and not config.path:
-        raise EvalError(f"--data-path: --tasks {config.source} reads a data file or directory")
+        raise EvalError(f"--data-path: --tasks {config.source} needs --data-path (its data file "
+                        f"or directory: the dataset is not generated)")
     if config.path and not Path(config.path).exists():
         raise EvalError(f"--data-path: {config.path} does not exist")
     return config

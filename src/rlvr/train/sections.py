@@ -134,7 +134,8 @@ class AlgoConfig(ConfigSection):
     policy_loss: str = Field("clip", description="clip (PPO, symmetric eps), clip_higher "
                              "(DAPO: eps_low / eps_high), dual_clip (Ye et al. 2020).")
     clip_eps: float = Field(0.2, gt=0, description="Clip epsilon (eps_low for clip_higher).")
-    clip_eps_high: float = Field(0.28, gt=0, description="eps_high of clip_higher (DAPO).")
+    clip_eps_high: float = Field(0.28, gt=0, description="eps_high of clip_higher (DAPO) and of "
+                                 "cispo's importance-weight clip.")
     loss_agg: str = Field("grpo", description="grpo (per-sequence token mean, then mean), "
                           "bnpo (token mean over the micro-batch), dapo (token mean over the "
                           "step), dr_grpo (sum / constant max length).")
@@ -243,4 +244,5 @@ class EvalConfig(ConfigSection):
 
 class CheckpointConfig(ConfigSection):
     every: int = Field(0, ge=0, description="Checkpoint every K GRPO steps (0 = at the end).")
-    keep: int = Field(2, ge=1, description="Checkpoints kept (oldest removed first).")
+    keep: int = Field(2, ge=1, description="Checkpoints kept (oldest removed first), besides "
+                      "`step-000000`, which stays as the rollback anchor.")
