@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import time
 import sys
 from pathlib import Path
@@ -45,6 +46,9 @@ def run_rlvr(cases: list[dict], repeat: int) -> tuple[list[bool], float]:
 
 def run_math_verify(cases: list[dict], repeat: int) -> tuple[list[bool], float]:
     from math_verify import parse, verify
+
+    # a math-verify timeout is scored as a wrong verdict below; its log line is only noise
+    logging.getLogger("math_verify").setLevel(logging.CRITICAL)
 
     def wrap(ref: str) -> str:
         return ref if ("$" in ref or "\\boxed" in ref) else f"\\boxed{{{ref}}}"
