@@ -22,7 +22,6 @@ from typing import Any, Callable, Sequence
 
 from rlvr.rewards.registry import get_verifier, load_plugins
 from rlvr.rewards.types import Status, Verdict
-from rlvr.sandbox.cgroups import reap_stale
 
 
 @dataclass(frozen=True)
@@ -119,6 +118,10 @@ def remove_sandbox_leftovers() -> int:
     does any process that dies mid-run. Called when a worker is replaced and when the pool
     closes, so a run leaves no cgroup directories. Returns how many groups were removed (0
     where the sandbox uses no cgroups)."""
+    # deferred: importing rlvr.sandbox costs ~40 ms, on `rlvr`'s start-up path (rlvr.rewards
+    # imports this module); only a replaced worker or a closing pool needs it
+    from rlvr.sandbox.cgroups import reap_stale
+
     return reap_stale()
 
 

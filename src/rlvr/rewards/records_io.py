@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlvr.io import InputError, parse_jsonl_object, text_lines
-from rlvr.rewards.code import reference_problem
+from rlvr.rewards.code_reference import reference_problem
 from rlvr.rewards.registry import task_types
 from rlvr.rewards.types import RewardResult
 

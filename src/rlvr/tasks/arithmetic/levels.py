@@ -94,7 +94,7 @@ def parse_mixture(spec: MixtureSpec) -> list[tuple[Level, float]]:
     if isinstance(spec, Level):
         pairs: list[tuple[str | Level, float]] = [(spec, 1.0)]
     elif isinstance(spec, str):
-        pairs = list(split_weighted(spec, "mixture spec"))
+        pairs = split_weighted(spec, "mixture spec")
     elif isinstance(spec, Mapping):
         pairs = [(k, float(v)) for k, v in spec.items()]
     else:
