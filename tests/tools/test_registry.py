@@ -19,14 +19,14 @@ def test_builtins_are_registered():
 
 
 def test_register_a_user_tool(scratch):
-    scratch.append("word_count")
+    scratch.append("test_words")
 
-    @register_tool("word_count", description="  counts words  ", timeout_s=2)
+    @register_tool("test_words", description="  counts words  ", timeout_s=2)
     def word_count(text: str, sep: str | None = None) -> str:
         return str(len(text.split(sep)))
 
-    tool = get_tool("word_count")
-    assert tool == Tool("word_count", word_count, "counts words", "text", 2.0)
+    tool = get_tool("test_words")
+    assert tool == Tool("test_words", word_count, "counts words", "text", 2.0)
     assert tool.bound_s(10.0) == 2.0 and tool.bound_s(1.5) == 1.5
     assert Tool("x", word_count, "d").bound_s(10.0) == 10.0   # no own bound: the env's
 

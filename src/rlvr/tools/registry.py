@@ -122,13 +122,19 @@ def get_tool(name: str) -> Tool:
         KeyError: unknown name; the message lists the registered ones and the closest match.
     """
     _load_builtins()
+    return lookup(TOOLS, "tool", name)
+
+
+def lookup(table: dict, kind: str, name: str):
+    """``table[name]``, or a ``KeyError`` naming ``kind``, the closest registered name and all
+    of them (``unknown tool 'calculater'; did you mean 'calculator'? registered: ...``)."""
     try:
-        return TOOLS[name]
-    except KeyError:
-        close = difflib.get_close_matches(str(name), list(TOOLS), n=1)
+        return table[name]
+    except (KeyError, TypeError):
+        close = difflib.get_close_matches(str(name), [str(k) for k in table], n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise KeyError(f"unknown tool {name!r}{hint} registered: "
-                       f"{', '.join(sorted(TOOLS)) or 'none'}") from None
+        raise KeyError(f"unknown {kind} {name!r}{hint} registered: "
+                       f"{', '.join(sorted(table)) or 'none'}") from None
 
 
 def tool_names() -> list[str]:

@@ -4,7 +4,7 @@ what went wrong in words the model reads."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 #: Default wall-time bound of one tool call in seconds (``env.tool_timeout_s``).
 DEFAULT_TIMEOUT_S = 10.0
@@ -15,7 +15,7 @@ DEFAULT_OUTPUT_BYTES = 1024
 MIN_OUTPUT_BYTES = 64
 
 
-class ToolStatus(str, Enum):
+class ToolStatus(StrEnum):
     """How one tool call ended.
 
     - ``ok``: the tool returned its text.
@@ -31,9 +31,6 @@ class ToolStatus(str, Enum):
     error = "error"
     timeout = "timeout"
     invalid = "invalid"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 class ToolError(Exception):
