@@ -1,6 +1,11 @@
 """EnvConfig: defaults, the names it checks (after plugins), ranges; the environment
 registry."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -40,6 +45,17 @@ def test_bad_settings_name_the_field(settings, message):
     with pytest.raises(ValidationError) as info:
         EnvConfig(**settings)
     assert message in str(info.value)
+
+
+def test_validation_does_not_import_the_sandbox():
+    # the python tool (and the sandbox behind it, ~40 ms) loads when an environment uses it,
+    # not when a config naming it is checked: a run config's start-up stays as cheap as today
+    code = ("import sys; from rlvr.envs import EnvConfig; EnvConfig(name='tool'); "
+            "print('rlvr.sandbox' in sys.modules)")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_plugins_register_tools_and_environments():

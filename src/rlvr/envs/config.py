@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rlvr.envs.registry import ENVIRONMENTS, load_builtin_envs
 from rlvr.rewards.registry import load_plugins
-from rlvr.tools.registry import get_tool
+from rlvr.tools.registry import require_tool
 from rlvr.tools.types import DEFAULT_OUTPUT_BYTES, DEFAULT_TIMEOUT_S
 
 
@@ -106,7 +106,7 @@ class EnvConfig(BaseModel):
         seen = set()
         for tool in self.tools:
             try:
-                get_tool(tool)
+                require_tool(tool)
             except KeyError as exc:
                 raise ValueError(f"tools: {exc.args[0]}") from None
             if tool in seen:

@@ -4,8 +4,8 @@ output.
 
 Public API:
 
-- :class:`Tool`, :func:`register_tool`, :func:`get_tool`, :func:`tool_names`,
-  :func:`unregister_tool` (:mod:`rlvr.tools.registry`).
+- :class:`Tool`, :func:`register_tool`, :func:`get_tool`, :func:`require_tool`,
+  :func:`tool_names`, :func:`unregister_tool` (:mod:`rlvr.tools.registry`).
 - :func:`run_calls`: run calls concurrently, each bounded; :func:`current_limits` inside a
   running tool; :func:`check_arguments` (:mod:`rlvr.tools.runner`).
 - :class:`ToolLimits`, :class:`ToolOutcome`, :class:`ToolStatus`, :class:`ToolError`,
@@ -20,6 +20,7 @@ from rlvr.tools.registry import (
     Tool,
     get_tool,
     register_tool,
+    require_tool,
     tool_names,
     unregister_tool,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "current_limits",
     "get_tool",
     "register_tool",
+    "require_tool",
     "run_calls",
     "tool_names",
     "unregister_tool",

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import contextvars
 import inspect
+import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rlvr.sandbox import usable_cores
 from rlvr.tools.output import bound_text
 from rlvr.tools.registry import Tool
 from rlvr.tools.types import ToolError, ToolLimits, ToolOutcome, ToolStatus, ToolTimeout
@@ -103,14 +103,14 @@ def run_calls(calls: Sequence[tuple[Tool, Mapping[str, Any]]], limits: ToolLimit
             with :func:`check_arguments`: a mismatch here is an ``error`` outcome).
         limits: ``timeout_s`` is the environment's bound (each call gets
             ``tool.bound_s(limits.timeout_s)``), ``output_bytes`` the observation bound.
-        workers: calls running at once (default :func:`rlvr.sandbox.usable_cores`), >= 1.
+        workers: calls running at once (default: the CPUs this process may use), >= 1.
 
     Never raises for anything a tool does; a call that outlives its bound gets status
     ``timeout`` with ``seconds`` = its bound (see the module doc for what becomes of it).
     """
     if not calls:
         return []
-    slots = threading.Semaphore(max(1, workers or usable_cores()))
+    slots = threading.Semaphore(max(1, workers or len(os.sched_getaffinity(0))))
     done = threading.Condition()
     jobs = [_Call(tool, args, ToolLimits(tool.bound_s(limits.timeout_s), limits.output_bytes))
             for tool, args in calls]
