@@ -1,0 +1,115 @@
+"""Configuration of an environment (issue 19). The field docs are the user documentation.
+
+Ready to be a run config's ``env`` section (like ``reward:``, :class:`rlvr.rewards.config.
+RewardConfig`); not wired into :class:`rlvr.train.config.RunConfig` yet: training on
+multi-turn episodes is the next increment.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rlvr.envs.registry import ENVIRONMENTS, load_builtin_envs
+from rlvr.rewards.registry import load_plugins
+from rlvr.tools.registry import require_tool
+from rlvr.tools.types import DEFAULT_OUTPUT_BYTES, DEFAULT_TIMEOUT_S
+
+
+class EnvConfig(BaseModel):
+    """How episodes are played: which environment, its limits and its tools.
+
+    Example (YAML, the future ``env:`` section of a run config)::
+
+        name: tool
+        tools: [calculator, python]
+        max_turns: 4
+        max_episode_tokens: 512
+        tool_timeout_s: 10
+        tool_output_bytes: 1024
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    name: str = Field(
+        "single_turn",
+        description="Registered environment (`rlvr.envs.register_env`): `single_turn` (one "
+        "assistant turn, scored: exactly today's single-turn rewards), `tool` (the assistant may "
+        "call `tools`; a turn without a call ends the episode and is scored), or one a plugin "
+        "registers.")
+    max_turns: int = Field(
+        4, ge=1,
+        description="Most assistant turns per episode. The turn that would exceed it by asking "
+        "for a tool ends the episode (`max_turns`, scored) without running the call. "
+        "`single_turn` always plays one turn.")
+    max_episode_tokens: int | None = Field(
+        None, ge=1,
+        description="Token budget of an episode after its prompt: sampled turns plus inserted "
+        "observations (their chat-template ids). The engine counts the tokens and caps each turn "
+        "at what is left; an episode that reaches the budget ends (`max_tokens`, scored). null: "
+        "no budget (each turn is still capped by the engine's `max_new_tokens`).")
+    tools: list[str] = Field(
+        default_factory=lambda: ["calculator", "python"],
+        description="Tools the `tool` environment offers (`rlvr.tools.register_tool`; built-in "
+        "`calculator`: exact arithmetic, `python`: the code runs in the sandbox). The model calls "
+        "one as `<name>input</name>` or `<tool_call>{\"name\": ..., \"arguments\": {...}}"
+        "</tool_call>`.")
+    tool_timeout_s: float = Field(
+        DEFAULT_TIMEOUT_S, gt=0,
+        description="Time bound of one tool call in seconds, from its start (a tool's own "
+        "smaller bound wins: `calculator` 2 s). A call past it gets the observation `Error: the "
+        "<tool> call timed out after N s` (python: its sandbox's CPU budget and wall backstop are "
+        "this bound too); see `end_on_tool_timeout`.")
+    tool_output_bytes: int = Field(
+        DEFAULT_OUTPUT_BYTES, ge=256,
+        description="Size bound of one tool call's observation in bytes of UTF-8, cut marker "
+        "(`[... N bytes cut]`) included. The python tool keeps the head of the output and the "
+        "tail of the traceback (half the bound each when both are long).")
+    max_calls_per_turn: int = Field(
+        4, ge=1,
+        description="Tool calls run per assistant turn; later calls in the turn get the "
+        "observation `Error: ... at most N tool calls per turn` and are not run.")
+    end_on_tool_timeout: bool = Field(
+        False,
+        description="true: a tool call that times out ends the episode (`tool_timeout`, scored "
+        "on the turn that made the call). false (default): the timeout is an observation and the "
+        "model may go on.")
+    observation_role: Literal["tool", "user"] = Field(
+        "tool",
+        description="Chat role of the observation message: `tool` (OpenAI's, rendered by "
+        "ChatML-style templates as is) or `user` (for templates that refuse a `tool` role).")
+    system_prompt: str | None = Field(
+        None,
+        description="The `tool` environment's system message: null (default) describes the "
+        "tools and the call format; a string replaces it (`{tools}` in it becomes the tool "
+        "list); empty: no system message.")
+    tool_workers: int | None = Field(
+        None, ge=1,
+        description="Tool calls running at once (across the episodes of a step); null: the "
+        "usable CPU cores. A call's time bound starts when it starts running.")
+    plugins: list[str] = Field(
+        default_factory=list,
+        description="Python modules to import first, so that the environments and tools they "
+        "register (`@register_env`, `@register_tool`) can be named here.")
+
+    @model_validator(mode="after")
+    def _names_exist(self) -> "EnvConfig":
+        try:
+            load_plugins(self.plugins)
+        except ImportError as exc:
+            raise ValueError(f"plugins: cannot import {exc.name or exc}") from None
+        load_builtin_envs()
+        if self.name not in ENVIRONMENTS:
+            raise ValueError(f"name: {self.name!r} is not a registered environment; "
+                             f"registered: {', '.join(sorted(ENVIRONMENTS))}")
+        seen = set()
+        for tool in self.tools:
+            try:
+                require_tool(tool)
+            except KeyError as exc:
+                raise ValueError(f"tools: {exc.args[0]}") from None
+            if tool in seen:
+                raise ValueError(f"tools: {tool!r} is listed twice")
+            seen.add(tool)
+        return self

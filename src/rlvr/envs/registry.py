@@ -1,0 +1,85 @@
+"""Environments by name: what ``env.name`` (:class:`rlvr.envs.EnvConfig`) accepts.
+
+An environment is one :class:`rlvr.envs.Environment` subclass registered with
+:func:`register_env` (as task sources are with ``register_source``)::
+
+    @register_env
+    class Guess(Environment):
+        name = "guess"
+        ...
+
+The built-ins (``single_turn``, ``tool``) register when a lookup first needs them; user
+environments when their module is imported (``env.plugins``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from rlvr.tools.registry import lookup
+
+if TYPE_CHECKING:  # annotations only: the base class imports this module's users
+    from rlvr.envs.base import Environment
+    from rlvr.envs.config import EnvConfig
+
+ENVIRONMENTS: dict[str, type[Environment]] = {}
+
+
+def register_env(cls: type[Environment]) -> type[Environment]:
+    """Class decorator: register ``cls`` under ``cls.name``; returns ``cls``.
+
+    Raises:
+        ValueError: ``cls.name`` is missing or not a non-empty string, or another class is
+            already registered under it.
+    """
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"environment {cls!r} needs a class attribute `name` (a non-empty "
+                         "string)")
+    existing = ENVIRONMENTS.get(name)
+    if existing is not None and existing is not cls:
+        raise ValueError(f"environment {name!r} is already registered ({existing.__name__})")
+    ENVIRONMENTS[name] = cls
+    return cls
+
+
+def unregister_env(name: str) -> None:
+    """Remove a registered environment (tests, plugins that replace one); unknown names pass."""
+    ENVIRONMENTS.pop(name, None)
+
+
+def env_class(name: str) -> type[Environment]:
+    """The environment class registered under ``name``.
+
+    Raises:
+        KeyError: unknown name; the message lists the registered ones and the closest match.
+    """
+    load_builtin_envs()
+    return lookup(ENVIRONMENTS, "environment", name)
+
+
+def env_names() -> list[str]:
+    """Names of all registered environments, sorted."""
+    load_builtin_envs()
+    return sorted(ENVIRONMENTS)
+
+
+def make_env(config: EnvConfig, rewards: Any) -> Environment:
+    """The environment ``config.name``, built from ``config`` and scoring with ``rewards``
+    (a :class:`rlvr.rewards.RewardPipeline`, or anything with its ``score_batch``).
+
+    Raises:
+        KeyError: ``config.name`` is not registered (a validated config always is).
+    """
+    return env_class(config.name)(config, rewards)
+
+
+_BUILTINS = ("rlvr.envs.single_turn", "rlvr.envs.tool_env")
+
+
+def load_builtin_envs() -> None:
+    """Register the built-in environments (importing their modules runs the decorators);
+    cheap after the first call."""
+    for module in _BUILTINS:
+        importlib.import_module(module)

@@ -1,0 +1,59 @@
+"""Tools a policy calls in a multi-turn episode (issue 19): a registry of functions from
+arguments to text, each with a time bound, and a runner that bounds every call's time and
+output.
+
+Public API:
+
+- :class:`Tool`, :func:`register_tool`, :func:`get_tool`, :func:`require_tool`,
+  :func:`tool_names`, :func:`unregister_tool` (:mod:`rlvr.tools.registry`).
+- :func:`run_calls`: run calls concurrently, each bounded; :func:`current_limits` inside a
+  running tool; :func:`check_arguments` (:mod:`rlvr.tools.runner`).
+- :class:`ToolLimits`, :class:`ToolOutcome`, :class:`ToolStatus`, :class:`ToolError`,
+  :class:`ToolTimeout` (:mod:`rlvr.tools.types`); :func:`bound_text` (:mod:`rlvr.tools.output`).
+- Built-ins: ``calculator`` (:mod:`rlvr.tools.calculator`: exact arithmetic, no eval) and
+  ``python`` (:mod:`rlvr.tools.python_tool`: the sandbox), registered at the first lookup.
+"""
+
+from rlvr.tools.output import bound_text
+from rlvr.tools.registry import (
+    RESERVED_NAMES,
+    Tool,
+    get_tool,
+    register_tool,
+    require_tool,
+    tool_names,
+    unregister_tool,
+)
+from rlvr.tools.runner import check_arguments, current_limits, run_calls
+from rlvr.tools.types import (
+    DEFAULT_OUTPUT_BYTES,
+    DEFAULT_TIMEOUT_S,
+    MIN_OUTPUT_BYTES,
+    ToolError,
+    ToolLimits,
+    ToolOutcome,
+    ToolStatus,
+    ToolTimeout,
+)
+
+__all__ = [
+    "DEFAULT_OUTPUT_BYTES",
+    "DEFAULT_TIMEOUT_S",
+    "MIN_OUTPUT_BYTES",
+    "RESERVED_NAMES",
+    "Tool",
+    "ToolError",
+    "ToolLimits",
+    "ToolOutcome",
+    "ToolStatus",
+    "ToolTimeout",
+    "bound_text",
+    "check_arguments",
+    "current_limits",
+    "get_tool",
+    "register_tool",
+    "require_tool",
+    "run_calls",
+    "tool_names",
+    "unregister_tool",
+]
