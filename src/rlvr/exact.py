@@ -1,6 +1,9 @@
 """Exact arithmetic on expression text: one tokenizer, one parser, four grammars.
 
-Every place in rlvr that recomputes written arithmetic does it here, never with ``eval``:
+Every place in rlvr that recomputes written arithmetic does it here, never with ``eval``
+(one exception, :mod:`rlvr.tools.calculator`: the calculator tool reads the Python expression
+syntax a model writes, ``%`` included, with :mod:`ast` and names each refused construct to the
+model; moving it onto a grammar here needs ``%`` in the shared skeleton):
 
 - :data:`INTEGER`: :func:`rlvr.tasks.arithmetic.evaluate` (checks generated worked solutions);
 - :data:`COUNTDOWN`: the logic verifier's countdown answers (:mod:`rlvr.rewards.logic`);
