@@ -14,7 +14,6 @@ log-probs the trainer's GRPO ratio uses, :attr:`rlvr.rollout.RolloutOutput.logpr
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from typing import Sequence
@@ -24,6 +23,7 @@ from rlvr.serve.admission import Admission
 from rlvr.serve.errors import APIError, bad_field
 from rlvr.serve.schemas import (BaseRequest, ChatMessage, Choice, refuse_unsupported,
                                 stop_strings)
+from rlvr.serve.stream import token_pieces
 from rlvr.tasks.prompting import stop_token_ids
 
 log = logging.getLogger("rlvr.serve")
@@ -186,7 +186,7 @@ class ModelServer:
                         out.top_token_ids[row, :count].tolist(),
                         out.top_logprobs[row, :count].tolist())]
             if pieces:
-                choice.pieces = self._pieces(choice.token_ids, choice.text)
+                choice.pieces = token_pieces(choice.token_ids, choice.text, self._decode)
             choices.append(choice)
         return choices
 
@@ -232,20 +232,6 @@ class ModelServer:
             else:
                 hi = mid
         return Choice(text[:cut], "stop", list(ids[:lo]))
-
-    def _pieces(self, ids: list[int], text: str) -> list[str]:
-        """The text each token of ``ids`` adds to ``text`` (the decoded, possibly cut,
-        completion): token i ends where the text of ``ids[:i + 1]`` stops agreeing with
-        ``text`` (so a token ending inside a multi-byte character, decoded as U+FFFD, adds
-        nothing until the token completing it), the last one ends at ``len(text)``."""
-        if not ids:
-            return []
-        ends, end = [], 0
-        for i in range(1, len(ids)):
-            end = max(end, len(os.path.commonprefix([self._decode(ids[:i]), text])))
-            ends.append(end)
-        ends.append(len(text))
-        return [text[a:b] for a, b in zip([0] + ends[:-1], ends)]
 
 
 def _first_stop(text: str, stops: list[str]) -> int | None:

@@ -23,13 +23,40 @@ batch is done (the text of a choice arrives token by token, but not while it is 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+import os
+from typing import Any, Callable, Iterator, Sequence
 
 from rlvr.serve.logprobs import chat_logprobs, completion_logprobs
 from rlvr.serve.responses import Rendering, response_head, usage
 from rlvr.serve.schemas import Choice
 
 DONE = "data: [DONE]\n\n"
+
+
+def token_pieces(ids: Sequence[int], text: str, decode: Callable[[Sequence[int]], str]
+                 ) -> list[str]:
+    """The text each token of ``ids`` adds to ``text``, their decoded (possibly cut)
+    completion: token i ends where ``decode(ids[:i + 1])`` stops agreeing with ``text``, never
+    before token i - 1 ended, and the last token ends at ``len(text)``. So
+    ``"".join(pieces) == text``, and a token ending inside a multi-byte character (decoded as
+    U+FFFD) adds nothing until the token completing it.
+
+    Args:
+        ids: the completion's token ids.
+        text: their text (special tokens dropped, cut before a stop string).
+        decode: ``decode(ids) -> str`` as ``text`` was decoded.
+
+    Returns:
+        One string per token (``[]`` for no tokens).
+    """
+    if not ids:
+        return []
+    ends, end = [], 0
+    for i in range(1, len(ids)):
+        end = max(end, len(os.path.commonprefix([decode(ids[:i]), text])))
+        ends.append(end)
+    ends.append(len(text))
+    return [text[a:b] for a, b in zip([0] + ends[:-1], ends)]
 
 
 def sse_event(chunk: dict[str, Any]) -> str:
