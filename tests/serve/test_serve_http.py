@@ -193,16 +193,9 @@ def test_admission_limits_requests_in_flight():
         Admission(0)
 
 
-def test_architecture_the_torch_engine_refuses_is_served_by_hf(tiny):
-    from transformers import GPT2Config, GPT2LMHeadModel
-
+def test_architecture_the_torch_engine_refuses_is_served_by_hf(tiny, tiny_gpt2):
     _, tokenizer = tiny
-    torch = pytest.importorskip("torch")
-    torch.manual_seed(0)
-    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32,
-                                      n_layer=1, n_head=2, eos_token_id=tokenizer.eos_token_id,
-                                      pad_token_id=tokenizer.pad_token_id))
-    server = ModelServer(gpt2, tokenizer, "gpt2-tiny")
+    server = ModelServer(tiny_gpt2, tokenizer, "gpt2-tiny")
     assert server.engine.name == "hf"
     with running(server) as url:
         request = {"messages": HI, "n": 2, "max_tokens": 4, "seed": 1}

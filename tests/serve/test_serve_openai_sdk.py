@@ -261,14 +261,9 @@ def test_no_op_values_of_refused_fields_are_accepted(fp32_servers):
     assert response.status_code == 200, response.text
 
 
-def test_the_hf_engine_serves_logprobs_too(tiny):
-    from transformers import GPT2Config, GPT2LMHeadModel
-
+def test_the_hf_engine_serves_logprobs_too(tiny, tiny_gpt2):
     _, tokenizer = tiny
-    torch.manual_seed(0)
-    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32,
-                                      n_layer=1, n_head=2, eos_token_id=tokenizer.eos_token_id,
-                                      pad_token_id=tokenizer.pad_token_id))
+    gpt2 = tiny_gpt2
     server = ModelServer(gpt2, tokenizer, "gpt2-tiny")
     assert server.engine.name == "hf"
     with running(server) as url:
@@ -277,7 +272,8 @@ def test_the_hf_engine_serves_logprobs_too(tiny):
             extra_body={"return_token_ids": True}, seed=1)
     choice = reply.choices[0]
     ids = choice.model_extra["token_ids"]
-    logits = gpt2(torch.tensor([chat_prompt_ids(tokenizer) + ids])).logits[0].float()
+    with torch.no_grad():
+        logits = gpt2(torch.tensor([chat_prompt_ids(tokenizer) + ids])).logits[0].float()
     expected = torch.log_softmax(logits, -1)[-len(ids) - 1:-1]
     values = [e.logprob for e in choice.logprobs.content]
     torch.testing.assert_close(torch.tensor(values), expected[torch.arange(len(ids)),
