@@ -103,8 +103,9 @@ def create_app(server: ModelServer, *, request_log=None):
 
 def _run(server: ModelServer, body: BaseRequest, prompts: list[list[int]],
          max_tokens: int | None, *, pieces: bool):
-    """Check ``body``, generate its choices (admitted: :class:`rlvr.serve.admission.Admission`) and say how to
-    render them: ``(choices, Rendering)``.
+    """Check ``body``, generate its choices (admitted by
+    :class:`rlvr.serve.admission.Admission`) and say how to render them:
+    ``(choices, Rendering)``.
 
     Raises:
         APIError: 400 for a bad field, 429 when the server is busy.
