@@ -2,7 +2,10 @@
 ``top_logprobs``): the sampled token under the raw model distribution and the k most likely
 tokens of every position (see :mod:`rlvr.rollout.types`).
 
-They are computed from the very logits the sampler drew from, in fp32:
+They are computed in fp32 from the logits the tokens were drawn under: the sampler's own
+logits in the ``torch`` engine; in the ``hf`` engine, the teacher-forced pass over prompt +
+completion that also gives its ``RolloutOutput.logprobs`` (transformers' ``generate`` does not
+return untruncated logits):
 
 - raw: ``log_softmax(logits)`` (temperature 1, no top-p / top-k truncation), what vLLM
   reports by default (``logprobs_mode="raw_logprobs"``);

@@ -20,7 +20,7 @@ Conventions shared by every engine:
   ``SamplingParams.raw_logprobs`` adds ``raw_logprobs`` [N, T], the sampled token under the
   *raw* model distribution ``log_softmax(logits)`` (temperature 1, no truncation: what vLLM
   reports by default), and makes the top-k values raw too (else they are tempered, like
-  ``logprobs``). Computed from the same logits the sampler drew from
+  ``logprobs``). Computed from the same logits as ``logprobs``
   (:mod:`rlvr.rollout.reported_logprobs`); sampling itself is unchanged.
 """
 
