@@ -10,6 +10,9 @@ pytest.importorskip("uvicorn")
 pytest.importorskip("httpx")
 pytest.importorskip("transformers")
 
+import torch  # noqa: E402
+from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
+
 from rlvr.models import load_model_and_tokenizer  # noqa: E402
 from rlvr.serve import ModelServer  # noqa: E402
 
@@ -29,3 +32,14 @@ def served(tiny):
     server = ModelServer(model, tokenizer, "tiny-random", max_concurrency=8)
     with running(server) as url:
         yield url, server
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2(tiny):
+    """A 1-layer random GPT-2 over the tiny tokenizer (64 positions): an architecture the
+    torch engine refuses, so ``rlvr serve`` runs it through the hf engine."""
+    _, tokenizer = tiny
+    torch.manual_seed(0)
+    return GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32,
+                                      n_layer=1, n_head=2, eos_token_id=tokenizer.eos_token_id,
+                                      pad_token_id=tokenizer.pad_token_id))

@@ -35,6 +35,8 @@ def _free_port() -> int:
     (["--model", "tiny-random", "--engine", "vllm"], "--engine: expected one of auto, torch, hf"),
     (["--model", "tiny-random", "--max-concurrency", "0"], "--max-concurrency"),
     (["--model", "tiny-random", "--port", "70000"], "--port"),
+    (["--model", "tiny-random", "--logprobs-mode", "processed"],
+     "--logprobs-mode: expected one of raw, tempered"),
 ])
 def test_bad_input_exits_2(args, message):
     result = runner.invoke(app, ["serve", *args])

@@ -108,7 +108,23 @@ def test_stop_string_cuts_the_text_before_it(served, stop_slice):
     ("/v1/chat/completions", {"messages": HI, "max_tokens": 0}, "max_tokens"),
     ("/v1/chat/completions", {"messages": HI, "max_tokens": 100000}, "max_tokens"),
     ("/v1/chat/completions", {"messages": HI, "seed": "x"}, "seed"),
-    ("/v1/chat/completions", {"messages": HI, "stream": True}, "stream"),
+    ("/v1/chat/completions", {"messages": HI, "stream": "yes"}, "stream"),
+    ("/v1/chat/completions", {"messages": HI, "top_logprobs": 21, "logprobs": True},
+     "top_logprobs"),
+    ("/v1/chat/completions", {"messages": HI, "top_logprobs": 2}, "top_logprobs"),
+    ("/v1/chat/completions", {"messages": HI, "logprobs": 3}, "logprobs"),
+    ("/v1/chat/completions", {"messages": HI, "stream_options": {"include_usage": True}},
+     "stream_options"),
+    ("/v1/chat/completions", {"messages": HI, "logit_bias": {"5": 100}}, "logit_bias"),
+    ("/v1/chat/completions", {"messages": HI, "presence_penalty": 0.5}, "presence_penalty"),
+    ("/v1/chat/completions", {"messages": HI, "tools": [{"type": "function"}]}, "tools"),
+    ("/v1/chat/completions", {"messages": HI, "response_format": {"type": "json_object"}},
+     "response_format"),
+    ("/v1/chat/completions", {"messages": HI, "return_token_ids": 1}, "return_token_ids"),
+    ("/v1/completions", {"prompt": "x", "logprobs": 21}, "logprobs"),
+    ("/v1/completions", {"prompt": "x", "logprobs": True}, "logprobs"),
+    ("/v1/completions", {"prompt": "x", "echo": True}, "echo"),
+    ("/v1/completions", {"prompt": "x", "best_of": 3}, "best_of"),
     ("/v1/chat/completions", {"messages": HI, "stop": ["a", "b", "c", "d", "e"]}, "stop"),
     ("/v1/chat/completions", {"messages": []}, "messages"),
     ("/v1/chat/completions", {"messages": [{"role": "bot", "content": "x"}]}, "messages.0.role"),
@@ -177,16 +193,9 @@ def test_admission_limits_requests_in_flight():
         Admission(0)
 
 
-def test_architecture_the_torch_engine_refuses_is_served_by_hf(tiny):
-    from transformers import GPT2Config, GPT2LMHeadModel
-
+def test_architecture_the_torch_engine_refuses_is_served_by_hf(tiny, tiny_gpt2):
     _, tokenizer = tiny
-    torch = pytest.importorskip("torch")
-    torch.manual_seed(0)
-    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=64, n_embd=32,
-                                      n_layer=1, n_head=2, eos_token_id=tokenizer.eos_token_id,
-                                      pad_token_id=tokenizer.pad_token_id))
-    server = ModelServer(gpt2, tokenizer, "gpt2-tiny")
+    server = ModelServer(tiny_gpt2, tokenizer, "gpt2-tiny")
     assert server.engine.name == "hf"
     with running(server) as url:
         request = {"messages": HI, "n": 2, "max_tokens": 4, "seed": 1}

@@ -28,15 +28,23 @@ def serve(
                                                     "model id /v1/models reports and a "
                                                     "request's `model` must name (default: "
                                                     "--model)."),
+    logprobs_mode: str = typer.Option("raw", "--logprobs-mode", help="The distribution "
+                                      "reported log-probs (logprobs / top_logprobs) are "
+                                      "taken under: raw (log_softmax(logits), as vLLM "
+                                      "reports by default) or tempered (at the request's "
+                                      "temperature, as the trainer computes them)."),
 ) -> None:
     """Serve a model through the OpenAI-compatible API: /v1/completions,
     /v1/chat/completions, /v1/models (Ctrl-C stops). Logs one line per request (method, path,
     status, latency, tokens) on stderr."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.serve import ENGINES
+    from rlvr.serve import ENGINES, LOGPROBS_MODES
 
     if engine not in ENGINES:
         raise fail(f"--engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
+    if logprobs_mode not in LOGPROBS_MODES:
+        raise fail(f"--logprobs-mode: expected one of {', '.join(LOGPROBS_MODES)}, got "
+                   f"{logprobs_mode!r}")
     check_model_name(model, "--model")
     if served_model_name is not None and not served_model_name.strip():
         raise fail("--served-model-name: expected a non-empty name")
@@ -54,7 +62,7 @@ def serve(
         raise fail(f"--host/--port: {exc.strerror or exc}")
     try:
         server = _model_server(model, engine, max_concurrency, max_tokens, choice.precision,
-                               served_model_name)
+                               served_model_name, logprobs_mode)
         server.warm_up()
     except BaseException:
         sock.close()
@@ -66,7 +74,8 @@ def serve(
 
 
 def _model_server(name: str, engine: str, max_concurrency: int, max_tokens: int,
-                  precision: str = "auto", served_name: str | None = None):
+                  precision: str = "auto", served_name: str | None = None,
+                  logprobs_mode: str = "raw"):
     """Load ``name`` and wrap it in a ModelServer serving it as ``served_name`` (default:
     ``name``); bad input exits 2 naming the option."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
@@ -82,6 +91,6 @@ def _model_server(name: str, engine: str, max_concurrency: int, max_tokens: int,
     try:
         return ModelServer(model, tokenizer, served_name or name, engine=engine,
                            max_concurrency=max_concurrency, default_max_tokens=max_tokens,
-                           precision=precision)
+                           precision=precision, logprobs_mode=logprobs_mode)
     except UnsupportedModelError as exc:
         raise fail(f"--engine: {exc}")

@@ -24,6 +24,7 @@ from torch import Tensor
 
 from rlvr.models.precision import resolve_precision
 from rlvr.rollout.decoder.support import UnsupportedModelError
+from rlvr.rollout.reported_logprobs import ReportBuffers
 from rlvr.rollout.types import (
     FINISH_LENGTH,
     FINISH_STOP,
@@ -225,6 +226,7 @@ def build_output(
     n: int,
     pad_token_id: int,
     timing: RolloutTiming,
+    report: ReportBuffers | None = None,
 ) -> RolloutOutput:
     """Assemble a :class:`RolloutOutput`: trim to ``max(lengths)``, pad and mask past each length.
 
@@ -236,6 +238,8 @@ def build_output(
         n: samples per prompt (``prompt_index = row // n``).
         pad_token_id: written past each length.
         timing: its ``tokens_generated`` is set to ``lengths.sum()``.
+        report: the reported log-probs recorded beside the samples (same rows and steps), or
+            None (``SamplingParams.reports_logprobs`` was False).
     """
     width = int(lengths.max()) if lengths.numel() else 0
     mask = torch.arange(width).unsqueeze(0) < lengths.unsqueeze(1)
@@ -251,6 +255,7 @@ def build_output(
         lengths=lengths.long(),
         timing=timing,
         pad_token_id=pad_token_id,
+        **(report.output_fields(width, mask) if report is not None else {}),
     )
 
 

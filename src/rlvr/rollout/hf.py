@@ -4,7 +4,8 @@ Sampling follows transformers' own logits processors (temperature, top-k, then t
 global RNG, seeded per call inside ``torch.random.fork_rng`` so the caller's RNG state is left
 untouched. ``generate`` does not return the untruncated tempered log-probs the trainer needs, so
 they are computed afterwards by one teacher-forced forward pass over prompt + completion (rows
-in chunks, fp32 log-softmax): ``log_softmax(logits / T)[token]``, T = 1 when greedy.
+in chunks, fp32 log-softmax): ``log_softmax(logits / T)[token]``, T = 1 when greedy. Reported
+log-probs (``SamplingParams.top_logprobs`` / ``raw_logprobs``) come from the same pass's logits.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from rlvr.rollout.engine import (
     params_version,
     register_engine,
 )
+from rlvr.rollout.reported_logprobs import ReportBuffers
 from rlvr.rollout.types import RolloutOutput, RolloutTiming, SamplingParams
 
 
@@ -152,15 +154,17 @@ class HFEngine:
             completion = completion.repeat_interleave(params.n, dim=0)
         lengths, stopped = first_stop_lengths(completion, params.stop_token_ids)
         logprobs = torch.zeros(completion.shape, dtype=torch.float32)
-        if self.compute_logprobs and completion.shape[1] > 0:
-            logprobs = self._logprobs(model, ids, mask, completion, lengths, params)
+        report = ReportBuffers.allocate(params, *completion.shape, model.config.vocab_size)
+        if (self.compute_logprobs or report is not None) and completion.shape[1] > 0:
+            logprobs = self._logprobs(model, ids, mask, completion, lengths, params, report)
             timing.logprob_seconds = time.perf_counter() - end
         return build_output(completion, logprobs, lengths, stopped, params.n, self.pad_token_id,
-                            timing)
+                            timing, report)
 
     def _logprobs(self, model, ids: Tensor, mask: Tensor, completion: Tensor, lengths: Tensor,
-                  params: SamplingParams) -> Tensor:
-        """FloatTensor[N, T]: tempered log-probs of ``completion`` by teacher forcing."""
+                  params: SamplingParams, report: ReportBuffers | None = None) -> Tensor:
+        """FloatTensor[N, T]: tempered log-probs of ``completion`` by teacher forcing (and
+        the reported log-probs into ``report``, from the same logits, when given)."""
         n = params.n
         width = ids.shape[1]
         full = torch.cat([ids.repeat_interleave(n, 0), completion], dim=1)
@@ -179,6 +183,9 @@ class HFEngine:
                 predicting = logits[:, width - 1: -1]  # logits at t predict token t + 1
                 parts.append(token_log_probs(predicting, completion[rows],
                                              temperature=temperature))
+                if report is not None:
+                    report.record(rows, slice(0, completion.shape[1]), predicting,
+                                  completion[rows], params)
         finally:
             model.train(was_training)
         return torch.cat(parts)

@@ -87,6 +87,7 @@ from rlvr.rollout.engine import (
     params_version,
     register_engine,
 )
+from rlvr.rollout.reported_logprobs import ReportBuffers
 from rlvr.rollout.sampling import sample_next
 from rlvr.rollout.types import RolloutOutput, RolloutTiming, SamplingParams
 
@@ -213,11 +214,14 @@ class TorchEngine:
         lengths = torch.full((total,), params.max_new_tokens, dtype=torch.long)
         stopped = torch.zeros(total, dtype=torch.bool)
         timing = RolloutTiming()
-        out = (tokens, logprobs, lengths, stopped)
+        report = ReportBuffers.allocate(params, total, params.max_new_tokens,
+                                        decoder.w.vocab_size)
+        out = (tokens, logprobs, lengths, stopped, report)
         for bucket in self._buckets(prompts, n):
             self._generate_bucket(decoder, [prompts[i] for i in bucket], bucket, params,
                                   generator, out, timing)
-        return build_output(tokens, logprobs, lengths, stopped, n, self.pad_token_id, timing)
+        return build_output(tokens, logprobs, lengths, stopped, n, self.pad_token_id, timing,
+                            report)
 
     def _kernel_library(self, weights: DecoderWeights):
         """The native kernel library when the fused path applies (bf16 or fp32, shared prefix,
@@ -239,7 +243,8 @@ class TorchEngine:
                          params: SamplingParams, generator: torch.Generator,
                          out: tuple[Tensor, ...], timing: RolloutTiming) -> None:
         """Prefill, then decode until every row stopped or hit max_new_tokens; writes results
-        into ``out = (tokens, logprobs, lengths, stopped)`` at the bucket's output rows."""
+        into ``out = (tokens, logprobs, lengths, stopped, report)`` at the bucket's output
+        rows (``report``: :class:`ReportBuffers` or None)."""
         n = params.n
         start = time.perf_counter()
         ids, mask = left_pad(prompts, self.pad_token_id)
@@ -279,13 +284,16 @@ class TorchEngine:
     def _record(batch: _Batch, logits: Tensor, step: int, params: SamplingParams,
                 generator: torch.Generator, out: tuple[Tensor, ...], library=None) -> None:
         """Sample the step's tokens (through the native sampler when ``library`` is given),
-        store them for live rows, mark rows that stopped."""
-        tokens, logprobs, lengths, stopped = out
+        store them (and their reported log-probs, when asked for) for live rows, mark rows
+        that stopped."""
+        tokens, logprobs, lengths, stopped, report = out
         sampled, logp = sample_next(logits, params, generator, library)
         live = ~batch.done
         rows = batch.rows[live]
         tokens[rows, step] = sampled[live]
         logprobs[rows, step] = logp[live]
+        if report is not None:
+            report.record(rows, step, logits[live], sampled[live], params)
         if params.stop_token_ids:
             hit = live & torch.isin(sampled, torch.tensor(params.stop_token_ids))
             if bool(hit.any()):

@@ -14,6 +14,14 @@ Conventions shared by every engine:
   temperature, which GRPO's ratio needs (the trainer recomputes log pi_theta with the same
   temperature). With ``temperature == 0`` (greedy) it is ``log_softmax(logits)`` (T = 1).
   Padding positions hold 0.0.
+- Reported log-probs (for ``rlvr serve``; off by default, the trainer never asks for them):
+  ``SamplingParams.top_logprobs = k`` adds the k most likely tokens of every sampled position
+  and their log-probs (``top_token_ids`` / ``top_logprobs``, [N, T, k]);
+  ``SamplingParams.raw_logprobs`` adds ``raw_logprobs`` [N, T], the sampled token under the
+  *raw* model distribution ``log_softmax(logits)`` (temperature 1, no truncation: what vLLM
+  reports by default), and makes the top-k values raw too (else they are tempered, like
+  ``logprobs``). Computed from the same logits as ``logprobs``
+  (:mod:`rlvr.rollout.reported_logprobs`); sampling itself is unchanged.
 """
 
 from __future__ import annotations
@@ -57,6 +65,12 @@ class SamplingParams:
         seed: seed of the engine's own ``torch.Generator``; same seed, same prompts, same
             weights and same engine settings give the same completions. ``None``: draw a seed
             from torch's global generator (reproducible under ``torch.manual_seed``).
+        top_logprobs: also report the k most likely tokens of every sampled position and
+            their log-probs (``RolloutOutput.top_token_ids`` / ``top_logprobs``), k >= 0;
+            0 (default) reports none.
+        raw_logprobs: also report ``RolloutOutput.raw_logprobs`` (the sampled tokens under
+            ``log_softmax(logits)``, temperature 1) and make the top-k values raw; False
+            (default): top-k values are tempered like ``logprobs``.
 
     Raises:
         SamplingParamsError: at construction, naming the first invalid field.
@@ -69,6 +83,8 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] = ()
     n: int = 1
     seed: int | None = None
+    top_logprobs: int = 0
+    raw_logprobs: bool = False
 
     def __post_init__(self) -> None:
         t = self.temperature
@@ -83,6 +99,10 @@ class SamplingParams:
         _check(_is_int(self.n) and self.n >= 1, "n", "must be an int >= 1", self.n)
         _check(self.seed is None or _is_int(self.seed), "seed", "must be an int or None",
                self.seed)
+        _check(_is_int(self.top_logprobs) and self.top_logprobs >= 0, "top_logprobs",
+               "must be an int >= 0", self.top_logprobs)
+        _check(isinstance(self.raw_logprobs, bool), "raw_logprobs", "must be a bool",
+               self.raw_logprobs)
         stops = self.stop_token_ids
         if isinstance(stops, int) and not isinstance(stops, bool):
             stops = (stops,)
@@ -95,6 +115,11 @@ class SamplingParams:
     def greedy(self) -> bool:
         """True when ``temperature == 0`` (argmax decoding)."""
         return self.temperature == 0
+
+    @property
+    def reports_logprobs(self) -> bool:
+        """True when the engine must record reported log-probs (top-k or raw)."""
+        return self.top_logprobs > 0 or self.raw_logprobs
 
     def resolved_seed(self) -> int:
         """``seed``, or one drawn from torch's global generator when ``seed`` is None."""
@@ -148,6 +173,12 @@ class RolloutOutput:
         lengths: LongTensor[N], completion lengths in tokens (= ``completion_mask.sum(1)``).
         timing: wall-clock seconds and token count.
         pad_token_id: the id used for padding.
+        raw_logprobs: FloatTensor[N, T] ``log_softmax(logits)[token]`` (temperature 1), when
+            ``SamplingParams.raw_logprobs``; else None. 0 on padding.
+        top_token_ids: LongTensor[N, T, k] the k most likely tokens of each position, most
+            likely first, when ``SamplingParams.top_logprobs = k > 0``; else None.
+        top_logprobs: FloatTensor[N, T, k] their log-probs (raw or tempered, see
+            ``SamplingParams.raw_logprobs``); else None. 0 on padding.
     """
 
     completion_ids: Tensor
@@ -158,14 +189,26 @@ class RolloutOutput:
     lengths: Tensor
     timing: RolloutTiming = field(default_factory=RolloutTiming)
     pad_token_id: int = 0
+    raw_logprobs: Tensor | None = None
+    top_token_ids: Tensor | None = None
+    top_logprobs: Tensor | None = None
 
     def __post_init__(self) -> None:
         n = self.completion_ids.shape[0]
-        shapes = {"completion_mask": self.completion_mask, "logprobs": self.logprobs}
+        shapes = {"completion_mask": self.completion_mask, "logprobs": self.logprobs,
+                  "raw_logprobs": self.raw_logprobs}
         for name, tensor in shapes.items():
-            if tuple(tensor.shape) != tuple(self.completion_ids.shape):
+            if tensor is not None and tuple(tensor.shape) != tuple(self.completion_ids.shape):
                 raise ValueError(f"RolloutOutput.{name} has shape {list(tensor.shape)}, "
                                  f"expected {list(self.completion_ids.shape)}")
+        if (self.top_token_ids is None) != (self.top_logprobs is None):
+            raise ValueError("RolloutOutput.top_token_ids and top_logprobs come together")
+        for name in ("top_token_ids", "top_logprobs"):
+            tensor = getattr(self, name)
+            if tensor is not None and (tensor.dim() != 3 or tuple(tensor.shape[:2]) != tuple(
+                    self.completion_ids.shape)):
+                raise ValueError(f"RolloutOutput.{name} has shape {list(tensor.shape)}, "
+                                 f"expected {list(self.completion_ids.shape)} + [k]")
         if self.prompt_index.shape != (n,) or self.lengths.shape != (n,):
             raise ValueError(f"RolloutOutput.prompt_index / lengths must have shape [{n}]")
         if len(self.finish_reason) != n:

@@ -26,7 +26,15 @@ def vllm_sampling_kwargs(params: SamplingParams, seed: int | None) -> dict[str, 
 
     Greedy (``temperature == 0``) asks for a single completion (the caller repeats it ``n``
     times) and no seed; ``top_k == 0`` becomes -1, which every vLLM version reads as disabled.
+
+    Raises:
+        ValueError: ``params`` asks for reported log-probs (``top_logprobs`` or
+            ``raw_logprobs``), which this engine does not return (``rlvr serve`` runs the
+            ``torch`` / ``hf`` engines, which do).
     """
+    if params.reports_logprobs:
+        raise ValueError("SamplingParams.top_logprobs / raw_logprobs: the vllm engine does "
+                         "not report them; use the torch or hf engine")
     return {
         "n": 1 if params.greedy else params.n,
         "temperature": float(params.temperature),

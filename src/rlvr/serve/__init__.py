@@ -13,8 +13,18 @@ Sampling fields: ``n`` (1..128), ``temperature`` (>= 0; 0 is greedy), ``top_p`` 
 context leaves after the prompt; prompt + max_tokens must fit the model's context), ``stop``
 (a string or up to 4 strings; the text is cut before the first one), ``seed`` (same seed,
 same request -> same text). ``model`` is optional; when given it must equal the served id
-(else 404). Unknown fields are ignored; ``stream``, ``logprobs`` and ``echo`` are refused
-(400) rather than silently ignored.
+(else 404). Unknown fields are ignored; OpenAI fields that would change the output but are not
+implemented (``echo``, ``logit_bias``, penalties, ``tools``, ``response_format`` other than
+text, ``best_of``, ``suffix``) are refused (400) rather than silently ignored.
+
+``stream: true`` answers with server-sent events as the OpenAI SDK reads them
+(:mod:`rlvr.serve.stream`; ``stream_options.include_usage`` adds a usage chunk). Log-probs
+(:mod:`rlvr.serve.logprobs`): chat ``logprobs: true`` + ``top_logprobs: k``, completions
+``logprobs: k`` (k <= 20), the engine's own, under the raw model distribution by default
+(``--logprobs-mode tempered``: at the sampling temperature, as the trainer uses them). vLLM's
+``return_tokens_as_token_ids`` (log-prob tokens as ``"token_id:<id>"``) and
+``return_token_ids`` (``prompt_token_ids`` and each choice's ``token_ids``) let an agent loop
+hand its trajectories back for training with the exact tokens and log-probs.
 
 Responses carry OpenAI's ``usage``: ``prompt_tokens`` (each prompt counted once),
 ``completion_tokens`` (all choices; a stop token the model emitted counts, text cut by a
@@ -31,7 +41,10 @@ Generation runs through a rollout engine, one request at a time (:mod:`rlvr.serv
 
 Modules:
 
-- :mod:`rlvr.serve.schemas`: request and response bodies.
+- :mod:`rlvr.serve.schemas`: request bodies and :class:`Choice`.
+- :mod:`rlvr.serve.responses`: whole response bodies.
+- :mod:`rlvr.serve.logprobs`: log-probs in OpenAI's chat and completions shapes.
+- :mod:`rlvr.serve.stream`: streamed responses (server-sent events).
 - :mod:`rlvr.serve.errors`: :class:`APIError` and the 400s made from bad fields.
 - :mod:`rlvr.serve.admission`: at most ``max_concurrency`` requests in flight (429 beyond).
 - :mod:`rlvr.serve.server`: :class:`ModelServer`, a model + tokenizer + engine.
@@ -48,9 +61,12 @@ from rlvr.serve.app import create_app
 from rlvr.serve.errors import APIError, bad_field, validation_error
 from rlvr.serve.request_log import RequestLog, log_requests_to_stderr, request_line
 from rlvr.serve.runner import bind_socket, make_uvicorn_server, missing_dependencies, serve_forever
-from rlvr.serve.schemas import (ChatMessage, ChatRequest, Choice, CompletionRequest, TextPart,
-                                stop_strings)
-from rlvr.serve.server import DEFAULT_MAX_TOKENS, ENGINES, ModelServer
+from rlvr.serve.logprobs import TokenNames, chat_logprobs, completion_logprobs
+from rlvr.serve.responses import Rendering, chat_response, completion_response
+from rlvr.serve.schemas import (MAX_TOP_LOGPROBS, REFUSED_FIELDS, ChatMessage, ChatRequest,
+                                Choice, CompletionRequest, TextPart, stop_strings)
+from rlvr.serve.server import DEFAULT_MAX_TOKENS, ENGINES, LOGPROBS_MODES, ModelServer
+from rlvr.serve.stream import event_stream
 
 __all__ = [
     "APIError",
@@ -61,12 +77,22 @@ __all__ = [
     "CompletionRequest",
     "DEFAULT_MAX_TOKENS",
     "ENGINES",
+    "LOGPROBS_MODES",
+    "MAX_TOP_LOGPROBS",
     "ModelServer",
+    "REFUSED_FIELDS",
+    "Rendering",
     "RequestLog",
     "TextPart",
+    "TokenNames",
     "bad_field",
     "bind_socket",
+    "chat_logprobs",
+    "chat_response",
+    "completion_logprobs",
+    "completion_response",
     "create_app",
+    "event_stream",
     "log_requests_to_stderr",
     "make_uvicorn_server",
     "missing_dependencies",

@@ -1,29 +1,41 @@
 """Request and response bodies of ``rlvr serve`` (OpenAI's completion and chat formats).
 
 Requests are pydantic models with strict types (``"0.5"`` is not a number) that ignore
-unknown fields; responses are plain dicts carrying OpenAI's ``usage``.
+unknown fields; OpenAI fields that would change the output but are not implemented here
+(:data:`REFUSED_FIELDS`) are declared so that a non-default value is refused (400) instead of
+silently ignored. Responses are plain dicts carrying OpenAI's ``usage``; their log-probs are
+rendered by :mod:`rlvr.serve.logprobs`, their streamed form by :mod:`rlvr.serve.stream`.
 """
 
 from __future__ import annotations
 
-import time
-import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlvr.serve.errors import bad_field
 
-if TYPE_CHECKING:
-    from rlvr.serve.server import ModelServer
-
 MAX_N = 128
 MAX_STOP = 4
+# Most top log-probs per position a request may ask for (vLLM's default ``max_logprobs``; the
+# OpenAI chat API allows 20 too).
+MAX_TOP_LOGPROBS = 20
+
+
+class StreamOptions(BaseModel):
+    """``stream_options``: ``include_usage`` adds a last chunk carrying ``usage``."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    include_usage: bool | None = False
 
 
 class BaseRequest(BaseModel):
-    """Fields shared by both endpoints (strict types: ``"0.5"`` is not a number)."""
+    """Fields shared by both endpoints (strict types: ``"0.5"`` is not a number). Each
+    endpoint's request names its log-prob fields and answers ``top_logprobs_asked()``: the
+    number of top log-probs per position asked for (0: only the sampled token's), or None
+    when no log-probs are asked for."""
 
     model_config = ConfigDict(strict=True, extra="ignore")
 
@@ -36,14 +48,32 @@ class BaseRequest(BaseModel):
     stop: Union[str, list[str], None] = None
     seed: int | None = None
     stream: bool | None = False
-    logprobs: Union[bool, int, None] = None
-    echo: bool | None = False
+    stream_options: StreamOptions | None = None
+    # vLLM's extensions: log-prob tokens as "token_id:<id>"; the prompt's and the choices'
+    # token ids in the response.
+    return_tokens_as_token_ids: bool | None = False
+    return_token_ids: bool | None = False
+    # OpenAI fields refused unless they hold their no-op value (see REFUSED_FIELDS)
+    echo: Any = None
+    logit_bias: Any = None
+    presence_penalty: Any = None
+    frequency_penalty: Any = None
+    tools: Any = None
+    response_format: Any = None
 
 
 class CompletionRequest(BaseRequest):
-    """Body of ``POST /v1/completions``: ``prompt`` is one string or a list of strings."""
+    """Body of ``POST /v1/completions``: ``prompt`` is one string or a list of strings;
+    ``logprobs: k`` (0..20) reports each token's log-prob and the k most likely tokens."""
 
     prompt: Union[str, list[str]]
+    logprobs: int | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
+    best_of: Any = None
+    suffix: Any = None
+
+    def top_logprobs_asked(self) -> int | None:
+        """``logprobs`` (None: none asked for)."""
+        return self.logprobs
 
 
 class TextPart(BaseModel):
@@ -72,20 +102,95 @@ class ChatMessage(BaseModel):
 
 class ChatRequest(BaseRequest):
     """Body of ``POST /v1/chat/completions``; ``max_completion_tokens`` is accepted as an
-    alias of ``max_tokens``."""
+    alias of ``max_tokens``; ``logprobs: true`` reports each token's log-prob and
+    ``top_logprobs: k`` (0..20, needs ``logprobs``) the k most likely tokens."""
 
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: int | None = Field(None, ge=1)
+    logprobs: bool | None = False
+    top_logprobs: int | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
+
+    def top_logprobs_asked(self) -> int | None:
+        """``top_logprobs`` (default 0) when ``logprobs`` is true, else None.
+
+        Raises:
+            APIError: 400 naming ``top_logprobs`` when it is given without ``logprobs``.
+        """
+        if not self.logprobs:
+            if self.top_logprobs:
+                raise bad_field("top_logprobs", "needs logprobs: true")
+            return None
+        return self.top_logprobs or 0
+
+
+# field -> (its no-op values, why it is refused otherwise)
+REFUSED_FIELDS: dict[str, tuple[tuple[Any, ...], str]] = {
+    "echo": ((None, False), "echo is not supported by rlvr serve"),
+    "logit_bias": ((None, {}), "logit_bias is not supported by rlvr serve"),
+    "presence_penalty": ((None, 0), "penalties are not supported by rlvr serve; send 0"),
+    "frequency_penalty": ((None, 0), "penalties are not supported by rlvr serve; send 0"),
+    "tools": ((None, []), "tool calling is not supported by rlvr serve (rlvr's environments "
+                          "parse tool calls from the text)"),
+    "response_format": ((None, {"type": "text"}), "only the text response format is "
+                                                  "supported by rlvr serve"),
+    "best_of": ((None, 1), "best_of is not supported by rlvr serve; send n"),
+    "suffix": ((None, ""), "suffix is not supported by rlvr serve"),
+}
+
+
+def refuse_unsupported(request: BaseRequest) -> None:
+    """Refuse a request whose :data:`REFUSED_FIELDS` hold anything but their no-op values,
+    and ``stream_options`` without ``stream``.
+
+    Raises:
+        APIError: 400 naming the first such field.
+    """
+    for name, (no_ops, message) in REFUSED_FIELDS.items():
+        value = getattr(request, name, None)
+        if not any(_same_kind(value, ok) and value == ok for ok in no_ops):
+            raise bad_field(name, f"{message}, got {value!r}")
+    if request.stream_options is not None and not request.stream:
+        raise bad_field("stream_options", "only allowed with stream: true")
+
+
+def _same_kind(value: Any, other: Any) -> bool:
+    """Numbers are of one kind (``0.0`` is ``0``, ``True`` is not ``1``), else same type."""
+    def number(x):
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+    return (number(value) and number(other)) or type(value) is type(other)
 
 
 @dataclass
 class Choice:
-    """One generated completion: ``text`` (stop string and special tokens removed),
-    ``finish_reason`` (``stop`` or ``length``) and ``tokens`` (completion tokens counted)."""
+    """One generated completion.
+
+    Attributes:
+        text: the decoded text (stop string and special tokens removed).
+        finish_reason: ``stop`` or ``length``.
+        token_ids: the completion's tokens up to the one that ended it (a stop token the
+            model emitted included; when a stop string cut the text, up to the token that
+            completed it): the tokens counted in ``usage``.
+        prompt_index: which prompt of the request it continues.
+        pieces: the text each token adds, ``"".join(pieces) == text`` (the text of a token
+            that ends inside a multi-byte character comes with the token completing it), or
+            None when not asked for.
+        logprobs: each token's reported log-prob (:mod:`rlvr.serve.logprobs`), or None.
+        top_logprobs: per token, the ``(token id, log-prob)`` of the k most likely tokens,
+            most likely first, or None.
+    """
 
     text: str
     finish_reason: str
-    tokens: int
+    token_ids: list[int]
+    prompt_index: int = 0
+    pieces: list[str] | None = None
+    logprobs: list[float] | None = None
+    top_logprobs: list[list[tuple[int, float]]] | None = None
+
+    @property
+    def tokens(self) -> int:
+        """Completion tokens counted in ``usage``."""
+        return len(self.token_ids)
 
 
 def stop_strings(stop: str | list[str] | None) -> list[str]:
@@ -100,32 +205,3 @@ def stop_strings(stop: str | list[str] | None) -> list[str]:
     if any(s == "" for s in stops):
         raise bad_field("stop", "stop strings must not be empty")
     return stops
-
-
-def usage(prompts: list[list[int]], choices: list[Choice]) -> dict[str, int]:
-    """OpenAI ``usage``: prompt tokens (each prompt once), completion tokens, total."""
-    prompt_tokens = sum(len(p) for p in prompts)
-    completion_tokens = sum(c.tokens for c in choices)
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
-
-
-def completion_response(server: ModelServer, prompts: list[list[int]], choices: list[Choice]
-                        ) -> dict[str, Any]:
-    """A ``text_completion`` object; choice ``index`` is ``prompt_index * n + sample``."""
-    return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
-            "created": int(time.time()), "model": server.model_id,
-            "choices": [{"index": i, "text": c.text, "logprobs": None,
-                         "finish_reason": c.finish_reason} for i, c in enumerate(choices)],
-            "usage": usage(prompts, choices)}
-
-
-def chat_response(server: ModelServer, prompts: list[list[int]], choices: list[Choice]
-                  ) -> dict[str, Any]:
-    """A ``chat.completion`` object with one assistant message per choice."""
-    return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion",
-            "created": int(time.time()), "model": server.model_id,
-            "choices": [{"index": i, "message": {"role": "assistant", "content": c.text},
-                         "logprobs": None, "finish_reason": c.finish_reason}
-                        for i, c in enumerate(choices)],
-            "usage": usage(prompts, choices)}

@@ -4,6 +4,11 @@ ids, sampling parameters and decoded choices.
 Generation runs through :func:`rlvr.rollout.create_auto_engine` (``torch`` engine, ``hf`` for
 architectures it refuses), one request at a time: CPU decoding gains nothing from running two
 batches side by side, so admitted requests wait their turn.
+
+Log-probs come from the engine (:mod:`rlvr.rollout.reported_logprobs`), in one of
+:data:`LOGPROBS_MODES`: ``raw`` (default, what vLLM reports by default: ``log_softmax(logits)``,
+temperature 1, no top-p / top-k truncation) or ``tempered`` (``log_softmax(logits / T)``, the
+log-probs the trainer's GRPO ratio uses, :attr:`rlvr.rollout.RolloutOutput.logprobs`).
 """
 
 from __future__ import annotations
@@ -16,13 +21,16 @@ from typing import Sequence
 from rlvr.rollout import SamplingParams, create_auto_engine
 from rlvr.serve.admission import Admission
 from rlvr.serve.errors import APIError, bad_field
-from rlvr.serve.schemas import BaseRequest, ChatMessage, Choice, stop_strings
+from rlvr.serve.schemas import (BaseRequest, ChatMessage, Choice, refuse_unsupported,
+                                stop_strings)
+from rlvr.serve.stream import token_pieces
 from rlvr.tasks.prompting import stop_token_ids
 
 log = logging.getLogger("rlvr.serve")
 
 DEFAULT_MAX_TOKENS = 256
 ENGINES = ("auto", "torch", "hf")
+LOGPROBS_MODES = ("raw", "tempered")
 
 
 class ModelServer:
@@ -38,17 +46,24 @@ class ModelServer:
         default_max_tokens: ``max_tokens`` when a request gives none.
         precision: the engine's compute precision, ``auto`` / ``bf16`` / ``fp32``
             (:mod:`rlvr.models.precision`).
+        logprobs_mode: the distribution reported log-probs are taken under, ``raw`` or
+            ``tempered`` (see the module docstring).
 
     Raises:
-        ValueError: unknown ``engine`` or ``precision``, or ``max_concurrency`` < 1.
+        ValueError: unknown ``engine``, ``precision`` or ``logprobs_mode``, or
+            ``max_concurrency`` < 1.
         rlvr.rollout.UnsupportedModelError: ``engine="torch"`` on an architecture it refuses.
     """
 
     def __init__(self, model, tokenizer, model_id: str, *, engine: str = "auto",
                  max_concurrency: int = 4, default_max_tokens: int = DEFAULT_MAX_TOKENS,
-                 precision: str = "auto"):
+                 precision: str = "auto", logprobs_mode: str = "raw"):
         if engine not in ENGINES:
             raise ValueError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
+        if logprobs_mode not in LOGPROBS_MODES:
+            raise ValueError(f"logprobs_mode: expected one of {', '.join(LOGPROBS_MODES)}, "
+                             f"got {logprobs_mode!r}")
+        self.logprobs_mode = logprobs_mode
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.model_id = model_id
@@ -119,13 +134,15 @@ class ModelServer:
 
     def sampling(self, request: BaseRequest, prompts: list[list[int]], max_tokens: int | None):
         """:class:`rlvr.rollout.SamplingParams` for ``request`` (stop strings that are one
-        token also stop decoding early).
+        token also stop decoding early; reported log-probs when the request asks for them).
 
         Raises:
-            APIError: 400 naming ``stream``, ``logprobs``, ``echo`` (unsupported) or
-                ``max_tokens`` (prompt + max_tokens exceed the model's context).
+            APIError: 400 naming a refused field (:data:`rlvr.serve.schemas.REFUSED_FIELDS`),
+                ``top_logprobs`` without ``logprobs``, or ``max_tokens`` (prompt + max_tokens
+                exceed the model's context).
         """
-        _refuse_unsupported(request)
+        refuse_unsupported(request)
+        top = request.top_logprobs_asked()
         max_new = max_tokens or self._default_max_tokens(prompts)
         longest = max(len(p) for p in prompts)
         if self.context_length and longest + max_new > self.context_length:
@@ -137,14 +154,46 @@ class ModelServer:
                               top_k=max(request.top_k, 0), max_new_tokens=max_new,
                               n=request.n, seed=request.seed,
                               stop_token_ids=tuple(self.eos_ids) + tuple(
-                                  t for t in single if t is not None))
+                                  t for t in single if t is not None),
+                              top_logprobs=top or 0,
+                              raw_logprobs=top is not None and self.logprobs_mode == "raw")
 
-    def generate(self, prompts: list[list[int]], params, stops: list[str]) -> list[Choice]:
-        """Sample ``params.n`` choices per prompt (prompt-major order), one call at a time."""
+    def generate(self, prompts: list[list[int]], params: SamplingParams, stops: list[str], *,
+                 logprobs: bool = False, pieces: bool = False) -> list[Choice]:
+        """Sample ``params.n`` choices per prompt (prompt-major order), one call at a time.
+
+        Args:
+            prompts: token ids of each prompt.
+            params: from :meth:`sampling`.
+            stops: stop strings (the text is cut before the first one).
+            logprobs: fill each choice's ``logprobs`` (and ``top_logprobs`` when
+                ``params.top_logprobs`` > 0) from the engine's reported log-probs.
+            pieces: fill each choice's ``pieces`` (the text each token adds; streaming and
+                completions ``text_offset`` need them).
+        """
         with self._generate_lock:
             out = self.engine.generate(prompts, params)
-        return [self._choice(out.completion(row), out.finish_reason[row], stops)
-                for row in range(out.num_rows)]
+        choices = []
+        for row in range(out.num_rows):
+            choice = self._choice(out.completion(row), out.finish_reason[row], stops)
+            choice.prompt_index = int(out.prompt_index[row])
+            if logprobs:
+                count = choice.tokens
+                values = out.raw_logprobs if params.raw_logprobs else out.logprobs
+                choice.logprobs = values[row, :count].tolist()
+                if out.top_token_ids is not None:
+                    choice.top_logprobs = [list(zip(ids, vals)) for ids, vals in zip(
+                        out.top_token_ids[row, :count].tolist(),
+                        out.top_logprobs[row, :count].tolist())]
+            if pieces:
+                choice.pieces = token_pieces(choice.token_ids, choice.text, self._decode)
+            choices.append(choice)
+        return choices
+
+    def token_text(self, token_id: int) -> str:
+        """One token's text (special tokens kept), as log-prob entries show it."""
+        with self._tokenizer_lock:
+            return self.tokenizer.decode([token_id], skip_special_tokens=False)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -169,12 +218,12 @@ class ModelServer:
             return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
     def _choice(self, ids: list[int], finish: str, stops: list[str]) -> Choice:
-        """Decode one completion, cutting it before the first stop string. The token count
-        then runs up to the token that completed the stop string."""
+        """Decode one completion, cutting it before the first stop string. Its tokens then
+        run up to the one that completed the stop string."""
         text = self._decode(ids)
         cut = _first_stop(text, stops)
         if cut is None:
-            return Choice(text, finish, len(ids))
+            return Choice(text, finish, list(ids))
         lo, hi = 1, len(ids)  # smallest token prefix whose text already contains a stop
         while lo < hi:
             mid = (lo + hi) // 2
@@ -182,23 +231,13 @@ class ModelServer:
                 lo = mid + 1
             else:
                 hi = mid
-        return Choice(text[:cut], "stop", lo)
+        return Choice(text[:cut], "stop", list(ids[:lo]))
 
 
 def _first_stop(text: str, stops: list[str]) -> int | None:
     """Index of the earliest occurrence of any stop string in ``text``, or None."""
     found = [i for i in (text.find(s) for s in stops) if i >= 0]
     return min(found) if found else None
-
-
-def _refuse_unsupported(request: BaseRequest) -> None:
-    if request.stream:
-        raise bad_field("stream", "streaming is not supported by rlvr serve; send "
-                                  "stream: false")
-    if request.logprobs not in (None, False, 0):
-        raise bad_field("logprobs", "log-probabilities are not returned by rlvr serve")
-    if request.echo:
-        raise bad_field("echo", "echo is not supported by rlvr serve")
 
 
 def _context_length(model) -> int | None:
