@@ -219,9 +219,9 @@ class RolloutConfig(ConfigSection):
         "without native bf16 (src/rlvr/rollout/decoder/int8.py). Its log-probs differ from the "
         "policy's (`rollout_logprob_gap`: ~0.15 nats/token on the default model), so "
         "`algo.tis_cap` defaults to 2.0 with it. Validation and pass@k still sample the "
-        "fp32 policy. Needs the `torch` engine, fp32 compute (refused with `model.precision: "
-        "bf16`; `auto` samples in fp32) and an x86 torch build (fbgemm). `none` (default): "
-        "the compute precision.")
+        "fp32 policy. Needs the `torch` engine in this process (not with `ray_address`), fp32 "
+        "compute (refused with `model.precision: bf16`; `auto` samples in fp32) and an x86 "
+        "torch build (fbgemm). `none` (default): the compute precision.")
     ray_address: str | None = Field(None, description="Scale-out (R22): run rollouts and "
                                     "reward scoring in Ray actors (`pip install rlvr[ray]`). "
                                     "Unset (default): no Ray, everything in this process. "
