@@ -2,6 +2,7 @@
 that int8 turns on, and the GRPO rollout engine a run builds from them."""
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -10,6 +11,7 @@ from rlvr.configio import ConfigError, load_config
 from rlvr.models import load_model_and_tokenizer
 from rlvr.train.config import RunConfig
 from rlvr.train.setup import grpo_rollout_engine
+from rlvr.update.loop import policy_update
 
 SMOKE = Path(__file__).resolve().parents[2] / "configs" / "smoke.yaml"
 
@@ -57,3 +59,11 @@ def test_grpo_rollouts_get_their_own_int8_engine():
                                  run_engine)
     assert engine is not run_engine and engine.model is model
     assert (engine.name, engine.quantization, engine.dtype) == ("torch", "int8", torch.float32)
+
+
+def test_the_update_refuses_tis_without_sampler_log_probs():
+    config = SimpleNamespace(grpo=SimpleNamespace(), model=SimpleNamespace(bf16=False),
+                             algo=SimpleNamespace(tis_cap=2.0))
+    seqs = SimpleNamespace(input_ids=torch.zeros(1, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="algo.tis_cap is set but the rollout has no sampler"):
+        policy_update(None, None, seqs, torch.zeros(1), None, config, None)
