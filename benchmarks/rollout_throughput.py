@@ -22,13 +22,20 @@ matmul FLOP/s / (2 x params).
 The header names the CPU, ATen's dispatch level (``torch.backends.cpu.get_cpu_capability()``)
 and the precision.
 
+``--int8`` adds a column: the ``torch`` engine with ``quantization="int8"`` (the decode steps'
+layer matmuls with int8 weights through fbgemm, fp32 activations; ``rollout.quantization:
+int8``), always in fp32 compute whatever ``--precision`` says; its log-probs are the int8
+model's, not the policy's (a run corrects for that with ``algo.tis_cap``). Its roofline share
+is not printed (the fp32 matmul roofline does not bound int8 matmuls).
+
 Usage: python benchmarks/rollout_throughput.py [--quick] [--batches 64 256] [--new-tokens 128]
-[--precision auto|bf16|fp32] (--quick: batch 64 and 16 new tokens, under a minute). Wrap
+[--precision auto|bf16|fp32] [--int8] (--quick: batch 64 and 16 new tokens, under a minute). Wrap
 timing runs in ``flock /tmp/rlvr-bench.lock`` on shared machines. An AVX2-only CPU can be
 simulated on an AVX-512 one with ``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
 MKL_ENABLE_INSTRUCTIONS=AVX2 RLVR_KERNEL_CFLAGS=-march=haswell``.
 Last line (largest batch measured):
-``rollout tokens/s: torch X, hf Y, ratio Zx, generate alone G (ratio Rx), roofline W%``.
+``rollout tokens/s: torch X, hf Y, ratio Zx, generate alone G (ratio Rx), roofline W%``
+(with ``--int8``: then ``, torch int8 I (ratio Jx generate)``).
 """
 
 from __future__ import annotations
@@ -94,6 +101,8 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=None)
     parser.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
                         help="compute dtype of every engine (auto: bf16 where native)")
+    parser.add_argument("--int8", action="store_true",
+                        help="also the torch engine with int8 rollout weights (fp32 compute)")
     args = parser.parse_args()
     from rlvr.models.precision import resolve_precision
 
@@ -123,6 +132,8 @@ def main() -> None:
     copy = None if dtype == torch.float32 else dtype  # hf: the fp32 model itself, or a copy
     engines = {"torch": TorchEngine(model, dtype=dtype), "hf": HFEngine(model, dtype=copy),
                "generate": HFEngine(model, dtype=copy, compute_logprobs=False)}
+    if args.int8:
+        engines["torch int8"] = TorchEngine(model, dtype=torch.float32, quantization="int8")
     warm = SamplingParams(temperature=1.0, max_new_tokens=4, n=2, seed=0)
     for engine in engines.values():  # weight snapshots, allocator and kernel warm-up
         engine.generate(make_prompts(tokenizer, 2), warm)
@@ -152,11 +163,16 @@ def main() -> None:
 
 
 def summary(rates: dict[str, float], roofline: float) -> str:
-    """``torch X, hf Y, ratio Zx, generate alone G (ratio Rx), roofline W%`` (tokens/s)."""
-    torch_rate = rates["torch"]
-    return (f"torch {torch_rate:.0f}, hf {rates['hf']:.0f}, ratio {torch_rate / rates['hf']:.1f}x, "
-            f"generate alone {rates['generate']:.0f} (ratio {torch_rate / rates['generate']:.1f}x), "
+    """``torch X, hf Y, ratio Zx, generate alone G (ratio Rx), roofline W%`` (tokens/s), then
+    ``, torch int8 I (ratio Jx generate)`` when ``rates`` has the int8 engine."""
+    torch_rate, generate = rates["torch"], rates["generate"]
+    line = (f"torch {torch_rate:.0f}, hf {rates['hf']:.0f}, ratio {torch_rate / rates['hf']:.1f}x, "
+            f"generate alone {generate:.0f} (ratio {torch_rate / generate:.1f}x), "
             f"roofline {100 * torch_rate / roofline:.0f}%")
+    if "torch int8" in rates:
+        int8 = rates["torch int8"]
+        line += f", torch int8 {int8:.0f} (ratio {int8 / generate:.1f}x generate)"
+    return line
 
 
 if __name__ == "__main__":

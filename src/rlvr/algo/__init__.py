@@ -11,6 +11,9 @@ is weighted in the step (:func:`micro_batch_weight`), so a trainer never checks 
 - :data:`KL_ESTIMATORS` (:mod:`.kl`): ``k1``, ``k2``, ``k3``.
 - :data:`LOSS_AGGREGATIONS` (:mod:`.loss_agg`): ``grpo``, ``bnpo``, ``dapo``, ``dr_grpo``.
 
+Truncated importance sampling of a mismatched rollout engine (:mod:`.importance`,
+``algo.tis_cap``) weights the policy term of :func:`policy_objective`.
+
 Shape conventions, everywhere: N completions in a flat batch (B prompts x G samples,
 prompt-major), T completion-token positions, V vocabulary entries.
 ``rewards: FloatTensor[N]``, ``group_ids: LongTensor[N]``, ``advantages: FloatTensor[N]``,
@@ -55,6 +58,7 @@ from rlvr.algo.logprobs import (
     next_token_log_probs,
     token_log_probs,
 )
+from rlvr.algo.importance import ImportanceWeights, truncated_importance_weights
 from rlvr.algo.loss_agg import (
     BatchCounts,
     aggregate_loss,
@@ -90,6 +94,7 @@ __all__ = [
     "Entry",
     "FixedKLController",
     "GroupStats",
+    "ImportanceWeights",
     "KL_ESTIMATORS",
     "LOSS_AGGREGATIONS",
     "ObjectiveOutput",
@@ -135,5 +140,6 @@ __all__ = [
     "token_entropy",
     "token_log_probs",
     "token_mean",
+    "truncated_importance_weights",
     "zero_variance_groups",
 ]

@@ -4,9 +4,11 @@ registry key.
 
 Formula (DeepSeekMath, arXiv:2402.03300, eq. 3, as a loss to minimise)::
 
-    loss = AGG_{i,t}[ -min(r A, clip(r) A) + beta * KL_{i,t} - entropy_coef * H_{i,t} ]
+    loss = AGG_{i,t}[ -w_{i,t} min(r A, clip(r) A) + beta * KL_{i,t} - entropy_coef * H_{i,t} ]
 
-where AGG is the configured loss aggregation (:mod:`rlvr.algo.loss_agg`).
+where AGG is the configured loss aggregation (:mod:`rlvr.algo.loss_agg`) and ``w`` the
+truncated importance weight of a mismatched sampler (:mod:`rlvr.algo.importance`; 1 without
+``tis_cap``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from rlvr.algo.importance import truncated_importance_weights
 from rlvr.algo.kl import kl_divergence
 from rlvr.algo.loss_agg import aggregate_loss
 from rlvr.algo.policy_loss import compute_policy_loss
@@ -30,7 +33,8 @@ class ObjectiveOutput:
         loss: FloatTensor[] (fp32), the scalar to ``backward()``.
         metrics: detached 0-dim tensors: the policy loss's metrics plus ``pg_loss`` (the
             aggregated policy term), ``kl`` (token mean of the KL estimate; 0 without a
-            reference), ``entropy`` (token mean; only if entropy was given).
+            reference), ``entropy`` (token mean; only if entropy was given),
+            ``tis_weight_mean`` and ``tis_clipped_fraction`` (only with ``tis_cap``).
     """
 
     loss: Tensor
@@ -52,6 +56,8 @@ def policy_objective(
     loss_agg_options: dict | None = None,
     entropy: Tensor | None = None,
     entropy_coef: float = 0.0,
+    rollout_log_probs: Tensor | None = None,
+    tis_cap: float | None = None,
 ) -> ObjectiveOutput:
     """Clipped surrogate + KL penalty to the reference (+ optional entropy bonus), aggregated.
 
@@ -70,13 +76,20 @@ def policy_objective(
         entropy: FloatTensor[N, T] per-token entropy with gradient (from
             :func:`rlvr.algo.entropy.token_entropy`); needed when ``entropy_coef > 0``.
         entropy_coef: weight of the entropy bonus (subtracted from the loss), >= 0.
+        rollout_log_probs: FloatTensor[N, T], the rollout engine's log-probs of the tokens;
+            needed when ``tis_cap`` is set.
+        tis_cap: truncated importance sampling (Yao et al. 2025): the policy term of each
+            token is weighted by ``min(exp(old_log_probs - rollout_log_probs), tis_cap)``
+            (:func:`~rlvr.algo.importance.truncated_importance_weights`, detached; metrics
+            ``tis_weight_mean``, ``tis_clipped_fraction``); None (default): no weight.
 
     Returns:
         :class:`ObjectiveOutput`.
 
     Raises:
-        ValueError: if ``kl_coef > 0`` without ``ref_log_probs``, or ``entropy_coef > 0``
-            without ``entropy``, or a negative coefficient.
+        ValueError: if ``kl_coef > 0`` without ``ref_log_probs``, ``entropy_coef > 0``
+            without ``entropy``, ``tis_cap`` without ``rollout_log_probs`` (or ``<= 0``), or a
+            negative coefficient.
         KeyError: for unknown registry keys.
     """
     if kl_coef < 0 or entropy_coef < 0:
@@ -87,9 +100,15 @@ def policy_objective(
     )
     token_loss = pg.token_loss
     metrics = dict(pg.metrics)
+    if tis_cap is not None:
+        if rollout_log_probs is None:
+            raise ValueError("tis_cap needs rollout_log_probs (the sampler's log-probs)")
+        tis = truncated_importance_weights(old_log_probs, rollout_log_probs, mask, tis_cap)
+        token_loss = token_loss * tis.weights
+        metrics.update(tis.metrics)
     agg_options = loss_agg_options or {}
     with torch.no_grad():
-        metrics["pg_loss"] = aggregate_loss(loss_agg, pg.token_loss.detach(), mask, **agg_options)
+        metrics["pg_loss"] = aggregate_loss(loss_agg, token_loss.detach(), mask, **agg_options)
 
     if ref_log_probs is not None:
         check_same_shape(ref_log_probs=ref_log_probs, mask=mask)

@@ -188,7 +188,8 @@ class AcceleratorBackend:
 
 def ddp_update(model, optimizer, seqs: SequenceBatch | None, advantages: Tensor,
                old_log_probs: Tensor | None, config, accelerator, *,
-               ref_log_probs: Tensor | None = None, kl_coef: float = 0.0) -> dict[str, float]:
+               ref_log_probs: Tensor | None = None, kl_coef: float = 0.0,
+               sampler_log_probs: Tensor | None = None) -> dict[str, float]:
     """One data-parallel optimizer step on this rank's rows (one epoch of ``GRPOStep.update``).
 
     Every rank must call it once per step (a collective: it all-reduces counts and
@@ -238,6 +239,8 @@ def ddp_update(model, optimizer, seqs: SequenceBatch | None, advantages: Tensor,
         ref_log_probs: FloatTensor[n, >= T] log pi_ref of this rank's rows, needed when
             ``kl_coef > 0``.
         kl_coef: beta of the per-token KL term in the loss.
+        sampler_log_probs: FloatTensor[n, >= T], the rollout engine's log-probs of this
+            rank's rows (``rollout_logprob_gap``; needed with ``algo.tis_cap``).
 
     Returns:
         Metrics: this rank's micro-batch means of the objective's metrics (``pg_loss`` of a
@@ -260,7 +263,8 @@ def ddp_update(model, optimizer, seqs: SequenceBatch | None, advantages: Tensor,
     if counts.rows == 0:
         return {"skipped_update": 1.0, **totals}
     result = policy_update(backend, optimizer, seqs, advantages, old_log_probs, config, counts,
-                           ref_log_probs=ref_log_probs, kl_coef=kl_coef)
+                           ref_log_probs=ref_log_probs, kl_coef=kl_coef,
+                           sampler_log_probs=sampler_log_probs)
     result.update(totals)
     return result
 
@@ -300,6 +304,6 @@ class DataParallelUpdate:
     def __call__(self, seqs: SequenceBatch | None, advantages: Tensor,
                  old_log_probs: Tensor | None = None, **kwargs) -> dict[str, float]:
         """:func:`ddp_update` on this rank's rows; ``kwargs``: ``ref_log_probs``,
-        ``kl_coef``."""
+        ``kl_coef``, ``sampler_log_probs``."""
         return ddp_update(self.model, self.optimizer, seqs, advantages, old_log_probs,
                           self.config, self.accelerator, **kwargs)

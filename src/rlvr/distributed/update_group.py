@@ -92,7 +92,8 @@ def _update_on_shard(model, optimizer, payload: dict, config, accelerator) -> di
         metrics = ddp_update(model, optimizer, None if empty else seqs.rows(rows),
                              payload["advantages"][rows], pick(payload["old"]), config,
                              accelerator, ref_log_probs=pick(payload["ref"]),
-                             kl_coef=payload["kl_coef"])
+                             kl_coef=payload["kl_coef"],
+                             sampler_log_probs=pick(payload.get("sampler")))
         epochs.append(metrics)
         if metrics.get("update_skipped_nonfinite"):
             break  # every rank sees the same global gradient norm, so all stop together
@@ -178,12 +179,14 @@ class UpdateGroup:
         self.model = self.accelerator.prepare(policy)  # DDP: broadcasts rank 0's weights
         self.sync(weights=False)  # the optimizer state (non-empty after a resume)
 
-    def update(self, seqs, advantages, old_log_probs, ref_log_probs, kl_coef: float
-               ) -> dict[str, float]:
+    def update(self, seqs, advantages, old_log_probs, ref_log_probs, kl_coef: float,
+               sampler_log_probs=None) -> dict[str, float]:
         """One step's update over all ranks; returns the step's metrics over all ranks
-        (loss terms as row-weighted means of the ranks' micro-batch means)."""
+        (loss terms as row-weighted means of the ranks' micro-batch means).
+        ``sampler_log_probs`` (FloatTensor[n, T], the rollout engine's) is sent only when
+        ``algo.tis_cap`` weights the loss with it."""
         payload = {"seqs": seqs, "advantages": advantages, "old": old_log_probs,
-                   "ref": ref_log_probs, "kl_coef": kl_coef,
+                   "ref": ref_log_probs, "kl_coef": kl_coef, "sampler": sampler_log_probs,
                    "lr": [g["lr"] for g in self.optimizer.param_groups]}
         self._check_workers()
         _broadcast(("update", payload))

@@ -75,8 +75,9 @@ from rlvr.models.precision import resolve_precision
 from rlvr.rollout import kernels
 from rlvr.rollout.decoder.caches import FusedPrefixCache, KVCache, SharedPrefixCache
 from rlvr.rollout.decoder.forward import Decoder
+from rlvr.rollout.decoder.int8 import check_int8_available
 from rlvr.rollout.decoder.memory import keep_freed_memory
-from rlvr.rollout.decoder.snapshot import DecoderWeights, snapshot_weights
+from rlvr.rollout.decoder.snapshot import DecoderWeights, check_quantization, snapshot_weights
 from rlvr.rollout.decoder.support import check_supported_model
 from rlvr.rollout.engine import (
     build_output,
@@ -145,9 +146,17 @@ class TorchEngine:
         prepack_fp32: in fp32, run the matmuls through oneDNN's prepacked fp32 kernels
             (:class:`Linear`; default True). False keeps ``F.linear`` (MKL on x86), the
             arithmetic of transformers' fp32 forward, bit for bit.
+        quantization: ``"none"`` (default) or ``"int8"``: the decoder layers' matmuls with
+            int8 weights (per output channel, re-quantised at every snapshot) and dynamically
+            quantised fp32 activations (:mod:`rlvr.rollout.decoder.int8`; fp32 compute, so
+            ``dtype`` must be None or fp32). Its log-probs are the int8 model's, not the
+            policy's: train with truncated importance sampling (``algo.tis_cap``).
 
     Raises:
         UnsupportedModelError: the architecture is not Llama-family.
+        ValueError: ``max_batch_size < 1``, an unknown ``quantization``, or int8 with a bf16
+            ``dtype``.
+        Int8Unavailable: int8 in a torch build without fbgemm's quantized engine.
     """
 
     name = "torch"
@@ -156,7 +165,7 @@ class TorchEngine:
                  dtype: torch.dtype | None = None, max_batch_size: int = 256,
                  compact_fraction: float = 0.125, tune_malloc: bool = True,
                  shared_prefix: bool = True, native_kernels: bool = True,
-                 prepack_fp32: bool = True):
+                 prepack_fp32: bool = True, quantization: str = "none"):
         check_supported_model(model)
         if tune_malloc:
             keep_freed_memory()
@@ -165,8 +174,12 @@ class TorchEngine:
         self.model = model
         self.pad_token_id = default_pad_token_id(model, pad_token_id)
         if dtype is None:
-            dtype = resolve_precision("auto").dtype
+            dtype = torch.float32 if quantization == "int8" else resolve_precision("auto").dtype
+        check_quantization(quantization, dtype)
+        if quantization == "int8":
+            check_int8_available()
         self.dtype = dtype
+        self.quantization = quantization
         self.max_batch_size = max_batch_size
         self.compact_fraction = compact_fraction
         self.shared_prefix = shared_prefix
@@ -184,7 +197,8 @@ class TorchEngine:
         """
         if source is not None:
             load_weights_into(self.model, source)
-        weights = snapshot_weights(self.model, self.dtype, self.max_batch_size, self.prepack_fp32)
+        weights = snapshot_weights(self.model, self.dtype, self.max_batch_size, self.prepack_fp32,
+                                   self.quantization)
         self._decoder = Decoder(weights, self._kernel_library(weights))
         self._version = params_version(self.model)
 

@@ -17,6 +17,7 @@ from typing import ClassVar
 
 from pydantic import Field, model_validator
 
+from rlvr.algo.importance import DEFAULT_TIS_CAP
 from rlvr.algo.registry import ADVANTAGE_ESTIMATORS
 from rlvr.configio import override_for
 from rlvr.monitor.config import HealthConfig
@@ -176,6 +177,7 @@ class RunConfig(ConfigSection):
         if self.rollout.engine not in engines:
             raise ValueError(f"rollout.engine: {self.rollout.engine!r} is unknown; choose from "
                              f"{sorted(engines)}")
+        self._check_quantization()
         if needs_data_path(self.data.source) and not self.data.path and not self.data.sources:
             raise ValueError(f"data.path: required for data.source={self.data.source!r}")
         for i, spec in enumerate(self.data.sources):
@@ -189,6 +191,26 @@ class RunConfig(ConfigSection):
                 for key, value in defaults.items():  # accept_unevaluated off)
                     options.setdefault(task_type, {}).setdefault(key, value)
         return self
+
+    def _check_quantization(self) -> None:
+        """``rollout.quantization: int8`` needs the torch engine in this process (no Ray) and
+        fp32 compute; it turns on truncated importance sampling (``algo.tis_cap``
+        :data:`~rlvr.algo.importance.DEFAULT_TIS_CAP`) unless a cap is set (0: off)."""
+        if self.rollout.quantization == "none":
+            return
+        if self.rollout.engine != "torch":
+            raise ValueError(f"rollout.quantization: {self.rollout.quantization} is implemented "
+                             f"by the torch engine only, not rollout.engine "
+                             f"{self.rollout.engine!r}; set rollout.quantization: none")
+        if self.rollout.ray_address:
+            raise ValueError("rollout.quantization: int8 runs in this process's torch engine; "
+                             "it cannot be combined with rollout.ray_address (Ray rollout "
+                             "workers); set rollout.quantization: none")
+        if self.model.precision == "bf16":
+            raise ValueError("rollout.quantization: int8 runs fp32 activations; it cannot be "
+                             "combined with model.precision: bf16 (use fp32 or auto)")
+        if self.algo.tis_cap is None:
+            self.algo.tis_cap = DEFAULT_TIS_CAP
 
 
 # Settings a resumed run cannot change (``rlvr train --resume RUN --set KEY=VALUE``): what the
@@ -310,13 +332,15 @@ def config_summary(config: RunConfig, full: str | None = None) -> list[str]:
     shaping = [f"{name} {value:g}" for name, value in (
         ("overlong_buffer", a.overlong_buffer), ("length_penalty", a.length_penalty),
         ("concise_bonus", a.concise_bonus), ("entropy_coef", a.entropy_coef),
-        ("reward_noise", a.reward_noise), ("ref_refresh_every", a.ref_refresh_every)) if value]
+        ("reward_noise", a.reward_noise), ("ref_refresh_every", a.ref_refresh_every),
+        ("tis_cap", a.tis_cap)) if value]
     row("algo", f"advantage {a.advantage}"
         + (f" (std {a.std_scale})" if "std_scale" in _advantage_options(c) else "")
         + f", loss {a.policy_loss}, agg {a.loss_agg}, {kl}"
         + "".join(f", {x}" for x in shaping + (["mask_truncated"] if a.mask_truncated else [])))
     r = c.rollout
-    row("rollout", f"{r.engine} engine" + (
+    row("rollout", f"{r.engine} engine"
+        + (f", {r.quantization} weights" if r.quantization != "none" else "") + (
         f", Ray {r.ray_address}: {r.ray_rollout_workers} rollout / {r.ray_reward_workers} "
         f"reward workers" if r.ray_address else ""))
     w = c.reward

@@ -182,8 +182,9 @@ class GRPOStep:
         if kl_coef > 0:
             train.ref_log_probs = self._log_probs(self.reference, seqs)
         if self.update_group is not None:  # data parallel (grpo.update_processes > 1)
+            sampler = train.sampler_log_probs if a.tis_cap else None  # 0 / None: TIS off
             out_metrics = self.update_group.update(seqs, train.advantages, train.old_log_probs,
-                                                   train.ref_log_probs, kl_coef)
+                                                   train.ref_log_probs, kl_coef, sampler)
         else:
             out_metrics = self._update_here(train, kl_coef)
         self.scheduler.step()

@@ -171,6 +171,17 @@ class AlgoConfig(ConfigSection):
                                  "group, - for long ones (wrong answers only penalised).")
     entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus weight (subtracted from "
                                 "the loss); entropy is logged always.")
+    tis_cap: float | None = Field(None, ge=0, description="Truncated importance sampling "
+                                  "of a mismatched sampler (Yao et al. 2025; verl / slime "
+                                  "`tis_imp_ratio_cap`): each token's policy term is weighted "
+                                  "by min(exp(log pi_old - log pi_rollout), tis_cap), detached, "
+                                  "so an int8 rollout's completions train the fp32 policy "
+                                  "without bias beyond the cap. Logs `tis_weight_mean` and "
+                                  "`tis_clipped_fraction` (`rollout_logprob_gap` is logged "
+                                  "always). Unset (default): no weight, except with "
+                                  "`rollout.quantization: int8`, which sets it to 2.0 (the "
+                                  "paper's cap; config.yaml records it). 0: off, also with "
+                                  "int8.")
 
     @field_validator("advantage", "policy_loss", "loss_agg", "kl_estimator")
     @classmethod
@@ -200,6 +211,17 @@ class RolloutConfig(ConfigSection):
     engine: str = Field("torch", description="Rollout engine: `torch` (fast CPU decoder), "
                         "`hf` (transformers generate) or `vllm` (CUDA GPU, `pip install "
                         "rlvr[vllm]`).")
+    quantization: Literal["none", "int8"] = Field(
+        "none", description="`int8`: the `torch` engine samples the GRPO rollouts with int8 "
+        "weights (decode steps' q/k/v, o, gate/up and down matmuls; per-output-channel scales, "
+        "re-quantised from the policy every step; fbgemm dynamic quantisation of fp32 "
+        "activations; prefill, embeddings and the LM head stay fp32): faster decoding on CPUs "
+        "without native bf16 (src/rlvr/rollout/decoder/int8.py). Its log-probs differ from the "
+        "policy's (`rollout_logprob_gap`: ~0.15 nats/token on the default model), so "
+        "`algo.tis_cap` defaults to 2.0 with it. Validation and pass@k still sample the "
+        "fp32 policy. Needs the `torch` engine in this process (not with `ray_address`), fp32 "
+        "compute (refused with `model.precision: bf16`; `auto` samples in fp32) and an x86 "
+        "torch build (fbgemm). `none` (default): the compute precision.")
     ray_address: str | None = Field(None, description="Scale-out (R22): run rollouts and "
                                     "reward scoring in Ray actors (`pip install rlvr[ray]`). "
                                     "Unset (default): no Ray, everything in this process. "

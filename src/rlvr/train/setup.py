@@ -7,6 +7,8 @@ import copy
 import time
 from pathlib import Path
 
+import torch
+
 from rlvr.distributed.update_group import UpdateGroup
 from rlvr.models import load_model_and_tokenizer
 from rlvr.models.loader import ModelLoadError
@@ -68,6 +70,23 @@ def make_engine(config, policy, tokenizer):
                          precision=config.model.precision)
 
 
+def grpo_rollout_engine(config, policy, tokenizer, engine):
+    """The engine that samples GRPO's rollouts: the run's ``engine`` (validation's and
+    pass@k's too), or, with ``rollout.quantization: int8``, a second ``torch`` engine over the
+    same policy whose decode steps run int8 weights in fp32 compute
+    (:mod:`rlvr.rollout.decoder.int8`; re-quantised at every step's weight sync), so that
+    validation and pass@k keep measuring the policy itself.
+
+    Raises:
+        Int8Unavailable: this torch build has no fbgemm quantized engine.
+    """
+    quantization = config.rollout.quantization
+    if quantization == "none":
+        return engine
+    return create_engine("torch", plain_policy(policy), pad_token_id=tokenizer.pad_token_id,
+                         dtype=torch.float32, quantization=quantization)
+
+
 def open_monitoring(state: TrainingState, config, run_dir: Path, eval_rewards,
                     checkpoint: Path | None) -> None:
     """``state.monitor`` (the health checks; the audit re-scores with each task type's own
@@ -117,11 +136,13 @@ def step_runner(state: TrainingState, config, run_dir: Path, rewards, resume: bo
     """``state.reference`` (when ``algo.kl_coef`` > 0) and ``state.step_fn``, the
     :class:`rlvr.train.grpo.GRPOStep` from ``state.step`` on: the adaptive KL coefficient a
     resume restored, and a data-parallel update group with ``grpo.update_processes`` > 1
-    (close it with :func:`close_step_runner`). Returns the step runner."""
+    (close it with :func:`close_step_runner`); its rollouts come from
+    :func:`grpo_rollout_engine`. Returns the step runner."""
     c = config
     state.reference = (initial_reference(state, c, run_dir, resume, state.step)
                        if c.algo.kl_coef > 0 else None)
-    step_fn = state.step_fn = GRPOStep(c, state.policy, state.reference, state.engine,
+    engine = grpo_rollout_engine(c, state.policy, state.tokenizer, state.engine)
+    step_fn = state.step_fn = GRPOStep(c, state.policy, state.reference, engine,
                                        state.tokenizer, rewards, state.optimizer,
                                        state.scheduler, state.stop_ids)
     if state.kl_coef is not None and c.algo.kl_controller == "adaptive":

@@ -47,7 +47,7 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
         config: the run config (:class:`rlvr.train.config.RunConfig` or any object with the
             same attributes): ``grpo.micro_batch_size``, ``temperature``, ``shared_prefix``,
             ``max_grad_norm``; ``algo.policy_loss``, ``loss_agg``, ``kl_estimator``,
-            ``entropy_coef`` and whatever their registry entries' options read;
+            ``entropy_coef``, ``tis_cap`` and whatever their registry entries' options read;
             ``model.bf16`` unless ``bf16`` is given.
         counts: the step's rows and completion tokens over all ranks and micro-batches
             (``backend.global_counts``).
@@ -56,7 +56,9 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
         epochs: optimizer steps on the same rows (``grpo.mu``); stops after a skipped one.
         sampler_log_probs: FloatTensor[n, >= T], the rollout engine's log-probs of the
             rows: logs ``rollout_logprob_gap`` (mean |train - sampler| log-prob over the first
-            epoch's tokens: same weights, two code paths).
+            epoch's tokens: same weights, two code paths, or an int8 sampler); with
+            ``algo.tis_cap`` the truncated importance weights of pi_old over the sampler
+            (:mod:`rlvr.algo.importance`) weight the policy term.
         bf16: compute in bf16 autocast; default ``config.model.bf16``.
 
     Returns:
@@ -67,10 +69,15 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
         was skipped for a non-finite value).
 
     Raises:
+        ValueError: ``algo.tis_cap`` is set but ``sampler_log_probs`` is None.
         ValueError / KeyError: from ``policy_objective`` (e.g. ``kl_coef > 0`` without
             ``ref_log_probs``) or the registries.
     """
     g, a = config.grpo, config.algo
+    tis_cap = getattr(a, "tis_cap", None) or None  # 0: off
+    if tis_cap is not None and sampler_log_probs is None and seqs is not None:
+        raise ValueError("algo.tis_cap is set but the rollout has no sampler log-probs "
+                         "(sampler_log_probs=None); unset algo.tis_cap or pass them")
     bf16 = config.model.bf16 if bf16 is None else bf16
     n = 0 if seqs is None else int(seqs.input_ids.shape[0])
     entropy_mode = "grad" if a.entropy_coef > 0 else "detached"
@@ -98,7 +105,10 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
                     ref_log_probs=None if ref_log_probs is None else ref_log_probs[rows, :w],
                     kl_coef=kl_coef, kl_estimator=a.kl_estimator, policy_loss=a.policy_loss,
                     policy_loss_options=loss_options, loss_agg=a.loss_agg,
-                    loss_agg_options=agg_options, entropy=entropy, entropy_coef=a.entropy_coef)
+                    loss_agg_options=agg_options, entropy=entropy, entropy_coef=a.entropy_coef,
+                    rollout_log_probs=(None if sampler_log_probs is None
+                                       else sampler_log_probs[rows, :w]),
+                    tis_cap=tis_cap)
                 nonfinite_rows = int((~torch.isfinite(logp.detach()) & mask).any(dim=1).sum())
                 finite_loss = bool(torch.isfinite(out.loss))
                 bad["nonfinite_log_probs"] += nonfinite_rows

@@ -36,6 +36,9 @@ class Decoder:
             cache: holds ``B * group`` rows; prompt b fills rows ``b*group .. b*group+group-1``.
             group: samples per prompt (n).
 
+        Runs ``w.prefill_layers`` when the snapshot has them (int8 decode layers), else
+        ``w.layers``.
+
         Returns:
             FloatTensor[B, V] (compute dtype): logits for each prompt's next token.
         """
@@ -53,7 +56,8 @@ class Decoder:
             visible = visible.unsqueeze(1)  # [B, 1, L, L]
         x = w.embed[ids]
         qd, kd = w.heads * w.head_dim, w.kv_heads * w.head_dim
-        for i, layer in enumerate(w.layers):
+        layers = w.layers if w.prefill_layers is None else w.prefill_layers
+        for i, layer in enumerate(layers):
             qkv = layer.qkv(rms_norm(x, layer.ln1, w.eps))
             q = rope(qkv[..., :qd].view(b, length, w.heads, w.head_dim).transpose(1, 2), cos, sin)
             k = rope(qkv[..., qd:qd + kd].view(b, length, w.kv_heads, w.head_dim).transpose(1, 2),
