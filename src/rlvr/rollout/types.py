@@ -148,6 +148,10 @@ class RolloutOutput:
         lengths: LongTensor[N], completion lengths in tokens (= ``completion_mask.sum(1)``).
         timing: wall-clock seconds and token count.
         pad_token_id: the id used for padding.
+        loss_mask: BoolTensor[N, T], True on the tokens the policy loss, KL, entropy and length
+            statistics count: the assistant's sampled tokens. Default (``None`` given) is
+            ``completion_mask`` (single-turn: every completion token is sampled); a multi-turn
+            episode's inserted observation tokens are in ``completion_mask`` but not here.
     """
 
     completion_ids: Tensor
@@ -158,14 +162,20 @@ class RolloutOutput:
     lengths: Tensor
     timing: RolloutTiming = field(default_factory=RolloutTiming)
     pad_token_id: int = 0
+    loss_mask: Tensor | None = None
 
     def __post_init__(self) -> None:
         n = self.completion_ids.shape[0]
-        shapes = {"completion_mask": self.completion_mask, "logprobs": self.logprobs}
+        if self.loss_mask is None:
+            self.loss_mask = self.completion_mask
+        shapes = {"completion_mask": self.completion_mask, "logprobs": self.logprobs,
+                  "loss_mask": self.loss_mask}
         for name, tensor in shapes.items():
             if tuple(tensor.shape) != tuple(self.completion_ids.shape):
                 raise ValueError(f"RolloutOutput.{name} has shape {list(tensor.shape)}, "
                                  f"expected {list(self.completion_ids.shape)}")
+        if bool((self.loss_mask & ~self.completion_mask).any()):
+            raise ValueError("RolloutOutput.loss_mask is True outside completion_mask")
         if self.prompt_index.shape != (n,) or self.lengths.shape != (n,):
             raise ValueError(f"RolloutOutput.prompt_index / lengths must have shape [{n}]")
         if len(self.finish_reason) != n:
