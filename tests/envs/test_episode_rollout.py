@@ -6,6 +6,7 @@ episodes with their finish reason."""
 import pytest
 import torch
 
+from rlvr.algo.advantages import DEFAULT_EPS, grpo_advantages
 from rlvr.envs import EnvConfig, Environment, FinishReason, register_env, unregister_env
 from rlvr.envs.episodes import rollout_episodes
 from rlvr.envs.tokens import observation_ids
@@ -177,3 +178,16 @@ def test_vllm_engine_fakes_give_the_same_structure(tiny, pipeline):
         assert out.loss_mask[r, :k].tolist() == mask
         torch.testing.assert_close(out.logprobs[r, :k], torch.tensor(lps))
         assert episode.turns == 3
+
+
+def test_advantages_are_per_episode_over_the_g_episodes_of_a_task(tiny, pipeline):
+    result, _ = _run(tiny, pipeline, "hf")
+    rewards = result.rewards
+    assert rewards.tolist() == [e.reward.reward for e in result.episodes]
+    adv = grpo_advantages(rewards, result.output.prompt_index)
+    for task in range(2):
+        group = rewards[2 * task: 2 * task + 2].double()
+        std = float(group.std()) if group[0] != group[1] else 0.0
+        want = [(float(x) - float(group.mean())) / (std + DEFAULT_EPS) for x in group]
+        torch.testing.assert_close(adv[2 * task: 2 * task + 2].double(),
+                                   torch.tensor(want, dtype=torch.float64), atol=1e-5, rtol=0)

@@ -43,6 +43,13 @@ class EpisodeRollout:
     prompts: list[list[int]]
     episodes: list[Episode]
 
+    @property
+    def rewards(self) -> torch.Tensor:
+        """FloatTensor[N] (fp32), each episode's reward (the pipeline's verdict on the whole
+        episode): the one reward per row that group-relative advantages take, grouped by
+        ``output.prompt_index`` over the G episodes of a task (an episode is a completion)."""
+        return torch.tensor([e.reward.reward for e in self.episodes], dtype=torch.float32)
+
 
 def _stop_id(sampled: list[int], finish: str, stop_ids: Sequence[int]) -> int | None:
     return sampled[-1] if finish == "stop" and sampled and sampled[-1] in stop_ids else None
