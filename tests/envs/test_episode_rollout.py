@@ -15,6 +15,7 @@ from rlvr.models.tiny import spread_weights
 from rlvr.records import Task
 from rlvr.rewards import RewardPipeline
 from rlvr.rewards.config import RewardConfig
+from rlvr.rewards.types import RewardResult
 from rlvr.rollout import SamplingParams, create_engine
 from rlvr.rollout.vllm_engine import VLLMEngine
 from rollout.test_vllm_engine import FakeLLM, fake_sp  # tests/ is on sys.path (its conftest)
@@ -180,14 +181,23 @@ def test_vllm_engine_fakes_give_the_same_structure(tiny, pipeline):
         assert episode.turns == 3
 
 
-def test_advantages_are_per_episode_over_the_g_episodes_of_a_task(tiny, pipeline):
-    result, _ = _run(tiny, pipeline, "hf")
+class ChecksumRewards:
+    """A reward pipeline stand-in: the reward of an episode is a checksum of its last turn, so
+    the G episodes of a task differ."""
+
+    def score_batch(self, requests):
+        return [RewardResult(float(sum(map(ord, r.completion)) % 97)) for r in requests]
+
+
+def test_advantages_are_per_episode_over_the_g_episodes_of_a_task(tiny):
+    result, _ = _run(tiny, ChecksumRewards(), "hf", max_new=12)
     rewards = result.rewards
     assert rewards.tolist() == [e.reward.reward for e in result.episodes]
     adv = grpo_advantages(rewards, result.output.prompt_index)
     for task in range(2):
         group = rewards[2 * task: 2 * task + 2].double()
-        std = float(group.std()) if group[0] != group[1] else 0.0
+        assert group[0] != group[1]
+        std = float(group.std())
         want = [(float(x) - float(group.mean())) / (std + DEFAULT_EPS) for x in group]
         torch.testing.assert_close(adv[2 * task: 2 * task + 2].double(),
                                    torch.tensor(want, dtype=torch.float64), atol=1e-5, rtol=0)
