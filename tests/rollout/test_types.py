@@ -65,3 +65,22 @@ def test_rollout_output_rejects_mismatched_shapes():
         RolloutOutput(torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.bool),
                       torch.zeros(2, 2), torch.zeros(2, dtype=torch.long), ["stop"] * 2,
                       torch.zeros(2, dtype=torch.long))
+
+
+def test_rollout_output_loss_mask_defaults_to_the_completion_mask_and_lies_within_it():
+    ids = torch.tensor([[5, 6, 7], [8, 0, 0]])
+    mask = torch.tensor([[True, True, True], [True, False, False]])
+    zeros = torch.zeros(2, 3)
+    out = RolloutOutput(ids, mask, zeros, torch.tensor([0, 0]), ["stop", "length"],
+                        torch.tensor([3, 1]))
+    assert out.loss_mask.tolist() == mask.tolist()
+    sampled = torch.tensor([[True, False, True], [True, False, False]])
+    out = RolloutOutput(ids, mask, zeros, torch.tensor([0, 0]), ["stop", "length"],
+                        torch.tensor([3, 1]), loss_mask=sampled)
+    assert out.loss_mask.tolist() == sampled.tolist()
+    with pytest.raises(ValueError, match="loss_mask is True outside completion_mask"):
+        RolloutOutput(ids, mask, zeros, torch.tensor([0, 0]), ["stop", "length"],
+                      torch.tensor([3, 1]), loss_mask=torch.ones(2, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="loss_mask has shape"):
+        RolloutOutput(ids, mask, zeros, torch.tensor([0, 0]), ["stop", "length"],
+                      torch.tensor([3, 1]), loss_mask=torch.ones(2, 2, dtype=torch.bool))

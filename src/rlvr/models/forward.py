@@ -37,6 +37,9 @@ class SequenceBatch:
         prompt_len: P, the width of the left-padded prompt block.
         completion_mask: BoolTensor[n, T], real completion tokens.
         prompts: the n rows' prompt token-id lists (for the shared-prefix path).
+        loss_mask: BoolTensor[n, T], the completion tokens the policy loss, KL, entropy and
+            length statistics count (a multi-turn episode's sampled tokens, not its inserted
+            observation tokens); default (``None`` given) ``completion_mask``.
     """
 
     input_ids: Tensor
@@ -45,6 +48,14 @@ class SequenceBatch:
     prompt_len: int
     completion_mask: Tensor
     prompts: list[list[int]] | None = None
+    loss_mask: Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.loss_mask is None:
+            self.loss_mask = self.completion_mask
+        elif tuple(self.loss_mask.shape) != tuple(self.completion_mask.shape):
+            raise ValueError(f"SequenceBatch.loss_mask has shape {list(self.loss_mask.shape)}, "
+                             f"expected {list(self.completion_mask.shape)}")
 
     @property
     def completion_ids(self) -> Tensor:
@@ -59,7 +70,7 @@ class SequenceBatch:
             prompts = [self.prompts[i] for i in picked]
         return SequenceBatch(self.input_ids[index], self.attention_mask[index],
                              self.position_ids[index], self.prompt_len,
-                             self.completion_mask[index], prompts)
+                             self.completion_mask[index], prompts, self.loss_mask[index])
 
 
     def trimmed(self) -> "SequenceBatch":
@@ -70,11 +81,12 @@ class SequenceBatch:
         end = self.prompt_len + width
         return SequenceBatch(self.input_ids[:, :end], self.attention_mask[:, :end],
                              self.position_ids[:, :end], self.prompt_len,
-                             self.completion_mask[:, :width], self.prompts)
+                             self.completion_mask[:, :width], self.prompts,
+                             self.loss_mask[:, :width])
 
 
 def build_sequences(prompts: list[list[int]], completion_ids: Tensor, completion_mask: Tensor,
-                    pad_token_id: int) -> SequenceBatch:
+                    pad_token_id: int, loss_mask: Tensor | None = None) -> SequenceBatch:
     """Assemble a :class:`SequenceBatch`.
 
     Args:
@@ -82,7 +94,14 @@ def build_sequences(prompts: list[list[int]], completion_ids: Tensor, completion
         completion_ids: LongTensor[n, T]; positions outside ``completion_mask`` are ignored.
         completion_mask: BoolTensor[n, T].
         pad_token_id: id written into padding.
+        loss_mask: BoolTensor[n, T], the tokens the loss counts (default ``completion_mask``;
+            must lie within it).
+
+    Raises:
+        ValueError: ``loss_mask`` is True outside ``completion_mask`` or has another shape.
     """
+    if loss_mask is not None and bool((loss_mask.bool() & ~completion_mask.bool()).any()):
+        raise ValueError("build_sequences: loss_mask is True outside completion_mask")
     n, width = completion_ids.shape
     prompt_len = max(len(p) for p in prompts)
     ids = torch.full((n, prompt_len + width), pad_token_id, dtype=torch.long)
@@ -95,7 +114,8 @@ def build_sequences(prompts: list[list[int]], completion_ids: Tensor, completion
                                                                            pad_token_id))
     attention[:, prompt_len:] = mask.long()
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
-    return SequenceBatch(ids, attention, positions, prompt_len, mask, [list(p) for p in prompts])
+    return SequenceBatch(ids, attention, positions, prompt_len, mask, [list(p) for p in prompts],
+                         None if loss_mask is None else loss_mask.bool())
 
 
 def autocast(enabled: bool):

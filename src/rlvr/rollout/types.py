@@ -179,6 +179,10 @@ class RolloutOutput:
             likely first, when ``SamplingParams.top_logprobs = k > 0``; else None.
         top_logprobs: FloatTensor[N, T, k] their log-probs (raw or tempered, see
             ``SamplingParams.raw_logprobs``); else None. 0 on padding.
+        loss_mask: BoolTensor[N, T], True on the tokens the policy loss, KL, entropy and length
+            statistics count: the assistant's sampled tokens. Default (``None`` given) is
+            ``completion_mask`` (single-turn: every completion token is sampled); a multi-turn
+            episode's inserted observation tokens are in ``completion_mask`` but not here.
     """
 
     completion_ids: Tensor
@@ -192,11 +196,14 @@ class RolloutOutput:
     raw_logprobs: Tensor | None = None
     top_token_ids: Tensor | None = None
     top_logprobs: Tensor | None = None
+    loss_mask: Tensor | None = None
 
     def __post_init__(self) -> None:
         n = self.completion_ids.shape[0]
+        if self.loss_mask is None:
+            self.loss_mask = self.completion_mask
         shapes = {"completion_mask": self.completion_mask, "logprobs": self.logprobs,
-                  "raw_logprobs": self.raw_logprobs}
+                  "raw_logprobs": self.raw_logprobs, "loss_mask": self.loss_mask}
         for name, tensor in shapes.items():
             if tensor is not None and tuple(tensor.shape) != tuple(self.completion_ids.shape):
                 raise ValueError(f"RolloutOutput.{name} has shape {list(tensor.shape)}, "
@@ -209,6 +216,8 @@ class RolloutOutput:
                     self.completion_ids.shape)):
                 raise ValueError(f"RolloutOutput.{name} has shape {list(tensor.shape)}, "
                                  f"expected {list(self.completion_ids.shape)} + [k]")
+        if bool((self.loss_mask & ~self.completion_mask).any()):
+            raise ValueError("RolloutOutput.loss_mask is True outside completion_mask")
         if self.prompt_index.shape != (n,) or self.lengths.shape != (n,):
             raise ValueError(f"RolloutOutput.prompt_index / lengths must have shape [{n}]")
         if len(self.finish_reason) != n:

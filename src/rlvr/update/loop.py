@@ -95,7 +95,8 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
             rows = slice(start, start + g.micro_batch_size)
             with backend.micro_batch(last=i == len(starts) - 1):
                 micro = seqs.rows(rows).trimmed()
-                mask, w = micro.completion_mask, micro.completion_mask.shape[1]
+                # the assistant's tokens (multi-turn: observation tokens are not trained)
+                mask, w = micro.loss_mask, micro.completion_mask.shape[1]
                 logp, entropy = completion_log_probs(
                     backend.model, micro, temperature=g.temperature, bf16=bf16,
                     shared_prefix=g.shared_prefix, entropy=entropy_mode)
