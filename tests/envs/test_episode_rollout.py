@@ -72,7 +72,7 @@ def _run(tiny, pipeline, engine_name, max_turns=3, budget=None, max_new=6, seed=
     stop = (tokenizer.convert_tokens_to_ids("<|im_end|>"), *range(40, 90))
     params = SamplingParams(temperature=1.0, max_new_tokens=max_new, stop_token_ids=stop,
                             n=2, seed=seed)
-    engine = create_engine(engine_name, model)
+    engine = create_engine(engine_name, model, precision="fp32")  # fp32 on every CPU
     return rollout_episodes(engine, env, tokenizer, TASKS, _prompts(tokenizer), params), stop
 
 
