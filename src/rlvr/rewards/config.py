@@ -71,8 +71,10 @@ class RewardConfig(BaseModel):
         "sandbox limits on top). A call that exceeds it gets status `timeout` and reward 0.",
     )
     timeout_overrides_s: dict[str, float] = Field(
-        default_factory=lambda: {"code": 75.0},
-        description="Task type -> verifier wall-time bound in seconds, overriding `timeout_s`.",
+        default_factory=lambda: {"code": 75.0, "reasoning_gym": 20.0, "verifiers": 60.0},
+        description="Task type -> verifier wall-time bound in seconds, overriding `timeout_s`. "
+        "`reasoning_gym` and `verifiers` get more because a worker's first call imports "
+        "their library (1-3 s; verifiers ~6 s) and loads the environment.",
     )
     workers: int = Field(
         1,

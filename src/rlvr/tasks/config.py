@@ -175,6 +175,9 @@ class DataConfig(ConfigSection):
         if isinstance(data, dict) and is_source(data.get("source")) \
                 and task_source(data["source"]).generated:
             data = dict(data)
+            if task_source(data["source"]).default_mixture is None and "mixture" not in data:
+                raise ValueError(f"mixture: data.source {data['source']} has no default; name "
+                                 f"what to generate (e.g. an environment module)")
             data.setdefault("mixture", task_source(data["source"]).default_mixture)
             data.setdefault("instruction", default_instruction(data["source"]))
         return data
