@@ -18,6 +18,13 @@ block (what reasoning-gym's instruction asks for; several blocks that disagree:
 never passed to ``score_answer``: reasoning-gym's own loop would score ``None``, which some
 datasets give 0.01 for). ``reasoning_gym`` is an optional dependency (``pip install
 'rlvr[gym]'``), imported on the first call.
+
+Safety: some scorers evaluate the answer as Python (countdown, puzzle24, basic_arithmetic
+... call sympy's ``parse_expr``, which runs ``eval``: measured, countdown's scorer runs
+``__import__('os').system(...)``, and ``9**9**9`` hangs it). The worker's time bound stops
+the hang; answers that look like code (:func:`looks_like_code`: dunders, calls of
+``eval`` / ``exec`` / ``open`` ..., attribute calls such as ``os.system(``) are scored
+``unparsed`` without reaching the scorer. That is a guard, not a sandbox.
 """
 
 from __future__ import annotations
@@ -80,6 +87,20 @@ def extract_gym_answer(completion: str) -> Extraction:
     return Extraction(Status.unparsed)
 
 
+_CODE = re.compile(
+    r"__|\b(?:eval|exec|compile|open|getattr|setattr|delattr|globals|locals|vars|input|"
+    r"breakpoint|help|exit|quit|print)\s*\(|\blambda\b[^:]*:"
+    r"|[A-Za-z_]\w*\s*\.\s*[A-Za-z_]\w*\s*\(")
+
+
+def looks_like_code(answer: str) -> bool:
+    """Whether ``answer`` holds Python that an ``eval``-based scorer would run: a dunder
+    (``__import__``), a call of a dangerous builtin (``eval(``, ``exec(``, ``open(``,
+    ``getattr(`` ...), a ``lambda``, or an attribute call (``os.system(``). Prose using
+    those words without a call ("the door is open") passes."""
+    return _CODE.search(answer) is not None
+
+
 @lru_cache(maxsize=64)
 def _dataset(name: str, config_json: str):
     # One instance per (dataset, options) and process: scoring needs the dataset object
@@ -139,6 +160,9 @@ def verify_gym(completion: str, reference: dict, *, partial_credit: bool = True,
         why = "answers disagree" if found.status is Status.multiple_answers else "no answer"
         return Verdict(found.status, method=found.method,
                        detail=f"{name}: {why} (<answer>...</answer> or '#### ...')")
+    if looks_like_code(found.answer):
+        return Verdict(Status.unparsed, extracted=found.answer[:200], method=found.method,
+                       detail=f"{name}: the answer looks like code; not passed to score_answer")
     score = float(score_entry(name, config, found.answer, entry))
     status = Status.correct if score >= 1.0 else Status.wrong
     shown = found.answer if len(found.answer) <= 200 else found.answer[:200] + "..."
