@@ -2,8 +2,9 @@
 imported: the package :mod:`rlvr.tasks` imports it, so any import of a ``rlvr.tasks`` module
 registers them. Registration order is the order error messages list them: arithmetic, logic,
 gsm8k, math500, jsonl, humaneval, mbpp, reasoning_gym, verifiers (the last two need their
-optional library only when used: ``rlvr[gym]``, ``rlvr[verifiers]``). (The registry is imported as a module, so that no
-name this module imports looks like a reward registration: tests/test_layers.py.)
+optional library only when used: ``rlvr[gym]``, ``rlvr[verifiers]``). (The registry is
+imported as a module, so that no name this module imports looks like a reward registration:
+tests/test_layers.py.)
 """
 
 from __future__ import annotations
