@@ -11,5 +11,8 @@ from rlvr.rewards import gym, logic, verifiers_env
 from rlvr.rewards.registry import register_verifier
 
 register_verifier(logic.TASK_TYPE, format_rule="hash_line")(logic.verify_logic)
-register_verifier(gym.TASK_TYPE, format_rule="answer_tag")(gym.verify_gym)
-register_verifier(verifiers_env.TASK_TYPE, format_rule="none")(verifiers_env.verify_rubric)
+# a worker's first call imports the library (reasoning-gym 1-3 s, verifiers ~6 s) and builds
+# the dataset or environment: more than the default 2 s bound
+register_verifier(gym.TASK_TYPE, format_rule="answer_tag", timeout_s=20.0)(gym.verify_gym)
+register_verifier(verifiers_env.TASK_TYPE, format_rule="none",
+                  timeout_s=60.0)(verifiers_env.verify_rubric)
