@@ -40,7 +40,9 @@ def returns(completion: str, reference, **options):
     return {"none": None, "bool": True, "nan": Verdict(Status.correct, score=float("nan")),
             "inf": Verdict(Status.wrong, score=float("inf")),
             "big": Verdict(Status.correct, score=2), "status": Verdict("correct"),
-            "half": Verdict(Status.wrong, "x", score=0.5)}[completion]
+            "half": Verdict(Status.wrong, "x", score=0.5),
+            "parts": Verdict(Status.correct, "x", components={"rubric/a": 1.0, "rubric/b": 0.25}),
+            "bad_parts": Verdict(Status.correct, components={"rubric/a": float("nan")})}[completion]
 
 
 def slow_starting_worker(conn) -> None:

@@ -151,7 +151,7 @@ def test_a_malformed_verdict_is_an_error_row_naming_the_verifier(workers):
     become counted error rows (outcome 0, left out of GRPO's group statistics), in the worker
     pool and in process alike; a well-formed partial score passes through."""
     config = RewardConfig(plugins=PLUGIN, workers=workers)
-    kinds = ["none", "bool", "nan", "inf", "big", "status", "half"]
+    kinds = ["none", "bool", "nan", "inf", "big", "status", "bad_parts", "half"]
     with RewardPipeline(config) as pipeline:
         results = pipeline.score_batch([ScoreRequest(k, None, "test_returns") for k in kinds])
     by_kind = dict(zip(kinds, results))
@@ -162,3 +162,18 @@ def test_a_malformed_verdict_is_an_error_row_naming_the_verifier(workers):
     assert "returned NoneType instead of a Verdict" in by_kind["none"].detail
     assert "score nan" in by_kind["nan"].detail
     assert by_kind["half"].status is Status.wrong and by_kind["half"].components["outcome"] == 0.5
+    assert "returned components" in by_kind["bad_parts"].detail
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_verifiers_own_components_are_logged_beside_outcome_and_format(workers):
+    """Verdict.components (a rubric's per-function scores) reach the result's components and
+    weigh nothing in the reward unless reward.weights names them."""
+    with RewardPipeline(RewardConfig(plugins=PLUGIN, workers=workers)) as pipeline:
+        plain = pipeline.score("parts", None, "test_returns")
+    assert plain.components == {"rubric/a": 1.0, "rubric/b": 0.25, "outcome": 1.0,
+                                "format": 0.0}
+    assert plain.reward == 1.0  # outcome 1.0 x 1.0, format 0 x 0.1, the parts unweighted
+    weighted = RewardPipeline(RewardConfig(plugins=PLUGIN, workers=0, weights={
+        "outcome": 1.0, "rubric/b": 0.4})).score("parts", None, "test_returns")
+    assert weighted.reward == pytest.approx(1.0 + 0.4 * 0.25)

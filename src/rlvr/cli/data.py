@@ -110,19 +110,23 @@ def convert(
 def generate(
     source: str = typer.Argument(..., help=f"{' or '.join(generated_names())}."),
     mixture: str = typer.Option(..., "--mixture", "-m", help="Levels and weights, e.g. "
-                                "`2d+-2d` or `countdown-3:0.5,kk-2:0.5`."),
+                                "`2d+-2d` or `countdown-3:0.5,kk-2:0.5`; reasoning_gym: "
+                                "datasets with options, `countdown(min_numbers=3):0.5,"
+                                "knights_knaves:0.5`; verifiers: environment modules, "
+                                "`my_env(n=100)`."),
     n: int = typer.Option(100, "-n", min=1, help="Number of tasks."),
     split: str = typer.Option("train", help="train or validation (disjoint problems)."),
     seed: int = typer.Option(0),
     output: Path = typer.Option(..., "--output", "-o"),
 ) -> None:
-    """Generate tasks from a built-in generator (arithmetic levels, logic puzzles)."""
+    """Generate tasks from a built-in generator (arithmetic levels, logic puzzles,
+    reasoning-gym datasets, verifiers environments' rows)."""
     _check_output(output)
     try:
         if source not in generated_names():
             raise _fail(f"source: {source!r} is not {' or '.join(generated_names())}")
         tasks = task_source(source).generate(mixture, n, seed=seed, split=split)
-    except (ValueError, KeyError) as exc:
+    except (ValueError, KeyError, ImportError) as exc:
         raise _fail(f"--mixture: {exc.args[0] if exc.args else exc}")
     write_tasks(output, tasks)
     print(f"{len(tasks)} {source} tasks -> {output}")

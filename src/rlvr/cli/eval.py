@@ -45,7 +45,11 @@ def eval_(
     mixture: Optional[str] = typer.Option(None, "--mixture", help="Generator levels of "
                                           "arithmetic (e.g. 2d+-2d) or logic (e.g. "
                                           "countdown-3:0.5,kk-3:0.5; default "
-                                          "countdown-3:0.5,kk-3:0.5) (data.mixture)."),
+                                          "countdown-3:0.5,kk-3:0.5); reasoning_gym datasets "
+                                          "with options and weights (e.g. "
+                                          "'countdown(min_numbers=3):0.5,knights_knaves:0.5'); "
+                                          "verifiers environment modules with their "
+                                          "arguments (e.g. 'my_env(n=100)') (data.mixture)."),
     split: str = typer.Option("validation", "--split", help="validation (the held-out set "
                               "a training run validates on) or train."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Problems to evaluate "

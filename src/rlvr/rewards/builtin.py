@@ -1,12 +1,18 @@
 """Imports the built-in reward modules so that their ``@register_*`` decorators run; registers
-the logic verifier, whose module is also imported by :mod:`rlvr.tasks.logic` and so registers
-nothing itself (a task module registers nothing into the reward registry at import)."""
+the logic, reasoning-gym and verifiers-environment verifiers, whose modules are also imported
+by task modules and so register nothing themselves (a task module registers nothing into the
+reward registry at import). The last two import their optional library on first use only."""
 
 from rlvr.rewards import aggregate  # noqa: F401
 from rlvr.rewards import format  # noqa: F401
 from rlvr.rewards import math_task  # noqa: F401
 from rlvr.rewards import code  # noqa: F401
-from rlvr.rewards import logic
+from rlvr.rewards import gym, logic, verifiers_env
 from rlvr.rewards.registry import register_verifier
 
 register_verifier(logic.TASK_TYPE, format_rule="hash_line")(logic.verify_logic)
+# a worker's first call imports the library (reasoning-gym 1-3 s, verifiers ~6 s) and builds
+# the dataset or environment: more than the default 2 s bound
+register_verifier(gym.TASK_TYPE, format_rule="answer_tag", timeout_s=20.0)(gym.verify_gym)
+register_verifier(verifiers_env.TASK_TYPE, format_rule="none",
+                  timeout_s=60.0)(verifiers_env.verify_rubric)

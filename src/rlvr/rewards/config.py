@@ -6,7 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from rlvr.rewards.registry import AGGREGATORS, FORMAT_RULES, VERIFIERS, _load_builtins, load_plugins
+from rlvr.rewards.registry import (AGGREGATORS, DEFAULT_TIMEOUT_S, FORMAT_RULES, VERIFIERS,
+                                   _load_builtins, load_plugins)
 
 
 class RewardConfig(BaseModel):
@@ -72,7 +73,10 @@ class RewardConfig(BaseModel):
     )
     timeout_overrides_s: dict[str, float] = Field(
         default_factory=lambda: {"code": 75.0},
-        description="Task type -> verifier wall-time bound in seconds, overriding `timeout_s`.",
+        description="Task type -> verifier wall-time bound in seconds, overriding `timeout_s`. "
+        "Task types whose verifier registers its own bound keep it unless listed here: "
+        "`reasoning_gym` 20 s and `verifiers` 60 s (a worker's first call imports the library, "
+        "1-3 s / ~6 s, and loads the environment).",
     )
     workers: int = Field(
         1,
@@ -132,5 +136,9 @@ class RewardConfig(BaseModel):
         return self.model_copy(update={"verifiers": {}})
 
     def timeout_for(self, task_type: str) -> float:
-        """Wall-time bound in seconds of one verifier call for ``task_type``."""
-        return self.timeout_overrides_s.get(task_type, self.timeout_s)
+        """Wall-time bound in seconds of one verifier call for ``task_type``: its override,
+        else the bound its verifier registered (``register_verifier(..., timeout_s=)``), else
+        ``timeout_s``."""
+        if task_type in self.timeout_overrides_s:
+            return self.timeout_overrides_s[task_type]
+        return DEFAULT_TIMEOUT_S.get(task_type, self.timeout_s)

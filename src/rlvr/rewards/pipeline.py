@@ -129,6 +129,7 @@ class RewardPipeline:
 
     def _result(self, request: ScoreRequest, verdict: Verdict, seconds: float) -> RewardResult:
         components = {
+            **verdict.components,  # a verifier's own parts (a rubric's functions): logged
             "outcome": verdict.outcome,
             "format": self.format_score(request.completion, request.task_type),
         }

@@ -68,7 +68,8 @@ def run_verifier(job: VerifyJob) -> tuple[Verdict, float]:
 def checked_verdict(value: Any, verifier: str) -> Verdict:
     """``value`` if it is a well-formed :class:`Verdict`, else an ``error`` verdict naming the
     verifier and what it returned: ``None`` or another type, a status that is not a
-    :class:`Status`, or a ``score`` that is not a finite number in [0, 1]. Such a row is then
+    :class:`Status`, a ``score`` that is not a finite number in [0, 1], or ``components``
+    that are not finite numbers by name. Such a row is then
     counted as a verifier error (and left out of GRPO's group statistics), never scored."""
     if not isinstance(value, Verdict):
         return Verdict(Status.error, detail=f"verifier {verifier!r} returned "
@@ -76,6 +77,10 @@ def checked_verdict(value: Any, verifier: str) -> Verdict:
     if not isinstance(value.status, Status):
         return Verdict(Status.error, detail=f"verifier {verifier!r} returned status "
                        f"{value.status!r}, not a Status")
+    if not _finite_components(value.components):
+        return Verdict(Status.error, extracted=value.extracted, method=value.method,
+                       detail=f"verifier {verifier!r} returned components "
+                       f"{value.components!r}, expected finite numbers by name"[:500])
     if value.score is not None:
         try:
             score = float(value.score)
@@ -86,6 +91,13 @@ def checked_verdict(value: Any, verifier: str) -> Verdict:
                            detail=f"verifier {verifier!r} returned score {value.score!r}, "
                            f"expected a finite number in [0, 1]")
     return value
+
+
+def _finite_components(components: Any) -> bool:
+    """``components`` is a dict of names to finite numbers (bools are not numbers here)."""
+    return isinstance(components, dict) and all(
+        isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
+        and math.isfinite(v) for k, v in components.items())
 
 
 def _worker_main(conn: Connection) -> None:

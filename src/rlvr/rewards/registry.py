@@ -36,6 +36,8 @@ FORMAT_RULES: dict[str, FormatRule] = {}
 AGGREGATORS: dict[str, Aggregator] = {}
 # task type -> name of its default format rule
 DEFAULT_FORMAT_RULE: dict[str, str] = {}
+# task type -> its verifier's wall-time bound in seconds, when not RewardConfig.timeout_s
+DEFAULT_TIMEOUT_S: dict[str, float] = {}
 
 
 def _register(table: dict, kind: str, name: str) -> Callable:
@@ -48,19 +50,26 @@ def _register(table: dict, kind: str, name: str) -> Callable:
     return decorator
 
 
-def register_verifier(task_type: str, *, format_rule: str | None = None) -> Callable:
+def register_verifier(task_type: str, *, format_rule: str | None = None,
+                      timeout_s: float | None = None) -> Callable:
     """Register ``fn`` as the outcome verifier of ``task_type``.
 
     Args:
         task_type: the value of a record's ``task_type`` field, e.g. ``"math"``.
         format_rule: name of the format rule used for this task type unless the config picks
             another one.
+        timeout_s: the wall-time bound of one call in seconds unless
+            ``reward.timeout_overrides_s`` names the task type (default:
+            ``reward.timeout_s``); for verifiers whose first call in a worker imports a
+            library.
 
     Raises:
         ValueError: if another function is already registered under ``task_type``.
     """
     if format_rule is not None:
         DEFAULT_FORMAT_RULE[task_type] = format_rule
+    if timeout_s is not None:
+        DEFAULT_TIMEOUT_S[task_type] = timeout_s
     return _register(VERIFIERS, "verifier", task_type)
 
 

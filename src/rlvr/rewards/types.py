@@ -78,6 +78,10 @@ class Verdict:
         score: the outcome in [0, 1] when a verifier gives partial credit (e.g. the code
             verifier's passed fraction of the tests with ``partial_credit=True``); ``None``
             (the default) means 1.0 if correct else 0.0.
+        components: extra named scores the verifier measured on the way (a ``verifiers``
+            rubric's per-function rewards, ``rubric/<function>``); the pipeline logs them as
+            reward components beside ``outcome`` and ``format``. They weigh nothing unless
+            ``reward.weights`` names them (the outcome already counts them).
     """
 
     status: Status
@@ -85,6 +89,7 @@ class Verdict:
     method: str = "none"
     detail: str = ""
     score: float | None = None
+    components: dict[str, float] = field(default_factory=dict)
 
     @property
     def outcome(self) -> float:

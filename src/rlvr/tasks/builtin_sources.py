@@ -1,8 +1,10 @@
 """The built-in task sources (:mod:`rlvr.tasks.registry`), registered when this module is
 imported: the package :mod:`rlvr.tasks` imports it, so any import of a ``rlvr.tasks`` module
 registers them. Registration order is the order error messages list them: arithmetic, logic,
-gsm8k, math500, jsonl, humaneval, mbpp. (The registry is imported as a module, so that no
-name this module imports looks like a reward registration: tests/test_layers.py.)
+gsm8k, math500, jsonl, humaneval, mbpp, reasoning_gym, verifiers (the last two need their
+optional library only when used: ``rlvr[gym]``, ``rlvr[verifiers]``). (The registry is
+imported as a module, so that no name this module imports looks like a reward registration:
+tests/test_layers.py.)
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from rlvr.tasks import registry
 from rlvr.tasks.arithmetic.generator import generate as generate_arithmetic
 from rlvr.tasks.arithmetic.levels import parse_mixture as parse_arithmetic_mixture
 from rlvr.tasks.code import load_humaneval, load_mbpp
+from rlvr.tasks import gym, verifiers_source
 from rlvr.tasks.logic import generate_logic
 from rlvr.tasks.logic import parse_mixture as parse_logic_mixture
 from rlvr.tasks.sources import load_gsm8k, load_math500, load_task_file
@@ -129,3 +132,53 @@ class MBPPSource(registry.TaskSource):
 
     def read(self, path, split):
         return load_mbpp(path, split)
+
+
+@registry.register_source
+class ReasoningGymSource(registry.TaskSource):
+    """reasoning-gym's procedural datasets (:mod:`rlvr.tasks.gym`): the mixture names
+    datasets with options and weights, ``countdown(min_numbers=3):0.5,knights_knaves:0.5``;
+    scored by each dataset's ``score_answer``. A path is a file of generated tasks."""
+
+    name = "reasoning_gym"
+    generated = True
+    default_mixture = "basic_arithmetic:0.5,leg_counting:0.5"
+    instruction = gym.INSTRUCTION
+
+    def read(self, path, split):
+        return _task_file(path, gym.TASK_TYPE)
+
+    def generate(self, mixture, n, *, seed, split, unique=True):
+        return gym.generate_gym(mixture, n, seed=seed, split=split, unique=unique)
+
+    def check_mixture(self, mixture):
+        try:
+            gym.parse_mixture(mixture)
+        except ImportError as exc:
+            raise ValueError(str(exc)) from None
+
+
+@registry.register_source
+class VerifiersSource(registry.TaskSource):
+    """Single-turn ``verifiers`` environments (:mod:`rlvr.tasks.verifiers_source`): the
+    mixture names environment modules with their ``load_environment`` arguments and weights,
+    ``my_env(num_examples=500)``; scored by each environment's rubric. Their prompts state
+    their own answer format (the environment's system prompt): no instruction by default."""
+
+    name = "verifiers"
+    generated = True
+    default_mixture = None
+    instruction = ""
+
+    def read(self, path, split):
+        return _task_file(path, verifiers_source.TASK_TYPE)
+
+    def generate(self, mixture, n, *, seed, split, unique=True):
+        return verifiers_source.generate_verifiers(mixture, n, seed=seed, split=split,
+                                                   unique=unique)
+
+    def check_mixture(self, mixture):
+        try:
+            verifiers_source.parse_mixture(mixture)
+        except ImportError as exc:
+            raise ValueError(str(exc)) from None

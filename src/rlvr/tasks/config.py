@@ -115,7 +115,9 @@ class DataSource(ConfigSection):
 class DataConfig(ConfigSection):
     source: SourceName = Field(
         "arithmetic", description="Task source. `arithmetic` and `logic` (countdown, knights "
-        "and knaves) are generated from `mixture`; the others read `path` (GSM8K: a directory "
+        "and knaves) are generated from `mixture`, and so are `reasoning_gym` (reasoning-gym's "
+        "datasets, extra `gym`) and `verifiers` (the rows of single-turn `verifiers` "
+        "environments, extra `verifiers`); the others read `path` (GSM8K: a directory "
         "with train.jsonl / test.jsonl, or one file; `jsonl`: the task record format).")
     sources: list[DataSource] = Field(default_factory=list, description="A mixture of sources "
                                       "with weights (R26; the seeds' default math:code is 7:3), "
@@ -151,7 +153,11 @@ class DataConfig(ConfigSection):
     mixture: str = Field("2d+-2d", description="Generator levels and weights: arithmetic, "
                          "e.g. `2d+-2d:0.6,2dx1d:0.4` (rlvr.tasks.arithmetic.PRESETS; default "
                          "`2d+-2d`); logic, e.g. `countdown-3:0.5,kk-2:0.5` (rlvr.tasks.logic."
-                         "LEVELS; default `countdown-3:0.5,kk-3:0.5`).")
+                         "LEVELS; default `countdown-3:0.5,kk-3:0.5`); reasoning_gym, datasets "
+                         "with generator options and weights, e.g. `countdown(min_numbers=3):"
+                         "0.5,knights_knaves(n_people=2):0.5`; verifiers, environment modules "
+                         "with their `load_environment` arguments, e.g. `my_env(n=500)` (no "
+                         "default).")
     train_size: int = Field(2000, ge=1, description="Training problems.")
     val_size: int | None = Field(None, ge=1, description="Validation problems (R28). Unset: "
                                  "200 (generated sources, gsm8k, mbpp), every task of `val_path`, "
@@ -161,8 +167,9 @@ class DataConfig(ConfigSection):
                                  "`val_path`).")
     instruction: str = Field(DEFAULT_INSTRUCTION, description="Text appended to every "
                              "question in the user turn: asks for the target output format. "
-                             "Default: ask for a final `#### <answer>` line; for `logic` none "
-                             "(its puzzles state their own answer format). Saved with every "
+                             "Default: ask for a final `#### <answer>` line; for `logic` and "
+                             "`verifiers` none (their prompts state their own answer format); "
+                             "for `reasoning_gym` the answer between `<answer>` tags. Saved with every "
                              "checkpoint (`rlvr_prompt.json`), so `rlvr eval` prompts a "
                              "checkpoint as it was trained.")
     one_shot: bool = Field(False, description="Prepend one worked example (a user/assistant "
@@ -175,6 +182,9 @@ class DataConfig(ConfigSection):
         if isinstance(data, dict) and is_source(data.get("source")) \
                 and task_source(data["source"]).generated:
             data = dict(data)
+            if task_source(data["source"]).default_mixture is None and "mixture" not in data:
+                raise ValueError(f"mixture: data.source {data['source']} has no default; name "
+                                 f"what to generate (e.g. an environment module)")
             data.setdefault("mixture", task_source(data["source"]).default_mixture)
             data.setdefault("instruction", default_instruction(data["source"]))
         return data

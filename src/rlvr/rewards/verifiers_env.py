@@ -1,0 +1,221 @@
+"""``verifiers`` environments (PyPI ``verifiers``, the library prime-rl trains on) behind
+rlvr's reward pipeline, task type ``"verifiers"``.
+
+An environment module exposes ``load_environment(**kwargs)`` returning an environment with a
+dataset of ``prompt`` / ``answer`` / ``info`` rows, a ``Parser`` (``parse_answer``) and a
+``Rubric`` of weighted reward functions (sync or async). rlvr uses:
+
+- the dataset rows as tasks (:mod:`rlvr.tasks.verifiers_source`, ``data.source:
+  verifiers``); a task's reference holds the environment and the row::
+
+      {"env": "my_env", "kwargs": {"n": 100}, "row": {"prompt": [...], "answer": "42", ...}}
+
+- the rubric as the verifier (:func:`verify_rubric`, registered for task type
+  ``"verifiers"`` with no format rule of rlvr's own: the rubric has its own): the completion
+  becomes the assistant message, the environment's own ``rubric.score_rollout`` scores it,
+  so the reward is the rubric's weighted sum exactly as the environment computes it; each
+  function's score is logged as the reward component ``rubric/<function>``, and the parser's
+  ``parse_answer`` gives the extracted answer.
+
+Only single-turn environments (``SingleTurnEnv``) run this way: multi-turn and tool
+environments (``MultiTurnEnv``, ``ToolEnv``) need turns between model and environment, and
+group reward functions need the whole group; both are refused with a message (:func:`load`).
+``verifiers`` is optional (``pip install 'rlvr[verifiers]'``; 0.2 and 0.3, whose classic API
+this uses), imported on first use; a verifier worker loads each environment once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import math
+import threading
+from functools import lru_cache
+from typing import Any
+
+from rlvr.rewards.types import Status, Verdict
+
+TASK_TYPE = "verifiers"
+INSTALL_HINT = "verifiers is not installed: pip install 'rlvr[verifiers]' (or 'verifiers<0.4')"
+COMPONENT_PREFIX = "rubric/"
+
+
+class VerifiersEnvError(ValueError):
+    """An environment that cannot run here (not single-turn, group rewards, odd prompts)."""
+
+
+def import_verifiers():
+    """The ``verifiers`` package (its classic API: ``SingleTurnEnv``, ``Rubric``, ...).
+
+    Raises:
+        ImportError: not installed, or a version without the classic API (0.4 moved it).
+    """
+    try:
+        import verifiers as vf
+        vf.SingleTurnEnv  # noqa: B018  (0.3 resolves the classic API lazily)
+    except ImportError as exc:
+        raise ImportError(INSTALL_HINT) from exc
+    except AttributeError as exc:
+        raise ImportError(f"this verifiers version has no SingleTurnEnv: {INSTALL_HINT}") \
+            from exc
+    return vf
+
+
+def check_single_turn(env: Any, module: str) -> None:
+    """Refuse what rlvr cannot run as one prompt -> one scored completion.
+
+    Raises:
+        VerifiersEnvError: a multi-turn or tool environment, or a rubric with group reward
+            functions (the message says which and why).
+    """
+    vf = import_verifiers()
+    kind = type(env).__name__
+    if not isinstance(env, vf.SingleTurnEnv):
+        what = "a tool environment" if isinstance(env, vf.ToolEnv) else "multi-turn"
+        raise VerifiersEnvError(
+            f"verifiers environment {module!r} is a {kind} ({what}): rlvr runs single-turn "
+            f"verifiers environments only (SingleTurnEnv: one prompt, one completion, scored "
+            f"by the rubric); multi-turn and tool environments, whose turns go back and forth "
+            f"with the environment, are not supported")
+    if env.rubric.has_group_rewards:
+        raise VerifiersEnvError(
+            f"verifiers environment {module!r}: its rubric has group reward functions (they "
+            f"score a whole group of completions at once); rlvr scores each completion alone")
+
+
+@lru_cache(maxsize=16)
+def _load(module: str, kwargs_json: str):
+    vf = import_verifiers()
+    env = vf.load_environment(module, **json.loads(kwargs_json))
+    check_single_turn(env, module)
+    return env
+
+
+def load(module: str, kwargs: dict | None = None):
+    """The environment ``module.load_environment(**kwargs)`` (cached per process), checked by
+    :func:`check_single_turn`.
+
+    Raises:
+        ImportError: verifiers is not installed. VerifiersEnvError: not single-turn.
+        ValueError / RuntimeError: verifiers could not import or load the module.
+    """
+    return _load(module, json.dumps(kwargs or {}, sort_keys=True))
+
+
+def prompt_text(prompt: Any, module: str) -> str:
+    """A row's prompt as rlvr's one user turn: a string as is; messages: the system message
+    (the environment's answer format) and the user message joined by a blank line.
+
+    Raises:
+        VerifiersEnvError: other roles (few-shot turns) or no user message.
+    """
+    if isinstance(prompt, str):
+        return prompt
+    parts, users = [], 0
+    for message in prompt or []:
+        role, content = message.get("role"), message.get("content")
+        if role not in ("system", "user") or not isinstance(content, str):
+            raise VerifiersEnvError(
+                f"verifiers environment {module!r}: a prompt message with role {role!r} "
+                f"(or non-text content); rlvr prompts are one system + one user message")
+        users += role == "user"
+        parts.append(content)
+    if users != 1:
+        raise VerifiersEnvError(f"verifiers environment {module!r}: a prompt with {users} "
+                                f"user messages; rlvr prompts have exactly one")
+    return "\n\n".join(parts)
+
+
+def _state(vf, row: dict, completion: str):
+    # What Environment.init_state builds from a row, plus the completion as the assistant
+    # message of a single-turn rollout (the rubric's monitor counts one turn).
+    from verifiers.types import flatten_task_input
+    from verifiers.utils.message_utils import normalize_messages
+
+    row = copy.deepcopy(row)
+    if isinstance(row.get("info"), str):
+        row["info"] = json.loads(row["info"])
+    task = flatten_task_input(row)
+    state = vf.State(input=task)
+    state["task"] = task
+    state["prompt"] = normalize_messages(task.get("prompt", ""), field_name="input.prompt")
+    messages = normalize_messages([{"role": "assistant", "content": completion}],
+                                  field_name="completion")
+    state["completion"] = messages
+    state["trajectory"] = [{"prompt": state["prompt"], "completion": messages}]
+    state.update(is_completed=True, is_truncated=False, reward=None, metrics=None, error=None)
+    return state, messages
+
+
+def _run(coro):
+    # The rubric is async; a caller already inside an event loop gets a thread of its own.
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict = {}
+    thread = threading.Thread(target=lambda: box.update(value=asyncio.run(coro)))
+    thread.start()
+    thread.join()
+    return box["value"]
+
+
+def score_rubric(env: Any, row: dict, completion: str) -> tuple[float, dict[str, float],
+                                                                 str | None]:
+    """``(reward, per-function scores, parsed answer)`` of ``completion`` to ``row`` by the
+    environment's own ``rubric.score_rollout`` (reward = sum of weight * function score) and
+    ``parser.parse_answer``."""
+    vf = import_verifiers()
+    state, messages = _state(vf, row, completion)
+    _run(env.rubric.score_rollout(state))
+    metrics = {str(k): float(v) for k, v in (state["metrics"] or {}).items()}
+    parsed = env.parser.parse_answer(messages)
+    return float(state["reward"]), metrics, None if parsed is None else str(parsed)
+
+
+def verify_rubric(completion: str, reference: dict, *, scale: float = 1.0,
+                  **options: Any) -> Verdict:
+    """Score a completion with its verifiers environment's rubric (module docs).
+
+    Status: ``unparsed`` when the parser finds no answer (the rubric's reward still counts:
+    it is what the environment gives, e.g. a format function's share), else ``correct`` iff
+    the reward reaches the environment's ``pass_threshold`` (verifiers' own pass mark, 0.5 by
+    default), else ``wrong``.
+
+    Args:
+        completion: the model's whole output (the assistant message).
+        reference: ``{"env": module, "kwargs": {...}, "row": {...}}``.
+        scale: the outcome is ``scale * reward``; rlvr's outcome lies in [0, 1], so a rubric
+            whose weights sum past 1 needs e.g. ``scale: 0.5``
+            (``reward.verifier_options: {verifiers: {scale: 0.5}}``).
+        options: accepted for the pipeline's interface; none are used.
+
+    Returns:
+        A :class:`Verdict` with ``score`` = the scaled reward and ``components`` = each
+        reward function's score as ``rubric/<function>``.
+
+    Raises:
+        ValueError: a malformed reference, or a scaled reward outside [0, 1] (the message
+            gives the reward and the rubric's weights). The pipeline reports it as
+            ``error``.
+    """
+    if not isinstance(reference, dict) or not isinstance(reference.get("env"), str) \
+            or not isinstance(reference.get("row"), dict):
+        raise ValueError("verifiers reference needs 'env' (module name), 'kwargs' and 'row'")
+    module = reference["env"]
+    env = load(module, reference.get("kwargs") or {})
+    reward, metrics, parsed = score_rubric(env, reference["row"], completion)
+    outcome = scale * reward
+    if not (math.isfinite(outcome) and 0.0 <= outcome <= 1.0):
+        raise ValueError(f"{module}: rubric reward {reward:g} * scale {scale:g} is outside "
+                         f"[0, 1] (weights {env.rubric._get_reward_weights()}); set "
+                         f"reward.verifier_options.verifiers.scale")
+    if parsed is None or not parsed.strip():
+        status = Status.unparsed
+    else:
+        status = Status.correct if reward >= env.pass_threshold else Status.wrong
+    shown = None if parsed is None else parsed[:200]
+    return Verdict(status, extracted=shown, method="parser",
+                   detail=f"{module}: rubric reward {reward:g}", score=outcome,
+                   components={COMPONENT_PREFIX + k: v for k, v in metrics.items()})
