@@ -1,0 +1,28 @@
+"""A scripted environment for the multi-turn training tests, loaded through ``env.plugins``:
+the ``tool`` environment, except that the first turn always calls the calculator (a tiny
+random model seldom writes a call, and seldom ends a turn with its stop token), so every
+episode is multi-turn and has a real tool observation inserted."""
+
+from rlvr.envs import Turn, register_env
+from rlvr.envs.tool_calls import ToolCall
+from rlvr.envs.tool_env import ToolEnv
+
+EXPRESSION = "2 + 3"
+
+
+@register_env
+class FirstCallEnv(ToolEnv):
+    """Turn 1: ``<calculator>2 + 3</calculator>`` whatever was sampled (a turn the engine cut
+    counts as ended, so the call is made); later turns: the ``tool`` environment's rules."""
+
+    name = "test_first_call"
+
+    def step_many(self, episodes, turns):
+        turns = [Turn(t.text, t.tokens, "stop") if e.turns == 0 else t
+                 for e, t in zip(episodes, turns)]
+        return super().step_many(episodes, turns)
+
+    def parse_action(self, episode, text):
+        if episode.turns == 1:
+            return [ToolCall("calculator", {"expression": EXPRESSION})]
+        return super().parse_action(episode, text)
