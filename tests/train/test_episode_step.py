@@ -27,8 +27,7 @@ from rlvr.models import load_model_and_tokenizer
 from rlvr.records import Task
 from rlvr.rewards.config import RewardConfig
 from rlvr.rewards.pipeline import RewardPipeline
-from rlvr.rewards.registry import VERIFIERS, register_verifier
-from rlvr.rewards.types import RewardResult, Status, Verdict
+from rlvr.rewards.types import RewardResult, Status
 from rlvr.rollout import RolloutOutput, create_engine
 from rlvr.tasks.prompting import chat_messages, prompt_ids, stop_token_ids
 from rlvr.tools.types import ToolOutcome, ToolStatus
@@ -36,20 +35,9 @@ from rlvr.train.config import RunConfig
 from rlvr.train.grpo import GRPOStep
 from rlvr.train.hooks import LoggingHook
 
-import rlvr_multiturn_plugin  # noqa: F401  (tests/train is on sys.path: registers test_first_call)
+import rlvr_multiturn_plugin  # tests/train is on sys.path: test_first_call, test-chars
 
-SCORE_TYPE = "test-episode-chars"
-if SCORE_TYPE not in VERIFIERS:
-    @register_verifier(SCORE_TYPE, format_rule="none")
-    def chars(completion: str, reference, **options) -> Verdict:
-        """Partial credit that differs between random completions: the share of the first 8
-        characters that are letters."""
-        head = completion[:8].ljust(8)
-        share = sum(ch.isalpha() for ch in head) / 8
-        return Verdict(Status.correct if share == 1.0 else Status.wrong, head, "test",
-                       score=share)
-
-
+SCORE_TYPE = rlvr_multiturn_plugin.CHARS
 TASKS = [Task(id=f"t{i}", prompt=f"What is {i} + 3?", reference=str(i + 3),
               task_type=SCORE_TYPE, source="test") for i in range(3)]
 SETTINGS = {"seed": 5, "model": {"name": "tiny-random", "precision": "fp32"},
@@ -264,12 +252,13 @@ def test_episode_metrics_and_samples_by_hand(tiny, scripted_env, tmp_path):
     assert out.completion_ids[0, :6 + len(obs)].tolist() == TURN + [stop] + obs + TURN + [stop]
     assert out.loss_mask[0].tolist() == [True] * 3 + [False] * len(obs) + [True] * 3
 
+    turn = tokenizer.decode(TURN + [stop], skip_special_tokens=True)
+    assert batch.scored_texts == [turn] * 4  # what the verdicts (and the audit) judged
     hook = LoggingHook(config, tmp_path, SimpleNamespace(sinks=SimpleNamespace(
         log=lambda *a: None)))
     hook.log_step(1, m, batch)
     rows = [json.loads(x) for x in (tmp_path / "samples.jsonl").read_text().splitlines()]
     assert [r["id"] for r in rows] == ["a", "a", "b", "b"]
-    turn = tokenizer.decode(TURN + [stop], skip_special_tokens=True)
     assert rows[1]["trajectory"] == [
         {"role": "assistant", "text": turn, "trained": True, "tokens": 3},
         {"role": "tool", "text": "obs 2", "trained": False, "tokens": len(obs)},

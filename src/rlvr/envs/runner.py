@@ -32,11 +32,14 @@ class EpisodeBatch:
         texts: N decoded trajectories: every id after the prompt, sampled and inserted,
             decoded with ``skip_special_tokens=True``.
         results: N reward results, each episode's verdict.
+        scored: N texts the verdicts judged (the environment's
+            :meth:`~rlvr.envs.Environment.scored_text`: the final answer turn).
     """
 
     rollout: EpisodeRollout
     texts: list[str]
     results: list[RewardResult]
+    scored: list[str]
 
     @property
     def output(self) -> RolloutOutput:
@@ -89,7 +92,8 @@ class EpisodeRunner:
         out = result.output
         texts = [self.tokenizer.decode(out.completion(r), skip_special_tokens=True)
                  for r in range(out.num_rows)]
-        return EpisodeBatch(result, texts, [e.reward for e in result.episodes])
+        return EpisodeBatch(result, texts, [e.reward for e in result.episodes],
+                            [self.env.scored_text(e) for e in result.episodes])
 
     def length_cap(self, max_new_tokens: int) -> int:
         """The most sampled tokens an episode can hold, what length shaping measures

@@ -94,6 +94,13 @@ class StepRollouts:
     episodes: EpisodeBatch | None = None
 
     @property
+    def scored_texts(self) -> list[str]:
+        """The N texts the reward pipeline judged: ``texts`` for single-turn completions, each
+        episode's final answer turn for episodes (what the health monitor's reward audit
+        re-scores)."""
+        return self.texts if self.episodes is None else self.episodes.scored
+
+    @property
     def num_trained(self) -> int:
         """n, the number of trained rows (0 when none)."""
         return 0 if self.train is None else len(self.train.train_rows)
