@@ -63,6 +63,15 @@ def test_single_turn_env_reproduces_the_plain_evaluation(tmp_path):
         assert episodic["models"]["tiny-random"][key] == plain["models"]["tiny-random"][key]
 
 
+def test_a_configs_env_section_is_the_default(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("env:\n  name: tool\n  tools: [calculator]\n  max_turns: 3\n")
+    r, rows = _run(tmp_path, "config", "--config", str(config), "--max-turns", "2")
+    assert (r["settings"]["env"]["name"], r["settings"]["env"]["tools"],
+            r["settings"]["env"]["max_turns"]) == ("tool", ["calculator"], 2)
+    assert all("trajectory" in row for row in rows)
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--env", "tol"], "--env: name: 'tol' is not a registered environment"),
     (["--env", "tool", "--tools", "calculater"], "--tools: tools: unknown tool 'calculater'"),
