@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from pydantic import ValidationError
 
 from rlvr.cli.common import (PRECISION_HELP, check_model_name, check_output_dir, err, fail,
                              output_errors, precision_choice, with_plugins)
 from rlvr.configio import ConfigError, load_config
+from rlvr.envs.config import EnvConfig
 from rlvr.io import InputError
 from rlvr.progress import console_phases
 from rlvr.rewards.pipeline import RewardPipeline
@@ -220,11 +222,6 @@ def _eval_env_config(run_config, env: Optional[str], tools: Optional[str],
     section with ``--env`` / ``--tools`` / ``--max-turns`` over it (a different ``--env`` name
     starts from that environment's defaults), or ``None`` (single-turn completions). Bad
     values exit 2 naming the option."""
-    # deferred: model stack (torch); keeps `rlvr --help` fast
-    from pydantic import ValidationError
-
-    from rlvr.envs.config import EnvConfig
-
     base = run_config.env
     if env is None and base is None:
         if tools is not None or max_turns is not None:
