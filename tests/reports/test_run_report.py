@@ -385,3 +385,35 @@ def test_chromium_check_catches_corrupt_images(smoke_report, tmp_path):
                       .replace(payloads[2], overwritten, 1))
     images = _image_check(broken, tmp_path)
     assert _broken(images) == [i["alt"] for i in images[:3]]
+
+
+def test_episode_trajectories_mark_environment_spans_not_trained(tmp_path):
+    run = tmp_path / "multi"
+    run.mkdir()
+    (run / "config.yaml").write_text("name: multi\nenv:\n  name: tool\n  max_turns: 3\n"
+                                     "  tools: [calculator]\n")
+    metrics = [{"step": s, "reward_mean": 0.1 * s, "episode_turns_mean": 1.5,
+                "episode_tool_calls_mean": 0.5, "tool_error_rate": 0.25,
+                "finish_rate/stop": 0.75, "finish_rate/length": 0.25,
+                "reward_mean_tool_use": 0.5, "reward_mean_no_tool_use": 0.2} for s in (1, 2)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
+    trajectory = [{"role": "assistant", "text": "<calculator>6*7</calculator>", "trained": True,
+                   "tokens": 9},
+                  {"role": "tool", "text": XSS, "trained": False, "tokens": 12},
+                  {"role": "assistant", "text": "#### 42", "trained": True, "tokens": 4}]
+    (run / "samples.jsonl").write_text(json.dumps(
+        {"step": 1, "id": "m1", "reward": 1.1, "status": "correct", "trajectory": trajectory,
+         "turns": 2, "tool_calls": 1, "finish_reason": "stop"}) + "\n")
+    page = write_run_report(run).read_text()
+    assert "<script" not in page and html.escape(XSS) in page
+    samples = page[page.index('id="samples"'):]
+    assert samples.count('<div class="segment trained">') == 2
+    assert samples.count('<div class="segment env">') == 1
+    assert "tool: environment, not trained, 12 tokens" in samples
+    assert "assistant: trained, 9 tokens" in samples
+    assert "<b>turns</b> 2 | <b>tool_calls</b> 1 | <b>finish_reason</b> stop" in samples
+    assert "<td>environment</td><td>tool, max 3 turns, tools calculator</td>" in page
+    titles = [html.unescape(alt) for alt, _ in IMG.findall(page)]
+    for title in ("Turns and tool calls per episode", "How episodes ended",
+                  "Reward with and without tool use"):
+        assert title in titles
