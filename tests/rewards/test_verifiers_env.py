@@ -99,7 +99,7 @@ def test_data_config_and_load_tasks():
 
 
 @pytest.mark.parametrize("kind, words", [
-    ("multi", ["is a _Echo (multi-turn)", "single-turn"]),
+    ("multi", ["is a _Echo (multi-turn)", "single-turn", "env: {source: verifiers"]),
     ("tool", ["is a ToolEnv (a tool environment)", "not supported"]),
     ("group", ["group reward functions", "scores each completion alone"]),
 ])
@@ -107,7 +107,7 @@ def test_multi_turn_tool_and_group_rubrics_are_refused_with_a_reason(kind, words
     with pytest.raises(VerifiersEnvError) as info:
         load("vf_tiny_env", {"kind": kind})
     assert all(w in str(info.value) for w in words), str(info.value)
-    with pytest.raises(ValueError, match="single-turn|group reward"):
+    with pytest.raises(ValueError, match="single-turn|group reward|not supported"):
         DataConfig(source="verifiers", mixture=f"vf_tiny_env(kind='{kind}')")
 
 

@@ -21,7 +21,7 @@ from pydantic import Field, model_validator
 from rlvr.algo.importance import DEFAULT_TIS_CAP
 from rlvr.algo.registry import ADVANTAGE_ESTIMATORS
 from rlvr.configio import override_for
-from rlvr.envs.config import EnvConfig
+from rlvr.envs.config import EnvConfig, verifiers_data
 from rlvr.monitor.config import HealthConfig
 from rlvr.monitor.sinks import LoggingConfig
 from rlvr.rewards.config import RewardConfig
@@ -180,6 +180,25 @@ class RunConfig(ConfigSection):
                 load_plugins(plugins)
             except ImportError as exc:
                 raise ValueError(f"plugins: cannot import {exc.name or exc}") from None
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _env_tasks(cls, data):
+        # env.source: verifiers supplies the tasks: data.source / data.mixture follow from it
+        # (source verifiers_episodes, the module with its kwargs) and may be left out.
+        if not isinstance(data, dict):
+            return data
+        env = data.get("env")
+        env = env.model_dump() if isinstance(env, EnvConfig) else env
+        if not isinstance(env, dict) or env.get("source") != "verifiers" \
+                or not isinstance(env.get("module"), str):
+            return data
+        section = data.get("data")
+        section = dict(section.model_dump(exclude_unset=True) if isinstance(section, DataConfig)
+                       else section or {})
+        data = dict(data)
+        data["data"] = verifiers_data(section, env["module"], env.get("kwargs") or {})
         return data
 
     @model_validator(mode="after")
