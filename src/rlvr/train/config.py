@@ -195,10 +195,11 @@ class RunConfig(ConfigSection):
                 or not isinstance(env.get("module"), str):
             return data
         section = data.get("data")
-        section = dict(section.model_dump(exclude_unset=True) if isinstance(section, DataConfig)
-                       else section or {})
+        model = isinstance(section, DataConfig)  # a built config (e.g. on assignment)
+        fields = section.model_dump(exclude_unset=True) if model else dict(section or {})
+        fields = verifiers_data(fields, env["module"], env.get("kwargs") or {})
         data = dict(data)
-        data["data"] = verifiers_data(section, env["module"], env.get("kwargs") or {})
+        data["data"] = DataConfig(**fields) if model else fields
         return data
 
     @model_validator(mode="after")
