@@ -2,8 +2,9 @@
 modules tests/envs/vf_guess_env.py (multi-turn higher / lower) and tests/rewards/vf_tiny_env.py
 (single-turn): the config supplies the tasks and refuses what disagrees or cannot run; an
 episode played by a scripted assistant has the turns, observations, reward and per-function
-scores of verifiers' own rollout driven by the same script; tool environments, group rubrics
-and environments that call a model client are refused with the reason."""
+scores of verifiers' own rollout driven by the same script (a ToolEnv's too, its calls parsed
+from the text); group rubrics and environments that call a model client are refused with the
+reason."""
 
 import asyncio
 from pathlib import Path
@@ -45,15 +46,19 @@ def tasks_of(env: dict, n: int = 6):
 
 
 def verifiers_rollout(vf_env, row: dict, script: list[str]):
-    """verifiers' own MultiTurnEnv.rollout with a scripted model (its replies in order) and
-    the rubric's score_rollout: the reference behaviour."""
+    """verifiers' own MultiTurnEnv.rollout with a scripted model (its replies in order: a
+    text, or a text and its parsed tool calls, as a server gives them) and the rubric's
+    score_rollout: the reference behaviour."""
     from verifiers.types import Response, ResponseMessage
 
     replies = iter(script)
 
     async def scripted(state, prompt, **kwargs):
+        reply = next(replies)
+        text, calls = (reply, None) if isinstance(reply, str) else reply
         return Response(id="r", created=0, model="m", message=ResponseMessage(
-            role="assistant", content=next(replies), finish_reason="stop", is_truncated=False))
+            role="assistant", content=text, tool_calls=calls, finish_reason="stop",
+            is_truncated=False))
 
     with mock.patch.object(vf_env, "get_model_response", scripted), \
             mock.patch("verifiers.legacy.envs.environment.resolve_client", lambda c: c):
@@ -105,16 +110,11 @@ def test_env_fields_are_checked(env, words):
         EnvConfig(**env)
 
 
-@pytest.mark.parametrize("kind, words", [
-    ("tool", ["is a ToolEnv (a tool environment)", "structured `tool_calls`", "plain text"]),
-    ("group", ["group reward functions", "scores each completion alone"]),
-])
-def test_tool_environments_and_group_rubrics_are_refused_with_the_reason(kind, words,
-                                                                         monkeypatch):
+def test_group_rubrics_are_refused_with_the_reason(monkeypatch):
     monkeypatch.syspath_prepend(str(REWARDS_DIR))
-    with pytest.raises(ValueError) as info:
-        EnvConfig(source="verifiers", module="vf_tiny_env", kwargs={"kind": kind})
-    assert all(w in str(info.value) for w in words), str(info.value)
+    with pytest.raises(ValueError, match="group reward functions .* scores each completion "
+                                         "alone"):
+        EnvConfig(source="verifiers", module="vf_tiny_env", kwargs={"kind": "group"})
 
 
 def test_a_multi_turn_module_as_data_source_points_to_the_env_section():
@@ -199,3 +199,39 @@ def test_a_single_turn_environment_through_env_scores_as_its_rubric(pipeline, mo
     assert result.finish_reason is FinishReason.stop and result.reward.status.value == "correct"
     assert result.reward.reward == pytest.approx(0.8 * correct + 0.2 * brevity)
     assert result.reward.components["rubric/brevity"] == brevity
+
+
+def test_a_tool_environment_runs_the_calls_parsed_from_the_text(pipeline, monkeypatch):
+    from verifiers.types import ToolCall
+
+    from rlvr.envs.verifiers_adapter import tools_system_prompt
+    monkeypatch.syspath_prepend(str(REWARDS_DIR))
+    config, train = tasks_of({"source": "verifiers", "module": "vf_tiny_env",
+                              "kwargs": {"kind": "tool"}})
+    env = make_env(config.env, pipeline)
+    task = train[0]
+    a, b = task.reference["row"]["info"]["a"], task.reference["row"]["info"]["b"]
+    call = f'<tool_call>{{"name": "add", "arguments": {{"a": {a}, "b": {b}}}}}</tool_call>'
+    script = [f"Let me add. {call}", '<tool_call>{"name": "add", "arguments": '
+              '{"a": 1}}</tool_call> and <tool_call>not json</tool_call>', f"#### {a + b}"]
+    episode, results = play(env, task, script)
+    assert episode.messages[0] == {"role": "system",
+                                   "content": tools_system_prompt(env.vf_env.tool_defs)}
+    assert "- add: Add two integers." in episode.messages[0]["content"]
+    # the first call runs the function; the second misses an argument: the environment's own
+    # error text; the malformed block is text, not a call
+    assert results[0].observation == {"role": "tool", "content": str(a + b)}
+    assert "missing 1 required positional argument: 'b'" in results[1].observation["content"]
+    assert results[2].finish_reason is FinishReason.stop and episode.turns == 3
+    assert episode.state["stop_condition"] == "no_tools_called"
+    parsed = [[ToolCall(id="call_1_0", name="add", arguments=f'{{"a": {a}, "b": {b}}}')],
+              [ToolCall(id="call_2_0", name="add", arguments='{"a": 1}')], None]
+    state = verifiers_rollout(env.vf_env, task.reference["row"], list(zip(script, parsed)))
+    want = [(m.role, m.content) for m in state["completion"] if m.role != "assistant"]
+    assert [(m["role"], m["content"]) for m in episode.messages[episode.initial:]
+            if m["role"] != "assistant"] == want
+    # 0.8 * correct + 0.2 * brevity (#### N is short); the monitor counts the two calls
+    assert results[2].reward.reward == pytest.approx(state["reward"]) == pytest.approx(1.0)
+    rubric = {k: v for k, v in results[2].reward.components.items() if k.startswith("rubric/")}
+    assert rubric == pytest.approx({"rubric/" + k: float(v) for k, v in state["metrics"].items()})
+    assert rubric["rubric/total_tool_calls"] == 2.0 and rubric["rubric/add_calls"] == 2.0

@@ -47,10 +47,11 @@ class EnvConfig(BaseModel):
         "(`data.source` / `data.mixture` follow from it and may be left out), its turns run "
         "through the `verifiers` adapter (SingleTurnEnv, MultiTurnEnv: `env_response` gives "
         "each observation, its stop conditions and `max_turns` end the episode, "
-        "`env.max_turns` caps it too) and its rubric scores the whole conversation (components "
-        "`rubric/<function>`). Refused with the reason: ToolEnv (tool calls come as an OpenAI "
-        "server's parsed `tool_calls`), environments with their own `rollout`, group reward "
-        "functions.")
+        "`env.max_turns` caps it too; ToolEnv: its tools are described in a system message and "
+        "each `<tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>` block is a call "
+        "its env_response runs) and its rubric scores the whole conversation (components "
+        "`rubric/<function>`). Refused with the reason: environments with their own `rollout`, "
+        "group reward functions, an env_response that calls a model client.")
     module: str | None = Field(
         None,
         description="`source: verifiers`: the environment module (importable, or an installed "

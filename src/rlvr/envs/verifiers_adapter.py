@@ -19,9 +19,16 @@ prompt and the JSON-valued state the environment set (its own keys, e.g. a count
 ``env_response`` keeps) in the reference's ``"episode"``: the rubric's ``score_rollout``
 sees the completion and state a verifiers rollout would give it.
 
+Tool environments (``ToolEnv``: tools as Python functions) get their calls as the structured
+``tool_calls`` an OpenAI-compatible server parses out of a reply; rlvr's turns are text, so the
+adapter parses them as a Hermes-style server does (:func:`parse_calls`: each well-formed
+``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` block, ids ``call_<turn>_<i>``),
+hands them to the environment in the assistant message, and describes the tools in a system
+message (:func:`tools_system_prompt`; a server's chat template would render ``tool_defs``).
+The environment's ``env_response`` runs them; its tool messages become one observation.
+
 Not supported (refused with the reason, :func:`rlvr.rewards.verifiers_env.check_episodic`):
-``ToolEnv`` (its tool calls are an OpenAI server's parsed ``tool_calls``), environments with
-their own ``rollout``, group reward functions. ``state["client"]`` is ``None`` and
+environments with their own ``rollout``, group reward functions. ``state["client"]`` is ``None`` and
 ``state["sampling_args"]`` is ``None``: an ``env_response`` that calls a model itself fails
 with a message saying so. Observations must be text; ``timeout_seconds`` is not enforced.
 """
@@ -30,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -40,6 +48,8 @@ from rlvr.envs.registry import register_env
 from rlvr.envs.types import Episode, FinishReason, Message
 from rlvr.records import Task
 from rlvr.rewards.verifiers_env import VerifiersEnvError, _run, import_verifiers, load
+
+CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
 # State keys verifiers itself sets (init_state, the rollout loop): not carried to scoring.
 _OWN_KEYS = frozenset({
@@ -81,6 +91,36 @@ def initial_state(env: Any, row: dict) -> Any:
             from exc
 
 
+def parse_calls(text: str, turn: int) -> list[dict]:
+    """The tool calls of an assistant turn as a Hermes-style server parses them: each
+    ``<tool_call>`` block holding a JSON object with a string ``name`` (``arguments``, or
+    ``parameters``, a JSON object or its string) becomes ``{"id": "call_<turn>_<i>", "name":
+    ..., "arguments": "<JSON string>"}`` (verifiers' ``ToolCall``); other blocks stay text."""
+    calls = []
+    for body in CALL.findall(text):
+        try:
+            data = json.loads(body)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+            continue
+        arguments = data.get("arguments", data.get("parameters", {}))
+        arguments = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        calls.append({"id": f"call_{turn}_{len(calls)}", "name": data["name"],
+                      "arguments": arguments})
+    return calls
+
+
+def tools_system_prompt(tool_defs: list) -> str:
+    """The system message describing a ToolEnv's tools (name, description, JSON parameters)
+    and the call format :func:`parse_calls` reads."""
+    lines = [f"- {t.name}: {t.description} Parameters (JSON schema): "
+             f"{json.dumps(t.parameters, sort_keys=True)}" for t in tool_defs]
+    return ("You may call these tools, one block per call: <tool_call>{\"name\": ..., "
+            "\"arguments\": {...}}</tool_call>. A reply without a call is your final answer.\n"
+            + "\n".join(lines))
+
+
 def scored_state(state: Any) -> dict:
     """The environment's own JSON-valued state keys (not verifiers' bookkeeping): what the
     rubric may read besides the conversation."""
@@ -112,6 +152,7 @@ class VerifiersEnv(Environment):
                              "env.module")
         super().__init__(config, rewards)
         self.vf_env = load(config.module, config.kwargs, episodic=True)
+        self.has_tools = isinstance(self.vf_env, import_verifiers().ToolEnv)
 
     @property
     def max_turns(self) -> int:
@@ -132,17 +173,31 @@ class VerifiersEnv(Environment):
                              f"{self.config.module!r} (its tasks come from env.source)")
         episode = super().start(task, messages)
         state = initial_state(self.vf_env, reference["row"])
-        episode.state.update(vf=state, vf_prompt=list(state["prompt"]))
+        episode.state.update(vf=state, vf_prompt=list(state["prompt"]), vf_completion=[])
         return episode
+
+    def initial_messages(self, task: Task, messages: list[Message]) -> list[Message]:
+        """A ToolEnv's tools described in a system message first; others unchanged."""
+        if not self.has_tools or not self.vf_env.tool_defs:
+            return messages
+        return [{"role": "system", "content": tools_system_prompt(self.vf_env.tool_defs)},
+                *messages]
+
+    def _assistant(self, text: str, turn: int) -> Any:
+        from verifiers.utils.message_utils import normalize_messages
+
+        message = {"role": "assistant", "content": text}
+        calls = parse_calls(text, turn) if self.has_tools else []
+        if calls:
+            message["tool_calls"] = calls
+        return normalize_messages([message], field_name="completion")[0]
 
     def parse_action(self, episode: Episode, text: str) -> Any | None:
         """Add the turn to the verifiers trajectory; ``None`` (end) when a stop condition of
         the environment fires (its name kept in ``episode.state["stop_condition"]``)."""
-        from verifiers.utils.message_utils import normalize_messages
-
         state = episode.state["vf"]
-        completion = normalize_messages([{"role": "assistant", "content": text}],
-                                        field_name="completion")
+        completion = [self._assistant(text, episode.turns)]
+        episode.state["vf_completion"] += completion
         step = {"prompt": episode.state["vf_prompt"], "completion": completion,
                 "response": None, "tokens": None, "reward": None, "advantage": None,
                 "is_truncated": False, "trajectory_id": state["trajectory_id"], "extras": {}}
@@ -188,26 +243,33 @@ class VerifiersEnv(Environment):
             return FinishReason.stop
         reply = maybe_normalize_messages(reply, field_name="env_response")
         episode.state["vf_prompt"] = messages + list(reply)
+        episode.state["vf_completion"] += list(reply)
         return self._observation(reply)
 
     def _observation(self, reply: list) -> Message:
+        # tool messages take env.observation_role (as rlvr's tool environment does)
         roles = {m.role for m in reply}
         if not reply or len(roles) != 1 or not all(isinstance(m.content, str) for m in reply):
             raise VerifiersEnvError(
                 f"verifiers environment {self.config.module!r}: env_response gave "
                 f"{len(reply)} messages (roles {sorted(roles)}); rlvr inserts one text "
                 f"observation per turn: at least one message, one role, text content")
-        return {"role": roles.pop(), "content": "\n\n".join(m.content for m in reply)}
+        role = roles.pop()
+        role = self.config.observation_role if role == "tool" else role
+        return {"role": role, "content": "\n\n".join(m.content for m in reply)}
 
     def score_reference(self, episode: Episode) -> Any:
-        """The task's reference plus the episode (``"completion"``: the messages after the
-        prompt, the final env response included; ``"state"``: :func:`scored_state`)."""
-        completion = [dict(m) for m in episode.messages[episode.initial:]]
+        """The task's reference plus the episode (``"completion"``: the verifiers messages
+        after the prompt, tool calls and the final env response included, and a last turn
+        the engine cut; ``"state"``: :func:`scored_state`)."""
+        messages = list(episode.state["vf_completion"])
+        if episode.turns > sum(m.role == "assistant" for m in messages):  # a cut last turn
+            messages.append(self._assistant(episode.assistant_texts[-1], episode.turns))
         final = episode.state["vf"].get("final_env_response")
         if final:
             from verifiers.utils.message_utils import maybe_normalize_messages
-            completion += [m.model_dump(exclude_none=True)
-                           for m in maybe_normalize_messages(final, field_name="final")]
+            messages += maybe_normalize_messages(final, field_name="final_env_response")
+        completion = [m.model_dump(exclude_none=True) for m in messages]
         return {**episode.task.reference,
                 "episode": {"completion": completion,
                             "state": scored_state(episode.state["vf"])}}

@@ -19,9 +19,9 @@ dataset of ``prompt`` / ``answer`` / ``info`` rows, a ``Parser`` (``parse_answer
 
 Only single-turn environments (``SingleTurnEnv``) run this way as a data source; multi-turn
 environments (``MultiTurnEnv``) play episodes through the ``env: {source: verifiers}`` section
-(:mod:`rlvr.envs.verifiers_adapter`), whose finished episode carries its whole conversation in
-the reference (``"completion"``, ``"state"``) for the rubric. Tool environments (``ToolEnv``)
-and group reward functions are refused with a message (:func:`load`).
+(:mod:`rlvr.envs.verifiers_adapter`; tool environments, ``ToolEnv``, too), whose finished
+episode carries its whole conversation in the reference (``"episode"``) for the rubric. Group
+reward functions are refused with a message (:func:`load`).
 ``verifiers`` is optional (``pip install 'rlvr[verifiers]'``; 0.2 and 0.3, whose classic API
 this uses), imported on first use; a verifier worker loads each environment once.
 """
@@ -68,21 +68,11 @@ def check_episodic(env: Any, module: str) -> None:
     """Refuse what rlvr cannot play as episodes (:mod:`rlvr.envs.verifiers_adapter`).
 
     Raises:
-        VerifiersEnvError: a ``ToolEnv`` (its tool calls arrive as an OpenAI server's parsed
-            ``tool_calls``; rlvr's turns are plain text), an environment that is not a
-            ``MultiTurnEnv`` (its own ``rollout`` drives a model client), or group reward
-            functions.
+        VerifiersEnvError: an environment that is not a ``MultiTurnEnv`` (its own
+            ``rollout`` drives a model client), or group reward functions.
     """
     vf = import_verifiers()
     kind = type(env).__name__
-    if isinstance(env, vf.ToolEnv):
-        raise VerifiersEnvError(
-            f"verifiers environment {module!r} is a {kind} (a tool environment), not "
-            f"supported: its env_response runs the structured `tool_calls` that an "
-            f"OpenAI-compatible server parses out of the model's reply, and rlvr's turns are "
-            f"plain text without them; use "
-            f"rlvr's own `env: {{name: tool}}` with the tools registered (rlvr.tools."
-            f"register_tool), or serve the model with `rlvr serve` and run the ToolEnv there")
     if not isinstance(env, vf.MultiTurnEnv):
         raise VerifiersEnvError(
             f"verifiers environment {module!r} is a {kind}, not a MultiTurnEnv: its own "
@@ -107,8 +97,6 @@ def check_single_turn(env: Any, module: str) -> None:
     """
     vf = import_verifiers()
     kind = type(env).__name__
-    if isinstance(env, vf.ToolEnv):
-        check_episodic(env, module)  # its reason
     if not isinstance(env, vf.SingleTurnEnv):
         raise VerifiersEnvError(
             f"verifiers environment {module!r} is a {kind} (multi-turn): rlvr runs single-turn "
