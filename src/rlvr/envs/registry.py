@@ -8,8 +8,8 @@ An environment is one :class:`rlvr.envs.Environment` subclass registered with
         name = "guess"
         ...
 
-The built-ins (``single_turn``, ``tool``, ``verifiers``) register when a lookup first needs them; user
-environments when their module is imported (``env.plugins``).
+The built-ins (``single_turn``, ``tool``, ``verifiers``) register when a lookup first needs
+them; user environments when their module is imported (``env.plugins``).
 """
 
 from __future__ import annotations

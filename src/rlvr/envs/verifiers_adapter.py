@@ -47,7 +47,7 @@ from rlvr.envs.config import EnvConfig
 from rlvr.envs.registry import register_env
 from rlvr.envs.types import Episode, FinishReason, Message
 from rlvr.records import Task
-from rlvr.rewards.verifiers_env import VerifiersEnvError, _run, import_verifiers, load
+from rlvr.rewards.verifiers_env import VerifiersEnvError, import_verifiers, load, run_sync
 
 CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
@@ -85,7 +85,7 @@ def initial_state(env: Any, row: dict) -> Any:
     state["tool_defs"] = env._normalize_tool_defs(env.tool_defs or []) or []
     env._get_usage_tracker(state, create_if_missing=True)
     try:
-        return _run(env.setup_state(state)) or state
+        return run_sync(env.setup_state(state)) or state
     except Exception as exc:
         raise VerifiersEnvError(f"verifiers setup_state raised {type(exc).__name__}: {exc}") \
             from exc
@@ -201,8 +201,12 @@ class VerifiersEnv(Environment):
         step = {"prompt": episode.state["vf_prompt"], "completion": completion,
                 "response": None, "tokens": None, "reward": None, "advantage": None,
                 "is_truncated": False, "trajectory_id": state["trajectory_id"], "extras": {}}
-        _run(self.vf_env.add_trajectory_step(state, step))
-        if _run(self.vf_env.is_completed(state)):
+
+        async def advance() -> bool:  # one event loop for both calls
+            await self.vf_env.add_trajectory_step(state, step)
+            return await self.vf_env.is_completed(state)
+
+        if run_sync(advance()):
             episode.state["stop_condition"] = state.get("stop_condition")
             return None
         return completion
@@ -219,7 +223,7 @@ class VerifiersEnv(Environment):
         async def all_replies():
             return await asyncio.gather(*(self._reply(e, a) for e, a in zip(episodes, actions)))
 
-        return list(_run(all_replies()))
+        return list(run_sync(all_replies()))
 
     async def _reply(self, episode: Episode, completion: list) -> Message | FinishReason:
         vf = import_verifiers()

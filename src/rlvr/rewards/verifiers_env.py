@@ -102,8 +102,8 @@ def check_single_turn(env: Any, module: str) -> None:
             f"verifiers environment {module!r} is a {kind} (multi-turn): rlvr runs single-turn "
             f"verifiers environments only (SingleTurnEnv: one prompt, one completion, scored "
             f"by the rubric) as a data source; multi-turn environments, whose turns go back "
-            f"and forth with the environment, play episodes through the run config's `env: {{source: "
-            f"verifiers, module: {module}}}` section instead of data.source")
+            f"and forth with the environment, play episodes through the run config's "
+            f"`env: {{source: verifiers, module: {module}}}` section instead of data.source")
     _check_group(env, module)
 
 
@@ -178,16 +178,27 @@ def _state(vf, row: dict, completion: str, episode: dict | None = None):
     return state, messages
 
 
-def _run(coro):
-    # The rubric is async; a caller already inside an event loop gets a thread of its own.
+def run_sync(coro):
+    """The result of coroutine ``coro`` (verifiers' rubric and environment calls are async),
+    run to completion here; a caller already inside an event loop runs it in a thread of its
+    own. Raises what the coroutine raises."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
     box: dict = {}
-    thread = threading.Thread(target=lambda: box.update(value=asyncio.run(coro)))
+
+    def target():
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target)
     thread.start()
     thread.join()
+    if "error" in box:
+        raise box["error"]
     return box["value"]
 
 
@@ -200,7 +211,7 @@ def score_rubric(env: Any, row: dict, completion: str, episode: dict | None = No
     reads its last assistant message)."""
     vf = import_verifiers()
     state, messages = _state(vf, row, completion, episode)
-    _run(env.rubric.score_rollout(state))
+    run_sync(env.rubric.score_rollout(state))
     metrics = {str(k): float(v) for k, v in (state["metrics"] or {}).items()}
     parsed = env.parser.parse_answer(messages)
     return float(state["reward"]), metrics, None if parsed is None else str(parsed)

@@ -119,7 +119,8 @@ def generate_verifiers(mixture: str, n: int, seed: int, split: str = "train", *,
     envs = parse_mixture(mixture, episodic)
     pools = []
     for module, kwargs, _ in envs:
-        rows = split_rows(load(module, kwargs, episodic=episodic), module, split, val_fraction, stats)
+        rows = split_rows(load(module, kwargs, episodic=episodic), module, split,
+                          val_fraction, stats)
         random.Random(f"{SALT}|{seed}|{split}|{module}").shuffle(rows)
         pools.append(rows)
     cursors = [0] * len(envs)

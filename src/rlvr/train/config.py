@@ -377,7 +377,9 @@ def config_summary(config: RunConfig, full: str | None = None) -> list[str]:
         f"reward workers" if r.ray_address else ""))
     v = c.env
     if v is not None:
-        row("env", f"{v.name}, max {v.max_turns} turns"
+        row("env", f"{v.name}" + (f" {v.module}" + (f" {v.kwargs}" if v.kwargs else "")
+                                   if v.source == "verifiers" else "")
+            + f", max {v.max_turns} turns"
             + (f", {v.max_episode_tokens} tokens" if v.max_episode_tokens else "")
             + (f", tools {', '.join(v.tools)} ({v.tool_timeout_s:g} s, "
                f"{v.tool_output_bytes} bytes)" if v.name == "tool" else ""))
