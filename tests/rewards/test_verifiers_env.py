@@ -2,7 +2,7 @@
 with the small environment module tests/rewards/vf_tiny_env.py (no hub download): its rows
 become tasks, its rubric's reward equals the one computed directly from its weighted reward
 functions (one of them async), per-function scores are logged, multi-turn, tool and group
-rubrics are refused."""
+rubrics are refused (multi-turn and tool ones naming the env: route)."""
 
 import asyncio
 
@@ -99,8 +99,8 @@ def test_data_config_and_load_tasks():
 
 
 @pytest.mark.parametrize("kind, words", [
-    ("multi", ["is a _Echo (multi-turn)", "single-turn"]),
-    ("tool", ["is a ToolEnv (a tool environment)", "not supported"]),
+    ("multi", ["is a _Echo (multi-turn)", "single-turn", "env: {source: verifiers"]),
+    ("tool", ["is a ToolEnv (multi-turn)", "env: {source: verifiers"]),
     ("group", ["group reward functions", "scores each completion alone"]),
 ])
 def test_multi_turn_tool_and_group_rubrics_are_refused_with_a_reason(kind, words):

@@ -1,7 +1,8 @@
 """A small ``verifiers`` environment module for the tests (no hub download):
 ``load_environment(n=..., kind=...)`` builds sums ``a + b`` with a ``#### N`` answer line,
 a parser that reads it and a rubric of one sync and one async reward function, weighted
-0.8 / 0.2. ``kind="multi"`` / ``"tool"`` build the multi-turn and tool variants rlvr refuses;
+0.8 / 0.2. ``kind="multi"`` / ``"tool"`` build the multi-turn and tool variants (refused as a data
+source, played through ``env: {source: verifiers}``);
 ``kind="group"`` adds a group reward function; ``eval_n`` adds an eval dataset."""
 
 from __future__ import annotations

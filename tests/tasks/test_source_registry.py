@@ -63,8 +63,8 @@ def test_an_unknown_source_is_refused_with_the_registered_names(doubles):
     first = err.value.errors()[0]
     assert first["type"] == "literal_error"
     assert first["msg"] == ("Input should be 'arithmetic', 'logic', 'gsm8k', 'math500', "
-                            "'jsonl', 'humaneval', 'mbpp', 'reasoning_gym', 'verifiers' or "
-                            "'doubles'")
+                            "'jsonl', 'humaneval', 'mbpp', 'reasoning_gym', 'verifiers', "
+                            "'verifiers_episodes' or 'doubles'")
 
 
 def test_a_registered_generated_source_needs_no_path_and_loads(doubles):

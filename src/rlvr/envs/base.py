@@ -26,8 +26,8 @@ A new environment overrides (each a small function of the episode, which holds a
 - :meth:`~Environment.parse_action`: what the turn asks for, or ``None`` to end the episode;
 - :meth:`~Environment.respond`: the observation message for each action (or a
   :class:`FinishReason` to end the episode);
-- optionally :meth:`~Environment.initial_messages` (e.g. a system prompt) and
-  :meth:`~Environment.scored_text`.
+- optionally :meth:`~Environment.initial_messages` (e.g. a system prompt),
+  :meth:`~Environment.scored_text` and :meth:`~Environment.score_reference`.
 """
 
 from __future__ import annotations
@@ -181,6 +181,12 @@ class Environment:
         """The text the reward pipeline judges: the last assistant turn."""
         return episode.assistant_texts[-1]
 
+    def score_reference(self, episode: Episode) -> Any:
+        """The reference the reward pipeline judges against. Default: the task's; an
+        environment whose verifier needs the whole episode adds it (the ``verifiers``
+        adapter: the conversation and state)."""
+        return episode.task.reference
+
     # -- internals ------------------------------------------------------------------------------
     @staticmethod
     def _check_live(episode: Episode) -> None:
@@ -191,7 +197,8 @@ class Environment:
     def _finish(self, ending: list[tuple[Episode, FinishReason]]) -> list[StepResult]:
         if not ending:
             return []
-        requests = [ScoreRequest(self.scored_text(e), e.task.reference, e.task.task_type)
+        requests = [ScoreRequest(self.scored_text(e), self.score_reference(e),
+                                 e.task.task_type)
                     for e, _ in ending]
         rewards = self.rewards.score_batch(requests)
         results = []

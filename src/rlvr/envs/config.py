@@ -7,7 +7,8 @@ play episodes of this environment.
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -28,16 +29,43 @@ class EnvConfig(BaseModel):
         max_episode_tokens: 512
         tool_timeout_s: 10
         tool_output_bytes: 1024
+
+    or a ``verifiers`` environment module (its dataset, turns and rubric)::
+
+        source: verifiers
+        module: my_env
+        kwargs: {num_examples: 500}
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
+    source: Literal["rlvr", "verifiers"] = Field(
+        "rlvr",
+        description="Where the environment comes from. `rlvr` (default): the registered "
+        "environment `name`. `verifiers`: the `verifiers` environment module `module` "
+        "(`load_environment(**kwargs)`, extra `verifiers`): its dataset is the run's tasks "
+        "(`data.source` / `data.mixture` follow from it and may be left out), its turns run "
+        "through the `verifiers` adapter (SingleTurnEnv, MultiTurnEnv: `env_response` gives "
+        "each observation, its stop conditions and `max_turns` end the episode, "
+        "`env.max_turns` caps it too; ToolEnv: its tools are described in a system message and "
+        "each `<tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>` block is a call "
+        "its env_response runs) and its rubric scores the whole conversation (components "
+        "`rubric/<function>`). Refused with the reason: environments with their own `rollout`, "
+        "group reward functions, an env_response that calls a model client.")
+    module: str | None = Field(
+        None,
+        description="`source: verifiers`: the environment module (importable, or an installed "
+        "verifiers environment), e.g. `my_env`.")
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="`source: verifiers`: keyword arguments of the module's "
+        "`load_environment` (JSON values).")
     name: str = Field(
         "single_turn",
         description="Registered environment (`rlvr.envs.register_env`): `single_turn` (one "
         "assistant turn, scored: exactly today's single-turn rewards), `tool` (the assistant may "
-        "call `tools`; a turn without a call ends the episode and is scored), or one a plugin "
-        "registers.")
+        "call `tools`; a turn without a call ends the episode and is scored), `verifiers` (the "
+        "adapter of `source: verifiers`, which sets it), or one a plugin registers.")
     max_turns: int = Field(
         4, ge=1,
         description="Most assistant turns per episode. The turn that would exceed it by asking "
@@ -93,6 +121,40 @@ class EnvConfig(BaseModel):
         description="Python modules to import first, so that the environments and tools they "
         "register (`@register_env`, `@register_tool`) can be named here.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _verifiers_name(cls, data):
+        # source: verifiers plays through the registered adapter; name may be left out.
+        if isinstance(data, dict) and data.get("source") == "verifiers":
+            data = dict(data)
+            name = data.setdefault("name", "verifiers")
+            if name != "verifiers":
+                raise ValueError(f"name: source verifiers plays through the `verifiers` "
+                                 f"adapter; leave name out (got {name!r})")
+        return data
+
+    @model_validator(mode="after")
+    def _verifiers_module(self) -> "EnvConfig":
+        if self.source != "verifiers":
+            if self.module is not None or self.kwargs:
+                raise ValueError("module / kwargs: only with source: verifiers")
+            if self.name == "verifiers":
+                raise ValueError("name: `verifiers` needs source: verifiers and module")
+            return self
+        if not self.module:
+            raise ValueError("module: source verifiers needs the environment module "
+                             "(e.g. module: my_env)")
+        try:
+            json.dumps(self.kwargs)
+        except (TypeError, ValueError):
+            raise ValueError("kwargs: load_environment arguments must be JSON values") from None
+        from rlvr.rewards.verifiers_env import load  # verifiers imports only when used
+        try:
+            load(self.module, self.kwargs, episodic=True)
+        except (ImportError, RuntimeError) as exc:
+            raise ValueError(f"module: {exc}") from None
+        return self
+
     @model_validator(mode="after")
     def _names_exist(self) -> "EnvConfig":
         try:
@@ -113,3 +175,40 @@ class EnvConfig(BaseModel):
                 raise ValueError(f"tools: {tool!r} is listed twice")
             seen.add(tool)
         return self
+
+
+def verifiers_data(section: dict, module: str, kwargs: dict) -> dict:
+    """The run's ``data`` section for ``env.source: verifiers``: ``section`` (as written) with
+    ``source: verifiers_episodes`` and ``mixture`` the environment module with its kwargs
+    (:func:`rlvr.tasks.verifiers_source.mixture_spec`); sizes and the rest stay the user's.
+
+    Precedence: the environment supplies the tasks. A ``data.source`` of ``verifiers`` (or
+    ``verifiers_episodes``) whose ``mixture`` names the same module and kwargs is accepted.
+
+    Raises:
+        ValueError: ``data.source`` / ``data.mixture`` / ``data.path`` / ``data.sources``
+            written and disagreeing with ``env`` (the message names both).
+    """
+    from rlvr.tasks.mixture import split_option_specs
+    from rlvr.tasks.verifiers_source import mixture_spec
+
+    spec = mixture_spec(module, kwargs)
+    where = f"env.source verifiers (module {spec}) supplies the tasks"
+    for field in ("sources", "path", "val_path"):
+        if section.get(field):
+            raise ValueError(f"data.{field}: {where}; leave data.{field} out")
+    source = section.get("source")
+    if source not in (None, "verifiers", "verifiers_episodes"):
+        raise ValueError(f"data.source: {source!r} disagrees with {where}; leave data.source "
+                         f"out")
+    mixture = section.get("mixture")
+    if mixture is not None:
+        wanted = [(module, json.loads(json.dumps(kwargs)))]
+        try:
+            items = split_option_specs(mixture, "data.mixture")
+        except ValueError:
+            items = []
+        if [(m, json.loads(json.dumps(k))) for m, k, _ in items] != wanted:
+            raise ValueError(f"data.mixture: {mixture!r} disagrees with {where}; leave "
+                             f"data.mixture out")
+    return {**section, "source": "verifiers_episodes", "mixture": spec}

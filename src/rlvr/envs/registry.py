@@ -8,8 +8,8 @@ An environment is one :class:`rlvr.envs.Environment` subclass registered with
         name = "guess"
         ...
 
-The built-ins (``single_turn``, ``tool``) register when a lookup first needs them; user
-environments when their module is imported (``env.plugins``).
+The built-ins (``single_turn``, ``tool``, ``verifiers``) register when a lookup first needs
+them; user environments when their module is imported (``env.plugins``).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def make_env(config: EnvConfig, rewards: Any) -> Environment:
     return env_class(config.name)(config, rewards)
 
 
-_BUILTINS = ("rlvr.envs.single_turn", "rlvr.envs.tool_env")
+_BUILTINS = ("rlvr.envs.single_turn", "rlvr.envs.tool_env", "rlvr.envs.verifiers_adapter")
 
 
 def load_builtin_envs() -> None:

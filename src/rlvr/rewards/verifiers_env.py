@@ -17,9 +17,11 @@ dataset of ``prompt`` / ``answer`` / ``info`` rows, a ``Parser`` (``parse_answer
   function's score is logged as the reward component ``rubric/<function>``, and the parser's
   ``parse_answer`` gives the extracted answer.
 
-Only single-turn environments (``SingleTurnEnv``) run this way: multi-turn and tool
-environments (``MultiTurnEnv``, ``ToolEnv``) need turns between model and environment, and
-group reward functions need the whole group; both are refused with a message (:func:`load`).
+Only single-turn environments (``SingleTurnEnv``) run this way as a data source; multi-turn
+environments (``MultiTurnEnv``) play episodes through the ``env: {source: verifiers}`` section
+(:mod:`rlvr.envs.verifiers_adapter`; tool environments, ``ToolEnv``, too), whose finished
+episode carries its whole conversation in the reference (``"episode"``) for the rubric. Group
+reward functions are refused with a message (:func:`load`).
 ``verifiers`` is optional (``pip install 'rlvr[verifiers]'``; 0.2 and 0.3, whose classic API
 this uses), imported on first use; a verifier worker loads each environment once.
 """
@@ -62,45 +64,67 @@ def import_verifiers():
     return vf
 
 
-def check_single_turn(env: Any, module: str) -> None:
-    """Refuse what rlvr cannot run as one prompt -> one scored completion.
+def check_episodic(env: Any, module: str) -> None:
+    """Refuse what rlvr cannot play as episodes (:mod:`rlvr.envs.verifiers_adapter`).
 
     Raises:
-        VerifiersEnvError: a multi-turn or tool environment, or a rubric with group reward
-            functions (the message says which and why).
+        VerifiersEnvError: an environment that is not a ``MultiTurnEnv`` (its own
+            ``rollout`` drives a model client), or group reward functions.
     """
     vf = import_verifiers()
     kind = type(env).__name__
-    if not isinstance(env, vf.SingleTurnEnv):
-        what = "a tool environment" if isinstance(env, vf.ToolEnv) else "multi-turn"
+    if not isinstance(env, vf.MultiTurnEnv):
         raise VerifiersEnvError(
-            f"verifiers environment {module!r} is a {kind} ({what}): rlvr runs single-turn "
-            f"verifiers environments only (SingleTurnEnv: one prompt, one completion, scored "
-            f"by the rubric); multi-turn and tool environments, whose turns go back and forth "
-            f"with the environment, are not supported")
+            f"verifiers environment {module!r} is a {kind}, not a MultiTurnEnv: its own "
+            f"rollout() drives a model client; rlvr plays only env_response / stop-condition "
+            f"environments (SingleTurnEnv, MultiTurnEnv)")
+    _check_group(env, module)
+
+
+def _check_group(env: Any, module: str) -> None:
     if env.rubric.has_group_rewards:
         raise VerifiersEnvError(
             f"verifiers environment {module!r}: its rubric has group reward functions (they "
             f"score a whole group of completions at once); rlvr scores each completion alone")
 
 
+def check_single_turn(env: Any, module: str) -> None:
+    """Refuse what rlvr cannot run as one prompt -> one scored completion.
+
+    Raises:
+        VerifiersEnvError: a multi-turn or tool environment (the message points multi-turn
+            ones to ``env: {source: verifiers}``), or a rubric with group reward functions.
+    """
+    vf = import_verifiers()
+    kind = type(env).__name__
+    if not isinstance(env, vf.SingleTurnEnv):
+        raise VerifiersEnvError(
+            f"verifiers environment {module!r} is a {kind} (multi-turn): rlvr runs single-turn "
+            f"verifiers environments only (SingleTurnEnv: one prompt, one completion, scored "
+            f"by the rubric) as a data source; multi-turn environments, whose turns go back "
+            f"and forth with the environment, play episodes through the run config's "
+            f"`env: {{source: verifiers, module: {module}}}` section instead of data.source")
+    _check_group(env, module)
+
+
 @lru_cache(maxsize=16)
 def _load(module: str, kwargs_json: str):
     vf = import_verifiers()
-    env = vf.load_environment(module, **json.loads(kwargs_json))
-    check_single_turn(env, module)
-    return env
+    return vf.load_environment(module, **json.loads(kwargs_json))
 
 
-def load(module: str, kwargs: dict | None = None):
+def load(module: str, kwargs: dict | None = None, *, episodic: bool = False):
     """The environment ``module.load_environment(**kwargs)`` (cached per process), checked by
-    :func:`check_single_turn`.
+    :func:`check_single_turn` (``episodic``: by :func:`check_episodic`, which also admits
+    multi-turn environments).
 
     Raises:
-        ImportError: verifiers is not installed. VerifiersEnvError: not single-turn.
+        ImportError: verifiers is not installed. VerifiersEnvError: not runnable this way.
         ValueError / RuntimeError: verifiers could not import or load the module.
     """
-    return _load(module, json.dumps(kwargs or {}, sort_keys=True))
+    env = _load(module, json.dumps(kwargs or {}, sort_keys=True))
+    (check_episodic if episodic else check_single_turn)(env, module)
+    return env
 
 
 def prompt_text(prompt: Any, module: str) -> str:
@@ -127,9 +151,11 @@ def prompt_text(prompt: Any, module: str) -> str:
     return "\n\n".join(parts)
 
 
-def _state(vf, row: dict, completion: str):
-    # What Environment.init_state builds from a row, plus the completion as the assistant
-    # message of a single-turn rollout (the rubric's monitor counts one turn).
+def _state(vf, row: dict, completion: str, episode: dict | None = None):
+    # What Environment.init_state builds from a row, plus the rollout: the completion as the
+    # assistant message of a single-turn rollout, or an episode's whole conversation (one
+    # trajectory step per assistant turn, so the monitor rubric counts the turns) and the
+    # JSON state its env_response calls left (:mod:`rlvr.envs.verifiers_adapter`).
     from verifiers.types import flatten_task_input
     from verifiers.utils.message_utils import normalize_messages
 
@@ -140,35 +166,52 @@ def _state(vf, row: dict, completion: str):
     state = vf.State(input=task)
     state["task"] = task
     state["prompt"] = normalize_messages(task.get("prompt", ""), field_name="input.prompt")
-    messages = normalize_messages([{"role": "assistant", "content": completion}],
-                                  field_name="completion")
+    raw = [{"role": "assistant", "content": completion}] if episode is None \
+        else episode["completion"]
+    messages = normalize_messages(copy.deepcopy(raw), field_name="completion")
     state["completion"] = messages
-    state["trajectory"] = [{"prompt": state["prompt"], "completion": messages}]
+    state["trajectory"] = [{"prompt": state["prompt"] + messages[:i], "completion": [m]}
+                           for i, m in enumerate(messages) if m.role == "assistant"]
+    for key, value in ((episode or {}).get("state") or {}).items():
+        state.setdefault(key, copy.deepcopy(value))
     state.update(is_completed=True, is_truncated=False, reward=None, metrics=None, error=None)
     return state, messages
 
 
-def _run(coro):
-    # The rubric is async; a caller already inside an event loop gets a thread of its own.
+def run_sync(coro):
+    """The result of coroutine ``coro`` (verifiers' rubric and environment calls are async),
+    run to completion here; a caller already inside an event loop runs it in a thread of its
+    own. Raises what the coroutine raises."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
     box: dict = {}
-    thread = threading.Thread(target=lambda: box.update(value=asyncio.run(coro)))
+
+    def target():
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target)
     thread.start()
     thread.join()
+    if "error" in box:
+        raise box["error"]
     return box["value"]
 
 
-def score_rubric(env: Any, row: dict, completion: str) -> tuple[float, dict[str, float],
-                                                                 str | None]:
+def score_rubric(env: Any, row: dict, completion: str, episode: dict | None = None
+                 ) -> tuple[float, dict[str, float], str | None]:
     """``(reward, per-function scores, parsed answer)`` of ``completion`` to ``row`` by the
     environment's own ``rubric.score_rollout`` (reward = sum of weight * function score) and
-    ``parser.parse_answer``."""
+    ``parser.parse_answer``. ``episode`` (``{"completion": [messages after the prompt],
+    "state": {...}}``): a multi-turn rollout, scored over its whole conversation (the parser
+    reads its last assistant message)."""
     vf = import_verifiers()
-    state, messages = _state(vf, row, completion)
-    _run(env.rubric.score_rollout(state))
+    state, messages = _state(vf, row, completion, episode)
+    run_sync(env.rubric.score_rollout(state))
     metrics = {str(k): float(v) for k, v in (state["metrics"] or {}).items()}
     parsed = env.parser.parse_answer(messages)
     return float(state["reward"]), metrics, None if parsed is None else str(parsed)
@@ -185,7 +228,9 @@ def verify_rubric(completion: str, reference: dict, *, scale: float = 1.0,
 
     Args:
         completion: the model's whole output (the assistant message).
-        reference: ``{"env": module, "kwargs": {...}, "row": {...}}``.
+        reference: ``{"env": module, "kwargs": {...}, "row": {...}}``, plus ``"episode"``
+            for a multi-turn episode (:func:`score_rubric`; ``completion`` is then its last
+            assistant turn).
         scale: the outcome is ``scale * reward``; rlvr's outcome lies in [0, 1], so a rubric
             whose weights sum past 1 needs e.g. ``scale: 0.5``
             (``reward.verifier_options: {verifiers: {scale: 0.5}}``).
@@ -204,8 +249,9 @@ def verify_rubric(completion: str, reference: dict, *, scale: float = 1.0,
             or not isinstance(reference.get("row"), dict):
         raise ValueError("verifiers reference needs 'env' (module name), 'kwargs' and 'row'")
     module = reference["env"]
-    env = load(module, reference.get("kwargs") or {})
-    reward, metrics, parsed = score_rubric(env, reference["row"], completion)
+    episode = reference.get("episode")
+    env = load(module, reference.get("kwargs") or {}, episodic=episode is not None)
+    reward, metrics, parsed = score_rubric(env, reference["row"], completion, episode)
     outcome = scale * reward
     if not (math.isfinite(outcome) and 0.0 <= outcome <= 1.0):
         raise ValueError(f"{module}: rubric reward {reward:g} * scale {scale:g} is outside "

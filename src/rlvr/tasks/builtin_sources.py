@@ -170,15 +170,28 @@ class VerifiersSource(registry.TaskSource):
     default_mixture = None
     instruction = ""
 
+    episodic = False
+
     def read(self, path, split):
         return _task_file(path, verifiers_source.TASK_TYPE)
 
     def generate(self, mixture, n, *, seed, split, unique=True):
         return verifiers_source.generate_verifiers(mixture, n, seed=seed, split=split,
-                                                   unique=unique)
+                                                   unique=unique, episodic=self.episodic)
 
     def check_mixture(self, mixture):
         try:
-            verifiers_source.parse_mixture(mixture)
+            verifiers_source.parse_mixture(mixture, self.episodic)
         except ImportError as exc:
             raise ValueError(str(exc)) from None
+
+
+@registry.register_source
+class VerifiersEpisodesSource(VerifiersSource):
+    """The rows of the ``verifiers`` environment whose episodes ``env.source: verifiers``
+    plays (:mod:`rlvr.envs.verifiers_adapter`): as ``verifiers``, but multi-turn environments
+    are admitted. Set by ``env.source: verifiers`` (:class:`rlvr.train.config.RunConfig`),
+    not written by hand."""
+
+    name = "verifiers_episodes"
+    episodic = True

@@ -117,7 +117,8 @@ class DataConfig(ConfigSection):
         "arithmetic", description="Task source. `arithmetic` and `logic` (countdown, knights "
         "and knaves) are generated from `mixture`, and so are `reasoning_gym` (reasoning-gym's "
         "datasets, extra `gym`) and `verifiers` (the rows of single-turn `verifiers` "
-        "environments, extra `verifiers`); the others read `path` (GSM8K: a directory "
+        "environments, extra `verifiers`; `verifiers_episodes`, multi-turn ones too, is what "
+        "`env.source: verifiers` sets); the others read `path` (GSM8K: a directory "
         "with train.jsonl / test.jsonl, or one file; `jsonl`: the task record format).")
     sources: list[DataSource] = Field(default_factory=list, description="A mixture of sources "
                                       "with weights (R26; the seeds' default math:code is 7:3), "

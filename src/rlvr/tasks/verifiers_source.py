@@ -32,10 +32,18 @@ SALT = "rlvr-verifiers-v1"
 DEFAULT_VAL_FRACTION = 0.2
 
 
-def parse_mixture(spec: str) -> list[tuple[str, dict, float]]:
+def mixture_spec(module: str, kwargs: dict) -> str:
+    """The one-environment mixture ``module(key=value, ...)`` of ``env.module`` /
+    ``env.kwargs`` (values as Python literals, the grammar :func:`parse_mixture` reads)."""
+    args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+    return f"{module}({args})" if args else module
+
+
+def parse_mixture(spec: str, episodic: bool = False) -> list[tuple[str, dict, float]]:
     """``(module, kwargs, weight)`` per environment of ``spec`` (weights normalised, zero
     weights dropped); each environment is loaded once here, so that a missing module or a
-    multi-turn environment is refused when the config is read.
+    multi-turn environment is refused when the config is read (``episodic``: admitted, for
+    ``env.source: verifiers``, which plays its episodes).
 
     Raises:
         ValueError: a malformed spec or weights; the environment's own load error.
@@ -47,7 +55,7 @@ def parse_mixture(spec: str) -> list[tuple[str, dict, float]]:
     out = []
     for module, kwargs, weight in items:
         kwargs = json.loads(json.dumps(kwargs))  # as the reference stores them
-        load(module, kwargs)
+        load(module, kwargs, episodic=episodic)
         if weight > 0:
             out.append((module, kwargs, weight / total))
     return out
@@ -98,7 +106,7 @@ def _task(module: str, kwargs: dict, row: dict, split: str) -> Task:
 
 def generate_verifiers(mixture: str, n: int, seed: int, split: str = "train", *,
                        unique: bool = True, val_fraction: float = DEFAULT_VAL_FRACTION,
-                       stats: Counter | None = None) -> list[Task]:
+                       stats: Counter | None = None, episodic: bool = False) -> list[Task]:
     """Up to ``n`` tasks of one split from the environments of ``mixture``, deterministically
     from ``seed`` (fewer when the datasets hold fewer rows; ``unique=False``: rows repeat
     instead of running out).
@@ -108,10 +116,11 @@ def generate_verifiers(mixture: str, n: int, seed: int, split: str = "train", *,
     """
     check_generator_args(split, val_fraction, n)
     stats = Counter() if stats is None else stats
-    envs = parse_mixture(mixture)
+    envs = parse_mixture(mixture, episodic)
     pools = []
     for module, kwargs, _ in envs:
-        rows = split_rows(load(module, kwargs), module, split, val_fraction, stats)
+        rows = split_rows(load(module, kwargs, episodic=episodic), module, split,
+                          val_fraction, stats)
         random.Random(f"{SALT}|{seed}|{split}|{module}").shuffle(rows)
         pools.append(rows)
     cursors = [0] * len(envs)

@@ -21,7 +21,7 @@ from pydantic import Field, model_validator
 from rlvr.algo.importance import DEFAULT_TIS_CAP
 from rlvr.algo.registry import ADVANTAGE_ESTIMATORS
 from rlvr.configio import override_for
-from rlvr.envs.config import EnvConfig
+from rlvr.envs.config import EnvConfig, verifiers_data
 from rlvr.monitor.config import HealthConfig
 from rlvr.monitor.sinks import LoggingConfig
 from rlvr.rewards.config import RewardConfig
@@ -180,6 +180,26 @@ class RunConfig(ConfigSection):
                 load_plugins(plugins)
             except ImportError as exc:
                 raise ValueError(f"plugins: cannot import {exc.name or exc}") from None
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _env_tasks(cls, data):
+        # env.source: verifiers supplies the tasks: data.source / data.mixture follow from it
+        # (source verifiers_episodes, the module with its kwargs) and may be left out.
+        if not isinstance(data, dict):
+            return data
+        env = data.get("env")
+        env = env.model_dump() if isinstance(env, EnvConfig) else env
+        if not isinstance(env, dict) or env.get("source") != "verifiers" \
+                or not isinstance(env.get("module"), str):
+            return data
+        section = data.get("data")
+        model = isinstance(section, DataConfig)  # a built config (e.g. on assignment)
+        fields = section.model_dump(exclude_unset=True) if model else dict(section or {})
+        fields = verifiers_data(fields, env["module"], env.get("kwargs") or {})
+        data = dict(data)
+        data["data"] = DataConfig(**fields) if model else fields
         return data
 
     @model_validator(mode="after")
@@ -357,7 +377,9 @@ def config_summary(config: RunConfig, full: str | None = None) -> list[str]:
         f"reward workers" if r.ray_address else ""))
     v = c.env
     if v is not None:
-        row("env", f"{v.name}, max {v.max_turns} turns"
+        row("env", f"{v.name}" + (f" {v.module}" + (f" {v.kwargs}" if v.kwargs else "")
+                                   if v.source == "verifiers" else "")
+            + f", max {v.max_turns} turns"
             + (f", {v.max_episode_tokens} tokens" if v.max_episode_tokens else "")
             + (f", tools {', '.join(v.tools)} ({v.tool_timeout_s:g} s, "
                f"{v.tool_output_bytes} bytes)" if v.name == "tool" else ""))
