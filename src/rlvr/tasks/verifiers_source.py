@@ -136,3 +136,37 @@ def generate_verifiers(mixture: str, n: int, seed: int, split: str = "train", *,
         cursors[k] += 1
         out.append(_task(envs[k][0], envs[k][1], row, split))
     return out
+
+
+def verifiers_data(section: dict, module: str, kwargs: dict) -> dict:
+    """The run's ``data`` section for ``env.source: verifiers``: ``section`` (as written) with
+    ``source: verifiers_episodes`` and ``mixture`` the environment module with its kwargs
+    (:func:`rlvr.tasks.verifiers_source.mixture_spec`); sizes and the rest stay the user's.
+
+    Precedence: the environment supplies the tasks. A ``data.source`` of ``verifiers`` (or
+    ``verifiers_episodes``) whose ``mixture`` names the same module and kwargs is accepted.
+
+    Raises:
+        ValueError: ``data.source`` / ``data.mixture`` / ``data.path`` / ``data.sources``
+            written and disagreeing with ``env`` (the message names both).
+    """
+    spec = mixture_spec(module, kwargs)
+    where = f"env.source verifiers (module {spec}) supplies the tasks"
+    for field in ("sources", "path", "val_path"):
+        if section.get(field):
+            raise ValueError(f"data.{field}: {where}; leave data.{field} out")
+    source = section.get("source")
+    if source not in (None, "verifiers", "verifiers_episodes"):
+        raise ValueError(f"data.source: {source!r} disagrees with {where}; leave data.source "
+                         f"out")
+    mixture = section.get("mixture")
+    if mixture is not None:
+        wanted = [(module, json.loads(json.dumps(kwargs)))]
+        try:
+            items = split_option_specs(mixture, "data.mixture")
+        except ValueError:
+            items = []
+        if [(m, json.loads(json.dumps(k))) for m, k, _ in items] != wanted:
+            raise ValueError(f"data.mixture: {mixture!r} disagrees with {where}; leave "
+                             f"data.mixture out")
+    return {**section, "source": "verifiers_episodes", "mixture": spec}

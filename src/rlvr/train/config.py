@@ -21,7 +21,8 @@ from pydantic import Field, model_validator
 from rlvr.algo.importance import DEFAULT_TIS_CAP
 from rlvr.algo.registry import ADVANTAGE_ESTIMATORS
 from rlvr.configio import override_for
-from rlvr.envs.config import EnvConfig, verifiers_data
+from rlvr.envs.config import EnvConfig
+from rlvr.tasks.verifiers_source import verifiers_data
 from rlvr.monitor.config import HealthConfig
 from rlvr.monitor.sinks import LoggingConfig
 from rlvr.rewards.config import RewardConfig
