@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import difflib
 import re
+import types
+import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -71,6 +73,17 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
     return data
 
 
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The section model a field's annotation holds: ``X`` or an optional section ``X | None``
+    (e.g. ``env``); None for anything else."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        return _model_in(args[0])
+    return None
+
+
 def _section_model(model: type[BaseModel], path: tuple) -> type[BaseModel] | None:
     """The section model at ``path`` under ``model`` (``()`` is ``model`` itself), or None
     when ``path`` does not lead to a section (a plain field, a list item, a dict key)."""
@@ -79,8 +92,8 @@ def _section_model(model: type[BaseModel], path: tuple) -> type[BaseModel] | Non
         fields = getattr(current, "model_fields", None)
         if not fields or part not in fields:
             return None
-        current = fields[part].annotation
-    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+        current = _model_in(fields[part].annotation)
+    return current
 
 
 def _known_fields(model: type[BaseModel], loc: tuple) -> list[str]:
@@ -98,8 +111,8 @@ def field_paths(model: type[BaseModel]) -> dict[str, list[str]]:
     def walk(section: type[BaseModel], prefix: str) -> None:
         for name, field in section.model_fields.items():
             out.setdefault(name, []).append(prefix + name)
-            sub = field.annotation
-            if isinstance(sub, type) and issubclass(sub, BaseModel):
+            sub = _model_in(field.annotation)
+            if sub is not None:
                 walk(sub, f"{prefix}{name}.")
 
     walk(model, "")

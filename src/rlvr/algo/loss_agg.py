@@ -41,7 +41,8 @@ class BatchCounts:
 
     Attributes:
         rows: N, the step's trainable rows (completions).
-        tokens: K, their completion tokens (``completion_mask.sum()``).
+        tokens: K, their trained completion tokens (``loss_mask.sum()``: a multi-turn
+            episode's sampled tokens; every completion token of a single-turn completion).
     """
 
     rows: int

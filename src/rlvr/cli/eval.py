@@ -113,12 +113,24 @@ def eval_(
                                       "process: reward.plugins of a run config (added to "
                                       "--config's). Repeatable or comma-separated; a module in "
                                       "the working directory imports by name."),
+    env: Optional[str] = typer.Option(None, "--env", help="Play episodes of this environment "
+                                      "(env.name of a run config: tool, single_turn, or one a "
+                                      "--plugins module registers) and report pass@k / maj@k "
+                                      "over episodes; default: --config's env section, else "
+                                      "single-turn completions. Local --model only."),
+    tools: Optional[str] = typer.Option(None, "--tools", help="Tools the environment offers, "
+                                        "comma-separated (env.tools, e.g. calculator,python; "
+                                        "default: --config's, else calculator,python)."),
+    max_turns: Optional[int] = typer.Option(None, "--max-turns", min=1, help="Most assistant "
+                                            "turns per episode (env.max_turns; default: "
+                                            "--config's, else 4)."),
     precision: str = typer.Option("auto", "--precision", help=PRECISION_HELP),
     output_dir: Optional[Path] = typer.Option(None, "-o", "--output-dir", help="Output "
                                               "directory (default runs/eval-<tasks>-<time>)."),
 ) -> None:
     """Test-time scaling: n samples per problem -> pass@k, maj@k, best-of-k, cost per k,
-    per-category tables and plots (DIR/results.json, results.md, completions.jsonl, *.png)."""
+    per-category tables and plots (DIR/results.json, results.md, completions.jsonl, *.png).
+    With --env (or a --config with an env section) each sample is a multi-turn episode."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.eval.evaluate import (EvalError, EvalSettings, load_reranker, parse_aggregators,
                                     parse_ks)
@@ -133,6 +145,10 @@ def eval_(
         raise fail("--probe needs a model to ask; it does not apply to --completions")
     run_config = _load_run_config_for_eval(config)
     reward_config = _eval_reward_config(run_config, plugins, workers)
+    env_config = _eval_env_config(run_config, env, tools, max_turns)
+    if env_config is not None and (completions is not None or endpoint is not None):
+        raise fail("--env: episodes are played by a local --model (their trained tokens are the "
+                   "sampled ids); it does not apply to --completions or --endpoint")
     default_out = output_dir is None
     if default_out:  # named now, so that it is checked before any work
         label = completions.name if completions is not None else tasks or run_config.data.source
@@ -167,10 +183,13 @@ def eval_(
         prompts = _model_prompts(model or [endpoint], data, instruction, one_shot, config)
         settings.extra = {"data": data.model_dump(mode="json"), "split": split,
                           "endpoint": endpoint, "models": model,
+                          **({} if env_config is None
+                             else {"env": env_config.model_dump(mode="json")}),
                           "prompts": {name: {k: v for k, v in p.items() if k != "saved"}
                                       for name, p in prompts.items()}}
         summaries, rows = _eval_models(model, endpoint, data, split, settings, reward_config,
-                                       rerank, (request_timeout, retries, concurrency), prompts)
+                                       rerank, (request_timeout, retries, concurrency), prompts,
+                                       env_config)
     results = combine(summaries, settings.as_dict(), time.perf_counter() - start)
     out = output_dir
     with output_errors():
@@ -193,6 +212,40 @@ def _eval_reward_config(run_config, plugins: list[str], workers: int):
     """The run config's reward section with ``--workers`` and the ``--plugins`` modules added
     (:func:`rlvr.cli.common.with_plugins`)."""
     return with_plugins(run_config.reward.model_copy(update={"workers": workers}), plugins)
+
+
+def _eval_env_config(run_config, env: Optional[str], tools: Optional[str],
+                     max_turns: Optional[int]):
+    """The :class:`rlvr.envs.EnvConfig` episodes are played with: ``--config``'s ``env``
+    section with ``--env`` / ``--tools`` / ``--max-turns`` over it (a different ``--env`` name
+    starts from that environment's defaults), or ``None`` (single-turn completions). Bad
+    values exit 2 naming the option."""
+    # deferred: model stack (torch); keeps `rlvr --help` fast
+    from pydantic import ValidationError
+
+    from rlvr.envs.config import EnvConfig
+
+    base = run_config.env
+    if env is None and base is None:
+        if tools is not None or max_turns is not None:
+            raise fail(f"{'--tools' if tools is not None else '--max-turns'}: needs --env NAME "
+                       "(or a --config with an env section)")
+        return None
+    fields = base.model_dump() if base is not None and env in (None, base.name) else {}
+    if env is not None:
+        fields["name"] = env
+    if tools is not None:
+        fields["tools"] = [t.strip() for t in tools.split(",") if t.strip()]
+    if max_turns is not None:
+        fields["max_turns"] = max_turns
+    try:
+        return EnvConfig(**fields)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        message = str(problem["msg"]).removeprefix("Value error, ")
+        option = {"name": "--env", "tools": "--tools", "max_turns": "--max-turns"}
+        field = message.split(":", 1)[0] if not problem["loc"] else str(problem["loc"][0])
+        raise fail(f"{option.get(field, '--env')}: {message}")
 
 
 def _eval_data_config(run_config, tasks, data_path, mixture, split, limit, instruction,
@@ -252,7 +305,7 @@ def _checked_template(sampler, name: str, saved) -> object:
 
 
 def _eval_models(models, endpoint, data, split, settings, reward_config, rerank, http,
-                 prompts):
+                 prompts, env_config=None):
     # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.eval.evaluate import EvalError, evaluate_models
     from rlvr.eval.engine_sampler import load_engine_sampler
@@ -276,6 +329,8 @@ def _eval_models(models, endpoint, data, split, settings, reward_config, rerank,
         return {"instruction": prompts[name]["instruction"],
                 "one_shot": prompts[name]["one_shot"]}
 
+    # the pipeline scoring every sample; an environment scores its episodes with it too
+    holder = {}
     if endpoint is not None:
         timeout_s, retries, concurrency = http
         labels = models or [None]
@@ -284,12 +339,15 @@ def _eval_models(models, endpoint, data, split, settings, reward_config, rerank,
             concurrency=concurrency, **prompt(label or endpoint), **common)) for label in labels}
     else:
         factories = {name: (lambda name=name: _checked_template(load_engine_sampler(
-            name, seed=settings.seed, precision=settings.precision, **prompt(name), **common),
+            name, seed=settings.seed, precision=settings.precision, env=env_config,
+            rewards=holder.get("rewards"), **prompt(name), **common),
             name, prompts[name]["saved"])) for name in models}
+    episodes = "" if env_config is None else f", episodes of env {env_config.name}"
     err.print(f"[bold]rlvr eval[/] {len(task_list)} {data.source} problems ({split}), "
-              f"n = {settings.n}, temperature {settings.temperature}", highlight=False)
+              f"n = {settings.n}, temperature {settings.temperature}{episodes}", highlight=False)
     try:
         with RewardPipeline(reward_config) as rewards:
+            holder["rewards"] = rewards
             return evaluate_models(factories, task_list, settings, rewards, reranker=rerank,
                                    has_logprobs=endpoint is None,
                                    log=lambda m: err.print(m, highlight=False, soft_wrap=True),

@@ -88,7 +88,7 @@ def global_counts(local_rows: int, local_tokens: int, *,
 
     Args:
         local_rows: this rank's trainable rows (sequences).
-        local_tokens: this rank's completion tokens (``completion_mask.sum()``).
+        local_tokens: this rank's trained completion tokens (``loss_mask.sum()``).
         device: where the int64 count tensor lives for the all-reduce: ``"cpu"`` for gloo, the
             rank's CUDA device for NCCL (pass ``accelerator.device``).
 
@@ -256,7 +256,7 @@ def ddp_update(model, optimizer, seqs: SequenceBatch | None, advantages: Tensor,
             ``kl_coef > 0`` without ``ref_log_probs``).
     """
     n = 0 if seqs is None else int(seqs.input_ids.shape[0])
-    tokens = 0 if n == 0 else int(seqs.completion_mask.sum())
+    tokens = 0 if n == 0 else int(seqs.loss_mask.sum())
     backend = AcceleratorBackend(accelerator, model)
     counts = BatchCounts(*backend.global_counts(n, tokens))
     totals = {"global_rows": float(counts.rows), "global_tokens": float(counts.tokens)}

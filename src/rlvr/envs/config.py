@@ -1,8 +1,8 @@
 """Configuration of an environment (issue 19). The field docs are the user documentation.
 
-Ready to be a run config's ``env`` section (like ``reward:``, :class:`rlvr.rewards.config.
-RewardConfig`); not wired into :class:`rlvr.train.config.RunConfig` yet: training on
-multi-turn episodes is the next increment.
+A run config's ``env`` section (:class:`rlvr.train.config.RunConfig`, like ``reward:``,
+:class:`rlvr.rewards.config.RewardConfig`): with it, ``rlvr train`` and ``rlvr eval --config``
+play episodes of this environment.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from rlvr.tools.types import DEFAULT_OUTPUT_BYTES, DEFAULT_TIMEOUT_S
 class EnvConfig(BaseModel):
     """How episodes are played: which environment, its limits and its tools.
 
-    Example (YAML, the future ``env:`` section of a run config)::
+    Example (YAML, the ``env:`` section of a run config)::
 
         name: tool
         tools: [calculator, python]

@@ -55,8 +55,18 @@ def _stop_id(sampled: list[int], finish: str, stop_ids: Sequence[int]) -> int | 
     return sampled[-1] if finish == "stop" and sampled and sampled[-1] in stop_ids else None
 
 
+def prompt_ids(tokenizer, messages: Sequence[Message]) -> list[int]:
+    """The token ids of an episode's first prompt: the chat template over its initial
+    ``messages`` with the generation prompt, tokenised without added special tokens (as
+    :func:`rlvr.tasks.prompting.prompt_ids` encodes a single-turn prompt: the same ids for the
+    same messages)."""
+    text = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True,
+                                         tokenize=False)
+    return list(tokenizer(text, add_special_tokens=False).input_ids)
+
+
 def rollout_episodes(engine, env: Environment, tokenizer, tasks: Sequence[Task],
-                     prompts: Sequence[Sequence[int]], params: SamplingParams,
+                     prompts: Sequence[Sequence[int]] | None, params: SamplingParams,
                      messages: Sequence[Sequence[Message]] | None = None) -> EpisodeRollout:
     """Run ``params.n`` episodes of each task to their end.
 
@@ -67,7 +77,10 @@ def rollout_episodes(engine, env: Environment, tokenizer, tasks: Sequence[Task],
         tokenizer: the policy's tokenizer (decodes turns, renders observations).
         tasks: the tasks; ``prompts[i]`` is task i's prompt ids (the chat template over
             ``messages[i]`` with the generation prompt).
-        prompts: one prompt id list per task.
+        prompts: one prompt id list per task, or ``None``: each task's prompt is
+            :func:`prompt_ids` over its episode's initial messages (what
+            :meth:`Environment.initial_messages` made of ``messages[i]``: e.g. the ``tool``
+            environment's system message first); ``EpisodeRollout.prompts`` returns them.
         params: sampling parameters; ``n`` = G episodes per task, ``max_new_tokens`` the
             per-turn cap (further capped by the episode's remaining budget). With a ``seed``,
             round r samples with ``seed + r``.
@@ -79,12 +92,16 @@ def rollout_episodes(engine, env: Environment, tokenizer, tasks: Sequence[Task],
     Raises:
         ValueError: ``tasks``, ``prompts`` and ``messages`` differ in length.
     """
-    if len(tasks) != len(prompts) or (messages is not None and len(messages) != len(tasks)):
-        raise ValueError(f"rollout_episodes: {len(tasks)} tasks, {len(prompts)} prompts, "
+    if (prompts is not None and len(tasks) != len(prompts)) or (
+            messages is not None and len(messages) != len(tasks)):
+        raise ValueError(f"rollout_episodes: {len(tasks)} tasks, "
+                         f"{None if prompts is None else len(prompts)} prompts, "
                          f"{None if messages is None else len(messages)} message lists")
     g = params.n
     episodes = [env.start(t, None if messages is None else messages[i])
                 for i, t in enumerate(tasks) for _ in range(g)]
+    if prompts is None:  # one rendering per task: its G episodes start alike
+        prompts = [prompt_ids(tokenizer, episodes[i * g].messages) for i in range(len(tasks))]
     rows = [list(map(int, prompts[i])) for i in range(len(tasks)) for _ in range(g)]
     ids: list[list[int]] = [[] for _ in episodes]
     sampled_mask: list[list[bool]] = [[] for _ in episodes]

@@ -22,7 +22,10 @@ from rlvr.models.inference import load_for_inference
 from rlvr.records import Generated
 from rlvr.records import Task
 from rlvr.rollout import SamplingParams, create_auto_engine
-from rlvr.tasks.prompting import prompt_ids, stop_token_ids
+from rlvr.envs.registry import make_env
+from rlvr.envs.runner import EpisodeRunner
+from rlvr.eval.episode_sampler import EpisodeSampler
+from rlvr.tasks.prompting import chat_messages, prompt_ids, stop_token_ids
 
 
 def generated_from_output(out, tokenizer, n: int, seconds: float) -> list[list[Generated]]:
@@ -76,7 +79,8 @@ class EngineSampler:
 
 def load_engine_sampler(model_name: str, *, instruction: str, one_shot: bool,
                         temperature: float, top_p: float, max_new_tokens: int, seed: int = 0,
-                        engine: str = "auto", precision: str = "auto") -> EngineSampler:
+                        engine: str = "auto", precision: str = "auto", env=None,
+                        rewards=None) -> EngineSampler | EpisodeSampler:
     """Load ``model_name`` (``rlvr.models.load_model_and_tokenizer``: the default model,
     ``tiny-random``, a local checkpoint directory or a hub id; a LoRA adapter checkpoint is
     merged onto its run's base model by :func:`rlvr.models.inference.load_for_inference`) into
@@ -84,6 +88,9 @@ def load_engine_sampler(model_name: str, *, instruction: str, one_shot: bool,
     ``engine="auto"`` uses the fast ``torch`` engine and falls back to ``hf`` (transformers
     ``generate``) for architectures the torch engine does not run. ``precision`` (``auto`` /
     ``bf16`` / ``fp32``, :mod:`rlvr.models.precision`) sets the engine's compute dtype.
+    With ``env`` (an :class:`rlvr.envs.EnvConfig`) the sampler plays episodes of that
+    environment (:class:`rlvr.eval.episode_sampler.EpisodeSampler`, ``max_new_tokens`` per
+    turn), which scores them with ``rewards`` (required then).
 
     Raises:
         rlvr.models.loader.ModelLoadError: the model does not load.
@@ -96,6 +103,14 @@ def load_engine_sampler(model_name: str, *, instruction: str, one_shot: bool,
     model.eval()
     rollout = create_auto_engine(engine, model, pad_token_id=tokenizer.pad_token_id,
                                  precision=precision)
+    if env is not None:
+        if rewards is None:
+            raise ValueError("load_engine_sampler: env needs the reward pipeline (rewards=)")
+        runner = EpisodeRunner(make_env(env, rewards), tokenizer,
+                               lambda task: chat_messages(task, instruction, one_shot))
+        return EpisodeSampler(rollout, runner, temperature=temperature, top_p=top_p,
+                              max_new_tokens=max_new_tokens,
+                              stop_token_ids=stop_token_ids(tokenizer))
     return EngineSampler(
         engine=rollout,
         tokenizer=tokenizer,
@@ -108,11 +123,15 @@ def sampled_pass_at_k(engine, tokenizer, tasks: Sequence[Task], prompts: Sequenc
                       rewards, *, n: int, ks: Sequence[int], temperature: float,
                       max_new_tokens: int, stop_token_ids: tuple[int, ...], batch_size: int,
                       seed: int, top_p: float = 1.0,
-                      progress: Callable[[int], None] | None = None) -> dict:
+                      progress: Callable[[int], None] | None = None,
+                      runner: EpisodeRunner | None = None) -> dict:
     """Sampled pass@k and maj@k of the engine's current weights on ``tasks`` (the trainer's
     validation set, R28/R29): n samples per problem at ``temperature``, one
     ``engine.generate`` per ``batch_size`` prompts, scored with ``rewards``.
-    ``progress(n)`` is called with the problems sampled so far after each call.
+    ``progress(n)`` is called with the problems sampled so far after each call. With
+    ``runner`` (a run's ``env`` section) the samples are episodes
+    (:class:`rlvr.eval.episode_sampler.EpisodeSampler`; ``prompts`` unused, the runner's
+    environment scores with its own pipeline, which should be ``rewards``).
 
     Returns:
         ``{"n", "temperature", "problems", "pass@k", "maj@k", "ci95", "correct_counts",
@@ -121,9 +140,13 @@ def sampled_pass_at_k(engine, tokenizer, tasks: Sequence[Task], prompts: Sequenc
     """
     start = time.perf_counter()
     by_id = {t.id: p for t, p in zip(tasks, prompts)}
-    sampler = EngineSampler(engine, tokenizer, prompt_fn=lambda t: by_id[t.id],
-                            temperature=temperature, top_p=top_p,
-                            max_new_tokens=max_new_tokens, stop_token_ids=stop_token_ids)
+    if runner is not None:
+        sampler = EpisodeSampler(engine, runner, temperature=temperature, top_p=top_p,
+                                 max_new_tokens=max_new_tokens, stop_token_ids=stop_token_ids)
+    else:
+        sampler = EngineSampler(engine, tokenizer, prompt_fn=lambda t: by_id[t.id],
+                                temperature=temperature, top_p=top_p,
+                                max_new_tokens=max_new_tokens, stop_token_ids=stop_token_ids)
     generated = sample_batched(sampler, tasks, n, seed=seed, batch_size=batch_size,
                                progress=progress)
     problems = score_problems(rewards, [task_meta(t) for t in tasks], generated)

@@ -113,18 +113,23 @@ def score_problems(rewards: RewardPipeline, problems: Sequence[dict],
         problems: one dict per problem with ``id``, ``task_type``, ``reference`` and optional
             ``category``, ``difficulty``, ``source``, ``prompt``, ``requested``, ``timed_out``,
             ``late``.
-        generated: the completions of each problem (same order).
+        generated: the completions of each problem (same order); one with a ``verdict``
+            (an episode, :class:`rlvr.eval.episode_sampler.EpisodeGenerated`) keeps it.
         reranker: optional ``fn(prompt, completion) -> float`` (no access to the reference).
         progress: optional ``fn(n)`` called with the completions scored so far.
     """
+    # an episode (rlvr.eval.episode_sampler.EpisodeGenerated) carries the verdict its
+    # environment got from the same pipeline: not scored again
     requests = [ScoreRequest(g.text, p["reference"], p["task_type"])
-                for p, gens in zip(problems, generated) for g in gens]
+                for p, gens in zip(problems, generated) for g in gens
+                if getattr(g, "verdict", None) is None]
     scored_all = (rewards.score_batch(requests) if progress is None
                   else rewards.score_batch(requests, progress)) if requests else []
     results = iter(scored_all)
     out = []
     for p, gens in zip(problems, generated):
-        samples = [scored(g, next(results), None if reranker is None
+        samples = [scored(g, g.verdict if getattr(g, "verdict", None) is not None
+                          else next(results), None if reranker is None
                           else float(reranker(p.get("prompt") or "", g.text))) for g in gens]
         out.append(ProblemResult(
             id=p["id"], task_type=p["task_type"], reference=p["reference"], samples=samples,
@@ -137,7 +142,9 @@ def score_problems(rewards: RewardPipeline, problems: Sequence[dict],
 def completion_rows(problems: Sequence[ProblemResult], model: str | None = None,
                     variant: str | None = None) -> list[dict]:
     """One JSON-ready row per completion (the ``completions.jsonl`` format, readable back by
-    :func:`read_completions`), with the reward breakdown."""
+    :func:`read_completions`), with the reward breakdown; an episode's row also has its
+    ``trajectory`` (segments marked ``trained``), ``turns``, ``tool_calls``, ``tool_errors``
+    (``completion``: its final answer, ``finish_reason``: the episode's)."""
     rows = []
     for p in problems:
         for i, s in enumerate(p.samples):
@@ -153,6 +160,7 @@ def completion_rows(problems: Sequence[ProblemResult], model: str | None = None,
                 row["variant"] = variant
             if s.reranker is not None:
                 row["reranker"] = s.reranker
+            row.update(getattr(g, "episode", None) or {})  # an episode's trajectory, turns ...
             rows.append({k: v for k, v in row.items() if v is not None or k == "extracted"})
     return rows
 

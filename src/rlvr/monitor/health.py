@@ -80,7 +80,8 @@ class HealthMonitor:
 
         Args:
             batch: a :class:`rlvr.train.batch.StepRollouts` (tasks, rollout.prompt_index,
-                texts, results, rewards, zero_variance).
+                texts, results, rewards, zero_variance; ``scored_texts`` when present, for
+                the audit).
 
         Returns: ``repetition_rate``, ``garbled_rate``, ``script_mix_rate``,
             ``repetitive_fraction``, ``gaming_rate`` (share of multiple-answer or format-only
@@ -91,7 +92,9 @@ class HealthMonitor:
         """
         index = batch.rollout.prompt_index.tolist()
         tasks = [batch.tasks[i] for i in index]
-        audit = self._audit(tasks, batch.texts, batch.results)
+        # the audit re-scores what the training verifier judged (an episode: its final answer,
+        # not the whole trajectory in ``texts``)
+        audit = self._audit(tasks, getattr(batch, "scored_texts", batch.texts), batch.results)
         records = [CompletionRecord(step, t.category or t.source, t.difficulty, r.status.value,
                                     float(r.reward), float(r.components.get("outcome", 0.0)),
                                     text, t.prompt, a)

@@ -67,6 +67,8 @@ figure { margin: 1em 0; }
 figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 .sample { border-left: 3px solid #9ab; margin: .8em 0; padding-left: .8em; }
 .sample .meta { margin: 0; font-size: 13px; }
+.segment .role { font-size: 12px; color: #555; }
+.segment.env pre { background: #fdf1dc; border-left: 3px dashed #d08a00; color: #5a4a2a; }
 pre { background: #f6f8fa; padding: 6px; white-space: pre-wrap; word-break: break-word;
       margin: .3em 0; font-size: 13px; }
 """

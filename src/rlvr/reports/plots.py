@@ -50,6 +50,19 @@ METRIC_PLOTS = (
              ("seconds_rollout", "seconds_reward", "seconds_update")),
 )
 
+#: Plots of a multi-turn run (metrics.jsonl with ``episode_turns_mean``: a run config with an
+#: ``env`` section; :func:`rlvr.envs.summary.episode_metrics`).
+EPISODE_PLOTS = (
+    PlotSpec("episodes", "Turns and tool calls per episode", "per episode",
+             ("episode_turns_mean", "episode_tool_calls_mean"), right_keys=("tool_error_rate",),
+             right_label="tool error rate", right_percent=True),
+    PlotSpec("finish", "How episodes ended", "fraction of episodes",
+             ("finish_rate/stop", "finish_rate/length", "finish_rate/max_turns",
+              "finish_rate/max_tokens", "finish_rate/tool_timeout"), percent=True),
+    PlotSpec("tool_reward", "Reward with and without tool use", "mean reward",
+             ("reward_mean_tool_use", "reward_mean_no_tool_use")),
+)
+
 
 def _png_base64(draw: Callable[[Any], None]) -> str:
     """Render ``draw(axes)`` on a fresh Agg figure; the PNG, base64-encoded (ASCII)."""

@@ -3,7 +3,9 @@
 The page (``RUN_DIR/report.html`` by default) holds the run settings, the baseline vs trained
 validation table (greedy pass@1 and the sampled pass@k / maj@k), training curves as embedded
 base64 PNGs (matplotlib, Agg) with every alert drawn as a vertical line at its step, the alerts
-table and a sample of completions with their reward breakdown. No JavaScript, no external
+table and a sample of completions with their reward breakdown (a multi-turn run: each
+episode's trajectory, its environment spans marked as not trained, and curves of turns, tool
+calls and finish reasons). No JavaScript, no external
 resources: the file can be mailed or archived on its own.
 
 Every input is optional except that the directory must hold ``metrics.jsonl`` or
@@ -34,6 +36,7 @@ from rlvr.reports.markup import (
 from rlvr.reports.numbers import finite, num, pct, points, series
 from rlvr.reports.plots import (
     ACTION_COLOURS,
+    EPISODE_PLOTS,
     METRIC_PLOTS,
     OTHER_ACTION_COLOUR,
     metric_plot,
@@ -115,6 +118,11 @@ def _settings_section(data: RunData) -> str:
     if data.config is None:
         return html_section("settings", "Settings", missing_note("config.yaml"))
     rows = [[label, _config_value(data.config, key)] for key, label in SETTINGS]
+    env = data.config.get("env")
+    if isinstance(env, dict):  # a multi-turn run
+        rows.append(["environment", f"{env.get('name')}, max {env.get('max_turns')} turns"
+                     + (f", tools {', '.join(map(str, env.get('tools') or []))}"
+                        if env.get("name") == "tool" else "")])
     return html_section("settings", "Settings", html_table(["setting", "value"], rows, "settings"))
 
 
@@ -205,6 +213,8 @@ def _curves_section(data: RunData) -> str:
         return html_section("curves", "Training curves", missing_note("metrics.jsonl"))
     alerts = data.alerts or []
     specs = (reward_spec(data.metrics),) + METRIC_PLOTS
+    if any("episode_turns_mean" in row for row in data.metrics):
+        specs += EPISODE_PLOTS
     figures = [html_figure(spec.title, metric_plot(spec, data.metrics, alerts),
                            "no " + " / ".join(spec.keys + spec.right_keys) + " in metrics.jsonl")
                for spec in specs]
@@ -269,9 +279,31 @@ def _sample_html(row: dict) -> str:
               ("status", row.get("status", "-")), ("extracted", row.get("extracted"))]
     if row.get("category") is not None:
         facts.append(("category", row["category"]))
+    if isinstance(row.get("trajectory"), list):
+        facts += [(key, row.get(key)) for key in ("turns", "tool_calls", "finish_reason")]
     meta = " | ".join(f"<b>{k}</b> {esc('-' if v is None else v)}" for k, v in facts)
+    if isinstance(row.get("trajectory"), list):
+        return f'<div class="sample"><p class="meta">{meta}</p>{_trajectory_html(row)}</div>'
     return (f'<div class="sample"><p class="meta">{meta}</p>'
             f"<pre>{esc(row.get('completion') or '')}</pre></div>")
+
+
+def _trajectory_html(row: dict) -> str:
+    """An episode's segments in order: the sampled assistant turns as trained, the
+    environment's observations shaded and labelled "not trained" (no gradient)."""
+    parts = []
+    for segment in row["trajectory"]:
+        if not isinstance(segment, dict):
+            continue
+        trained = bool(segment.get("trained"))
+        tokens = segment.get("tokens")
+        label = (f"{segment.get('role', '?')}: "
+                 + ("trained" if trained else "environment, not trained")
+                 + (f", {tokens} tokens" if isinstance(tokens, int) else ""))
+        parts.append(f'<div class="segment {"trained" if trained else "env"}">'
+                     f'<span class="role">{esc(label)}</span>'
+                     f"<pre>{esc(segment.get('text') or '')}</pre></div>")
+    return "\n".join(parts)
 
 
 def _samples_section(data: RunData) -> str:

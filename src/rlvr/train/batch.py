@@ -22,6 +22,7 @@ from rlvr.models.forward import SequenceBatch
 from rlvr.records import Task
 from rlvr.rewards.types import RewardResult
 from rlvr.rollout import RolloutOutput
+from rlvr.envs.runner import EpisodeBatch
 
 
 @dataclass
@@ -73,6 +74,9 @@ class StepRollouts:
         advantages: FloatTensor[N] (fp32); 0 for zero-variance groups and excluded rows.
         train: the trained rows (:class:`TrainBatch`), or ``None`` when no row trains.
         metrics: the step's metrics (R10, R35, R36), set at the step's end.
+        episodes: the step's episodes (:class:`rlvr.envs.runner.EpisodeBatch`: the
+            rows are episodes, ``rollout`` its output, ``texts`` their decoded trajectories)
+            when the run has an ``env`` section, else ``None``.
     """
 
     # per task
@@ -87,6 +91,14 @@ class StepRollouts:
     # per trained row
     train: TrainBatch | None  # n rows
     metrics: dict[str, float] = field(default_factory=dict)
+    episodes: EpisodeBatch | None = None
+
+    @property
+    def scored_texts(self) -> list[str]:
+        """The N texts the reward pipeline judged: ``texts`` for single-turn completions, each
+        episode's final answer turn for episodes (what the health monitor's reward audit
+        re-scores)."""
+        return self.texts if self.episodes is None else self.episodes.scored
 
     @property
     def num_trained(self) -> int:

@@ -2,7 +2,8 @@
 
 Sections: ``model``, ``data``, ``sft`` (cold start, R17), ``grpo`` (loop sizes, optimiser,
 sampling), ``algo`` (the pure-function choices: advantage, policy loss, KL), ``rollout``,
-``reward`` (:class:`rlvr.rewards.config.RewardConfig`), ``eval``, ``checkpoint``, ``health``
+``reward`` (:class:`rlvr.rewards.config.RewardConfig`), ``env`` (multi-turn episodes,
+:class:`rlvr.envs.EnvConfig`; absent: single-turn completions), ``eval``, ``checkpoint``, ``health``
 (:class:`rlvr.monitor.config.HealthConfig`: checks, thresholds, actions) and ``logging``
 (:class:`rlvr.monitor.sinks.LoggingConfig`: TensorBoard, W&B, MLflow). The training sections
 (``model``, ``sft``, ``grpo``, ``algo``, ``rollout``, ``eval``, ``checkpoint``) are in
@@ -20,6 +21,7 @@ from pydantic import Field, model_validator
 from rlvr.algo.importance import DEFAULT_TIS_CAP
 from rlvr.algo.registry import ADVANTAGE_ESTIMATORS
 from rlvr.configio import override_for
+from rlvr.envs.config import EnvConfig
 from rlvr.monitor.config import HealthConfig
 from rlvr.monitor.sinks import LoggingConfig
 from rlvr.rewards.config import RewardConfig
@@ -141,6 +143,16 @@ class RunConfig(ConfigSection):
         default_factory=RewardConfig,
         description="How completions are scored: components and weights, format rules, verifier "
         "options, time limits (rlvr.rewards.config.RewardConfig).")
+    env: EnvConfig | None = Field(
+        None,
+        description="Multi-turn episodes (rlvr.envs.EnvConfig): with this section every GRPO "
+        "rollout, validation and pass@k plays episodes of the named environment (`tool`: the "
+        "model may call tools; `single_turn`: today's one turn, through the episode path); the "
+        "loss, KL, entropy and length statistics count only the sampled tokens, never the "
+        "inserted observations. `grpo.max_new_tokens` / `eval.max_new_tokens` cap each turn; "
+        "length shaping (`algo.overlong_buffer`, `length_penalty`) measures an episode's sampled "
+        "tokens against `env.max_episode_tokens`, else `max_turns` x `grpo.max_new_tokens`. "
+        "Absent or null (default): single-turn completions.")
     eval: EvalConfig = Field(
         default_factory=EvalConfig,
         description="Validation during and after training, and the pass@k evaluation (R28, R29, "
@@ -347,6 +359,12 @@ def config_summary(config: RunConfig, full: str | None = None) -> list[str]:
         + (f", {r.quantization} weights" if r.quantization != "none" else "") + (
         f", Ray {r.ray_address}: {r.ray_rollout_workers} rollout / {r.ray_reward_workers} "
         f"reward workers" if r.ray_address else ""))
+    v = c.env
+    if v is not None:
+        row("env", f"{v.name}, max {v.max_turns} turns"
+            + (f", {v.max_episode_tokens} tokens" if v.max_episode_tokens else "")
+            + (f", tools {', '.join(v.tools)} ({v.tool_timeout_s:g} s, "
+               f"{v.tool_output_bytes} bytes)" if v.name == "tool" else ""))
     w = c.reward
     row("reward", " + ".join(f"{k} {v:g}" for k, v in w.weights.items())
         + f" ({w.aggregator}), {w.workers} verifier worker{'s' if w.workers > 1 else ''}, "

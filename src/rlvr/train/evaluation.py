@@ -1,5 +1,6 @@
 """Evaluation phases of a run: greedy validation (R28; logged to validation.jsonl and
-validation_samples.jsonl) and sampled pass@k / maj@k (R29) of the current policy."""
+validation_samples.jsonl) and sampled pass@k / maj@k (R29) of the current policy; with an
+``env`` section both play episodes (greedy episodes, pass@k over episodes)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from pathlib import Path
 
 from rlvr.eval.engine_sampler import sampled_pass_at_k
 from rlvr.progress import Phase
+from rlvr.train.episode_step import episode_runner
 from rlvr.train.logs import append_log, console
 from rlvr.train.policy import sync_engine
 from rlvr.train.state import TrainingState
-from rlvr.train.validate import validate
+from rlvr.train.validate import validate, validate_episodes
 
 
 class Evaluator:
@@ -27,6 +29,15 @@ class Evaluator:
     def __init__(self, config, run_dir: Path, state: TrainingState, eval_rewards):
         self.config, self.run_dir, self.state = config, run_dir, state
         self.eval_rewards = eval_rewards
+        self._runner = None
+
+    def episodes(self):
+        """The :class:`rlvr.envs.runner.EpisodeRunner` of validation (the run's ``env``,
+        scoring with ``eval_rewards``), built at first use (the tokenizer is loaded by then);
+        ``None`` without an ``env`` section."""
+        if self._runner is None and self.config.env is not None:
+            self._runner = episode_runner(self.state, self.config, self.eval_rewards)
+        return self._runner
 
     def validate(self, label: str, step: int) -> dict:
         """Greedy validation; appends the row (and the first 20 samples) to the run's logs,
@@ -37,13 +48,20 @@ class Evaluator:
         sync_engine(s.engine, s.policy)  # the engine keeps its own weight snapshot
         with Phase(f"validation {label}", len(s.data.val_tasks), console,
                    unit="problems") as phase:
-            result, samples = validate(
-                s.engine, s.tokenizer, s.data.val_tasks, s.data.val_prompts,
-                self.eval_rewards, max_new_tokens=c.eval.max_new_tokens,
-                stop_token_ids=s.stop_ids, batch_size=c.eval.batch_size,
-                progress=phase.update)
+            extra = {}
+            if c.env is None:
+                result, samples = validate(
+                    s.engine, s.tokenizer, s.data.val_tasks, s.data.val_prompts,
+                    self.eval_rewards, max_new_tokens=c.eval.max_new_tokens,
+                    stop_token_ids=s.stop_ids, batch_size=c.eval.batch_size,
+                    progress=phase.update)
+            else:
+                result, samples, extra = validate_episodes(
+                    s.engine, self.episodes(), s.data.val_tasks,
+                    max_new_tokens=c.eval.max_new_tokens, stop_token_ids=s.stop_ids,
+                    batch_size=c.eval.batch_size, progress=phase.update)
         s.policy.train()
-        row = {"label": label, "step": step, **result.__dict__}
+        row = {"label": label, "step": step, **result.__dict__, **extra}
         append_log(self.run_dir / "validation.jsonl", [row])
         append_log(self.run_dir / "validation_samples.jsonl",
                    [{"label": label, "step": step, **x} for x in samples[:20]])
@@ -69,7 +87,7 @@ class Evaluator:
                 self.eval_rewards, n=c.eval.pass_at_k_samples, ks=(1, 4, 8, 16),
                 temperature=c.eval.temperature, max_new_tokens=c.eval.max_new_tokens,
                 stop_token_ids=s.stop_ids, batch_size=c.eval.batch_size, seed=c.seed,
-                progress=phase.update)
+                progress=phase.update, runner=self.episodes())
         s.policy.train()
         console.print(f"[bold]pass@k[/] {label} (n={row['n']}, T={row['temperature']}): "
                       + ", ".join(f"pass@{k} {v:.1%}" for k, v in row["pass@k"].items())

@@ -4,6 +4,12 @@ DeepSeekMath (Shao et al. 2024, arXiv:2402.03300) eq. 3: for each prompt sample 
 from pi_old, score them, A_i = (R_i - mean) / (std + eps), and maximise the clipped surrogate
 minus beta * KL(pi_theta || pi_ref). The algorithm pieces are the pure functions of
 :mod:`rlvr.algo`; this module only moves tensors between them and the model.
+
+With a run config's ``env:`` section the rollout is multi-turn episodes
+(:mod:`rlvr.train.episode_step`): one row per episode, rewards = the episodes' verdicts, and
+every token statistic (loss, KL, entropy, lengths, length shaping) counts the rollout's
+``loss_mask``, the sampled tokens; for single-turn completions that mask is the completion
+mask, so the single-turn step is unchanged.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from rlvr.algo.length import concise_correct_bonus, length_penalty, overlong_pen
 from rlvr.algo.loss_agg import BatchCounts
 from rlvr.algo.registry import ADVANTAGE_ESTIMATORS
 from rlvr.algo.utils import masked_mean
+from rlvr.envs.runner import EpisodeBatch, EpisodeRunner
 from rlvr.models.forward import SequenceBatch, build_sequences, completion_log_probs
 from rlvr.records import Task
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
@@ -27,17 +34,19 @@ from rlvr.rewards.types import RewardResult, Status
 from rlvr.rollout import RolloutOutput, SamplingParams
 from rlvr.train.batch import StepRollouts, TrainBatch
 from rlvr.train.config import RunConfig
+from rlvr.train.episode_step import row_prompts, sampled_lengths, truncated
 from rlvr.train.policy import sync_engine
 from rlvr.update import LocalBackend, policy_update
 
 
 def _sampled_entropy(out: RolloutOutput) -> float:
     """Per-token entropy of the policy as the rollout sampled it, in nats/token: the mean
-    negative log-prob of the sampled tokens over every completion token of the step (a
-    Monte-Carlo estimate of the entropy of ``softmax(logits / temperature)``). Measured on
-    every row, so it exists when no row trains (no KL, no update entropy); 0.0 when the step
-    sampled no token."""
-    mask = out.completion_mask
+    negative log-prob of the sampled tokens over every sampled token of the step (the
+    ``loss_mask``: an episode's inserted observation tokens were not sampled; a Monte-Carlo
+    estimate of the entropy of ``softmax(logits / temperature)``). Measured on every row, so
+    it exists when no row trains (no KL, no update entropy); 0.0 when the step sampled no
+    token."""
+    mask = out.loss_mask
     if not bool(mask.any()):
         return 0.0
     return float(-out.logprobs.float()[mask].mean())
@@ -63,6 +72,9 @@ class GRPOStep:
             else None.
         on_phase: ``fn(part)`` told each part of a step as it starts (``rollout``,
             ``reward``, ``update``; the run's progress display), or None.
+        episodes: an :class:`rlvr.envs.runner.EpisodeRunner` (set by the run when the
+            config has an ``env`` section): the rollout is its episodes; None: single-turn
+            completions.
     """
 
     def __init__(self, config: RunConfig, policy, reference, engine, tokenizer,
@@ -73,6 +85,7 @@ class GRPOStep:
         self.stop_token_ids = stop_token_ids
         self.update_group = None
         self.on_phase = None
+        self.episodes: EpisodeRunner | None = None
         self.bf16 = config.model.bf16  # model.precision resolved on this machine
         self.noise = torch.Generator().manual_seed(config.seed + 17)
         a = config.algo
@@ -80,14 +93,23 @@ class GRPOStep:
                        if a.kl_controller == "adaptive" else FixedKLController(a.kl_coef))
 
     # -- phases -----------------------------------------------------------------------------
-    def rollout(self, tasks: list[Task], prompts: list[list[int]], step: int) -> RolloutOutput:
+    def sampling_params(self, step: int) -> SamplingParams:
+        """The step's sampling: ``grpo`` temperature, top-p, ``max_new_tokens`` (per turn in an
+        episode), G = ``group_size`` per task, seed ``seed * 1_000_003 + step``."""
         g = self.config.grpo
-        params = SamplingParams(temperature=g.temperature, top_p=g.top_p,
-                                max_new_tokens=g.max_new_tokens, n=g.group_size,
-                                stop_token_ids=self.stop_token_ids,
-                                seed=self.config.seed * 1_000_003 + step)
+        return SamplingParams(temperature=g.temperature, top_p=g.top_p,
+                              max_new_tokens=g.max_new_tokens, n=g.group_size,
+                              stop_token_ids=self.stop_token_ids,
+                              seed=self.config.seed * 1_000_003 + step)
+
+    def rollout(self, tasks: list[Task], prompts: list[list[int]], step: int) -> RolloutOutput:
         sync_engine(self.engine, self.policy)
-        return self.engine.generate(prompts, params)
+        return self.engine.generate(prompts, self.sampling_params(step))
+
+    def play(self, tasks: list[Task], step: int) -> EpisodeBatch:
+        """The step's episodes (``episodes`` must be set): G per task, scored as they end."""
+        sync_engine(self.engine, self.policy)
+        return self.episodes.play(self.engine, tasks, self.sampling_params(step))
 
     def score(self, tasks: list[Task], out: RolloutOutput) -> tuple[list[str], list[RewardResult]]:
         texts = [self.tokenizer.decode(out.completion(r), skip_special_tokens=True)
@@ -97,31 +119,39 @@ class GRPOStep:
                     for t, i in zip(texts, index)]
         return texts, self.rewards.score_batch(requests)
 
+    def length_cap(self) -> int:
+        """The length (sampled tokens) length shaping measures against: ``grpo.max_new_tokens``,
+        or for episodes :meth:`rlvr.envs.runner.EpisodeRunner.length_cap`."""
+        cap = self.config.grpo.max_new_tokens
+        return cap if self.episodes is None else self.episodes.length_cap(cap)
+
     def shape_rewards(self, rewards: Tensor, out: RolloutOutput, results: list[RewardResult],
                       prompts: list[list[int]]) -> tuple[Tensor, dict[str, float]]:
         """The reward the advantage sees: the verifier's reward plus the configured length
         shaping (R19: DAPO overlong punishment, linear length penalty, Kimi k1.5 concise
         bonus) and, with ``algo.kl_in: reward``, minus beta * sum_t KL_t (Ziegler et al.
-        2019). Returns FloatTensor[N] and metrics (``reward_shaped_mean``, ``kl``)."""
-        a, g = self.config.algo, self.config.grpo
-        lengths, shaped, metrics = out.lengths, rewards.clone(), {}
+        2019). Lengths and KL count sampled tokens only (``out.loss_mask``). ``prompts``: the
+        N rows' prompt ids. Returns FloatTensor[N] and metrics (``reward_shaped_mean``,
+        ``kl``)."""
+        a = self.config.algo
+        lengths, shaped, metrics = sampled_lengths(out), rewards.clone(), {}
+        cap = self.length_cap()
         if a.overlong_buffer:
             shaped += a.overlong_penalty * overlong_penalty(
-                lengths, g.max_new_tokens, min(a.overlong_buffer, g.max_new_tokens))
+                lengths, cap, min(a.overlong_buffer, cap))
         if a.length_penalty:
-            shaped += length_penalty(lengths, g.max_new_tokens, a.length_penalty)
+            shaped += length_penalty(lengths, cap, a.length_penalty)
         if a.concise_bonus:
             correct = torch.tensor([r.status is Status.correct for r in results])
             shaped += concise_correct_bonus(lengths, correct, out.prompt_index, a.concise_bonus)
         if a.kl_in == "reward" and self.kl_ctl.value > 0:
-            seqs = build_sequences([prompts[i] for i in out.prompt_index.tolist()],
-                                   out.completion_ids, out.completion_mask,
-                                   self.tokenizer.pad_token_id)
+            seqs = build_sequences(prompts, out.completion_ids, out.completion_mask,
+                                   self.tokenizer.pad_token_id, out.loss_mask)
             ref = self._log_probs(self.reference, seqs)
             kl = kl_divergence(a.kl_estimator, out.logprobs.float(), ref)
-            kl = kl.where(out.completion_mask, torch.zeros_like(kl))
-            shaped = kl_penalized_rewards(shaped, kl, out.completion_mask, self.kl_ctl.value)
-            metrics["kl"] = float(masked_mean(kl, out.completion_mask))
+            kl = kl.where(out.loss_mask, torch.zeros_like(kl))
+            shaped = kl_penalized_rewards(shaped, kl, out.loss_mask, self.kl_ctl.value)
+            metrics["kl"] = float(masked_mean(kl, out.loss_mask))
         if not torch.equal(shaped, rewards):
             metrics["reward_shaped_mean"] = float(shaped.mean())
         return shaped, metrics
@@ -196,7 +226,7 @@ class GRPOStep:
         seqs = train.sequences
         backend = LocalBackend(self.policy)
         counts = BatchCounts(*backend.global_counts(len(train.train_rows),
-                                                    int(seqs.completion_mask.sum())))
+                                                    int(seqs.loss_mask.sum())))
         return policy_update(backend, self.optimizer, seqs, train.advantages,
                              train.old_log_probs, self.config, counts,
                              ref_log_probs=train.ref_log_probs, kl_coef=kl_coef,
@@ -209,27 +239,35 @@ class GRPOStep:
         ``on_phase`` (when set) is told each part as it starts: rollout, reward, update."""
         self._phase("rollout")
         t0 = time.perf_counter()
-        out = self.rollout(tasks, prompts, step)
-        t1 = time.perf_counter()
-        self._phase("reward")
-        texts, results = self.score(tasks, out)
+        played = None
+        if self.episodes is None:
+            out = self.rollout(tasks, prompts, step)
+            t1 = time.perf_counter()
+            self._phase("reward")
+            texts, results = self.score(tasks, out)
+            per_row = row_prompts(prompts, out)
+        else:  # the environment scored each episode as it ended
+            played = self.play(tasks, step)
+            t1 = time.perf_counter()
+            out, texts, results = played.output, played.texts, played.results
+            per_row = played.rollout.prompts
         t2 = time.perf_counter()
         rewards = torch.tensor([r.reward for r in results], dtype=torch.float32)
         valid = torch.tensor([r.status is not Status.error for r in results])
-        shaped, shaping = self.shape_rewards(rewards, out, results, prompts)
+        shaped, shaping = self.shape_rewards(rewards, out, results, per_row)
         adv, rows, zero_groups = self.advantages(shaped, out.prompt_index, valid)
         if self.config.algo.mask_truncated:
-            truncated = torch.tensor([f == "length" for f in out.finish_reason])
-            shaping["masked_truncated"] = float(truncated[rows].sum())
-            rows = rows[~truncated[rows]]
+            cut = torch.tensor(truncated(out))
+            shaping["masked_truncated"] = float(cut[rows].sum())
+            rows = rows[~cut[rows]]
         train = None
         if len(rows):
-            idx = rows.tolist()
-            seqs = build_sequences([prompts[int(out.prompt_index[i])] for i in idx],
+            seqs = build_sequences([per_row[i] for i in rows.tolist()],
                                    out.completion_ids[rows], out.completion_mask[rows],
-                                   self.tokenizer.pad_token_id)
+                                   self.tokenizer.pad_token_id, out.loss_mask[rows])
             train = TrainBatch(rows, seqs, adv[rows], out.logprobs[rows])
-        batch = StepRollouts(tasks, zero_groups, out, texts, results, rewards, adv, train)
+        batch = StepRollouts(tasks, zero_groups, out, texts, results, rewards, adv, train,
+                             episodes=played)
         if not bool(torch.isfinite(adv).all()):  # a reward function returned NaN / inf
             update = {"nonfinite_advantages": float((~torch.isfinite(adv)).sum()),
                       "update_skipped_nonfinite": 1.0}
@@ -243,6 +281,8 @@ class GRPOStep:
         if "kl" in update:
             self.kl_ctl.update(update["kl"])
         batch.metrics = self._metrics(batch, update, (t1 - t0, t2 - t1, t3 - t2))
+        if played is not None:
+            batch.metrics.update(played.metrics())
         return batch
 
     # -- helpers ----------------------------------------------------------------------------
@@ -262,7 +302,7 @@ class GRPOStep:
 
     def _metrics(self, batch: StepRollouts, update: dict, phases) -> dict:
         out, results, n = batch.rollout, batch.results, len(batch.results)
-        lengths = out.lengths.float()
+        lengths = sampled_lengths(out).float()
         statuses = [r.status for r in results]
         metrics = {
             "reward_mean": float(batch.rewards.mean()),
@@ -275,7 +315,7 @@ class GRPOStep:
             "zero_variance_fraction": float(batch.zero_variance.sum()) / max(len(batch.tasks), 1),
             "length_mean": float(lengths.mean()),
             "length_max": float(lengths.max()),
-            "truncation_rate": sum(f == "length" for f in out.finish_reason) / n,
+            "truncation_rate": sum(truncated(out)) / n,
             "rollout_entropy": _sampled_entropy(out),
             "train_rows": batch.num_trained,
             "lr": self.optimizer.param_groups[0]["lr"],

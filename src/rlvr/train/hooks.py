@@ -47,7 +47,9 @@ class HealthHook:
 
 class LoggingHook:
     """A step's metrics to metrics.jsonl and the sinks, a quarter of its samples to
-    samples.jsonl, and its summary line (with per-category rewards, R10) to the console."""
+    samples.jsonl (multi-turn: with each episode's trajectory, its trained and not-trained
+    segments, turns, tool calls and finish reason), and its summary line (with per-category
+    rewards, R10) to the console."""
 
     def __init__(self, config, run_dir: Path, state: TrainingState):
         self.config, self.run_dir, self.state = config, run_dir, state
@@ -57,12 +59,14 @@ class LoggingHook:
         self.state.sinks.log(step, m)
         tasks, results = rollouts.tasks, rollouts.results
         index = rollouts.rollout.prompt_index.tolist()
+        episodes = rollouts.episodes  # multi-turn: each row's trajectory, turns, tool calls
         append_log(self.run_dir / "samples.jsonl", [
             {"step": step, "id": tasks[index[r]].id,
              "reference": tasks[index[r]].reference, "completion": rollouts.texts[r],
              "reward": res.reward, "components": res.components, "status": res.status.value,
              "extracted": res.extracted, "detail": res.detail,
-             "category": tasks[index[r]].category}
+             "category": tasks[index[r]].category,
+             **({} if episodes is None else episodes.record(r))}
             for r, res in list(enumerate(results))[:: max(1, len(results) // 4)]])
         console.print(f"step {step}/{self.config.grpo.steps} reward {m['reward_mean']:.3f} acc "
                       f"{m['accuracy']:.1%} zero-var {m['zero_variance_fraction']:.0%} "
@@ -72,6 +76,12 @@ class LoggingHook:
                       + (f" | {eta}" if eta else "")
                       + (f" | [bold red]verifier errors {m['verifier_errors']}[/]"
                          if m.get("verifier_errors") else ""))
+        if "episode_turns_mean" in m:  # multi-turn: turns, tools, how episodes ended
+            ends = ", ".join(f"{k.split('/', 1)[1]} {v:.0%}" for k, v in m.items()
+                             if k.startswith("finish_rate/") and v)
+            console.print(f"  episodes: {m['episode_turns_mean']:.2f} turns, "
+                          f"{m['episode_tool_calls_mean']:.2f} tool calls (errors "
+                          f"{m['tool_error_rate']:.0%}, {m['tool_seconds']:.1f} s); {ends}")
         cats = sorted(k.split("/", 1)[1] for k in m if k.startswith("reward_mean/"))
         if cats:  # R10: per-category reward and parse failures, printed as well as logged
             console.print("  by category: " + ", ".join(

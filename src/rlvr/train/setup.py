@@ -17,6 +17,7 @@ from rlvr.monitor.sinks import SinkGroup, build_sinks
 from rlvr.progress import Phase
 from rlvr.rollout import create_engine
 from rlvr.tasks.prompting import prompt_settings, stop_token_ids
+from rlvr.train.episode_step import episode_runner
 from rlvr.train.errors import RunInputError
 from rlvr.train.grpo import GRPOStep
 from rlvr.train.hooks import rollback_target
@@ -137,7 +138,8 @@ def step_runner(state: TrainingState, config, run_dir: Path, rewards, resume: bo
     :class:`rlvr.train.grpo.GRPOStep` from ``state.step`` on: the adaptive KL coefficient a
     resume restored, and a data-parallel update group with ``grpo.update_processes`` > 1
     (close it with :func:`close_step_runner`); its rollouts come from
-    :func:`grpo_rollout_engine`. Returns the step runner."""
+    :func:`grpo_rollout_engine`; with an ``env`` section it plays episodes
+    (:func:`episode_runner`, scoring with ``rewards``). Returns the step runner."""
     c = config
     state.reference = (initial_reference(state, c, run_dir, resume, state.step)
                        if c.algo.kl_coef > 0 else None)
@@ -145,6 +147,7 @@ def step_runner(state: TrainingState, config, run_dir: Path, rewards, resume: bo
     step_fn = state.step_fn = GRPOStep(c, state.policy, state.reference, engine,
                                        state.tokenizer, rewards, state.optimizer,
                                        state.scheduler, state.stop_ids)
+    step_fn.episodes = episode_runner(state, c, rewards)
     if state.kl_coef is not None and c.algo.kl_controller == "adaptive":
         # the adaptive controller's state; a fixed coefficient is the config's (so a
         # `--set algo.kl_coef` on --resume applies)

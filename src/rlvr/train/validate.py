@@ -1,6 +1,7 @@
 """Periodic validation during training: greedy pass@1 and mean reward on held-out tasks (R28,
 R32). The same function evaluates the base, SFT and trained models, so their numbers are
-directly comparable."""
+directly comparable; a run with an ``env`` section validates greedy episodes
+(:func:`validate_episodes`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from rlvr.envs.summary import episode_metrics
 from rlvr.records import Task
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
 from rlvr.rollout import SamplingParams
@@ -70,3 +72,48 @@ def validate(engine, tokenizer, tasks: list[Task], prompts: list[list[int]],
         n=n,
         seconds=time.perf_counter() - start,
     ), samples
+
+
+def validate_episodes(engine, runner, tasks: list[Task], *, max_new_tokens: int,
+                      stop_token_ids: tuple[int, ...], batch_size: int = 64,
+                      progress: Callable[[int], None] | None = None
+                      ) -> tuple[ValidationResult, list[dict], dict[str, float]]:
+    """:func:`validate` for a run with an ``env`` section: one greedy episode per task
+    (``max_new_tokens`` per turn), played by ``runner``
+    (:class:`rlvr.envs.runner.EpisodeRunner`, its environment scoring with the validation
+    reward pipeline); pass@1 and the reward are the episodes' verdicts, ``truncation_rate``
+    counts episodes cut by a turn cap or the token budget, ``mean_length`` their sampled
+    tokens.
+
+    Returns:
+        The result, one sample record per task (as :func:`validate`'s, ``completion`` the
+        decoded trajectory, plus :meth:`rlvr.envs.runner.EpisodeBatch.record`'s trajectory,
+        turns, tool calls and finish reason), and the episode metrics
+        (:func:`rlvr.envs.summary.episode_metrics`) for the validation row.
+    """
+    start = time.perf_counter()
+    params = SamplingParams(temperature=0.0, max_new_tokens=max_new_tokens,
+                            stop_token_ids=stop_token_ids, n=1, seed=0)
+    samples, lengths, episodes = [], [], []
+    for i in range(0, len(tasks), batch_size):
+        batch = runner.play(engine, tasks[i:i + batch_size], params)
+        for row, (task, r) in enumerate(zip(tasks[i:i + batch_size], batch.results)):
+            samples.append({"id": task.id, "completion": batch.texts[row], "reward": r.reward,
+                            "status": r.status.value, "extracted": r.extracted,
+                            **batch.record(row)})
+            lengths.append(batch.sampled_tokens(row))
+        episodes += batch.episodes
+        if progress is not None:
+            progress(len(samples))
+    results = [e.reward for e in episodes]
+    n = len(tasks)
+    return ValidationResult(
+        pass_at_1=sum(r.status.value == "correct" for r in results) / n,
+        mean_reward=sum(r.reward for r in results) / n,
+        format_rate=sum(r.components.get("format", 0.0) > 0 for r in results) / n,
+        truncation_rate=sum(s["finish_reason"] in ("length", "max_tokens")
+                            for s in samples) / n,
+        mean_length=sum(lengths) / n,
+        n=n,
+        seconds=time.perf_counter() - start,
+    ), samples, episode_metrics(episodes)
