@@ -10,7 +10,7 @@ import pytest
 from rlvr.tasks.registry import task_source
 from rlvr.tasks.tool_arithmetic import KINDS, WORD_TEMPLATES, generate, parse_mixture
 
-MIX = "3dx3d:1,4dx2d:1,mixed3:1,words:1"
+MIX = "3dx3d:1,4dx2d:1,mixed3:1,words1:1,words2:1"
 
 
 def _numbers(text: str) -> list[int]:
@@ -21,7 +21,7 @@ def _independent_value(task) -> int:
     """The answer from the question alone: direct kinds by reading ``What is a op b op c?``
     left to right with * first; word problems by their template's formula."""
     kind = task.metadata["kind"]
-    if kind != "words":
+    if not kind.startswith("words"):
         body = task.prompt.removeprefix("What is ").removesuffix("?")
         terms = re.split(r" ([+-]) ", body)  # products are single terms: a * b
         total, sign = 0, 1
@@ -35,7 +35,7 @@ def _independent_value(task) -> int:
                 product *= f
             total += sign * product
         return total
-    for template, shape, digits in WORD_TEMPLATES:
+    for template, shape, digits in WORD_TEMPLATES[kind]:
         pattern = re.escape(template).replace(r"\{a\}", r"(?P<a>\d+)").replace(
             r"\{b\}", r"(?P<b>\d+)").replace(r"\{c\}", r"(?P<c>\d+)")
         m = re.fullmatch(pattern, task.prompt)
@@ -81,9 +81,11 @@ def test_train_and_validation_share_no_problem_and_ids_are_unique():
 
 
 def test_mixture_weights_and_unknown_kinds():
-    assert parse_mixture("3dx3d:3,words") == [("3dx3d", 0.75), ("words", 0.25)]
-    only = generate("words", 30, seed=1)
-    assert {t.metadata["kind"] for t in only} == {"words"}
+    assert parse_mixture("3dx3d:3,words2") == [("3dx3d", 0.75), ("words2", 0.25)]
+    only = generate("words2", 30, seed=1)
+    assert {t.metadata["kind"] for t in only} == {"words2"}
+    # every words2 problem is two-step: a product and a sum or difference
+    assert all(len(_numbers(t.prompt)) == 3 for t in only)
     with pytest.raises(KeyError, match="unknown tool_arithmetic kind '5dx5d'; kinds: 3dx3d"):
         parse_mixture("5dx5d")
 

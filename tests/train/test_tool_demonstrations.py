@@ -65,7 +65,7 @@ def _terms(expression: str):
 
 
 def test_demonstrations_call_the_expression_and_show_the_calculators_real_output(env):
-    tasks = generate("3dx3d,4dx2d,mixed3,words", 12, seed=5)
+    tasks = generate("3dx3d,4dx2d,mixed3,words1,words2", 12, seed=5)
     demos, rejected = tool_demonstrations(env, tasks, _messages(tasks))
     assert rejected == 0 and [d.task for d in demos] == tasks
     for demo in demos:
@@ -162,7 +162,7 @@ def test_sft_gradient_is_zero_on_prompt_and_observation_tokens(tiny, env):
 def test_encoded_demonstrations_train_through_run_sft(tiny, env):
     _, tokenizer = tiny
     model = load_model_and_tokenizer("tiny-random")[0].float()  # its own copy: trained here
-    tasks = generate("3dx3d,words", 8, seed=3)
+    tasks = generate("3dx3d,words2", 8, seed=3)
     demos, _ = tool_demonstrations(env, tasks, _messages(tasks))
     data, counts = encode_demonstrations(tokenizer, demos, max_length=4096)
     assert len(data) == 8 and counts["truncated"] == 0

@@ -56,7 +56,7 @@ class _Recording:
 
 def test_no_tool_validation_uses_plain_prompts_and_is_saved_once(tmp_path):
     model, tokenizer = load_model_and_tokenizer("tiny-random")
-    tasks = generate("3dx3d,words", 4, seed=0, split="validation")
+    tasks = generate("3dx3d,words1", 4, seed=0, split="validation")
     state = TrainingState(data=RunData(val_tasks=tasks, default_instruction="Answer."),
                           policy=model.float(), tokenizer=tokenizer,
                           stop_ids=stop_token_ids(tokenizer))
