@@ -78,7 +78,7 @@ def test_demonstrations_call_the_expression_and_show_the_calculators_real_output
         value = _product(expression)
         assert observation == {"role": "tool", "content": calculator(expression)}
         assert observation["content"] == str(value) == demo.task.reference
-        assert answer == {"role": "assistant", "content": f"#### {value}"}
+        assert answer == {"role": "assistant", "content": f"{expression} = {value}\n#### {value}"}
 
 
 def test_only_demonstrations_whose_answer_verifies_are_kept(env):

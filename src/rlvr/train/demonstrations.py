@@ -7,7 +7,7 @@ turns instead of sampled ones::
     user     the task's question and instruction (as GRPO prompts it)
     assistant <calculator>347 * 628</calculator>          <- trained
     tool     217916                                        <- the calculator's real output, masked
-    assistant #### 217916                                  <- trained
+    assistant 347 * 628 = 217916\n#### 217916               <- trained
 
 The call's expression is the task's ``metadata["expression"]``; the environment really runs
 the calculator (:meth:`rlvr.envs.Environment.step_many`, the same code path as GRPO's
@@ -61,10 +61,12 @@ def call_text(expression: str) -> str:
     return f"<{DEMO_TOOL}>{expression}</{DEMO_TOOL}>"
 
 
-def answer_text(observation: str) -> str:
-    """The demonstrated answer turn after the calculator's ``observation``: ``#### N`` (what
-    the ``hash_line`` format rule and the math verifier read)."""
-    return f"#### {observation.strip()}"
+def answer_text(expression: str, observation: str) -> str:
+    """The demonstrated answer turn after the calculator's ``observation``: the calculation,
+    then the answer line, ``EXPR = N\n#### N`` (what the ``hash_line`` format rule, which
+    wants a line before the answer, and the math verifier read)."""
+    result = observation.strip()
+    return f"{expression} = {result}\n#### {result}"
 
 
 def tool_demonstrations(env: Environment, tasks: Sequence[Task],
@@ -104,7 +106,9 @@ def tool_demonstrations(env: Environment, tasks: Sequence[Task],
     answers: list[tuple[Episode, Turn]] = []
     for episode, result in zip(episodes, env.step_many(episodes, calls)):
         if not result.done:
-            answers.append((episode, Turn(answer_text(str(result.observation["content"])))))
+            observation = str(result.observation["content"])
+            answers.append((episode, Turn(answer_text(episode.task.metadata["expression"],
+                                                      observation))))
     if answers:
         env.step_many([e for e, _ in answers], [t for _, t in answers])
     kept = [Demonstration(e.task, [dict(m) for m in e.messages], e.initial)

@@ -87,7 +87,8 @@ class SFTConfig(ConfigSection):
         "must offer `calculator`), played with scripted turns: the assistant calls "
         "`<calculator>EXPR</calculator>` with the task's `metadata.expression` (generated "
         "arithmetic tasks), the environment really runs the calculator and inserts its result "
-        "as GRPO's episodes get it, then the assistant answers `#### <result>`; only "
+        "as GRPO's episodes get it, then the assistant answers `EXPR = <result>` and "
+        "`#### <result>`; only "
         "demonstrations whose answer the reward pipeline verifies correct are kept. The loss "
         "covers the assistant turns only (the prompt and the observation tokens are masked), "
         "on exactly the token sequence GRPO samples (src/rlvr/train/demonstrations.py).")
