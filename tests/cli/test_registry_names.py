@@ -58,7 +58,7 @@ def test_a_registered_source_converts_without_a_cli_edit(tmp_path, lines_source)
 
 def test_help_texts_name_the_registered_sources():
     assert generated_names() == ["arithmetic", "logic", "reasoning_gym", "verifiers",
-                               "verifiers_episodes"]
+                               "verifiers_episodes", "tool_arithmetic"]
     files = [n for n in source_names() if n not in generated_names()]
     assert f"{', '.join(files)} (read from --data-path)" in _tasks_help()
 

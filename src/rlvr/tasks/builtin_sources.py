@@ -1,8 +1,9 @@
 """The built-in task sources (:mod:`rlvr.tasks.registry`), registered when this module is
 imported: the package :mod:`rlvr.tasks` imports it, so any import of a ``rlvr.tasks`` module
 registers them. Registration order is the order error messages list them: arithmetic, logic,
-gsm8k, math500, jsonl, humaneval, mbpp, reasoning_gym, verifiers (the last two need their
-optional library only when used: ``rlvr[gym]``, ``rlvr[verifiers]``). (The registry is
+gsm8k, math500, jsonl, humaneval, mbpp, reasoning_gym, verifiers, verifiers_episodes
+(reasoning_gym and the verifiers sources need their optional library only when used:
+``rlvr[gym]``, ``rlvr[verifiers]``), tool_arithmetic. (The registry is
 imported as a module, so that no name this module imports looks like a reward registration:
 tests/test_layers.py.)
 """
@@ -21,6 +22,7 @@ from rlvr.tasks import gym, verifiers_source
 from rlvr.tasks.logic import generate_logic
 from rlvr.tasks.logic import parse_mixture as parse_logic_mixture
 from rlvr.tasks.sources import load_gsm8k, load_math500, load_task_file
+from rlvr.tasks import tool_arithmetic
 
 
 def _task_file(path: Path, task_type: str | None = None) -> list[Task]:
@@ -195,3 +197,26 @@ class VerifiersEpisodesSource(VerifiersSource):
 
     name = "verifiers_episodes"
     episodic = True
+
+
+@registry.register_source
+class ToolArithmeticSource(registry.TaskSource):
+    """Arithmetic that needs a calculator (:mod:`rlvr.tasks.tool_arithmetic`: 3-digit
+    products, 4-digit by 2-digit, three operands, word problems), for tool-use presets; a
+    path is a file of generated math tasks."""
+
+    name = "tool_arithmetic"
+    generated = True
+    default_mixture = tool_arithmetic.DEFAULT_MIXTURE
+    sft_mixture = True
+    # the questions are arithmetic: repeating "347 * 628" (or the call) must not score
+    verifier_defaults = {"math": {"accept_unevaluated": False}}
+
+    def read(self, path, split):
+        return _task_file(path, "math")
+
+    def generate(self, mixture, n, *, seed, split, unique=True):
+        return tool_arithmetic.generate(mixture, n, seed=seed, split=split, unique=unique)
+
+    def check_mixture(self, mixture):
+        tool_arithmetic.parse_mixture(mixture)

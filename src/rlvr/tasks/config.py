@@ -75,7 +75,7 @@ class ConfigSection(BaseModel):
 
 
 # A registered task source (rlvr.tasks.registry): arithmetic, logic, gsm8k, math500, jsonl,
-# humaneval, mbpp and any a plugin registers.
+# humaneval, mbpp, tool_arithmetic and any a plugin registers.
 SourceName = Annotated[str, AfterValidator(_registered_source)]
 
 
@@ -114,11 +114,13 @@ class DataSource(ConfigSection):
 
 class DataConfig(ConfigSection):
     source: SourceName = Field(
-        "arithmetic", description="Task source. `arithmetic` and `logic` (countdown, knights "
-        "and knaves) are generated from `mixture`, and so are `reasoning_gym` (reasoning-gym's "
-        "datasets, extra `gym`) and `verifiers` (the rows of single-turn `verifiers` "
-        "environments, extra `verifiers`; `verifiers_episodes`, multi-turn ones too, is what "
-        "`env.source: verifiers` sets); the others read `path` (GSM8K: a directory "
+        "arithmetic", description="Task source. `arithmetic`, `logic` (countdown, knights "
+        "and knaves) and `tool_arithmetic` (3-digit products, three operands, word problems: "
+        "arithmetic for the calculator tool) are generated from `mixture`, and so are "
+        "`reasoning_gym` (reasoning-gym's datasets, extra `gym`) and `verifiers` (the rows of "
+        "single-turn `verifiers` environments, extra `verifiers`; `verifiers_episodes`, "
+        "multi-turn ones too, is what `env.source: verifiers` sets); the others read `path` "
+        "(GSM8K: a directory "
         "with train.jsonl / test.jsonl, or one file; `jsonl`: the task record format).")
     sources: list[DataSource] = Field(default_factory=list, description="A mixture of sources "
                                       "with weights (R26; the seeds' default math:code is 7:3), "

@@ -13,8 +13,11 @@ from rlvr.models import load_model_and_tokenizer
 from rlvr.models.loader import save_model
 from rlvr.models.lora import apply_lora as wrap_lora, is_lora, merged_copy
 from rlvr.progress import Phase
-from rlvr.tasks.prompting import prompt_ids, write_prompt_settings
+from rlvr.envs import make_env
+from rlvr.tasks.prompting import chat_messages, prompt_ids, write_prompt_settings
 from rlvr.tasks.registry import task_source
+from rlvr.train.demonstrations import (DemonstrationError, encode_demonstrations,
+                                       tool_demonstrations)
 from rlvr.train.errors import RunInputError
 from rlvr.train.logs import console
 from rlvr.train.policy import sync_engine
@@ -42,7 +45,8 @@ def sft(state: TrainingState, config, eval_rewards, state_path: Path | None = No
     ``resume``: its checkpoint file and whether to continue from it) on the first
     ``sft.examples`` training tasks (or, for a source with :attr:`sft_mixture
     <rlvr.tasks.registry.TaskSource.sft_mixture>`, ``sft.mixture`` tasks of its generator)
-    whose solutions verify; returns the report as a dict.
+    whose solutions verify; with ``sft.demonstrations: tool``, verified tool-use episodes of
+    those tasks instead (:func:`_tool_demonstrations`); returns the report as a dict.
 
     Raises:
         RunInputError: no example left within ``sft.max_length``.
@@ -53,22 +57,53 @@ def sft(state: TrainingState, config, eval_rewards, state_path: Path | None = No
     if c.sft.mixture and source.sft_mixture and not c.data.sources:
         pool = source.generate(c.sft.mixture, c.sft.examples, seed=c.seed + 2, split="train",
                                unique=False)
-    examples, rejected = verified_examples(pool, eval_rewards)
-    prompts = [prompt_ids(state.tokenizer, t, data.instruction(t), c.data.one_shot)
-               for t in examples]
-    console.print(f"sft: {len(examples)} verified examples, {rejected} rejected")
+    if c.sft.demonstrations == "tool":
+        examples, prompts = [], []
+        rejected, encoded = _tool_demonstrations(state, c, pool, eval_rewards)
+        console.print(f"sft: {len(encoded[0])} verified tool-use demonstrations, {rejected} "
+                      f"rejected")
+    else:
+        examples, rejected = verified_examples(pool, eval_rewards)
+        prompts = [prompt_ids(state.tokenizer, t, data.instruction(t), c.data.one_shot)
+                   for t in examples]
+        encoded = None
+        console.print(f"sft: {len(examples)} verified examples, {rejected} rejected")
     # the loop prints a line (loss, ETA) every 10 steps; the phase adds a bar on a
     # terminal and a line after 30 s without one in a log
     try:
-        with Phase("sft", sft_steps(len(examples), c.sft), console, unit="steps",
-                   every_fraction=None) as phase:
+        steps = sft_steps(len(encoded[0]) if encoded else len(examples), c.sft)
+        with Phase("sft", steps, console, unit="steps", every_fraction=None) as phase:
             report = run_sft(state.policy, state.tokenizer, examples, prompts, c.sft, c.seed,
                              c.model.bf16, rejected=rejected, log=console.print,
-                             progress=phase.update, state_path=state_path, resume=resume)
+                             progress=phase.update, state_path=state_path, resume=resume,
+                             encoded=encoded)
     except SFTInputError as exc:
         raise RunInputError(str(exc)) from exc
     sync_engine(state.engine, state.policy)
     return report.__dict__
+
+
+def _tool_demonstrations(state: TrainingState, config, pool, eval_rewards):
+    """``(rejected, encoded)`` of ``sft.demonstrations: tool``: the pool's tool-use episodes
+    played through the run's environment, verified and encoded
+    (:mod:`rlvr.train.demonstrations`), prompted as GRPO prompts them.
+
+    Raises:
+        RunInputError: the run has no environment offering the calculator, no pool task
+            carries an expression, or no demonstration fits ``sft.max_length``.
+    """
+    c, data = config, state.data
+    env_config = getattr(c, "env", None)
+    if env_config is None:
+        raise RunInputError("sft.demonstrations: tool needs the run's `env` section "
+                            "(env.name: tool, env.tools: [calculator])")
+    messages = [chat_messages(t, data.instruction(t), c.data.one_shot) for t in pool]
+    try:
+        demos, rejected = tool_demonstrations(make_env(env_config, eval_rewards), pool, messages)
+        return rejected, encode_demonstrations(state.tokenizer, demos, c.sft.max_length,
+                                               console.print)
+    except (DemonstrationError, SFTInputError) as exc:
+        raise RunInputError(str(exc)) from exc
 
 
 def sft_stage(state: TrainingState, config, run_dir: Path, eval_rewards, resume: bool = False,

@@ -265,6 +265,8 @@ RESUME_FIXED: dict[str, str] = {
                           "carry the learning rate (and any rollback's scaling)",
     "grpo.weight_decay": "the optimizer state restored from the checkpoint carries it",
     "eval.base_model": "the base model is validated (or not) when the run starts",
+    "eval.no_tool_baseline": "the model before SFT is validated without the tool (or not) "
+                             "when the run starts",
     "eval.max_new_tokens": "the baseline validation ran with the saved value; later "
                            "validations must match it to be comparable",
     "eval.pass_at_k_samples": "the baseline pass@k was sampled with the saved value; the "
@@ -350,6 +352,8 @@ def config_summary(config: RunConfig, full: str | None = None) -> list[str]:
     what = (f"{s.examples} examples ({s.mixture})" if s.mixture
             and task_source(d.source).sft_mixture and not d.sources
             else f"the first {s.examples} training tasks' solutions")
+    if s.demonstrations == "tool":
+        what += " as tool-use demonstrations"
     row("sft", "off" if not s.enabled else
         f"{what} x {s.epochs} epoch{'s' if s.epochs > 1 else ''}, batch {s.batch_size}, "
         f"lr {s.learning_rate:g}, max length {s.max_length}")

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from rlvr.models.precision import resolve_precision
 from rlvr.rewards.pipeline import RewardPipeline
-from rlvr.train import cold_start, resume as resuming, setup
+from rlvr.train import cold_start, resume as resuming, setup, tool_table
 from rlvr.train.checkpoint import write_json_atomic
 from rlvr.train.config import RunConfig
 from rlvr.train.errors import RunInputError
@@ -193,6 +193,7 @@ class Run:
         history.setdefault("pass_at_k", {})["trained"] = (
             None if stopped else self.evaluator.pass_at_k("trained"))
         results = self._results(history, time.perf_counter() - start)
+        tool_table.add_no_tool(results, self.run_dir)  # a tool run's "no tool" row
         results["data_mixture"] = s.sampler.realised()
         results["dynamic_sampling_skipped"] = s.sampler.skipped
         if len(s.sampler.names) > 1:
@@ -208,6 +209,8 @@ class Run:
         """A fresh start (or a resume before GRPO): base validation, SFT, the GRPO LoRA
         adapters, GRPO's optimizer, the validation and pass@k GRPO starts from."""
         c, s, ev = self.config, self.state, self.evaluator
+        if tool_table.wanted(c):  # the model before SFT, without the tool (once)
+            tool_table.validate_without_tools(s, c, self.run_dir, self.eval_rewards)
         if before_grpo:  # the base validation (if any) was done; what followed is redone
             s.history["validation"] = reset_logs_before_grpo(self.run_dir)
             console.print(f"resumed {self.run_dir} before GRPO (no GRPO checkpoint yet)")
@@ -272,13 +275,18 @@ class Run:
 
 
 def results_table(results: dict) -> Table:
-    """Baseline (the model that entered GRPO) vs trained, same validation set and settings."""
+    """Baseline (the model that entered GRPO) vs trained, same validation set and settings;
+    a tool run (results with ``no_tool``) adds the model before SFT without the tool first
+    (:mod:`rlvr.train.tool_table`)."""
     table = Table(title=f"validation ({results['trained']['n']} held-out problems, greedy)")
     for col in ("model", "pass@1", "mean reward", "format", "truncated", "mean length"):
         table.add_column(col, justify="left" if col == "model" else "right")
-    for name, row in (("base (no SFT)", results.get("base_model")),
-                      ("baseline (entered GRPO)", results.get("baseline")),
-                      ("trained (GRPO)", results["trained"])):
+    tool = results.get("no_tool") is not None
+    for name, row in (("no tool (before SFT, one turn)", results.get("no_tool")),
+                      ("base (no SFT)", results.get("base_model")),
+                      ("SFT tool model (entered GRPO)" if tool else "baseline (entered GRPO)",
+                       results.get("baseline")),
+                      ("GRPO tool model" if tool else "trained (GRPO)", results["trained"])):
         if row:
             table.add_row(name, f"{row['pass_at_1']:.1%}", f"{row['mean_reward']:.3f}",
                           f"{row['format_rate']:.1%}", f"{row['truncation_rate']:.1%}",

@@ -55,10 +55,12 @@ class SFTConfig(ConfigSection):
     enabled: bool = Field(True, description="Run the SFT cold start before GRPO (R17).")
     examples: int = Field(1000, ge=1, description="Worked solutions to train on (only those "
                           "whose final answer verifies are kept).")
-    mixture: str | None = Field(None, description="Arithmetic only: draw the SFT examples from "
-                                "this difficulty mixture (e.g. easy `1dop1d`, to teach the output "
-                                "format and leave the skill to RL) instead of the training set. "
-                                "Problems come from the train split, never validation.")
+    mixture: str | None = Field(None, description="`arithmetic` and `tool_arithmetic` only: "
+                                "draw the SFT examples from this difficulty mixture (e.g. easy "
+                                "`1dop1d`, to teach the output format and leave the skill to RL; "
+                                "or tool demonstrations on some problem kinds only) instead of "
+                                "the training set. Problems come from the train split, never "
+                                "validation.")
     epochs: int = Field(1, ge=1, description="Passes over the SFT examples.")
     batch_size: int = Field(16, ge=1, description="Sequences per optimizer step.")
     learning_rate: float = Field(5e-5, gt=0, description="Peak LR (linear warm-up over 5% "
@@ -79,6 +81,17 @@ class SFTConfig(ConfigSection):
                                 "reference. false: SFT trains its own adapters (no AdamW "
                                 "moments for the full weights: less memory), merged into "
                                 "sft_model/ before GRPO's fresh adapters.")
+    demonstrations: Literal["solutions", "tool"] = Field(
+        "solutions", description="What an SFT example is. `solutions`: the task's worked "
+        "solution as one assistant turn. `tool`: a tool-use episode of the run's `env` (which "
+        "must offer `calculator`), played with scripted turns: the assistant calls "
+        "`<calculator>EXPR</calculator>` with the task's `metadata.expression` (generated "
+        "arithmetic tasks), the environment really runs the calculator and inserts its result "
+        "as GRPO's episodes get it, then the assistant answers `EXPR = <result>` and "
+        "`#### <result>`; only "
+        "demonstrations whose answer the reward pipeline verifies correct are kept. The loss "
+        "covers the assistant turns only (the prompt and the observation tokens are masked), "
+        "on exactly the token sequence GRPO samples (src/rlvr/train/demonstrations.py).")
 
 
 class GRPOConfig(ConfigSection):
@@ -262,6 +275,13 @@ class EvalConfig(ConfigSection):
                                    "(R29; n of them, k <= n); 0 disables.")
     temperature: float = Field(0.7, ge=0, description="Sampling temperature of that pass@k "
                                "evaluation (R18: 0.6-0.8).")
+    no_tool_baseline: bool = Field(True, description="With an environment other than "
+                                   "`single_turn` (`env.name`): also validate the model before "
+                                   "SFT without it: one turn, the plain prompt (no tool system "
+                                   "message), greedy, on the same validation problems and "
+                                   "`max_new_tokens`: the `no tool` row of the results table "
+                                   "(results.json `no_tool`, `gain_over_no_tool`). Done once, "
+                                   "saved as RUN/no_tool_validation.json (a resume reuses it).")
 
 
 class CheckpointConfig(ConfigSection):

@@ -92,18 +92,34 @@ def encode_examples(tokenizer, examples: list[Task], prompts: list[list[int]], m
     end_ids = [tokenizer.convert_tokens_to_ids("<|im_end|>")]
     encoded = [_encode(tokenizer, p, t.solution, end_ids, max_length)
                for t, p in zip(examples, prompts)]
+    return fit_examples(encoded, [len(p) for p in prompts], max_length, log)
+
+
+def fit_examples(encoded: list[tuple[list[int], list[int], int]], prompt_lengths: list[int],
+                 max_length: int, log=print
+                 ) -> tuple[list[tuple[list[int], list[int]]], dict[str, int]]:
+    """Account for ``sft.max_length`` over examples already cut to it (single-turn solutions
+    or multi-turn demonstrations, :mod:`rlvr.train.demonstrations`).
+
+    Args:
+        encoded: per example ``(ids, labels, full length)``: ids and labels (-100: no loss)
+            cut to ``max_length``, and the length before the cut.
+        prompt_lengths: per example, the tokens before its first labelled one (for the
+            error message).
+
+    Returns and raises as :func:`encode_examples`.
+    """
     data = [(ids, labels) for ids, labels, _ in encoded if any(x != -100 for x in labels)]
     longest = max((n for _, _, n in encoded), default=0)
     counts = {"truncated": sum(n > max_length for _, _, n in encoded),
               "no_answer": len(encoded) - len(data), "max_length": max_length,
               "longest": longest}
     if encoded and not data:
-        shortest = min(len(p) for p in prompts)
         raise SFTInputError(
             f"sft.max_length={max_length}: every one of the {len(encoded)} SFT examples is cut "
-            f"before its answer (prompts are {shortest}-{max(len(p) for p in prompts)} tokens): "
-            f"nothing would train; set sft.max_length to at least {longest} (the longest "
-            f"prompt + answer), or sft.enabled=false")
+            f"before its answer (prompts are {min(prompt_lengths)}-{max(prompt_lengths)} "
+            f"tokens): nothing would train; set sft.max_length to at least {longest} (the "
+            f"longest prompt + answer), or sft.enabled=false")
     if counts["truncated"]:
         log(f"[yellow]sft.max_length={max_length}[/]: {counts['truncated']} of {len(encoded)} "
             f"examples cut (longest prompt + answer {longest} tokens); {counts['no_answer']} "
@@ -121,8 +137,11 @@ def sft_steps(examples: int, config) -> int:
 def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], config,
             seed: int, bf16: bool, rejected: int = 0, log=print,
             progress: Callable[[int], None] | None = None,
-            state_path: Path | None = None, resume: bool = False) -> SFTReport:
-    """Fine-tune ``model`` in place on ``examples`` (with their chat ``prompts``).
+            state_path: Path | None = None, resume: bool = False,
+            encoded: tuple[list[tuple[list[int], list[int]]], dict[str, int]] | None = None
+            ) -> SFTReport:
+    """Fine-tune ``model`` in place on ``examples`` (with their chat ``prompts``), or on
+    ``encoded`` examples.
 
     Args:
         config: :class:`rlvr.train.sections.SFTConfig`.
@@ -137,13 +156,18 @@ def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], co
         resume: continue from ``state_path`` when it exists (``model`` must be built as for
             the interrupted SFT: same model, same wrapping); the result equals an
             uninterrupted SFT (same seed, same machine).
+        encoded: ``(data, counts)`` of examples encoded elsewhere (multi-turn
+            demonstrations: :func:`rlvr.train.demonstrations.encode_demonstrations`), as
+            :func:`encode_examples` returns them; ``examples`` and ``prompts`` are then
+            unused.
 
     Raises:
         SFTInputError: no example keeps an answer token within ``config.max_length``
             (before any training), or the SFT checkpoint belongs to different data.
     """
     start = time.perf_counter()
-    data, counts = encode_examples(tokenizer, examples, prompts, config.max_length, log)
+    data, counts = (encoded if encoded is not None else
+                    encode_examples(tokenizer, examples, prompts, config.max_length, log))
     steps_per_epoch = math.ceil(len(data) / config.batch_size)
     total = sft_steps(len(data), config)
     trainable = [p for p in model.parameters() if p.requires_grad]  # LoRA: adapters only
