@@ -47,7 +47,8 @@ from rlvr.envs.config import EnvConfig
 from rlvr.envs.registry import register_env
 from rlvr.envs.types import Episode, FinishReason, Message
 from rlvr.records import Task
-from rlvr.rewards.verifiers_env import VerifiersEnvError, import_verifiers, load, run_sync
+from rlvr.rewards.verifiers_env import (VerifiersEnvError, import_verifiers, load, row_state,
+                                        run_sync)
 
 CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 
@@ -68,16 +69,9 @@ def initial_state(env: Any, row: dict) -> Any:
         VerifiersEnvError: ``setup_state`` raised (the message names it).
     """
     vf = import_verifiers()
-    from verifiers.types import RolloutTiming, flatten_task_input
-    from verifiers.utils.message_utils import normalize_messages
+    from verifiers.types import RolloutTiming
 
-    row = json.loads(json.dumps(row))
-    if isinstance(row.get("info"), str):
-        row["info"] = json.loads(row["info"])
-    task = flatten_task_input(row)
-    state = vf.State(input=task)
-    state["task"] = task
-    state["prompt"] = normalize_messages(task.get("prompt", ""), field_name="input.prompt")
+    state = row_state(vf, row)
     state.update(client=None, model="rlvr", sampling_args=None, is_completed=False,
                  is_truncated=False, trajectory=[], completion=None,
                  trajectory_id=uuid.uuid4().hex, reward=None, metrics=None, error=None,

@@ -151,11 +151,11 @@ def prompt_text(prompt: Any, module: str) -> str:
     return "\n\n".join(parts)
 
 
-def _state(vf, row: dict, completion: str, episode: dict | None = None):
-    # What Environment.init_state builds from a row, plus the rollout: the completion as the
-    # assistant message of a single-turn rollout, or an episode's whole conversation (one
-    # trajectory step per assistant turn, so the monitor rubric counts the turns) and the
-    # JSON state its env_response calls left (:mod:`rlvr.envs.verifiers_adapter`).
+def row_state(vf, row: dict):
+    """The part of a verifiers ``State`` that ``Environment.init_state`` builds from dataset
+    ``row`` (a copy of it: ``input``, ``task``, ``prompt``); ``vf`` is the ``verifiers``
+    module. Shared by scoring (:func:`_state`) and the episode adapter
+    (:mod:`rlvr.envs.verifiers_adapter`)."""
     from verifiers.types import flatten_task_input
     from verifiers.utils.message_utils import normalize_messages
 
@@ -166,6 +166,17 @@ def _state(vf, row: dict, completion: str, episode: dict | None = None):
     state = vf.State(input=task)
     state["task"] = task
     state["prompt"] = normalize_messages(task.get("prompt", ""), field_name="input.prompt")
+    return state
+
+
+def _state(vf, row: dict, completion: str, episode: dict | None = None):
+    # row_state plus the rollout: the completion as the assistant message of a single-turn
+    # rollout, or an episode's whole conversation (one trajectory step per assistant turn, so
+    # the monitor rubric counts the turns) and the JSON state its env_response calls left
+    # (:mod:`rlvr.envs.verifiers_adapter`).
+    from verifiers.utils.message_utils import normalize_messages
+
+    state = row_state(vf, row)
     raw = [{"role": "assistant", "content": completion}] if episode is None \
         else episode["completion"]
     messages = normalize_messages(copy.deepcopy(raw), field_name="completion")
