@@ -8,7 +8,7 @@ import torch
 
 from rlvr.algo.advantages import DEFAULT_EPS, grpo_advantages
 from rlvr.envs import EnvConfig, Environment, FinishReason, register_env, unregister_env
-from rlvr.envs.episodes import rollout_episodes
+from rlvr.envs.episodes import EpisodeBook, rollout_episodes
 from rlvr.envs.tokens import observation_ids
 from rlvr.models import load_model_and_tokenizer
 from rlvr.models.tiny import spread_weights
@@ -72,8 +72,25 @@ def _run(tiny, pipeline, engine_name, max_turns=3, budget=None, max_new=6, seed=
     stop = (tokenizer.convert_tokens_to_ids("<|im_end|>"), *range(40, 90))
     params = SamplingParams(temperature=1.0, max_new_tokens=max_new, stop_token_ids=stop,
                             n=2, seed=seed)
-    engine = create_engine(engine_name, model, precision="fp32")  # fp32 on every CPU
+    engine = create_engine(engine_name.removesuffix("-rounds"), model,
+                           precision="fp32")  # fp32 on every CPU
+    if engine_name.endswith("-rounds"):
+        engine = RoundsOnly(engine)
     return rollout_episodes(engine, env, tokenizer, TASKS, _prompts(tokenizer), params), stop
+
+
+class RoundsOnly:
+    """An engine seen through ``generate`` only: episodes play in turn-synchronous rounds
+    (:func:`rlvr.envs.episodes.play_rounds`), not in the torch engine's continuous loop."""
+
+    def __init__(self, engine):
+        self.engine, self.pad_token_id = engine, engine.pad_token_id
+
+    def generate(self, prompts, params):
+        return self.engine.generate(prompts, params)
+
+
+ENGINES = ["torch", "torch-rounds", "hf"]
 
 
 def _spans(mask_row):
@@ -86,7 +103,7 @@ def _spans(mask_row):
     return runs
 
 
-@pytest.mark.parametrize("engine_name", ["torch", "hf"])
+@pytest.mark.parametrize("engine_name", ENGINES)
 def test_ids_are_sampled_plus_observation_ids_in_order(tiny, pipeline, engine_name):
     _, tokenizer = tiny
     result, stop = _run(tiny, pipeline, engine_name)
@@ -114,7 +131,7 @@ def test_ids_are_sampled_plus_observation_ids_in_order(tiny, pipeline, engine_na
     assert max(e.turns for e in result.episodes) >= 2
 
 
-@pytest.mark.parametrize("engine_name", ["torch", "hf"])
+@pytest.mark.parametrize("engine_name", ENGINES)
 def test_logprobs_equal_a_full_reforward(tiny, pipeline, engine_name):
     model, _ = tiny
     result, _ = _run(tiny, pipeline, engine_name)
@@ -129,8 +146,9 @@ def test_logprobs_equal_a_full_reforward(tiny, pipeline, engine_name):
         torch.testing.assert_close(out.logprobs[r, :k][mask], want[mask], atol=2e-4, rtol=0)
 
 
-def test_max_turns_ends_episodes(tiny, pipeline):
-    result, _ = _run(tiny, pipeline, "torch", max_turns=1, max_new=40)
+@pytest.mark.parametrize("engine_name", ["torch", "torch-rounds"])
+def test_max_turns_ends_episodes(tiny, pipeline, engine_name):
+    result, _ = _run(tiny, pipeline, engine_name, max_turns=1, max_new=40)
     for e in result.episodes:
         assert e.turns == 1
         assert e.finish_reason in (FinishReason.max_turns, FinishReason.length)
@@ -138,8 +156,9 @@ def test_max_turns_ends_episodes(tiny, pipeline):
     assert "max_turns" in result.output.finish_reason
 
 
-def test_episode_token_budget_ends_with_max_tokens(tiny, pipeline):
-    result, _ = _run(tiny, pipeline, "torch", max_turns=50, budget=12, max_new=5)
+@pytest.mark.parametrize("engine_name", ["torch", "torch-rounds"])
+def test_episode_token_budget_ends_with_max_tokens(tiny, pipeline, engine_name):
+    result, _ = _run(tiny, pipeline, engine_name, max_turns=50, budget=12, max_new=5)
     assert result.output.finish_reason == [str(e.finish_reason) for e in result.episodes]
     for r, e in enumerate(result.episodes):
         assert e.finish_reason in (FinishReason.max_tokens, FinishReason.length)
@@ -201,3 +220,49 @@ def test_advantages_are_per_episode_over_the_g_episodes_of_a_task(tiny):
         want = [(float(x) - float(group.mean())) / (std + DEFAULT_EPS) for x in group]
         torch.testing.assert_close(adv[2 * task: 2 * task + 2].double(),
                                    torch.tensor(want, dtype=torch.float64), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("shared_prefix", [True, False])
+def test_continuous_loop_equals_rounds_when_greedy(tiny, pipeline, monkeypatch, shared_prefix):
+    """Greedy, the torch engine's one decode loop (the cache continues across turns, inserted ids
+    are fed step by step, the cache starts 2 columns wide and grows) plays the same episodes as
+    rounds that re-prefill every episode through ``generate``: same ids, masks, finish reasons,
+    log-probs within fp32 rounding. Even ids end a turn, so turns are short and numerous."""
+    model, tokenizer = tiny
+    monkeypatch.setattr(EpisodeBook, "capacity_hint", lambda self: 2)
+    stop = tuple(range(0, tokenizer.vocab_size, 2))
+    params = SamplingParams(temperature=0.0, max_new_tokens=4, stop_token_ids=stop, n=2)
+    results = []
+    for rounds in (False, True):
+        env = EchoEnv(EnvConfig(name="echo_test", max_turns=4), pipeline)
+        engine = create_engine("torch", model, precision="fp32", shared_prefix=shared_prefix)
+        engine = RoundsOnly(engine) if rounds else engine
+        results.append(rollout_episodes(engine, env, tokenizer, TASKS, _prompts(tokenizer),
+                                        params))
+    loop, rounds = (r.output for r in results)
+    assert max(e.turns for e in results[0].episodes) >= 3
+    assert torch.equal(loop.completion_ids, rounds.completion_ids)
+    assert torch.equal(loop.loss_mask, rounds.loss_mask)
+    assert loop.finish_reason == rounds.finish_reason
+    torch.testing.assert_close(loop.logprobs, rounds.logprobs, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_cache_growth_changes_nothing(tiny, pipeline, monkeypatch, precision):
+    """The same sampled episodes whether the loop's cache starts 2 columns wide and doubles
+    (bf16: whole key blocks and value pairs of the kernel's layouts) or starts wide enough."""
+    outputs = []
+    for hint in (2, 4096):
+        monkeypatch.setattr(EpisodeBook, "capacity_hint", lambda self, h=hint: h)
+        model, tokenizer = tiny
+        env = EchoEnv(EnvConfig(name="echo_test", max_turns=4), pipeline)
+        stop = (tokenizer.convert_tokens_to_ids("<|im_end|>"), *range(40, 90))
+        params = SamplingParams(temperature=1.0, max_new_tokens=6, stop_token_ids=stop, n=2,
+                                seed=3)
+        engine = create_engine("torch", model, precision=precision)
+        outputs.append(rollout_episodes(engine, env, tokenizer, TASKS, _prompts(tokenizer),
+                                        params).output)
+    grown, wide = outputs
+    assert int(grown.lengths.max()) > 8  # past several doublings
+    assert torch.equal(grown.completion_ids, wide.completion_ids)
+    assert torch.equal(grown.logprobs, wide.logprobs)

@@ -1,12 +1,15 @@
-"""Multi-turn episode rollouts through any rollout engine's ``generate`` (the engine protocol:
-prompt token ids in, sampled ids and log-probs out), so ``torch``, ``hf`` and ``vllm`` all run
-episodes the same way.
+"""Multi-turn episode rollouts through any rollout engine: the ``torch`` engine plays them in
+one decode loop whose KV cache continues across turns (``play_episodes``,
+:mod:`rlvr.rollout.episode_decode`); every other engine (``hf``, ``vllm``: the engine protocol,
+prompt token ids in, sampled ids and log-probs out) in turn-synchronous rounds through
+``generate`` (:func:`play_rounds`: every live episode samples one turn per round from its exact
+ids so far, which the engine re-prefills, then the environment answers all of them in one
+:meth:`Environment.step_many`). :class:`EpisodeBook` is what both share: the ids so far and the
+environment's answer to each finished turn.
 
 Each episode is one token sequence ``prompt + sampled 1 + inserted 1 + sampled 2 + ...``: the
 sampled ids are the engine's own (never re-tokenised), the inserted ids are the chat template's
-for the observation (:func:`rlvr.envs.tokens.observation_ids`). Rounds are turn-synchronous:
-every live episode samples one turn per round from its exact ids so far (the engine re-prefills
-them), then the environment answers all of them in one :meth:`Environment.step_many`.
+for the observation (:func:`rlvr.envs.tokens.observation_ids`).
 
 The result is a :class:`rlvr.rollout.RolloutOutput` whose "completion" is everything after the
 prompt: ``completion_mask`` covers sampled and inserted ids, ``loss_mask`` only the sampled
@@ -70,6 +73,13 @@ def rollout_episodes(engine, env: Environment, tokenizer, tasks: Sequence[Task],
                      messages: Sequence[Sequence[Message]] | None = None) -> EpisodeRollout:
     """Run ``params.n`` episodes of each task to their end.
 
+    An engine with a ``play_episodes(prompts, params, book)`` method (the ``torch`` engine)
+    plays them in one decode loop whose KV cache continues across turns: each task's prompt
+    is prefilled once for its G episodes, a row whose turn ends gets the observation's ids
+    fed into its cache while the other rows keep sampling (:class:`EpisodeBook` is its link to
+    the environment). Any other engine (``hf``, ``vllm``) plays turn-synchronous rounds
+    through ``generate`` (:func:`play_rounds`). Both give episodes of the same structure.
+
     Args:
         engine: a rollout engine (``generate(prompt_ids, params)``).
         env: the environment (its config holds max turns, the episode token budget and the
@@ -82,8 +92,8 @@ def rollout_episodes(engine, env: Environment, tokenizer, tasks: Sequence[Task],
             :meth:`Environment.initial_messages` made of ``messages[i]``: e.g. the ``tool``
             environment's system message first); ``EpisodeRollout.prompts`` returns them.
         params: sampling parameters; ``n`` = G episodes per task, ``max_new_tokens`` the
-            per-turn cap (further capped by the episode's remaining budget). With a ``seed``,
-            round r samples with ``seed + r``.
+            per-turn cap (further capped by the episode's remaining budget). With a ``seed``
+            the episodes are reproducible (rounds: round r samples with ``seed + r``).
         messages: the tasks' initial chat messages (default: one user message each).
 
     Returns:
@@ -102,55 +112,119 @@ def rollout_episodes(engine, env: Environment, tokenizer, tasks: Sequence[Task],
                 for i, t in enumerate(tasks) for _ in range(g)]
     if prompts is None:  # one rendering per task: its G episodes start alike
         prompts = [prompt_ids(tokenizer, episodes[i * g].messages) for i in range(len(tasks))]
-    rows = [list(map(int, prompts[i])) for i in range(len(tasks)) for _ in range(g)]
-    ids: list[list[int]] = [[] for _ in episodes]
-    sampled_mask: list[list[bool]] = [[] for _ in episodes]
-    logps: list[list[float]] = [[] for _ in episodes]
-    timing = RolloutTiming()
-    round_ = 0
+    prompts = [list(map(int, p)) for p in prompts]
+    rows = [prompts[i] for i in range(len(tasks)) for _ in range(g)]
+    book = EpisodeBook(env, tokenizer, episodes, params)
+    play = getattr(engine, "play_episodes", None)
+    timing = play(prompts, params, book) if play is not None else play_rounds(engine, book, rows)
+    return EpisodeRollout(_pack(book.ids, book.sampled_mask, book.logps, episodes, g, timing,
+                                int(getattr(engine, "pad_token_id", 0) or 0)), rows, episodes)
+
+
+class EpisodeBook:
+    """The episodes of one rollout while an engine samples them: every row's ids so far
+    (sampled and inserted), its loss mask and log-probs, and the environment that answers
+    each finished turn. Row r is episode r (task ``r // G``).
+
+    An engine asks :meth:`turn_cap` when a row starts a turn, and hands each finished turn to
+    :meth:`end_turns`, which records it, steps the environment and returns the ids to insert
+    before the row's next turn, or ``None`` when its episode is over.
+    """
+
+    def __init__(self, env: Environment, tokenizer, episodes: list[Episode],
+                 params: SamplingParams):
+        self.env, self.tokenizer, self.episodes, self.params = env, tokenizer, episodes, params
+        self.ids: list[list[int]] = [[] for _ in episodes]
+        self.sampled_mask: list[list[bool]] = [[] for _ in episodes]
+        self.logps: list[list[float]] = [[] for _ in episodes]
+
+    def turn_cap(self, row: int) -> int:
+        """Tokens row ``row``'s next turn may sample: ``max_new_tokens``, capped by the
+        episode's remaining budget."""
+        left = self.episodes[row].tokens_left
+        cap = self.params.max_new_tokens
+        return cap if left is None else min(cap, left)
+
+    def capacity_hint(self) -> int:
+        """A first estimate of the most ids (sampled and inserted) an episode holds: the
+        episode budget, else ``max_turns`` full turns and 32 inserted ids per observation
+        (an engine grows its cache past it when an episode needs more)."""
+        budget = self.env.config.max_episode_tokens
+        if budget is not None:
+            return budget + 32  # the last observation may overshoot the budget
+        return self.env.max_turns * (self.params.max_new_tokens + 32)
+
+    def end_turns(self, rows: Sequence[int], sampled: Sequence[Sequence[int]],
+                  logps: Sequence[Sequence[float]], finishes: Sequence[str]
+                  ) -> list[list[int] | None]:
+        """Record one finished turn of each row (its sampled ids, their log-probs, ``"stop"``
+        or ``"length"``), answer them all in one :meth:`Environment.step_many`, insert the
+        observations' ids.
+
+        Returns:
+            Per row, in order: the inserted ids the row's cache must take before its next
+            turn, or ``None`` when the episode ended (by the environment, or because the
+            observation left no budget: ``max_tokens``).
+        """
+        turns = []
+        for row, ids, lps, finish in zip(rows, sampled, logps, finishes):
+            self.ids[row] += ids
+            self.sampled_mask[row] += [True] * len(ids)
+            self.logps[row] += list(lps)
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            turns.append(Turn(text, len(ids), finish))
+        results = self.env.step_many([self.episodes[r] for r in rows], turns)
+        out: list[list[int] | None] = []
+        spent = []
+        for row, turn, result in zip(rows, turns, results):
+            episode = self.episodes[row]
+            if result.done:
+                out.append(None)
+                continue
+            stop = _stop_id(self.ids[row][-turn.tokens:], turn.finish_reason,
+                            self.params.stop_token_ids)
+            obs = observation_ids(self.tokenizer, episode.messages[:-1], result.observation,
+                                  stop)
+            self.ids[row] += obs
+            self.sampled_mask[row] += [False] * len(obs)
+            self.logps[row] += [0.0] * len(obs)
+            episode.add_inserted(len(obs))
+            if episode.tokens_left == 0:
+                spent.append(episode)
+                out.append(None)
+            else:
+                out.append(obs)
+        if spent:
+            self.env.finish_many(spent, FinishReason.max_tokens)
+        return out
+
+
+def play_rounds(engine, book: EpisodeBook, prompts: Sequence[list[int]]) -> RolloutTiming:
+    """Turn-synchronous rounds through ``engine.generate``: every live episode samples one turn
+    per round from its exact ids so far (``prompts[r]`` + ``book.ids[r]``: the engine
+    re-prefills them), one :meth:`EpisodeBook.end_turns` per round. Round r is seeded
+    ``params.seed + r``. Returns the decode timing summed over the rounds."""
+    params, timing, round_ = book.params, RolloutTiming(), 0
     while True:
-        live = [i for i, e in enumerate(episodes) if not e.done]
+        live = [i for i, e in enumerate(book.episodes) if not e.done]
         if not live:
-            break
+            return timing
         by_cap: dict[int, list[int]] = {}
         for i in live:
-            left = episodes[i].tokens_left
-            by_cap.setdefault(params.max_new_tokens if left is None
-                              else min(params.max_new_tokens, left), []).append(i)
-        turns: dict[int, Turn] = {}
+            by_cap.setdefault(book.turn_cap(i), []).append(i)
+        turns: dict[int, tuple[list[int], list[float], str]] = {}
         for cap, group in by_cap.items():
             seed = None if params.seed is None else params.seed + round_
-            out = engine.generate([rows[i] + ids[i] for i in group],
+            out = engine.generate([prompts[i] + book.ids[i] for i in group],
                                   replace(params, n=1, max_new_tokens=cap, seed=seed))
             timing.tokens_generated += out.timing.tokens_generated
             timing.decode_seconds += out.timing.total_seconds
             for r, i in enumerate(group):
                 sampled = out.completion(r)
-                ids[i] += sampled
-                sampled_mask[i] += [True] * len(sampled)
-                logps[i] += out.logprobs[r, : len(sampled)].tolist()
-                text = tokenizer.decode(sampled, skip_special_tokens=True)
-                turns[i] = Turn(text, len(sampled), out.finish_reason[r])
-        results = env.step_many([episodes[i] for i in live], [turns[i] for i in live])
-        spent = []
-        for i, result in zip(live, results):
-            if result.done:
-                continue
-            episode = episodes[i]
-            stop = _stop_id(ids[i][-turns[i].tokens:], turns[i].finish_reason,
-                            params.stop_token_ids)
-            obs = observation_ids(tokenizer, episode.messages[:-1], result.observation, stop)
-            ids[i] += obs
-            sampled_mask[i] += [False] * len(obs)
-            logps[i] += [0.0] * len(obs)
-            episode.add_inserted(len(obs))
-            if episode.tokens_left == 0:
-                spent.append(episode)
-        if spent:
-            env.finish_many(spent, FinishReason.max_tokens)
+                turns[i] = (sampled, out.logprobs[r, : len(sampled)].tolist(),
+                            out.finish_reason[r])
+        book.end_turns(live, *zip(*(turns[i] for i in live)))
         round_ += 1
-    return EpisodeRollout(_pack(ids, sampled_mask, logps, episodes, g, timing,
-                                int(getattr(engine, "pad_token_id", 0) or 0)), rows, episodes)
 
 
 def _pack(ids, sampled_mask, logps, episodes, g, timing, pad) -> RolloutOutput:

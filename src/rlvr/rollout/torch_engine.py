@@ -88,6 +88,7 @@ from rlvr.rollout.engine import (
     params_version,
     register_engine,
 )
+from rlvr.rollout.episode_decode import play_bucket
 from rlvr.rollout.reported_logprobs import ReportBuffers
 from rlvr.rollout.sampling import sample_next
 from rlvr.rollout.types import RolloutOutput, RolloutTiming, SamplingParams
@@ -237,6 +238,44 @@ class TorchEngine:
         return build_output(tokens, logprobs, lengths, stopped, n, self.pad_token_id, timing,
                             report)
 
+    @torch.no_grad()
+    def play_episodes(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams,
+                      book) -> RolloutTiming:
+        """Play ``params.n`` multi-turn episodes of each prompt in one decode loop whose KV
+        cache continues across turns (:mod:`rlvr.rollout.episode_decode`); ``book`` is their
+        :class:`rlvr.envs.episodes.EpisodeBook` (it records the ids and answers each turn).
+        Prompts go in length-sorted buckets of at most ``max_batch_size`` rows, as in
+        :meth:`generate`.
+
+        Returns:
+            The call's timing (prefill / decode seconds, sampled tokens).
+
+        Raises:
+            ValueError: empty prompts or token ids outside the vocabulary.
+        """
+        with _gc_paused():
+            decoder = self._current_decoder()
+            prompts = check_prompts(prompt_ids, decoder.w.vocab_size)
+            generator = torch.Generator().manual_seed(params.resolved_seed())
+            timing = RolloutTiming()
+            for bucket in self._buckets(prompts, params.n):
+                play_bucket(self, decoder, [prompts[i] for i in bucket], bucket, params, book,
+                            generator, timing)
+            return timing
+
+    def new_cache(self, decoder: Decoder, prompts: int, n: int, width: int, new_tokens: int,
+                  mask: Tensor):
+        """The KV cache of a bucket: ``prompts`` left-padded prompts of ``width`` columns
+        (``mask``: BoolTensor[prompts, width], real tokens), ``n`` rows each, room for
+        ``new_tokens - 1`` completion columns: :class:`FusedPrefixCache` with the native
+        kernels, else :class:`SharedPrefixCache` (``shared_prefix``), else :class:`KVCache`."""
+        if decoder.library is not None:
+            return FusedPrefixCache(decoder.w, prompts, n, width, new_tokens, mask,
+                                    decoder.library)
+        if self.shared_prefix:
+            return SharedPrefixCache(decoder.w, prompts, n, width, new_tokens, mask)
+        return KVCache(decoder.w, prompts * n, width + new_tokens - 1)
+
     def _kernel_library(self, weights: DecoderWeights):
         """The native kernel library when the fused path applies (bf16 or fp32, shared prefix,
         at most 8 query heads per kv head, head dim a multiple of 16), else None."""
@@ -264,14 +303,7 @@ class TorchEngine:
         ids, mask = left_pad(prompts, self.pad_token_id)
         width = ids.shape[1]
         padded = not bool(mask.all())
-        if decoder.library is not None:
-            cache = FusedPrefixCache(decoder.w, len(prompts), n, width, params.max_new_tokens,
-                                     mask, decoder.library)
-        elif self.shared_prefix:
-            cache = SharedPrefixCache(decoder.w, len(prompts), n, width, params.max_new_tokens,
-                                      mask)
-        else:
-            cache = KVCache(decoder.w, len(prompts) * n, width + params.max_new_tokens - 1)
+        cache = self.new_cache(decoder, len(prompts), n, width, params.max_new_tokens, mask)
         first_logits = decoder.prefill(ids, mask, cache, n).repeat_interleave(n, dim=0)
         rows = (torch.tensor(prompt_rows).unsqueeze(1) * n + torch.arange(n)).flatten()
         key_mask = torch.ones(rows.numel(), width + params.max_new_tokens, dtype=torch.bool)

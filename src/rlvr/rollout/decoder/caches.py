@@ -61,6 +61,10 @@ class KVCache:
         """Move rows ``keep`` (LongTensor, ascending) to the front, copying ``columns`` columns."""
         self.data[:, :, : keep.numel(), :, :columns] = self.data[:, :, keep, :, :columns]
 
+    def grow(self, extra: int) -> None:
+        """Add ``extra`` columns at the end (a multi-turn episode outgrew its estimate)."""
+        self.data = _extended(self.data, 4, self.data.shape[4] + extra)
+
     def store_prompt(self, layer: int, keys: Tensor, values: Tensor, group: int) -> None:
         """Write prefill keys / values ``[B, Hkv, L, D]`` n-fold: prompt b fills rows
         ``b*group .. b*group + group - 1``."""
@@ -80,6 +84,16 @@ class KVCache:
         cached_values[:, :, column] = values
         visible = None if key_mask is None else key_mask.view(rows, 1, 1, column + 1)
         return _decode_attention(queries, cached_keys, cached_values, visible)
+
+
+def _extended(cache: Tensor, dim: int, size: int, zero: bool = False) -> Tensor:
+    """A copy of ``cache`` with dimension ``dim`` grown to ``size`` (the new part zeroed when
+    ``zero``, else uninitialised)."""
+    shape = list(cache.shape)
+    shape[dim] = size
+    grown = (torch.zeros if zero else torch.empty)(shape, dtype=cache.dtype)
+    grown.narrow(dim, 0, cache.shape[dim]).copy_(cache)
+    return grown
 
 
 def _flash(queries: Tensor, keys: Tensor, values: Tensor, bias: Tensor | None
@@ -124,6 +138,10 @@ class SharedPrefixCache:
         if done > 0:
             self.data[:, :, : keep.numel(), :, :done] = self.data[:, :, keep, :, :done]
         self.slots = self.slots[keep]
+
+    def grow(self, extra: int) -> None:
+        """Add ``extra`` completion columns (a multi-turn episode outgrew its estimate)."""
+        self.data = _extended(self.data, 4, self.data.shape[4] + extra)
 
     def store_prompt(self, layer: int, keys: Tensor, values: Tensor, group: int) -> None:
         """Write prefill keys / values ``[B, Hkv, L, D]`` once per prompt."""
@@ -221,6 +239,7 @@ class FusedPrefixCache:
             # (The fp32 kernel never reads a value column it does not attend to.)
             self.values.zero_()
         self.width, self.group, self.library = width, group, library
+        self.columns = columns  # completion columns (bf16: even)
         self.slots = torch.arange(prompts * group)
         self.row_prompt = self.slots // group
         self.prompt_start = (~prompt_mask).sum(1) + self.shift  # first real column
@@ -235,6 +254,16 @@ class FusedPrefixCache:
             self.values[:, :live, :, :value_columns] = self.values[:, keep, :, :value_columns]
         self.slots = self.slots[keep]
         self.row_prompt = self.slots // self.group
+
+    def grow(self, extra: int) -> None:
+        """Add at least ``extra`` completion columns (a multi-turn episode outgrew its
+        estimate), in the kernel's layouts: whole key blocks, bf16 value pairs."""
+        columns = self.columns + extra
+        columns += columns % 2 if self.paired else 0
+        self.keys = _extended(self.keys, 3, -(-columns // kernels.KEY_BLOCK))
+        self.values = _extended(self.values, 3, columns // 2 if self.paired else columns,
+                                zero=self.paired)
+        self.columns = columns
 
     def store_prompt(self, layer: int, keys: Tensor, values: Tensor, group: int) -> None:
         """Write prefill keys / values ``[B, Hkv, L, D]`` once per prompt."""
