@@ -30,7 +30,8 @@ def train(
 ) -> None:
     """SFT cold start + GRPO, ending with a baseline vs trained validation table."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.train.run import Run, RunInputError, results_table, run_dir_for
+    from rlvr.train.run import (Run, RunInputError, category_table, results_table,
+                                run_dir_for)
 
     if resume is not None and overwrite:
         raise fail("--resume continues a run and --overwrite clears one: pass one of them")
@@ -54,6 +55,9 @@ def train(
         discard_failed_start(run_dir, fresh)
         raise fail(str(exc))
     Console(width=None if sys.stdout.isatty() else 120).print(results_table(results))
+    by_category = category_table(results)
+    if by_category is not None:
+        Console(width=None if sys.stdout.isatty() else 120).print(by_category)
     # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.eval.report import pass_at_k_table
 

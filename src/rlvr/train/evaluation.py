@@ -69,6 +69,10 @@ class Evaluator:
                       f"{result.pass_at_1:.1%}, reward {result.mean_reward:.3f}, format "
                       f"{result.format_rate:.1%}, length {result.mean_length:.1f}, "
                       f"{result.seconds:.0f} s")
+        if result.by_category:
+            console.print("  by category: " + ", ".join(
+                f"{k} {v['pass_at_1']:.1%} (n {v['n']})" for k, v in result.by_category.items()),
+                highlight=False)
         return row
 
     def pass_at_k(self, label: str) -> dict | None:

@@ -35,9 +35,9 @@ from rlvr.train.sampler import TaskSampler, run_sampler
 from rlvr.train.state import TrainingState
 
 __all__ = ["LOG_FILES", "LORA_BASE", "REFERENCES_DIR", "Run", "RunInputError", "SFT_MODEL_DIR",
-           "SFT_REPORT", "SFT_STATE", "append_log", "console", "lora_base", "remove_stale_temp",
-           "reset_logs_before_grpo", "results_table", "run_dir_for", "truncate_logs",
-           "write_yaml_atomic"]
+           "SFT_REPORT", "SFT_STATE", "append_log", "category_table", "console", "lora_base",
+           "remove_stale_temp", "reset_logs_before_grpo", "results_table", "run_dir_for",
+           "truncate_logs", "write_yaml_atomic"]
 
 
 def _state_attr(name: str, doc: str) -> property:
@@ -291,4 +291,28 @@ def results_table(results: dict) -> Table:
             table.add_row(name, f"{row['pass_at_1']:.1%}", f"{row['mean_reward']:.3f}",
                           f"{row['format_rate']:.1%}", f"{row['truncation_rate']:.1%}",
                           f"{row['mean_length']:.1f}")
+    return table
+
+
+def category_table(results: dict) -> Table | None:
+    """Greedy pass@1 per task category (a reasoning-gym task's dataset, an arithmetic level)
+    of the validation rows in ``results`` (the base model if validated, the model that entered
+    GRPO, the trained one: their ``by_category``), with the gain in points from entering GRPO
+    to trained; None when the validation tasks have fewer than two categories."""
+    trained = results["trained"].get("by_category") or {}
+    if not trained:
+        return None
+    earlier = [(name, (results.get(key) or {}).get("by_category") or {})
+               for name, key in (("base (no SFT)", "base_model"), ("baseline", "baseline"))]
+    earlier = [(name, rows) for name, rows in earlier if rows]
+    baseline = dict(earlier).get("baseline", {})
+    table = Table(title="validation pass@1 by category (greedy)")
+    for col in ("category", "n", *(name for name, _ in earlier), "trained", "gain"):
+        table.add_column(col, justify="left" if col == "category" else "right")
+    for category, after in trained.items():
+        cells = [f"{rows[category]['pass_at_1']:.1%}" if category in rows else "-"
+                 for _, rows in earlier]
+        before = baseline.get(category)
+        gain = f"{(after['pass_at_1'] - before['pass_at_1']) * 100:+.1f}" if before else "-"
+        table.add_row(category, str(after["n"]), *cells, f"{after['pass_at_1']:.1%}", gain)
     return table

@@ -6,8 +6,8 @@ directly comparable; a run with an ``env`` section validates greedy episodes
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
 from rlvr.envs.summary import episode_metrics
 from rlvr.records import Task
@@ -27,6 +27,10 @@ class ValidationResult:
         mean_length: mean completion length (tokens).
         n: number of tasks.
         seconds: wall time (s).
+        by_category: per task category (``Task.category``; a reasoning-gym task's dataset, an
+            arithmetic task's level), ``{"n": tasks, "pass_at_1": share correct}``, sorted by
+            category; empty when the tasks have fewer than two categories
+            (:func:`category_pass_at_1`).
     """
 
     pass_at_1: float
@@ -36,6 +40,27 @@ class ValidationResult:
     mean_length: float
     n: int
     seconds: float
+    by_category: dict[str, dict] = field(default_factory=dict)
+
+
+def category_pass_at_1(tasks: Sequence[Task], correct: Sequence[bool]) -> dict[str, dict]:
+    """Greedy pass@1 per task category: ``{category: {"n": tasks of it, "pass_at_1": share of
+    them correct}}``, sorted by category (tasks without one under ``"(none)"``). Empty when
+    there are fewer than two categories: the overall pass@1 already says it all.
+
+    Raises:
+        ValueError: ``tasks`` and ``correct`` differ in length.
+    """
+    if len(tasks) != len(correct):
+        raise ValueError(f"category_pass_at_1: {len(tasks)} tasks but {len(correct)} verdicts")
+    groups: dict[str, list[bool]] = {}
+    for task, ok in zip(tasks, correct):
+        label = "(none)" if task.category is None else str(task.category)
+        groups.setdefault(label, []).append(bool(ok))
+    if len(groups) < 2:
+        return {}
+    return {label: {"n": len(oks), "pass_at_1": sum(oks) / len(oks)}
+            for label, oks in sorted(groups.items())}
 
 
 def validate(engine, tokenizer, tasks: list[Task], prompts: list[list[int]],
@@ -71,6 +96,7 @@ def validate(engine, tokenizer, tasks: list[Task], prompts: list[list[int]],
         mean_length=sum(lengths) / n,
         n=n,
         seconds=time.perf_counter() - start,
+        by_category=category_pass_at_1(tasks, [r.status.value == "correct" for r in results]),
     ), samples
 
 
@@ -116,4 +142,5 @@ def validate_episodes(engine, runner, tasks: list[Task], *, max_new_tokens: int,
         mean_length=sum(lengths) / n,
         n=n,
         seconds=time.perf_counter() - start,
+        by_category=category_pass_at_1(tasks, [r.status.value == "correct" for r in results]),
     ), samples, episode_metrics(episodes)
