@@ -31,6 +31,7 @@ from typing import Sequence
 import torch
 from torch import Tensor
 
+from rlvr.rollout.decoder.caches import KVCache
 from rlvr.rollout.engine import left_pad
 from rlvr.rollout.sampling import sample_next
 from rlvr.rollout.types import RolloutTiming, SamplingParams
@@ -76,7 +77,9 @@ def play_bucket(engine, decoder, prompts: list[list[int]], prompt_rows: Sequence
     state = _Rows(slots.tolist(), book)
     timing.prefill_seconds += time.perf_counter() - start
     start = time.perf_counter()
-    padded, column = not bool(mask.all()), width - 1
+    # only the n-fold KVCache reads a key mask (the shared-prefix caches keep prompt padding
+    # themselves), and it needs one only when prompts are padded
+    masked, column = isinstance(cache, KVCache) and not bool(mask.all()), width - 1
     while True:
         sampled, logps = sample_next(logits, params, generator, decoder.library)
         tokens = _advance(slots.tolist(), done, sampled, logps, state, book, params, timing)
@@ -92,7 +95,7 @@ def play_bucket(engine, decoder, prompts: list[list[int]], prompt_rows: Sequence
             cache.grow(room)
             room *= 2
         key_mask = None
-        if padded:
+        if masked:
             rest = torch.ones(slots.numel(), column + 1 - width, dtype=torch.bool)
             key_mask = torch.cat([prompt_mask, rest], dim=1)
         logits = decoder.step(tokens, positions, column, key_mask, cache)
