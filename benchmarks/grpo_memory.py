@@ -51,7 +51,7 @@ def reset_peak() -> None:
     Path("/proc/self/clear_refs").write_text("5")
 
 
-def measure(config, engine_name: str, shared_prefix: bool, steps: int) -> dict[str, float]:
+def measure(config, engine_name: str, shared_prefix: str, steps: int) -> dict[str, float]:
     """Peak RSS (MiB) of the phases of the last of ``steps`` GRPO steps."""
     from _preset import grpo_step_for
 
@@ -89,7 +89,7 @@ def child(args) -> None:
     if args.quick:
         config.sft.examples = min(config.sft.examples, 48)
         config.grpo.prompts_per_step = max(1, config.grpo.prompts_per_step // 2)
-    engine, shared = ("torch", True) if args.child == "rlvr" else ("hf", False)
+    engine, shared = ("torch", "step") if args.child == "rlvr" else ("hf", "off")
     print(json.dumps(measure(config, engine, shared, args.steps)))
 
 

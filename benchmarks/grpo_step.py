@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def time_steps(config, engine_name: str, steps: int, shared_prefix: bool = True) -> list[dict]:
+def time_steps(config, engine_name: str, steps: int, shared_prefix: str = "step") -> list[dict]:
     """SFT cold start as configured (so completions look like a real run's: the base model
     rambles to the length cap), then ``steps + 1`` GRPO steps with ``engine_name``; metrics of
     the last ``steps``."""
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         print(line)
         return
-    hf_s = summary(time_steps(config, "hf", steps, shared_prefix=False))
+    hf_s = summary(time_steps(config, "hf", steps, shared_prefix="off"))
     print(f"hf: {hf_s['step']:.2f} s (rollout {hf_s['rollout']:.2f}, reward "
           f"{hf_s['reward']:.2f}, update {hf_s['update']:.2f})")
     print(f"{line}, hf {hf_s['step']:.2f}, ratio {hf_s['step'] / torch_s['step']:.2f}x")

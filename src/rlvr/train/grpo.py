@@ -296,7 +296,7 @@ class GRPOStep:
         parts = [completion_log_probs(model, seqs.rows(slice(i, i + self.config.grpo.micro_batch_size)).trimmed(),
                                       temperature=self.config.grpo.temperature,
                                       bf16=self.bf16,
-                                      shared_prefix=self.config.grpo.shared_prefix)
+                                      shared_prefix=self.config.grpo.shared_prefix != "off")
                  for i in range(0, seqs.input_ids.shape[0], self.config.grpo.micro_batch_size)]
         return torch.cat([torch.nn.functional.pad(p, (0, width - p.shape[1])) for p in parts])
 

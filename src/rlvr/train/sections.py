@@ -107,10 +107,26 @@ class GRPOConfig(ConfigSection):
     max_grad_norm: float = Field(1.0, gt=0, description="Global gradient-norm clip.")
     micro_batch_size: int = Field(16, ge=1, description="Completions per forward/backward; "
                                   "gradients are accumulated over the step's completions.")
-    shared_prefix: bool = Field(True, description="Compute each prompt once per micro-batch "
-                                "and share its KV cache (with gradients) across the group's "
-                                "completions: same loss, far fewer tokens when prompts are "
-                                "longer than completions (src/rlvr/models/forward.py).")
+    shared_prefix: Literal["step", "micro_batch", "off"] = Field(
+        "step", description="How the update runs the G completions' shared prompt. `step`: "
+        "each distinct prompt once per optimizer step, its KV cache (with gradients) reused "
+        "by every micro-batch and its gradient pushed through once at the end, so the rows "
+        "can be sorted by length and each micro-batch pads to its own lengths "
+        "(src/rlvr/models/step_prefix.py; the prompts' activations stay in memory for the "
+        "step; a step of one micro-batch and data-parallel updates, `update_processes > 1`, "
+        "run `micro_batch`). Measured on the tool preset's shapes (64 rows of 20-90 tokens, "
+        "16-row micro-batches, fp32): `step` 41 s, `micro_batch` 51 s, `off` 86 s "
+        "(benchmarks/update_prefix.py). "
+        "`micro_batch`: once per micro-batch, rows in group order "
+        "(src/rlvr/models/forward.py). `off`: every row with its own copy of the prompt. "
+        "Same loss and gradient in all three, up to float rounding; `true` / `false` read as "
+        "`step` / `off`.")
+
+    @field_validator("shared_prefix", mode="before")
+    @classmethod
+    def _shared_prefix_bool(cls, value):
+        return {True: "step", False: "off"}.get(value, value) if isinstance(value, bool) else value
+
     update_processes: int = Field(1, ge=1, description="Processes for the policy update (data "
                                   "parallel, accelerate DDP over gloo). This process (rank 0) "
                                   "runs rollouts, rewards, evaluation and checkpoints; each step "

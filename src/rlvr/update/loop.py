@@ -2,7 +2,10 @@
 ranks (the difference is the :class:`~rlvr.update.backend.UpdateBackend` passed in).
 
 Per epoch: zero the gradients; for each micro-batch of the rows, the policy's per-token
-log-probs (:func:`~rlvr.models.forward.completion_log_probs`), the objective
+log-probs (:func:`~rlvr.models.forward.completion_log_probs`, or with ``grpo.shared_prefix:
+step`` and several micro-batches in one process the rows sorted by completion length and
+:class:`~rlvr.models.step_prefix.StepPrefix`, whose prompt gradient is pushed through once
+after the last micro-batch), the objective
 (:func:`~rlvr.algo.objective.policy_objective` with the configured policy loss, KL estimator
 and loss aggregation, each with the options its registry entry takes from the config), the
 loss scaled by the aggregation's micro-batch weight (:func:`~rlvr.algo.loss_agg.
@@ -25,6 +28,7 @@ from rlvr.algo.loss_agg import BatchCounts, micro_batch_weight
 from rlvr.algo.objective import policy_objective
 from rlvr.algo.registry import LOSS_AGGREGATIONS, POLICY_LOSSES
 from rlvr.models.forward import SequenceBatch, completion_log_probs
+from rlvr.models.step_prefix import StepPrefix
 from rlvr.update.backend import UpdateBackend
 
 
@@ -86,10 +90,23 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
     metrics: dict[str, list[float]] = {}
     bad = {"nonfinite_log_probs": 0.0, "nonfinite_loss": 0.0, "nonfinite_grad_norm": 0.0}
     skipped = False
+    # One micro-batch already runs each prompt once (and a step that fits one keeps the
+    # per-micro-batch path's numbers bit for bit); with several, the step-level prefix lets
+    # the rows be sorted by length so each micro-batch pads to its own rows' longest.
+    step_prefix = (n > g.micro_batch_size and g.shared_prefix == "step"
+                   and not backend.collective and seqs.prompts is not None)
+    if step_prefix:
+        order = torch.argsort(seqs.completion_mask.sum(1), stable=True)
+        seqs, advantages = seqs.rows(order), advantages[order]
+        old_log_probs, ref_log_probs, sampler_log_probs = (
+            None if t is None else t[order]
+            for t in (old_log_probs, ref_log_probs, sampler_log_probs))
     for epoch in range(epochs):
         optimizer.zero_grad(set_to_none=True)
         if n == 0:
             backend.without_rows()
+        prefix = (StepPrefix(backend.model, seqs.prompts, bf16=bf16, chunk=g.micro_batch_size)
+                  if step_prefix else None)
         starts = range(0, n, g.micro_batch_size)
         for i, start in enumerate(starts):
             rows = slice(start, start + g.micro_batch_size)
@@ -97,9 +114,14 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
                 micro = seqs.rows(rows).trimmed()
                 # the assistant's tokens (multi-turn: observation tokens are not trained)
                 mask, w = micro.loss_mask, micro.completion_mask.shape[1]
-                logp, entropy = completion_log_probs(
-                    backend.model, micro, temperature=g.temperature, bf16=bf16,
-                    shared_prefix=g.shared_prefix, entropy=entropy_mode)
+                if prefix is not None:
+                    logp, entropy = prefix.log_probs(backend.model, micro,
+                                                     temperature=g.temperature,
+                                                     entropy=entropy_mode)
+                else:
+                    logp, entropy = completion_log_probs(
+                        backend.model, micro, temperature=g.temperature, bf16=bf16,
+                        shared_prefix=g.shared_prefix != "off", entropy=entropy_mode)
                 out = policy_objective(
                     logp, logp.detach() if old_log_probs is None else old_log_probs[rows, :w],
                     advantages[rows], mask,
@@ -126,6 +148,10 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
                 backend.backward(out.loss * weight)
             for k, v in out.metrics.items():
                 metrics.setdefault(k, []).append(float(v))
+        if prefix is not None and skipped:
+            prefix.release()
+        elif prefix is not None:  # the prompts' part of the gradient, once for the step
+            prefix.backward()
         if skipped:
             break
         grad_norm = backend.clip_grad_norm(g.max_grad_norm)
