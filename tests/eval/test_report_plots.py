@@ -50,3 +50,24 @@ def test_plots_use_short_legends_and_draw_the_ci95_bands(tmp_path):
         plt.close(fig)
     assert [p.name for p in plot(results, tmp_path)] == list(PLOTS)
     assert all((tmp_path / name).stat().st_size > 0 for name in PLOTS)
+
+
+def test_category_table_at_k_1_has_one_pass_at_1_column():
+    from rlvr.eval.records import EvalSample, Generated, ProblemResult
+    from rlvr.eval.report import markdown
+    from rlvr.eval.summary import summarize
+
+    def problem(pid, status):
+        sample = EvalSample(Generated("..."), float(status == "correct"), status, "1")
+        return ProblemResult(id=pid, task_type="math", reference="1", samples=[sample],
+                             requested=1, category="easy")
+
+    summary = summarize([problem("a", "correct"), problem("b", "wrong"),
+                         problem("c", "correct"), problem("d", "correct")], [1])
+    text = markdown({"settings": {"tasks": "arithmetic"}, "models": {"m": summary}, "ks": [1],
+                     "problems": 4, "samples_per_problem": 1})
+    table = text.split("## By category")[1].strip().splitlines()
+    assert [c.strip() for c in table[0].strip("|").split("|")] == [
+        "model", "category", "problems", "pass@1", "maj@1"]
+    assert [c.strip() for c in table[2].strip("|").split("|")] == [
+        "m", "easy", "4", "75.0%", "75.0%"]

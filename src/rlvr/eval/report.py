@@ -119,13 +119,15 @@ def markdown(results: dict) -> str:
                            _pct(p["follows_hint_rate"]), _pct(p["hint_answer_rate_plain"])]
                           for name, p in probes.items()])]
     top = max(ks)
+    # at k = 1 pass@1 is pass@top: one column, not two with the same header
+    extra = [] if top == 1 else [top]
     category_rows = [[name, label, str(c["problems"]), _pct(c["pass@k"]["1"]),
-                      _pct(c["pass@k"][str(top)]), _pct(c["maj@k"][str(top)])]
+                      *[_pct(c["pass@k"][str(k)]) for k in extra], _pct(c["maj@k"][str(top)])]
                      for name, s in models.items() for label, c in s["by_category"].items()
                      if "1" in c["pass@k"]]
     parts += ["", "## By category", "",
-              _table(["model", "category", "problems", "pass@1", f"pass@{top}", f"maj@{top}"],
-                     category_rows)]
+              _table(["model", "category", "problems", "pass@1",
+                      *[f"pass@{k}" for k in extra], f"maj@{top}"], category_rows)]
     return "\n".join(parts) + "\n"
 
 
