@@ -64,7 +64,7 @@ def _step(*overrides):
     step = GRPOStep(config, None, None, None, _Tokenizer(), rewards, optimizer, None, [99])
     n = len(TEXTS)
     ids = torch.tensor([[r + 1, 99] for r in range(n)])
-    step.rollout = lambda tasks, prompts, step_no: RolloutOutput(
+    step.rollout = lambda tasks, prompts, step_no, *round_: RolloutOutput(
         completion_ids=ids, completion_mask=torch.ones_like(ids, dtype=torch.bool),
         logprobs=torch.zeros(ids.shape), prompt_index=torch.tensor([0] * 4 + [1] * 4),
         finish_reason=["stop"] * n, lengths=torch.full((n,), 2))

@@ -18,7 +18,7 @@ from rlvr.envs.summary import episode_metrics, episode_record
 from rlvr.envs.types import Episode, Message
 from rlvr.records import Task
 from rlvr.rewards.types import RewardResult
-from rlvr.rollout.types import RolloutOutput, SamplingParams
+from rlvr.rollout.types import RolloutOutput, SamplingParams, concat_rollouts
 
 
 @dataclass
@@ -58,6 +58,16 @@ class EpisodeBatch:
     def metrics(self) -> dict[str, float]:
         """:func:`rlvr.envs.summary.episode_metrics` of the episodes."""
         return episode_metrics(self.episodes)
+
+    @classmethod
+    def concat(cls, parts: list["EpisodeBatch"], task_counts: list[int]) -> "EpisodeBatch":
+        """Several calls' episodes as one (rows and tasks in order;
+        :func:`rlvr.rollout.types.concat_rollouts`)."""
+        rollout = EpisodeRollout(concat_rollouts([p.output for p in parts], task_counts),
+                                 [x for p in parts for x in p.rollout.prompts],
+                                 [e for p in parts for e in p.episodes])
+        return cls(rollout, [t for p in parts for t in p.texts],
+                   [r for p in parts for r in p.results], [t for p in parts for t in p.scored])
 
     def record(self, row: int) -> dict:
         """The sample-row fields of episode ``row`` (:func:`rlvr.envs.summary.episode_record`:

@@ -232,3 +232,48 @@ class RolloutOutput:
     def completion(self, row: int) -> list[int]:
         """Token ids of one completion without padding."""
         return self.completion_ids[row, : int(self.lengths[row])].tolist()
+
+
+def _pad_cat(tensors: list[Tensor], width: int, value) -> Tensor:
+    return torch.cat([torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value)
+                      if t.dim() == 2 else torch.nn.functional.pad(
+                          t, (0, 0, 0, width - t.shape[1]), value=value) for t in tensors])
+
+
+def concat_rollouts(parts: list[RolloutOutput], prompt_counts: list[int]) -> RolloutOutput:
+    """Several ``generate`` calls' outputs as one, prompts numbered on: the rows of part j
+    follow part j - 1's, and its ``prompt_index`` is shifted by the prompts before it (DAPO's
+    dynamic sampling adds rounds of prompts to a step).
+
+    Args:
+        parts: the outputs, in order (same ``pad_token_id``; reported log-probs in all or none).
+        prompt_counts: the number of prompts each part was called with.
+
+    Returns:
+        A :class:`RolloutOutput` with ``sum(N_j)`` rows and width ``max(T_j)`` (shorter parts
+        right-padded); timing summed.
+
+    Raises:
+        ValueError: no parts, or ``prompt_counts`` of another length.
+    """
+    if not parts or len(parts) != len(prompt_counts):
+        raise ValueError(f"concat_rollouts: {len(parts)} parts, {len(prompt_counts)} counts")
+    if len(parts) == 1:
+        return parts[0]
+    width, pad = max(p.completion_ids.shape[1] for p in parts), parts[0].pad_token_id
+    offsets = [sum(prompt_counts[:j]) for j in range(len(parts))]
+
+    def cat(name: str, value):
+        tensors = [getattr(p, name) for p in parts]
+        return None if tensors[0] is None else _pad_cat(tensors, width, value)
+
+    timing = RolloutTiming(*(sum(getattr(p.timing, f) for p in parts) for f in (
+        "prefill_seconds", "decode_seconds", "tokens_generated", "logprob_seconds")))
+    return RolloutOutput(
+        completion_ids=cat("completion_ids", pad), completion_mask=cat("completion_mask", False),
+        logprobs=cat("logprobs", 0.0),
+        prompt_index=torch.cat([p.prompt_index + o for p, o in zip(parts, offsets)]),
+        finish_reason=[r for p in parts for r in p.finish_reason],
+        lengths=torch.cat([p.lengths for p in parts]), timing=timing, pad_token_id=pad,
+        raw_logprobs=cat("raw_logprobs", 0.0), top_token_ids=cat("top_token_ids", pad),
+        top_logprobs=cat("top_logprobs", 0.0), loss_mask=cat("loss_mask", False))

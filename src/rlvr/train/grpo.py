@@ -32,11 +32,24 @@ from rlvr.records import Task
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
 from rlvr.rewards.types import RewardResult, Status
 from rlvr.rollout import RolloutOutput, SamplingParams
+from rlvr.rollout.types import concat_rollouts
 from rlvr.train.batch import StepRollouts, TrainBatch
 from rlvr.train.config import RunConfig
 from rlvr.train.episode_step import row_prompts, sampled_lengths, truncated
 from rlvr.train.policy import sync_engine
 from rlvr.update import LocalBackend, policy_update
+
+
+def _first_groups(adv: Tensor, rows: Tensor, prompt_index: Tensor, k: int
+                  ) -> tuple[Tensor, Tensor, int]:
+    """Keep the train rows of the first ``k`` groups that have any (groups in draw order);
+    the others' advantages become 0. Returns ``(advantages, rows, groups dropped)``."""
+    groups = torch.unique(prompt_index[rows])  # sorted: draw order
+    keep = torch.isin(prompt_index[rows], groups[:k])
+    dropped_rows = rows[~keep]
+    adv = adv.clone()
+    adv[dropped_rows] = 0.0
+    return adv, rows[keep], max(len(groups) - k, 0)
 
 
 def _sampled_entropy(out: RolloutOutput) -> float:
@@ -86,6 +99,7 @@ class GRPOStep:
         self.update_group = None
         self.on_phase = None
         self.episodes: EpisodeRunner | None = None
+        self.refill = None
         self.bf16 = config.model.bf16  # model.precision resolved on this machine
         self.noise = torch.Generator().manual_seed(config.seed + 17)
         a = config.algo
@@ -93,23 +107,25 @@ class GRPOStep:
                        if a.kl_controller == "adaptive" else FixedKLController(a.kl_coef))
 
     # -- phases -----------------------------------------------------------------------------
-    def sampling_params(self, step: int) -> SamplingParams:
+    def sampling_params(self, step: int, round_: int = 0) -> SamplingParams:
         """The step's sampling: ``grpo`` temperature, top-p, ``max_new_tokens`` (per turn in an
-        episode), G = ``group_size`` per task, seed ``seed * 1_000_003 + step``."""
+        episode), G = ``group_size`` per task, seed ``seed * 1_000_003 + step`` (plus
+        ``round_ * 2**40`` for a dynamic-sampling round after the first)."""
         g = self.config.grpo
         return SamplingParams(temperature=g.temperature, top_p=g.top_p,
                               max_new_tokens=g.max_new_tokens, n=g.group_size,
                               stop_token_ids=self.stop_token_ids,
-                              seed=self.config.seed * 1_000_003 + step)
+                              seed=self.config.seed * 1_000_003 + step + round_ * 2**40)
 
-    def rollout(self, tasks: list[Task], prompts: list[list[int]], step: int) -> RolloutOutput:
+    def rollout(self, tasks: list[Task], prompts: list[list[int]], step: int,
+                round_: int = 0) -> RolloutOutput:
         sync_engine(self.engine, self.policy)
-        return self.engine.generate(prompts, self.sampling_params(step))
+        return self.engine.generate(prompts, self.sampling_params(step, round_))
 
-    def play(self, tasks: list[Task], step: int) -> EpisodeBatch:
+    def play(self, tasks: list[Task], step: int, round_: int = 0) -> EpisodeBatch:
         """The step's episodes (``episodes`` must be set): G per task, scored as they end."""
         sync_engine(self.engine, self.policy)
-        return self.episodes.play(self.engine, tasks, self.sampling_params(step))
+        return self.episodes.play(self.engine, tasks, self.sampling_params(step, round_))
 
     def score(self, tasks: list[Task], out: RolloutOutput) -> tuple[list[str], list[RewardResult]]:
         texts = [self.tokenizer.decode(out.completion(r), skip_special_tokens=True)
@@ -236,26 +252,33 @@ class GRPOStep:
     # -- the step ---------------------------------------------------------------------------
     def run(self, tasks: list[Task], prompts: list[list[int]], step: int) -> StepRollouts:
         """One whole step; ``batch.metrics`` holds the step's metrics (R10, R35, R36).
-        ``on_phase`` (when set) is told each part as it starts: rollout, reward, update."""
-        self._phase("rollout")
-        t0 = time.perf_counter()
-        played = None
-        if self.episodes is None:
-            out = self.rollout(tasks, prompts, step)
-            t1 = time.perf_counter()
-            self._phase("reward")
-            texts, results = self.score(tasks, out)
-            per_row = row_prompts(prompts, out)
-        else:  # the environment scored each episode as it ended
-            played = self.play(tasks, step)
-            t1 = time.perf_counter()
-            out, texts, results = played.output, played.texts, played.results
-            per_row = played.rollout.prompts
-        t2 = time.perf_counter()
-        rewards = torch.tensor([r.reward for r in results], dtype=torch.float32)
-        valid = torch.tensor([r.status is not Status.error for r in results])
-        shaped, shaping = self.shape_rewards(rewards, out, results, per_row)
-        adv, rows, zero_groups = self.advantages(shaped, out.prompt_index, valid)
+        ``on_phase`` (when set) is told each part as it starts: rollout, reward, update.
+
+        With ``grpo.dynamic_sampling_rounds`` and ``refill`` set (DAPO's dynamic sampling, Yu
+        et al. 2025, Sec. 3.2): while fewer than ``prompts_per_step`` groups have reward
+        variance, ``refill(prompts_per_step)`` draws another round of tasks, which is rolled
+        out and scored too (at most that many extra rounds); the update then trains the
+        first ``prompts_per_step`` groups with variance, in draw order. ``batch.tasks`` holds
+        every drawn task (``refill``'s after the caller's)."""
+        g = self.config.grpo
+        rounds, seconds = [], [0.0, 0.0]
+        extra = g.dynamic_sampling_rounds if self.refill is not None else 0
+        for round_ in range(extra + 1):
+            if round_:
+                tasks, prompts = self.refill(g.prompts_per_step)
+            rounds.append(self._sample_round(tasks, prompts, step, round_, seconds))
+            out, texts, results, per_row, played, all_tasks = self._merge(rounds)
+            t2 = time.perf_counter()
+            rewards = torch.tensor([r.reward for r in results], dtype=torch.float32)
+            valid = torch.tensor([r.status is not Status.error for r in results])
+            shaped, shaping = self.shape_rewards(rewards, out, results, per_row)
+            adv, rows, zero_groups = self.advantages(shaped, out.prompt_index, valid)
+            if len(torch.unique(out.prompt_index[rows])) >= g.prompts_per_step:
+                break
+        tasks = all_tasks
+        if len(rounds) > 1:
+            adv, rows, dropped = _first_groups(adv, rows, out.prompt_index, g.prompts_per_step)
+            shaping.update(sampling_rounds=float(len(rounds)), dropped_groups=float(dropped))
         if self.config.algo.mask_truncated:
             cut = torch.tensor(truncated(out))
             shaping["masked_truncated"] = float(cut[rows].sum())
@@ -280,12 +303,47 @@ class GRPOStep:
         update = {**shaping, **update, "kl_coef": self.kl_ctl.value}
         if "kl" in update:
             self.kl_ctl.update(update["kl"])
-        batch.metrics = self._metrics(batch, update, (t1 - t0, t2 - t1, t3 - t2))
+        batch.metrics = self._metrics(batch, update, (seconds[0], seconds[1], t3 - t2))
         if played is not None:
             batch.metrics.update(played.metrics())
         return batch
 
     # -- helpers ----------------------------------------------------------------------------
+    def _sample_round(self, tasks, prompts, step: int, round_: int, seconds: list[float]):
+        """Roll out and score one round of tasks; adds its rollout and reward seconds to
+        ``seconds``. Returns ``(tasks, output, texts, results, row prompts, episodes)``."""
+        self._phase("rollout")
+        t0 = time.perf_counter()
+        played = None
+        if self.episodes is None:
+            out = self.rollout(tasks, prompts, step, round_)
+            t1 = time.perf_counter()
+            self._phase("reward")
+            texts, results = self.score(tasks, out)
+            per_row = row_prompts(prompts, out)
+        else:  # the environment scored each episode as it ended
+            played = self.play(tasks, step, round_)
+            t1 = time.perf_counter()
+            out, texts, results = played.output, played.texts, played.results
+            per_row = played.rollout.prompts
+        seconds[0] += t1 - t0
+        seconds[1] += time.perf_counter() - t1
+        return tasks, out, texts, results, per_row, played
+
+    @staticmethod
+    def _merge(rounds):
+        """The rounds so far as one batch: ``(output, texts, results, row prompts, episodes,
+        tasks)``."""
+        if len(rounds) == 1:
+            tasks, out, texts, results, per_row, played = rounds[0]
+            return out, texts, results, per_row, played, tasks
+        counts = [len(r[0]) for r in rounds]
+        played = (None if rounds[0][5] is None
+                  else EpisodeBatch.concat([r[5] for r in rounds], counts))
+        return (concat_rollouts([r[1] for r in rounds], counts),
+                [t for r in rounds for t in r[2]], [x for r in rounds for x in r[3]],
+                [p for r in rounds for p in r[4]], played, [t for r in rounds for t in r[0]])
+
     def _phase(self, part: str) -> None:
         if self.on_phase is not None:
             self.on_phase(part)

@@ -27,6 +27,7 @@ def grpo_loop(config, state: TrainingState, hooks: LoopHooks):
     for step in range(start_step + 1, c.grpo.steps + 1):
         skipped, counts = s.sampler.skipped, dict(s.sampler.counts)
         idx = s.sampler.next(c.grpo.prompts_per_step)
+        s.step_fn.refill = _refill(s, idx)  # dynamic sampling's extra rounds draw here
         # a spinner with the part running (terminal), a line after 30 s (log): the first
         # rollout can take minutes
         with Phase(f"step {step}/{c.grpo.steps}", None, console) as phase:
@@ -37,7 +38,7 @@ def grpo_loop(config, state: TrainingState, hooks: LoopHooks):
             finally:
                 s.step_fn.on_phase = None
         s.step = step
-        s.sampler.record(idx, rollouts.zero_variance.tolist())
+        s.sampler.record(idx, rollouts.zero_variance.tolist())  # idx: every drawn task
         m = {"step": step, **rollouts.metrics, **hooks.health.observe(step, rollouts),
              **sampling_metrics(s.sampler, skipped, counts)}
         elapsed = time.perf_counter() - loop_start
@@ -53,3 +54,14 @@ def grpo_loop(config, state: TrainingState, hooks: LoopHooks):
             hooks.rollback.rollback(step, alert.check)
         hooks.checkpoint.after_step(step)
     return None
+
+
+def _refill(state: TrainingState, drawn: list[int]):
+    """``refill(k)`` for :meth:`rlvr.train.grpo.GRPOStep.run`: the next ``k`` training tasks
+    from the run's sampler (appended to ``drawn``) and their prompts."""
+    def refill(k: int):
+        more = state.sampler.next(k)
+        drawn.extend(more)
+        return ([state.data.train_tasks[i] for i in more],
+                [state.data.train_prompts[i] for i in more])
+    return refill

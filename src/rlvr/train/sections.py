@@ -149,6 +149,15 @@ class GRPOConfig(ConfigSection):
                                      "or all-wrong on each of its last m visits is skipped when "
                                      "drawn and replaced by the next prompt (counted as "
                                      "`data/skipped`). 0 = off.")
+    dynamic_sampling_rounds: int = Field(0, ge=0, description="Dynamic sampling within a step "
+                                         "(DAPO sec. 3.2, verl's filter_groups with "
+                                         "max_num_gen_batches): while fewer than "
+                                         "`prompts_per_step` groups have reward variance, roll "
+                                         "out and score another `prompts_per_step` prompts, at "
+                                         "most this many extra rounds; the update trains the "
+                                         "first `prompts_per_step` groups with variance (so its "
+                                         "cost stays that of a full batch; `sampling_rounds`, "
+                                         "`dropped_groups` logged). 0 = off.")
 
 
 class AlgoConfig(ConfigSection):
