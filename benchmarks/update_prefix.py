@@ -82,7 +82,8 @@ def time_update(model, seqs, mode: str, micro: int, bf16: bool, repeats: int) ->
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="2 prompts x 8, one timed update")
+    parser.add_argument("--quick", action="store_true",
+                        help="2 prompts x 4 rows, micro-batches of 4, one timed update")
     parser.add_argument("--model", default=None, help="model name or path (default model)")
     parser.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"])
     parser.add_argument("--prompts", type=int, default=8)
@@ -96,6 +97,8 @@ def main(argv: list[str] | None = None) -> None:
     print(machine_line(args.precision))
     bf16 = resolve_precision(args.precision).dtype == torch.bfloat16
     prompts, repeats = (2, 1) if args.quick else (args.prompts, args.repeats)
+    if args.quick:
+        args.group, args.micro_batch = 4, 4
     model, tokenizer = load_model_and_tokenizer(args.model or DEFAULT_MODEL)
     seqs = rows(tokenizer, prompts, args.group)
     real = int(seqs.completion_mask.sum())
