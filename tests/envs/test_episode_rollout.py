@@ -9,6 +9,7 @@ import torch
 from rlvr.algo.advantages import DEFAULT_EPS, grpo_advantages
 from rlvr.envs import EnvConfig, Environment, FinishReason, register_env, unregister_env
 from rlvr.envs.episodes import EpisodeBook, rollout_episodes
+from rlvr.envs.summary import trajectory
 from rlvr.envs.tokens import observation_ids
 from rlvr.models import load_model_and_tokenizer
 from rlvr.models.tiny import spread_weights
@@ -162,8 +163,20 @@ def test_episode_token_budget_ends_with_max_tokens(tiny, pipeline, engine_name):
     assert result.output.finish_reason == [str(e.finish_reason) for e in result.episodes]
     for r, e in enumerate(result.episodes):
         assert e.finish_reason in (FinishReason.max_tokens, FinishReason.length)
-        assert int(result.output.loss_mask[r].sum()) <= 12
+        # the whole episode, sampled and inserted ids, stays within the budget
+        assert int(result.output.completion_mask[r].sum()) <= 12
     assert any(e.finish_reason == FinishReason.max_tokens for e in result.episodes)
+    # an observation (~10 ids here) that would leave no room for another turn is not inserted
+    dropped = [r for r, e in enumerate(result.episodes) if e.dropped_observation]
+    assert dropped
+    for r in dropped:
+        e = result.episodes[r]
+        assert e.finish_reason == FinishReason.max_tokens
+        assert not bool(result.output.completion_mask[r][int(result.output.lengths[r]):].any())
+        segments = trajectory(e, result.output.loss_mask[r][:int(result.output.lengths[r])])
+        assert segments[-1] == {"role": "user", "text": OBS, "trained": False,
+                                "inserted": False}
+        assert sum(s.get("tokens", 0) for s in segments) == int(result.output.lengths[r])
 
 
 def test_vllm_engine_fakes_give_the_same_structure(tiny, pipeline):

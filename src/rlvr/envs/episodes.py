@@ -151,7 +151,7 @@ class EpisodeBook:
         (an engine grows its cache past it when an episode needs more)."""
         budget = self.env.config.max_episode_tokens
         if budget is not None:
-            return budget + 32  # the last observation may overshoot the budget
+            return budget  # an observation that would reach it is not inserted
         return self.env.max_turns * (self.params.max_new_tokens + 32)
 
     def end_turns(self, rows: Sequence[int], sampled: Sequence[Sequence[int]],
@@ -163,8 +163,9 @@ class EpisodeBook:
 
         Returns:
             Per row, in order: the inserted ids the row's cache must take before its next
-            turn, or ``None`` when the episode ended (by the environment, or because the
-            observation left no budget: ``max_tokens``).
+            turn, or ``None`` when the episode ended (by the environment, or
+            ``max_tokens``: the observation would leave no budget for another turn, and is not
+            inserted).
         """
         turns = []
         for row, ids, lps, finish in zip(rows, sampled, logps, finishes):
@@ -185,15 +186,19 @@ class EpisodeBook:
                             self.params.stop_token_ids)
             obs = observation_ids(self.tokenizer, episode.messages[:-1], result.observation,
                                   stop)
+            left = episode.tokens_left
+            if left is not None and len(obs) >= left:
+                # No turn could follow it, so no trained token would see it: end here rather
+                # than overshoot the budget (a 1 KB tool output is ~1000 ids).
+                episode.dropped_observation = True
+                spent.append(episode)
+                out.append(None)
+                continue
             self.ids[row] += obs
             self.sampled_mask[row] += [False] * len(obs)
             self.logps[row] += [0.0] * len(obs)
             episode.add_inserted(len(obs))
-            if episode.tokens_left == 0:
-                spent.append(episode)
-                out.append(None)
-            else:
-                out.append(obs)
+            out.append(obs)
         if spent:
             self.env.finish_many(spent, FinishReason.max_tokens)
         return out

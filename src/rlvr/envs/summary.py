@@ -83,7 +83,8 @@ def trajectory(episode: Episode, loss_mask: Sequence[bool] | None = None) -> lis
     """The episode after its prompt as segments, in order: each assistant turn
     ``{"role": "assistant", "text": ..., "trained": True}`` and each observation
     ``{"role": "tool" | "user", "text": ..., "trained": False}`` (environment tokens carry no
-    gradient).
+    gradient). An observation the episode's token budget left out (``dropped_observation``)
+    is the last segment, with ``"inserted": False``.
 
     Args:
         episode: a finished (or running) episode.
@@ -94,12 +95,15 @@ def trajectory(episode: Episode, loss_mask: Sequence[bool] | None = None) -> lis
     """
     segments = [{"role": m["role"], "text": m["content"], "trained": m["role"] == "assistant"}
                 for m in episode.messages[episode.initial:]]
+    if episode.dropped_observation and segments and not segments[-1]["trained"]:
+        segments[-1]["inserted"] = False  # over the token budget: not in the episode's ids
     if loss_mask is not None:
         mask = [bool(x) for x in loss_mask]
         runs = _runs(mask)
-        if len(runs) == len(segments) and all(
-                bool(mask[sum(runs[:i])]) == s["trained"] for i, s in enumerate(segments)):
-            for segment, count in zip(segments, runs):
+        counted = [s for s in segments if s.get("inserted", True)]
+        if len(runs) == len(counted) and all(
+                bool(mask[sum(runs[:i])]) == s["trained"] for i, s in enumerate(counted)):
+            for segment, count in zip(counted, runs):
                 segment["tokens"] = count
     return segments
 

@@ -25,8 +25,9 @@ class FinishReason(StrEnum):
     - ``length``: a turn reached the engine's per-turn token cap (``max_new_tokens``) before
       its end-of-turn token, with the episode's token budget not yet spent.
     - ``max_tokens``: the episode's tokens after the initial prompt (sampled and inserted)
-      reached ``max_episode_tokens``: a turn cut at the budget, or an observation that left
-      no room for another turn (the engine ends it with :meth:`Environment.finish_many`).
+      reached ``max_episode_tokens``: a turn cut at the budget, or an observation that would
+      leave no room for another turn (not inserted: ``Episode.dropped_observation``; the
+      engine ends it with :meth:`Environment.finish_many`).
     - ``max_turns``: the ``max_turns``-th assistant turn asked for more (a tool call); the call
       is not run.
     - ``tool_timeout``: a tool call ran past its time bound and the environment is set to end
@@ -98,6 +99,9 @@ class Episode:
         finish_reason: why it ended (``None`` while running).
         reward: the reward pipeline's verdict once done.
         state: scratch space for the environment's own per-episode data.
+        dropped_observation: the last observation was not inserted: it would have filled
+            the episode's token budget, leaving no room for another turn, so the episode
+            ended there (``max_tokens``) and its ids stay within the budget.
     """
 
     task: Task
@@ -111,6 +115,7 @@ class Episode:
     finish_reason: FinishReason | None = None
     reward: RewardResult | None = None
     state: dict[str, Any] = field(default_factory=dict)
+    dropped_observation: bool = False
 
     @property
     def done(self) -> bool:
