@@ -36,6 +36,7 @@ bench: setup
 	$(PY) benchmarks/rollout_throughput.py --quick
 	$(PY) benchmarks/grpo_step.py --quick
 	$(PY) benchmarks/grpo_memory.py --quick
+	$(PY) benchmarks/update_prefix.py --quick
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -11,7 +11,10 @@ Workload: the default model (or ``--model``), the tool preset's shapes: ``--prom
 ``--group`` rows, each prompt the ``tool`` environment's system message and a question
 (~150 tokens), completions of uniformly random length in [20, 90] tokens (multi-turn
 episodes run 20-96), micro-batches of ``--micro-batch`` rows; the precision the run would
-pick (``--precision``). The first update of each mode is a warm-up.
+pick (``--precision``). The first update of each mode is a warm-up. ``--quick`` (2 prompts
+x 4 rows, micro-batches of 4) only checks that the three modes run: at that size the step
+prefix's fixed costs (a separate prompt forward and backward) outweigh what it saves, so its
+ratio is below 1 there; the default workload gives the figure that matters.
 
     python benchmarks/update_prefix.py [--quick] [--precision auto|bf16|fp32]
 

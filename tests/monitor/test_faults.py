@@ -59,12 +59,13 @@ def _poison_log_probs(monkeypatch, bad_steps):
     at the given steps."""
     import rlvr.train.grpo as grpo
     import rlvr.update.loop as update_loop
+    from rlvr.models.step_prefix import StepPrefix
 
     real, current = update_loop.completion_log_probs, {"step": 0}
     monkeypatch.setattr(grpo.GRPOStep, "_step_for_test", current, raising=False)
 
-    def poisoned(model, seqs, **kw):
-        out = real(model, seqs, **kw)
+    def poisoned(model, seqs, _real=None, **kw):
+        out = (_real or real)(model, seqs, **kw)
         logp, rest = (out[0], out[1:]) if isinstance(out, tuple) else (out, None)
         if logp.requires_grad and current["step"] in bad_steps:
             logp = logp.clone()
@@ -72,6 +73,13 @@ def _poison_log_probs(monkeypatch, bad_steps):
         return logp if rest is None else (logp, *rest)
 
     monkeypatch.setattr(update_loop, "completion_log_probs", poisoned)
+    # the step-level shared prefix (several micro-batches) computes them here instead
+    real_step = StepPrefix.log_probs
+
+    def poisoned_step(self, model, seqs, **kw):
+        return poisoned(model, seqs, _real=lambda m, b, **k: real_step(self, m, b, **k), **kw)
+
+    monkeypatch.setattr(StepPrefix, "log_probs", poisoned_step)
     return current
 
 

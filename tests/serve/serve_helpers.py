@@ -92,9 +92,14 @@ class ScriptedServer:
             def do_POST(self):  # noqa: N802 - stdlib naming
                 length = int(self.headers.get("Content-Length", 0))
                 status, body, delay = owner._next(json.loads(self.rfile.read(length)))
+                done = False
                 try:
                     time.sleep(delay)
                     data = json.dumps(body).encode()
+                    # out of flight before the client can see the answer: a client that sends
+                    # its next request on receipt must not be counted twice (a race under load)
+                    owner._done()
+                    done = True
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
@@ -103,7 +108,8 @@ class ScriptedServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
                 finally:
-                    owner._done()
+                    if not done:
+                        owner._done()
 
             def log_message(self, *args):
                 pass
