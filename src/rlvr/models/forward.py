@@ -144,7 +144,13 @@ def completion_log_probs(model, batch: SequenceBatch, *, temperature: float = 1.
     if shared_prefix and batch.prompts is not None:
         distinct = len({tuple(p) for p in batch.prompts})
         if distinct < len(batch.prompts):
-            logits = _shared_prefix_logits(model, batch, bf16)
+            from rlvr.models.step_prefix import StepPrefix  # it builds on this module
+
+            # one autocast around prompt and completions: they share its bf16 weight casts
+            with autocast(bf16):
+                prefix = StepPrefix(model, batch.prompts, bf16=bf16, leaves=False,
+                                    chunk=len(batch.prompts))
+                logits = prefix.logits(model, batch)
             return _from_logits(logits, batch.completion_ids, temperature, entropy)
     width = batch.completion_ids.shape[1]
     with autocast(bf16):
@@ -190,30 +196,3 @@ def _cache_argument(model) -> str:
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
-def _shared_prefix_logits(model, batch: SequenceBatch, bf16: bool) -> Tensor:
-    keys: dict[tuple[int, ...], int] = {}
-    row_prompt = torch.tensor([keys.setdefault(tuple(p), len(keys)) for p in batch.prompts])
-    distinct = list(keys)
-    width = max(len(p) for p in distinct)
-    prompt_ids = torch.full((len(distinct), width), int(batch.input_ids[0, 0]), dtype=torch.long)
-    prompt_mask = torch.zeros((len(distinct), width), dtype=torch.long)
-    for i, p in enumerate(distinct):
-        prompt_ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
-        prompt_mask[i, width - len(p):] = 1
-    prompt_pos = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
-    completion_ids, completion_mask = batch.completion_ids, batch.completion_mask
-    steps = completion_ids.shape[1]
-    with autocast(bf16):
-        head = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=prompt_pos,
-                     use_cache=True, logits_to_keep=1)
-        name = _cache_argument(model)
-        cache = head[name]
-        gather = _RowGather(row_prompt)
-        for layer in cache.layers:  # [U, ...] -> [n, ...], with gradients
-            layer.keys, layer.values = gather(layer.keys), gather(layer.values)
-        attention = torch.cat([prompt_mask[row_prompt], completion_mask.long()], dim=1)
-        positions = prompt_mask.sum(-1)[row_prompt, None] + torch.arange(steps)
-        body = model(input_ids=completion_ids, attention_mask=attention, position_ids=positions,
-                     use_cache=True, logits_to_keep=steps, **{name: cache})
-    # Token 0 is predicted by the prompt's last position, token t by completion position t - 1.
-    return torch.cat([gather(head.logits), body.logits[:, :-1]], dim=1)

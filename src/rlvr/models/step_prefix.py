@@ -1,11 +1,13 @@
-"""Each distinct prompt of an optimizer step encoded once, for every micro-batch of the step.
+"""Distinct prompts encoded once, their key/value cache shared by the rows that repeat them.
 
-The per-micro-batch shared prefix (:func:`rlvr.models.forward.completion_log_probs` with
-``shared_prefix``) runs each distinct prompt once *per micro-batch*: cheap when a micro-batch
-holds whole groups, but it ties the micro-batches to the groups, so a micro-batch pads every
-row to its longest completion (a multi-turn step's episodes run 20-96 tokens: a third of the
-compute was padding). Here the step's U distinct prompts run once, before the first
-micro-batch, and their key/value cache and last-position logits keep their autograd graph:
+Two uses. Per micro-batch (:func:`rlvr.models.forward.completion_log_probs` with
+``shared_prefix``, ``leaves=False``): the rows gather the cache *with its graph*, and the one
+backward of the micro-batch reaches the prompt through the gather. Per optimizer step (the
+update's ``grpo.shared_prefix: step``): the per-micro-batch way ties the micro-batches to the
+groups, so a micro-batch pads every row to its longest completion (a multi-turn step's
+episodes run 20-96 tokens: a third of the compute was padding). Instead the step's U distinct
+prompts run once, before the first micro-batch, and their key/value cache and last-position
+logits keep their autograd graph:
 
 1. :class:`StepPrefix` encodes the prompts and holds *detached leaf copies* of the cache;
 2. each micro-batch gathers those leaves to its rows (any rows: the update can sort the
@@ -23,30 +25,34 @@ activations stay in memory for the whole step (U * P tokens' worth).
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch import Tensor
-from transformers import DynamicCache
 
 from rlvr.models.forward import (SequenceBatch, _cache_argument, _from_logits, _RowGather,
                                  autocast)
 
 
 class StepPrefix:
-    """The distinct prompts of a step, encoded once (module doc).
+    """Distinct prompts, encoded once (module doc). The encoding runs in the caller's grad
+    mode (under ``torch.no_grad()``: old / reference log-probs, nothing kept).
 
     Args:
         model: the policy (a ``transformers`` causal LM, PEFT-wrapped or not).
-        prompts: the step's rows' prompt token-id lists (n lists; repeats are encoded once).
-        bf16: bf16 autocast for the prompt forward (as the micro-batches use).
-        grad: keep the graph and make leaves (the update); False: a no-grad encoding (old /
-            reference log-probs).
+        prompts: the rows' prompt token-id lists (n lists; repeats are encoded once).
+        bf16: bf16 autocast for the prompt forward (as the completion forward uses).
+        leaves: with grad enabled, the rows read detached leaf copies of the cache and
+            :meth:`backward` pushes their gradient through the prompts once (one prefix for
+            many micro-batches); False: the rows read the cache with its graph (one prefix
+            for one backward).
         chunk: prompts per forward call (memory; the result does not depend on it).
 
     Raises:
         ValueError: no prompts, or an empty prompt.
     """
 
-    def __init__(self, model, prompts: list[list[int]], *, bf16: bool, grad: bool = True,
+    def __init__(self, model, prompts: list[list[int]], *, bf16: bool, leaves: bool = True,
                  chunk: int = 16) -> None:
         if not prompts or any(len(p) == 0 for p in prompts):
             raise ValueError("StepPrefix needs at least one prompt and no empty prompt")
@@ -61,11 +67,11 @@ class StepPrefix:
             ids[u, width - len(p):] = torch.tensor(p, dtype=torch.long)
             self.mask[u, width - len(p):] = 1
         self.lengths = self.mask.sum(-1)
-        self.bf16, self.grad = bf16, grad
+        self.bf16 = bf16
         self.cache_name = _cache_argument(model)
         self.keys, self.values, self.last_logits = self._encode(model, ids, chunk)
         self.leaves: list[Tensor] = []
-        if grad:
+        if leaves and torch.is_grad_enabled():
             self.leaves = [t.detach().requires_grad_(True)
                            for t in (*self.keys, *self.values, self.last_logits)]
 
@@ -74,20 +80,23 @@ class StepPrefix:
         values: list[list[Tensor]] = []
         logits = []
         positions = (self.mask.cumsum(-1) - 1).clamp(min=0)
-        context = torch.enable_grad() if self.grad else torch.no_grad()
-        with context, autocast(self.bf16):
+        with autocast(self.bf16):
             for s in range(0, ids.shape[0], chunk):
                 out = model(input_ids=ids[s:s + chunk], attention_mask=self.mask[s:s + chunk],
                             position_ids=positions[s:s + chunk], use_cache=True,
                             logits_to_keep=1)
                 cache = out[self.cache_name]
+                self._cache_template = cache  # the model's own cache class and layer types
                 keys.append([layer.keys for layer in cache.layers])
                 values.append([layer.values for layer in cache.layers])
                 logits.append(out.logits)
+
+        def join(parts: list[Tensor]) -> Tensor:  # one chunk (the per-micro-batch use): no copy
+            return parts[0] if len(parts) == 1 else torch.cat(parts)
+
         layers = len(keys[0])
-        return ([torch.cat([k[i] for k in keys]) for i in range(layers)],
-                [torch.cat([v[i] for v in values]) for i in range(layers)],
-                torch.cat(logits))
+        return ([join([k[i] for k in keys]) for i in range(layers)],
+                [join([v[i] for v in values]) for i in range(layers)], join(logits))
 
     def log_probs(self, model, batch: SequenceBatch, *, temperature: float = 1.0,
                   entropy: str | None = None):
@@ -99,20 +108,30 @@ class StepPrefix:
 
         Raises:
             KeyError: a row's prompt is not one of this prefix's.
+            ValueError: ``batch.prompts`` is None.
         """
+        logits = self.logits(model, batch)
+        return _from_logits(logits, batch.completion_ids, temperature, entropy)
+
+    def logits(self, model, batch: SequenceBatch) -> Tensor:
+        """FloatTensor[n, T, V]: the logits that predict each completion token of ``batch``
+        (position t predicts token t). Raises as :meth:`log_probs`."""
         if batch.prompts is None:
-            raise ValueError("StepPrefix.log_probs needs batch.prompts")
+            raise ValueError("StepPrefix needs batch.prompts")
         row_prompt = torch.tensor([self.index[tuple(p)] for p in batch.prompts])
         gather = _RowGather(row_prompt)
         layers = len(self.keys)
-        if self.grad:
+        if self.leaves:
             keys, values = self.leaves[:layers], self.leaves[layers:2 * layers]
             last = self.leaves[-1]
         else:
             keys, values, last = self.keys, self.values, self.last_logits
-        cache = DynamicCache(config=model.config)
-        for i in range(layers):
-            cache.update(gather(keys[i]), gather(values[i]), i)
+        # a copy of the model's own cache (class, layer types) holding the rows' gathered
+        # keys / values: every call gets its own, as the forward appends to it
+        cache = copy.copy(self._cache_template)
+        cache.layers = [copy.copy(layer) for layer in self._cache_template.layers]
+        for layer, k, v in zip(cache.layers, keys, values):
+            layer.keys, layer.values = gather(k), gather(v)
         completion_ids, steps = batch.completion_ids, batch.completion_ids.shape[1]
         attention = torch.cat([self.mask[row_prompt], batch.completion_mask.long()], dim=1)
         positions = self.lengths[row_prompt, None] + torch.arange(steps)
@@ -121,8 +140,7 @@ class StepPrefix:
                          position_ids=positions, use_cache=True, logits_to_keep=steps,
                          **{self.cache_name: cache})
         # Token 0 is predicted by the prompt's last position, token t by completion t - 1.
-        logits = torch.cat([gather(last), body.logits[:, :-1]], dim=1)
-        return _from_logits(logits, completion_ids, temperature, entropy)
+        return torch.cat([gather(last), body.logits[:, :-1]], dim=1)
 
     def backward(self) -> None:
         """Push the gradients the micro-batches left on the leaves through the prompt graph
@@ -138,4 +156,4 @@ class StepPrefix:
     def release(self) -> None:
         """Drop the graph and the leaves (an epoch that stops early)."""
         self.keys, self.values, self.leaves = [], [], []
-        self.last_logits = None
+        self.last_logits = self._cache_template = None
