@@ -98,3 +98,22 @@ def test_registered_source_generates_with_its_default_mixture():
     assert [t.prompt for t in tasks] == [t.prompt for t in generate(MIX, 8, seed=0)]
     with pytest.raises(KeyError):
         source.check_mixture("nope")
+
+
+def test_train_mixture_changes_training_problems_only():
+    from rlvr.tasks.config import DataConfig
+    from rlvr.tasks.sources import load_tasks
+
+    base = {"source": "tool_arithmetic", "mixture": "3dx3d:1,words2:1", "train_size": 400,
+            "val_size": 100}
+    same_train, same_val = load_tasks(DataConfig.model_validate(base), seed=0)
+    train, val = load_tasks(DataConfig.model_validate({**base, "train_mixture": "words2"}),
+                            seed=0)
+    assert [t.prompt for t in val] == [t.prompt for t in same_val]  # the yardstick is kept
+    assert {t.metadata["kind"] for t in train} == {"words2"}
+    assert Counter(t.metadata["kind"] for t in same_train)["3dx3d"] > 100
+    assert not {t.prompt for t in train} & {t.prompt for t in val}  # still disjoint
+    with pytest.raises(ValueError, match="(?s)train_mixture.*unknown tool_arithmetic kind"):
+        DataConfig.model_validate({**base, "train_mixture": "5dx5d"})
+    with pytest.raises(ValueError, match="train_mixture: only for a generated source"):
+        DataConfig.model_validate({"source": "gsm8k", "path": "x", "train_mixture": "a"})

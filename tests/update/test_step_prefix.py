@@ -16,6 +16,9 @@ from rlvr.train.config import RunConfig
 from rlvr.update import LocalBackend, policy_update
 
 PROMPTS = [[11, 12, 13, 14, 15]] * 3 + [[21, 22]] * 3 + [[31, 32, 33]] * 2
+# the same after an 18-token system message: the common prefix is encoded once
+SYSTEM = list(range(60, 78))
+SYSTEM_PROMPTS = [SYSTEM + p for p in PROMPTS]
 LENGTHS = [6, 2, 4, 1, 6, 3, 5, 2]
 
 
@@ -25,19 +28,20 @@ def model():
     return tiny_model(tiny_tokenizer(), seed=3, hidden_size=32, layers=2).float()
 
 
-def _batch():
+def _batch(prompts=PROMPTS):
     g = torch.Generator().manual_seed(7)
-    ids = torch.randint(40, 90, (len(PROMPTS), max(LENGTHS)), generator=g)
+    ids = torch.randint(40, 90, (len(prompts), max(LENGTHS)), generator=g)
     mask = torch.arange(max(LENGTHS))[None, :] < torch.tensor(LENGTHS)[:, None]
-    return build_sequences(PROMPTS, ids, mask, 0)
+    return build_sequences(prompts, ids, mask, 0)
 
 
 def _grads(model):
     return [p.grad.clone() for p in model.parameters()]
 
 
-def test_log_probs_and_gradient_equal_the_plain_forward(model):
-    seqs = _batch()
+@pytest.mark.parametrize("prompts", [PROMPTS, SYSTEM_PROMPTS], ids=["distinct", "system"])
+def test_log_probs_and_gradient_equal_the_plain_forward(model, prompts):
+    seqs = _batch(prompts)
     weights = torch.linspace(-1.0, 1.0, len(PROMPTS))[:, None]  # a loss that weights rows
     model.zero_grad()
     plain = completion_log_probs(model, seqs, bf16=False, temperature=0.7)
@@ -47,6 +51,8 @@ def test_log_probs_and_gradient_equal_the_plain_forward(model):
     model.zero_grad()
     prefix = StepPrefix(model, seqs.prompts, bf16=False, chunk=2)
     assert len(prefix.index) == 3  # three distinct prompts, encoded once
+    # with a system message: cache rows [system | padding | rest], the system part once
+    assert bool(prefix.mask[:, :len(SYSTEM)].all()) == (prompts is SYSTEM_PROMPTS)
     got = torch.zeros_like(plain)
     # micro-batches that cut across groups, in a shuffled row order
     for rows in (torch.tensor([7, 0, 4]), torch.tensor([2, 5]), torch.tensor([1, 3, 6])):
@@ -78,9 +84,10 @@ def test_without_the_prompt_backward_the_gradient_misses_the_prompt_part(model):
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("prompts", [PROMPTS, SYSTEM_PROMPTS], ids=["distinct", "system"])
 @pytest.mark.parametrize("loss_agg", ["grpo", "dapo"])
-def test_update_with_the_step_prefix_takes_the_plain_updates_step(model, loss_agg):
-    seqs = _batch()
+def test_update_with_the_step_prefix_takes_the_plain_updates_step(model, loss_agg, prompts):
+    seqs = _batch(prompts)
     adv = torch.tensor([1.0, -0.5, 0.25, -1.0, 0.75, 0.5, -0.25, 1.5])
     old = -torch.rand(seqs.completion_mask.shape, generator=torch.Generator().manual_seed(2))
     params = []

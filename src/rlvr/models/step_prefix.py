@@ -20,7 +20,8 @@ logits keep their autograd graph:
 The gradient is the plain forward's, up to float summation order (d loss / d weights is the
 sum of the two parts by the chain rule), at U * P + n * T' tokens of compute, T' the sorted
 micro-batches' widths, instead of sum over micro-batches of (U_m * P + n_m * T_m). The prompt
-activations stay in memory for the whole step (U * P tokens' worth).
+activations stay in memory for the whole step (U * P tokens' worth). A prefix common to all U
+prompts (a system message) runs once, the rest of each prompt on top of it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,18 @@ from torch import Tensor
 
 from rlvr.models.forward import (SequenceBatch, _cache_argument, _from_logits, _RowGather,
                                  autocast)
+from rlvr.models.common_prefix import MIN_SHARED_PREFILL, common_prefix_length
+
+
+def _expanded_copy(cache, rows: int):
+    """A copy of the model's key/value ``cache`` (one row) whose layers hold its keys / values
+    expanded to ``rows`` rows (views: the forward that extends it concatenates new tensors)."""
+    out = copy.copy(cache)
+    out.layers = [copy.copy(layer) for layer in cache.layers]
+    for layer in out.layers:
+        layer.keys = layer.keys.expand(rows, -1, -1, -1)
+        layer.values = layer.values.expand(rows, -1, -1, -1)
+    return out
 
 
 class StepPrefix:
@@ -76,15 +89,33 @@ class StepPrefix:
                            for t in (*self.keys, *self.values, self.last_logits)]
 
     def _encode(self, model, ids: Tensor, chunk: int):
+        """Keys / values per layer [U, Hkv, width, D] and last-position logits [U, 1, V] of the
+        left-padded distinct prompts ``ids`` [U, width]. A prefix that every prompt starts
+        with (a system message; at least :data:`MIN_SHARED_PREFILL` tokens) runs once: the
+        cache rows are then ``[prefix | padding | rest]`` and ``self.mask`` says so."""
+        positions = (self.mask.cumsum(-1) - 1).clamp(min=0)
+        shared = common_prefix_length(ids, self.mask.bool())
+        past = None
+        if shared >= MIN_SHARED_PREFILL:
+            first = ids.shape[1] - int(self.lengths[0])
+            with autocast(self.bf16):
+                past = model(input_ids=ids[:1, first:first + shared], use_cache=True,
+                             position_ids=torch.arange(shared).unsqueeze(0),
+                             logits_to_keep=1)[self.cache_name]
+            rest_mask = self.mask[:, :ids.shape[1] - shared]
+            ids, positions = ids[:, shared:], (rest_mask.cumsum(-1) - 1).clamp(min=0) + shared
+            self.mask = torch.cat([rest_mask.new_ones(len(ids), shared), rest_mask], dim=1)
         keys: list[list[Tensor]] = []
         values: list[list[Tensor]] = []
         logits = []
-        positions = (self.mask.cumsum(-1) - 1).clamp(min=0)
         with autocast(self.bf16):
             for s in range(0, ids.shape[0], chunk):
-                out = model(input_ids=ids[s:s + chunk], attention_mask=self.mask[s:s + chunk],
+                rows = ids[s:s + chunk]
+                extra = {} if past is None else {
+                    self.cache_name: _expanded_copy(past, rows.shape[0])}
+                out = model(input_ids=rows, attention_mask=self.mask[s:s + chunk],
                             position_ids=positions[s:s + chunk], use_cache=True,
-                            logits_to_keep=1)
+                            logits_to_keep=1, **extra)
                 cache = out[self.cache_name]
                 self._cache_template = cache  # the model's own cache class and layer types
                 keys.append([layer.keys for layer in cache.layers])

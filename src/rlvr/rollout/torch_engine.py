@@ -17,7 +17,8 @@ not the matmuls, dominates transformers' ``generate`` on a 2-core CPU:
   next key/value in the same column. Position ids come from the per-row prompt lengths, so
   padding never shifts rotary positions.
 - **Prefill once per prompt**, shared by its ``n`` samples: the prompt's keys / values are
-  stored once. Decode attention is one call per layer of a native kernel of the compute dtype
+  stored once; a prefix common to all prompts of a bucket (a system message, few-shot
+  examples; :mod:`rlvr.models.common_prefix`) is prefilled once for all of them. Decode attention is one call per layer of a native kernel of the compute dtype
   (:class:`FusedPrefixCache`, :mod:`rlvr.rollout.kernels`, compiled on first use for the
   machine's SIMD: AVX-512, AVX2 + FMA or portable): each row attends over its prompt's keys
   and its own completion keys in one fp32 softmax (in bf16 the probabilities are rounded to
@@ -200,7 +201,8 @@ class TorchEngine:
             load_weights_into(self.model, source)
         weights = snapshot_weights(self.model, self.dtype, self.max_batch_size, self.prepack_fp32,
                                    self.quantization)
-        self._decoder = Decoder(weights, self._kernel_library(weights))
+        self._decoder = Decoder(weights, self._kernel_library(weights),
+                                shared_prefill=self.shared_prefix)
         self._version = params_version(self.model)
 
     def _current_decoder(self) -> Decoder:

@@ -161,6 +161,13 @@ class DataConfig(ConfigSection):
                          "0.5,knights_knaves(n_people=2):0.5`; verifiers, environment modules "
                          "with their `load_environment` arguments, e.g. `my_env(n=500)` (no "
                          "default).")
+    train_mixture: str | None = Field(None, description="Generated sources only: the training "
+                                      "problems' levels and weights when they should differ "
+                                      "from the validation problems' (`mixture`, which stays "
+                                      "the held-out yardstick), e.g. more weight on the kinds "
+                                      "the model entering GRPO has yet to learn, where its "
+                                      "groups have reward variance. Unset: `mixture`. Train "
+                                      "and validation problems stay disjoint either way.")
     train_size: int = Field(2000, ge=1, description="Training problems.")
     val_size: int | None = Field(None, ge=1, description="Validation problems (R28). Unset: "
                                  "200 (generated sources, gsm8k, mbpp), every task of `val_path`, "
@@ -200,6 +207,19 @@ class DataConfig(ConfigSection):
             return mixture
         return check_mixture(source, mixture)
 
+    @field_validator("train_mixture")
+    @classmethod
+    def _train_mixture_of_source(cls, mixture: str | None, info: ValidationInfo) -> str | None:
+        source = info.data.get("source")
+        if mixture is None or source is None:
+            return mixture
+        if info.data.get("path") or not task_source(source).generated:
+            raise ValueError(f"train_mixture: only for a generated source without data.path "
+                             f"(data.source is {source}"
+                             + (f", data.path {info.data['path']}" if info.data.get("path")
+                                else "") + ")")
+        return check_mixture(source, mixture)
+
     def source_config(self, spec: DataSource | None = None) -> "DataConfig":
         """The single-source data section that loads ``spec`` (one entry of ``sources``), or
         this section itself for ``None``. ``path`` and ``val_path`` are the entry's own; unset
@@ -211,8 +231,11 @@ class DataConfig(ConfigSection):
                                    else task_source(spec.source).default_mixture or self.mixture)
         sizes = {k: v for k, v in spec.model_dump().items()
                  if v is not None and k in ("train_size", "val_size")}
+        train_mixture = (self.train_mixture if self.source == spec.source and not spec.mixture
+                         else None)
         return self.model_copy(update={**sizes, "source": spec.source, "path": spec.path,
                                        "val_path": spec.val_path, "mixture": mixture,
+                                       "train_mixture": train_mixture,
                                        "sources": [], "instruction": self.instruction_for(spec)})
 
     def instruction_for(self, spec: DataSource | None = None) -> str:

@@ -175,8 +175,8 @@ def load_tasks(data, seed: int, log: Callable[[str], None] | None = None
                ) -> tuple[list[Task], list[Task]]:
     """``(train, validation)`` task lists for a :class:`rlvr.train.config.DataConfig`.
 
-    ``arithmetic`` and ``logic`` are generated from ``data.mixture`` (train and validation
-    puzzles disjoint), or, with ``data.path``, read from that task file (e.g. written by
+    ``arithmetic`` and ``logic`` are generated from ``data.mixture`` (training problems from
+    ``data.train_mixture`` when set; train and validation puzzles disjoint), or, with ``data.path``, read from that task file (e.g. written by
     ``rlvr data generate``; every task must be of the source's task type) and held out like
     ``jsonl``.
 
@@ -202,7 +202,8 @@ def load_tasks(data, seed: int, log: Callable[[str], None] | None = None
     source = task_source(data.source)
     val = _validation_file(data) if data.val_path else None
     if in_process(data):
-        train = source.generate(data.mixture, data.train_size, seed=seed, split="train")
+        train = source.generate(data.train_mixture or data.mixture, data.train_size, seed=seed,
+                                split="train")
         if val is None:
             return train, source.generate(data.mixture, data.val_size or DEFAULT_VAL_SIZE,
                                           seed=seed + 1, split="validation")

@@ -339,6 +339,9 @@ def config_summary(config: RunConfig, full: str | None = None) -> list[str]:
     else:
         if in_process(d):
             sizes = f"{d.mixture}: {d.train_size} train"
+            if d.train_mixture:
+                sizes = (f"{d.train_size} train ({d.train_mixture}), validation mixture "
+                         f"{d.mixture}")
         else:   # a file: its own tasks (train_size does not apply)
             sizes = f"{d.path or '?'}: the file's tasks"
         if d.val_path:

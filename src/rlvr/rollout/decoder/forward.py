@@ -8,10 +8,22 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from rlvr.models.common_prefix import MIN_SHARED_PREFILL, common_prefix_length
 from rlvr.rollout import kernels
 from rlvr.rollout.decoder.caches import FusedPrefixCache, KVCache
 from rlvr.rollout.decoder.ops import rms_norm, rope, signed_sin, swiglu
 from rlvr.rollout.decoder.snapshot import DecoderWeights
+
+
+def _prompt_visible(mask: Tensor) -> Tensor | None:
+    """Causal key mask [B, 1, L, L] of left-padded prompts, None without padding. Pad queries
+    may see themselves, so no softmax row is empty (an empty row is NaN, and NaN values would
+    leak into real rows through 0 * NaN in the next layer)."""
+    if bool(mask.all()):
+        return None
+    length = mask.shape[1]
+    causal = torch.ones(length, length, dtype=torch.bool).tril_()
+    return (causal & (mask.unsqueeze(1) | torch.eye(length, dtype=torch.bool))).unsqueeze(1)
 
 
 class Decoder:
@@ -22,11 +34,14 @@ class Decoder:
         weights: the snapshot.
         library: the native kernel library (:func:`rlvr.rollout.kernels.native`) for the fused
             bf16 / fp32 decode path (:meth:`step` with a :class:`FusedPrefixCache`), or None.
+        shared_prefill: run a prefix common to every prompt of a prefill once (default True;
+            see :meth:`prefill`). False keeps transformers' prefill arithmetic for every row.
     """
 
-    def __init__(self, weights: DecoderWeights, library=None):
+    def __init__(self, weights: DecoderWeights, library=None, shared_prefill: bool = True):
         self.w = weights
         self.library = library
+        self.shared_prefill = shared_prefill
 
     def prefill(self, ids: Tensor, mask: Tensor, cache: KVCache, group: int) -> Tensor:
         """Run left-padded prompts and write their keys / values into ``cache``.
@@ -36,24 +51,75 @@ class Decoder:
             cache: holds ``B * group`` rows; prompt b fills rows ``b*group .. b*group+group-1``.
             group: samples per prompt (n).
 
-        Runs ``w.prefill_layers`` when the snapshot has them (int8 decode layers), else
-        ``w.layers``.
+        With ``shared_prefill`` and a common prefix of at least :data:`MIN_SHARED_PREFILL`
+        tokens (a system message, few-shot examples), that prefix runs once and only each
+        prompt's rest runs per prompt (:meth:`_prefill_shared`). Runs ``w.prefill_layers`` when
+        the snapshot has them (int8 decode layers), else ``w.layers``.
 
         Returns:
             FloatTensor[B, V] (compute dtype): logits for each prompt's next token.
         """
+        shared = common_prefix_length(ids, mask) if self.shared_prefill else 0
+        if shared >= MIN_SHARED_PREFILL and ids.shape[0] > 1:
+            return self._prefill_shared(ids, mask, cache, group, shared)
+        positions = (mask.long().cumsum(1) - 1).clamp_(min=0)
+        x = self._layers(ids, positions, _prompt_visible(mask),
+                         lambda i, k, v: cache.store_prompt(i, k, v, group))
+        return self.w.lm_head(rms_norm(x[:, -1], self.w.norm, self.w.eps))
+
+    def _prefill_shared(self, ids: Tensor, mask: Tensor, cache: KVCache, group: int,
+                        shared: int) -> Tensor:
+        """:meth:`prefill` of prompts whose first ``shared`` real tokens are the same: the
+        prefix runs as one row; the rest of each prompt (``ids[:, shared:]``, still
+        left-padded: row b's rest starts where its prompt did) runs with the prefix's keys /
+        values in front (rotary positions from ``shared``). Each row's cache then holds
+        ``[padding | prefix | rest]`` as the plain prefill writes it. The same arithmetic up
+        to float rounding (matmuls of other shapes), ~``B x shared`` tokens of compute fewer.
+        """
+        b, length = ids.shape
+        start = length - mask.sum(1)  # [B] first real column
+        past: list[tuple[Tensor, Tensor]] = []
+        first = int(start[0])
+        prefix = ids[:1, first:first + shared]
+        self._layers(prefix, torch.arange(shared).unsqueeze(0), None,
+                     lambda i, k, v: past.append((k, v)))
+        rest, rest_mask = ids[:, shared:], mask[:, :length - shared]
+        positions = (rest_mask.long().cumsum(1) - 1).clamp_(min=0) + shared
+        visible = _prompt_visible(rest_mask)
+        if visible is None:
+            visible = torch.ones(length - shared, length - shared, dtype=torch.bool).tril_()
+            visible = visible.expand(b, 1, -1, -1)
+        visible = torch.cat([visible.new_ones(b, 1, length - shared, shared), visible], dim=-1)
+        # cache column j of row b: prefix column j - start_b on [start_b, start_b + shared),
+        # else column j of [prefix | rest] (the rest's own columns, or padding)
+        columns = torch.arange(length).unsqueeze(0)
+        offset = columns - start.unsqueeze(1)
+        source = torch.where((offset >= 0) & (offset < shared), offset, columns)
+        source = source.view(b, 1, length, 1)
+
+        def store(i: int, k: Tensor, v: Tensor) -> None:
+            pk, pv = past[i]
+            full_k = torch.cat([pk.expand(b, -1, -1, -1), k], dim=2)
+            full_v = torch.cat([pv.expand(b, -1, -1, -1), v], dim=2)
+            index = source.expand(-1, k.shape[1], -1, k.shape[3])
+            cache.store_prompt(i, full_k.gather(2, index), full_v.gather(2, index), group)
+            return full_k, full_v
+
+        x = self._layers(rest, positions, visible, store)
+        return self.w.lm_head(rms_norm(x[:, -1], self.w.norm, self.w.eps))
+
+    def _layers(self, ids: Tensor, positions: Tensor, visible: Tensor | None, store) -> Tensor:
+        """The decoder layers over ``ids`` [B, L] at rotary ``positions`` [B, L].
+
+        ``visible``: BoolTensor[B, 1, L, K] keys each query may attend to, or None for plain
+        causal attention (K = L). ``store(layer, k, v)`` receives each layer's new keys /
+        values [B, Hkv, L, D]; when it returns ``(keys, values)`` [B, Hkv, K, D] (e.g. a cached
+        prefix in front) the queries attend over those instead. Returns the final hidden
+        states [B, L, H] (before the last norm)."""
         w = self.w
         b, length = ids.shape
-        positions = (mask.long().cumsum(1) - 1).clamp_(min=0)
         cos, sin = w.rotary(positions)
         cos, sin = cos.unsqueeze(1), signed_sin(sin).unsqueeze(1)  # [B, 1, L, D]
-        causal = torch.ones(length, length, dtype=torch.bool).tril_()
-        # Pad queries may see themselves, so no softmax row is empty (an empty row is NaN,
-        # and NaN values would leak into real rows through 0 * NaN in the next layer).
-        visible = None  # no padding: plain causal attention
-        if not bool(mask.all()):
-            visible = causal & (mask.unsqueeze(1) | torch.eye(length, dtype=torch.bool))
-            visible = visible.unsqueeze(1)  # [B, 1, L, L]
         x = w.embed[ids]
         qd, kd = w.heads * w.head_dim, w.kv_heads * w.head_dim
         layers = w.layers if w.prefill_layers is None else w.prefill_layers
@@ -63,14 +129,16 @@ class Decoder:
             k = rope(qkv[..., qd:qd + kd].view(b, length, w.kv_heads, w.head_dim).transpose(1, 2),
                       cos, sin)
             v = qkv[..., qd + kd:].view(b, length, w.kv_heads, w.head_dim).transpose(1, 2)
-            cache.store_prompt(i, k, v, group)
+            attended = store(i, k, v)
+            if attended is not None:
+                k, v = attended
             if visible is None:
                 att = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
             else:
                 att = F.scaled_dot_product_attention(q, k, v, attn_mask=visible, enable_gqa=True)
             x = x + layer.o(att.transpose(1, 2).reshape(b, length, qd))
             x = x + swiglu(rms_norm(x, layer.ln2, w.eps), layer, w.intermediate)
-        return w.lm_head(rms_norm(x[:, -1], w.norm, w.eps))
+        return x
 
     def step(self, tokens: Tensor, positions: Tensor, column: int, key_mask: Tensor,
              cache: KVCache) -> Tensor:
