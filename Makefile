@@ -37,6 +37,7 @@ bench: setup
 	$(PY) benchmarks/grpo_step.py --quick
 	$(PY) benchmarks/grpo_memory.py --quick
 	$(PY) benchmarks/update_prefix.py --quick
+	$(PY) benchmarks/shared_prefill.py --quick
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -53,6 +53,37 @@ def test_reward_collapse(rewards, fires):
         assert "fell to 0.200 from 0.600" in finding.message
 
 
+def _mixed_rows(current_hard: int, current_reward_hard: float, current_reward_easy: float):
+    """Six earlier steps of 4 easy (reward 0.9) and 4 hard (0.1) completions, then a step of
+    ``current_hard`` hard completions and 8 - current_hard easy ones."""
+    rows = [rec(step=s, category=c, reward=r) for s in range(1, 7)
+            for c, r in [("easy", 0.9)] * 4 + [("hard", 0.1)] * 4]
+    rows += [rec(step=7, category="hard", reward=current_reward_hard)] * current_hard
+    rows += [rec(step=7, category="easy", reward=current_reward_easy)] * (8 - current_hard)
+    means = [0.5] * 6 + [_mean_of(rows[-8:])]
+    return means, rows
+
+
+def _mean_of(rows):
+    return sum(r.reward for r in rows) / len(rows)
+
+
+def test_reward_collapse_expects_the_steps_categories():
+    # a step that drew 8 hard problems scores 0.1, as hard problems did before: no collapse
+    # (the plain rule would see 0.1 < 0.5 x 0.5 after a mean of 0.5)
+    means, rows = _mixed_rows(8, 0.1, 0.9)
+    assert run("reward_collapse", ctx([{"reward_mean": m} for m in means], rows)) is None
+    plain = ctx([{"reward_mean": m} for m in means])  # without completions: the plain rule
+    assert run("reward_collapse", plain) is not None
+    # the easy problems fall from 0.9 to 0.2 on a half-and-half step: expected 0.5, got 0.15
+    means, rows = _mixed_rows(4, 0.1, 0.2)
+    finding = run("reward_collapse", ctx([{"reward_mean": m} for m in means], rows))
+    assert finding is not None and finding.value == pytest.approx(0.15)
+    assert finding.threshold == pytest.approx(0.25)
+    assert "from 0.500 (what the previous 6 steps scored on this step's categories)" in \
+        finding.message
+
+
 @pytest.mark.parametrize("kls, fires", [
     ([0.01] * 6 + [0.08], True),    # > 5 x 0.01 and > min_kl 0.05
     ([0.01] * 6 + [0.04], False),   # 4x and below min_kl

@@ -145,17 +145,44 @@ def nonfinite(ctx: CheckContext, cfg) -> Finding | None:
 
 @health_check("reward_collapse")
 def reward_collapse(ctx: CheckContext, cfg) -> Finding | None:
-    """R21: reward_mean < (1 - drop) x the previous window's mean, by at least min_drop."""
+    """R21: reward_mean < (1 - drop) x the previous window's mean, by at least min_drop.
+
+    When the window's completions span several categories, "the previous window's mean" is
+    what the previous steps scored *on this step's categories* (each of this step's
+    completions counts the recent mean reward of its own category): a step that happened to
+    draw mostly hard problems scores low without anything having collapsed (a run that
+    weights its hardest category, ``data.train_mixture``, draws such steps often)."""
     prev = ctx.previous("reward_mean")
     if len(prev) < ctx.min_history:
         return None
     base, cur = _mean(prev), ctx.current.get("reward_mean")
     if cur is None:
         return None
+    expected = _category_expected_reward(ctx)
+    what = f"mean of the previous {len(prev)} steps"
+    if expected is not None:
+        base = expected
+        what = f"what the previous {len(prev)} steps scored on this step's categories"
     if cur < (1 - cfg.drop) * base and base - cur >= cfg.min_drop:
-        return Finding(f"mean reward fell to {cur:.3f} from {base:.3f} (mean of the previous "
-                       f"{len(prev)} steps)", value=cur, threshold=(1 - cfg.drop) * base)
+        return Finding(f"mean reward fell to {cur:.3f} from {base:.3f} ({what})", value=cur,
+                       threshold=(1 - cfg.drop) * base)
     return None
+
+
+def _category_expected_reward(ctx: CheckContext) -> float | None:
+    """Mean over the current step's completions of their category's mean reward in the
+    window's earlier steps (a category not seen there counts the earlier overall mean); None
+    when the window holds a single category or lacks the earlier or the current completions."""
+    before = [r for r in ctx.rows if r.step < ctx.step]
+    now = [r for r in ctx.rows if r.step == ctx.step]
+    if not before or not now or len({r.category for r in ctx.rows}) < 2:
+        return None
+    by_category: dict[str, list[float]] = defaultdict(list)
+    for r in before:
+        by_category[r.category].append(r.reward)
+    overall = _mean([r.reward for r in before])
+    return _mean([_mean(by_category[r.category]) if r.category in by_category else overall
+                  for r in now])
 
 
 @health_check("kl_spike")
