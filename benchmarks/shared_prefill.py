@@ -26,8 +26,9 @@ import torch  # noqa: E402
 from _machine import machine_line  # noqa: E402
 
 
-def prompts(tokenizer, count: int) -> list[list[int]]:
-    """``count`` chat prompts: the tool env's system message and a distinct question."""
+def tool_prompts(tokenizer, count: int) -> list[list[int]]:
+    """``count`` chat prompts (token ids): the tool env's system message and a distinct word
+    problem (also benchmarks/update_prefix.py's prompts)."""
     from rlvr.envs.tool_env import tools_prompt
     from rlvr.tools.registry import get_tool
 
@@ -83,10 +84,11 @@ def main(argv: list[str] | None = None) -> None:
     model, tokenizer = load_model_and_tokenizer(args.model or DEFAULT_MODEL)
     engine = TorchEngine(model, dtype=resolve_precision(args.precision).dtype,
                          max_batch_size=max(count, 1))
-    ids, mask = left_pad(prompts(tokenizer, count), engine.pad_token_id)
+    ids, mask = left_pad(tool_prompts(tokenizer, count), engine.pad_token_id)
     common = common_prefix_length(ids, mask)
-    print(f"{count} prompts of {int(mask.sum(1).min())}-{ids.shape[1]} tokens, common prefix "
-          f"{common} tokens")
+    shortest = int(mask.sum(1).min())
+    sizes = f"{shortest}" if shortest == ids.shape[1] else f"{shortest}-{ids.shape[1]}"
+    print(f"{count} prompts of {sizes} tokens, common prefix {common} tokens")
     with torch.no_grad():
         shared = time_prefill(engine, ids, mask, True, repeats)
         print(f"  shared: {shared:.2f} s", flush=True)

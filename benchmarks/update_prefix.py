@@ -37,20 +37,10 @@ from _machine import machine_line  # noqa: E402
 
 def rows(tokenizer, prompts: int, group: int, seed: int = 0):
     """A :class:`rlvr.models.forward.SequenceBatch` of ``prompts * group`` rows, group order."""
-    from rlvr.envs.tool_env import tools_prompt
     from rlvr.models.forward import build_sequences
-    from rlvr.tools.registry import get_tool
+    from shared_prefill import tool_prompts
 
-    system = tools_prompt([get_tool("calculator")])
-    chats = []
-    for i in range(prompts):
-        question = (f"A shop packs {347 + i} boxes with {628 - 3 * i} pens each and sells "
-                    f"{12 + i} boxes. How many pens are left? Show the calculation, then the "
-                    "answer as '#### <answer>'.")
-        text = tokenizer.apply_chat_template(
-            [{"role": "system", "content": system}, {"role": "user", "content": question}],
-            add_generation_prompt=True, tokenize=False)
-        chats.append(tokenizer(text)["input_ids"])
+    chats = tool_prompts(tokenizer, prompts)
     g = torch.Generator().manual_seed(seed)
     n = prompts * group
     lengths = torch.randint(20, 91, (n,), generator=g)

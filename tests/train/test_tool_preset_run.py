@@ -63,3 +63,7 @@ def test_results_hold_three_rows_on_the_same_problems(run):
     for name in ("no tool (before SFT, one turn)", "SFT tool model (entered GRPO)",
                  "GRPO tool model"):
         assert name in out
+    gains = (f"pass@1 gain: {results['gain_pass_at_1'] * 100:+.1f} points over the checkpoint "
+             f"that entered GRPO ({results['gain_over_no_tool'] * 100:+.1f} over the model "
+             "without the tool)")
+    assert gains in out

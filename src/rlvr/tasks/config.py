@@ -214,7 +214,7 @@ class DataConfig(ConfigSection):
         if mixture is None or source is None:
             return mixture
         if info.data.get("path") or not task_source(source).generated:
-            raise ValueError(f"train_mixture: only for a generated source without data.path "
+            raise ValueError(f"only for a generated source without data.path "
                              f"(data.source is {source}"
                              + (f", data.path {info.data['path']}" if info.data.get("path")
                                 else "") + ")")
