@@ -65,7 +65,8 @@ def train(
     if sampled is not None:
         Console(width=None if sys.stdout.isatty() else 120).print(sampled)
     over_no_tool = results.get("gain_over_no_tool")
-    extra = "" if over_no_tool is None else f" ({over_no_tool * 100:+.1f} over the model without the tool)"
+    extra = ("" if over_no_tool is None
+             else f" ({over_no_tool * 100:+.1f} over the model without the tool)")
     print(f"pass@1 gain: {results['gain_pass_at_1'] * 100:+.1f} points over the checkpoint that "
           f"entered GRPO{extra}; wall time {results['wall_seconds'] / 60:.1f} min; run dir "
           f"{run_dir}")

@@ -4,6 +4,8 @@ update's prompt encoding."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
@@ -26,3 +28,33 @@ def common_prefix_length(ids: Tensor, mask: Tensor) -> int:
     aligned = ids.gather(1, start.unsqueeze(1) + torch.arange(shortest - 1).unsqueeze(0))
     differs = (aligned != aligned[:1]).any(0)
     return int(differs.float().argmax()) if bool(differs.any()) else shortest - 1
+
+
+@dataclass(frozen=True)
+class PrefixSplit:
+    """Left-padded prompts split at a common prefix of ``shared`` tokens.
+
+    Attributes:
+        prefix_ids: LongTensor[1, shared], the common prefix (from the first prompt).
+        rest_ids: LongTensor[B, L - shared], each prompt after the prefix, still left-padded
+            (``ids[:, shared:]``: row b's rest starts in the column its prompt did).
+        rest_mask: BoolTensor / LongTensor[B, L - shared] (the input mask's dtype), real tokens
+            of the rest.
+        rest_positions: LongTensor[B, L - shared], rotary positions of the rest (from
+            ``shared``; padding clamped to ``shared``).
+    """
+
+    prefix_ids: Tensor
+    rest_ids: Tensor
+    rest_mask: Tensor
+    rest_positions: Tensor
+
+
+def split_prefix(ids: Tensor, mask: Tensor, shared: int) -> PrefixSplit:
+    """Split left-padded prompts ``ids`` [B, L] (``mask`` [B, L]: real tokens) whose first
+    ``shared`` real tokens are the same (``shared <= common_prefix_length(ids, mask)``)."""
+    length = ids.shape[1]
+    first = length - int(mask[0].sum())
+    rest_mask = mask[:, :length - shared]
+    positions = (rest_mask.long().cumsum(1) - 1).clamp_(min=0) + shared
+    return PrefixSplit(ids[:1, first:first + shared], ids[:, shared:], rest_mask, positions)

@@ -31,19 +31,19 @@ import copy
 import torch
 from torch import Tensor
 
+from rlvr.models.common_prefix import MIN_SHARED_PREFILL, common_prefix_length, split_prefix
 from rlvr.models.forward import (SequenceBatch, _cache_argument, _from_logits, _RowGather,
                                  autocast)
-from rlvr.models.common_prefix import MIN_SHARED_PREFILL, common_prefix_length
 
 
-def _expanded_copy(cache, rows: int):
-    """A copy of the model's key/value ``cache`` (one row) whose layers hold its keys / values
-    expanded to ``rows`` rows (views: the forward that extends it concatenates new tensors)."""
-    out = copy.copy(cache)
-    out.layers = [copy.copy(layer) for layer in cache.layers]
-    for layer in out.layers:
-        layer.keys = layer.keys.expand(rows, -1, -1, -1)
-        layer.values = layer.values.expand(rows, -1, -1, -1)
+def _cache_holding(template, keys, values):
+    """A copy of the model's own key/value cache ``template`` (its class and layer types)
+    whose layers hold ``keys`` / ``values`` (one tensor per layer). Each forward that is
+    handed a cache appends to it, so every forward gets its own copy."""
+    out = copy.copy(template)
+    out.layers = [copy.copy(layer) for layer in template.layers]
+    for layer, k, v in zip(out.layers, keys, values):
+        layer.keys, layer.values = k, v
     return out
 
 
@@ -97,22 +97,25 @@ class StepPrefix:
         shared = common_prefix_length(ids, self.mask.bool())
         past = None
         if shared >= MIN_SHARED_PREFILL:
-            first = ids.shape[1] - int(self.lengths[0])
+            split = split_prefix(ids, self.mask, shared)
             with autocast(self.bf16):
-                past = model(input_ids=ids[:1, first:first + shared], use_cache=True,
+                past = model(input_ids=split.prefix_ids, use_cache=True,
                              position_ids=torch.arange(shared).unsqueeze(0),
                              logits_to_keep=1)[self.cache_name]
-            rest_mask = self.mask[:, :ids.shape[1] - shared]
-            ids, positions = ids[:, shared:], (rest_mask.cumsum(-1) - 1).clamp(min=0) + shared
-            self.mask = torch.cat([rest_mask.new_ones(len(ids), shared), rest_mask], dim=1)
+            ids, positions = split.rest_ids, split.rest_positions
+            self.mask = torch.cat([split.rest_mask.new_ones(len(ids), shared), split.rest_mask],
+                                  dim=1)
         keys: list[list[Tensor]] = []
         values: list[list[Tensor]] = []
         logits = []
         with autocast(self.bf16):
             for s in range(0, ids.shape[0], chunk):
                 rows = ids[s:s + chunk]
-                extra = {} if past is None else {
-                    self.cache_name: _expanded_copy(past, rows.shape[0])}
+                extra = {}
+                if past is not None:  # the prefix's keys / values, as views for these rows
+                    wide = [t.expand(len(rows), -1, -1, -1) for layer in past.layers
+                            for t in (layer.keys, layer.values)]
+                    extra[self.cache_name] = _cache_holding(past, wide[0::2], wide[1::2])
                 out = model(input_ids=rows, attention_mask=self.mask[s:s + chunk],
                             position_ids=positions[s:s + chunk], use_cache=True,
                             logits_to_keep=1, **extra)
@@ -157,12 +160,8 @@ class StepPrefix:
             last = self.leaves[-1]
         else:
             keys, values, last = self.keys, self.values, self.last_logits
-        # a copy of the model's own cache (class, layer types) holding the rows' gathered
-        # keys / values: every call gets its own, as the forward appends to it
-        cache = copy.copy(self._cache_template)
-        cache.layers = [copy.copy(layer) for layer in self._cache_template.layers]
-        for layer, k, v in zip(cache.layers, keys, values):
-            layer.keys, layer.values = gather(k), gather(v)
+        cache = _cache_holding(self._cache_template, [gather(k) for k in keys],
+                               [gather(v) for v in values])
         completion_ids, steps = batch.completion_ids, batch.completion_ids.shape[1]
         attention = torch.cat([self.mask[row_prompt], batch.completion_mask.long()], dim=1)
         positions = self.lengths[row_prompt, None] + torch.arange(steps)

@@ -18,7 +18,8 @@ not the matmuls, dominates transformers' ``generate`` on a 2-core CPU:
   padding never shifts rotary positions.
 - **Prefill once per prompt**, shared by its ``n`` samples: the prompt's keys / values are
   stored once; a prefix common to all prompts of a bucket (a system message, few-shot
-  examples; :mod:`rlvr.models.common_prefix`) is prefilled once for all of them. Decode attention is one call per layer of a native kernel of the compute dtype
+  examples; :mod:`rlvr.models.common_prefix`) is prefilled once for all of them. Decode
+  attention is one call per layer of a native kernel of the compute dtype
   (:class:`FusedPrefixCache`, :mod:`rlvr.rollout.kernels`, compiled on first use for the
   machine's SIMD: AVX-512, AVX2 + FMA or portable): each row attends over its prompt's keys
   and its own completion keys in one fp32 softmax (in bf16 the probabilities are rounded to

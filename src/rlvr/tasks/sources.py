@@ -176,9 +176,9 @@ def load_tasks(data, seed: int, log: Callable[[str], None] | None = None
     """``(train, validation)`` task lists for a :class:`rlvr.train.config.DataConfig`.
 
     ``arithmetic`` and ``logic`` are generated from ``data.mixture`` (training problems from
-    ``data.train_mixture`` when set; train and validation puzzles disjoint), or, with ``data.path``, read from that task file (e.g. written by
-    ``rlvr data generate``; every task must be of the source's task type) and held out like
-    ``jsonl``.
+    ``data.train_mixture`` when set; train and validation puzzles disjoint), or, with
+    ``data.path``, read from that task file (e.g. written by ``rlvr data generate``; every task
+    must be of the source's task type) and held out like ``jsonl``.
 
     Validation: with ``data.val_path``, every task of that file in file order (the first
     ``val_size`` when set), and training tasks also in it (same id or prompt) are left out;

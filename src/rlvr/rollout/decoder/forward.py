@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from rlvr.models.common_prefix import MIN_SHARED_PREFILL, common_prefix_length
+from rlvr.models.common_prefix import MIN_SHARED_PREFILL, common_prefix_length, split_prefix
 from rlvr.rollout import kernels
 from rlvr.rollout.decoder.caches import FusedPrefixCache, KVCache
 from rlvr.rollout.decoder.ops import rms_norm, rope, signed_sin, swiglu
@@ -60,7 +60,7 @@ class Decoder:
             FloatTensor[B, V] (compute dtype): logits for each prompt's next token.
         """
         shared = common_prefix_length(ids, mask) if self.shared_prefill else 0
-        if shared >= MIN_SHARED_PREFILL and ids.shape[0] > 1:
+        if shared >= MIN_SHARED_PREFILL:
             return self._prefill_shared(ids, mask, cache, group, shared)
         positions = (mask.long().cumsum(1) - 1).clamp_(min=0)
         x = self._layers(ids, positions, _prompt_visible(mask),
@@ -78,14 +78,11 @@ class Decoder:
         """
         b, length = ids.shape
         start = length - mask.sum(1)  # [B] first real column
+        split = split_prefix(ids, mask, shared)
         past: list[tuple[Tensor, Tensor]] = []
-        first = int(start[0])
-        prefix = ids[:1, first:first + shared]
-        self._layers(prefix, torch.arange(shared).unsqueeze(0), None,
+        self._layers(split.prefix_ids, torch.arange(shared).unsqueeze(0), None,
                      lambda i, k, v: past.append((k, v)))
-        rest, rest_mask = ids[:, shared:], mask[:, :length - shared]
-        positions = (rest_mask.long().cumsum(1) - 1).clamp_(min=0) + shared
-        visible = _prompt_visible(rest_mask)
+        visible = _prompt_visible(split.rest_mask)
         if visible is None:
             visible = torch.ones(length - shared, length - shared, dtype=torch.bool).tril_()
             visible = visible.expand(b, 1, -1, -1)
@@ -97,7 +94,7 @@ class Decoder:
         source = torch.where((offset >= 0) & (offset < shared), offset, columns)
         source = source.view(b, 1, length, 1)
 
-        def store(i: int, k: Tensor, v: Tensor) -> None:
+        def store(i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
             pk, pv = past[i]
             full_k = torch.cat([pk.expand(b, -1, -1, -1), k], dim=2)
             full_v = torch.cat([pv.expand(b, -1, -1, -1), v], dim=2)
@@ -105,7 +102,7 @@ class Decoder:
             cache.store_prompt(i, full_k.gather(2, index), full_v.gather(2, index), group)
             return full_k, full_v
 
-        x = self._layers(rest, positions, visible, store)
+        x = self._layers(split.rest_ids, split.rest_positions, visible, store)
         return self.w.lm_head(rms_norm(x[:, -1], self.w.norm, self.w.eps))
 
     def _layers(self, ids: Tensor, positions: Tensor, visible: Tensor | None, store) -> Tensor:
