@@ -166,6 +166,25 @@ def test_levels_respect_digits_and_operators():
         assert len(re.findall(r"\d+", task.metadata["expression"])) == 3
 
 
+def test_sum_and_difference_levels_split_2d_plus_minus():
+    """``2d+2d`` / ``2d-2d`` (the default preset's GRPO training mixture) draw the sums and the
+    differences of ``2d+-2d``'s problem space, and their training problems never appear among
+    ``2d+-2d``'s validation problems (the split is the problem's, not the level's)."""
+    sums = generate("2d+2d", 200, seed=0, split="train")
+    diffs = generate("2d-2d", 200, seed=0, split="train")
+    for task in sums:
+        a, b = map(int, task.metadata["expression"].split(" + "))
+        assert 10 <= a <= 99 and 10 <= b <= 99 and int(task.reference) == a + b
+    for task in diffs:
+        a, b = map(int, task.metadata["expression"].split(" - "))
+        assert 10 <= a <= 99 and 10 <= b <= 99 and int(task.reference) == a - b >= 0
+    train = generate("2d+2d:1,2d-2d:2", 2000, seed=0, split="train")
+    kinds = Counter(t.category for t in train)
+    assert set(kinds) == {"2d+2d", "2d-2d"} and 0.6 < kinds["2d-2d"] / 2000 < 0.73
+    val = generate("2d+-2d", 200, seed=0, split="validation")
+    assert not {t.prompt for t in train} & {t.prompt for t in val}
+
+
 def test_deterministic_by_seed():
     a = [t.to_dict() for t in generate(MIX, 300, seed=11)]
     b = [t.to_dict() for t in generate(MIX, 300, seed=11)]

@@ -52,6 +52,8 @@ PRESETS: dict[str, Level] = {
         Level("1d+1d", (1, 1), "+"),
         Level("1dop1d", (1, 1), "+-*"),
         Level("2d+-2d", (2, 2), "+-"),
+        Level("2d+2d", (2, 2), "+"),
+        Level("2d-2d", (2, 2), "-"),
         Level("2dx1d", (2, 1), "*"),
         Level("2dx2d", (2, 2), "*"),
         Level("3ops", (2, 1, 1), "+-*"),
