@@ -175,3 +175,25 @@ def test_a_set_value_with_a_hash_is_taken_as_written():
     assert parse_override("data.instruction=Reply with #### <answer>") == (
         ["data", "instruction"], "Reply with #### <answer>")
     assert parse_override("grpo.steps=3") == (["grpo", "steps"], 3)
+
+
+def test_changing_the_task_source_drops_the_preset_mixtures(tmp_path):
+    """The default preset's arithmetic mixtures (validation and GRPO training) do not follow
+    ``--set data.source`` / ``data.path`` to another source: the new source's defaults apply,
+    and mixtures named in ``--set`` are kept (and checked)."""
+    from rlvr.train.config import RunConfig
+
+    preset = tmp_path / "preset.yaml"
+    preset.write_text("data:\n  source: arithmetic\n  mixture: '2d+-2d'\n"
+                      "  train_mixture: '2d+2d:1,2d-2d:2'\n")
+    logic = load_config(RunConfig, preset, ["data.source=logic"]).data
+    assert (logic.mixture, logic.train_mixture) == ("countdown-3:0.5,kk-3:0.5", None)
+    files = load_config(RunConfig, preset, ["data.source=jsonl", "data.path=x.jsonl"]).data
+    assert files.train_mixture is None and files.path == "x.jsonl"
+    same = load_config(RunConfig, preset, ["data.source=arithmetic"]).data
+    assert (same.mixture, same.train_mixture) == ("2d+-2d", "2d+2d:1,2d-2d:2")
+    chosen = load_config(RunConfig, preset, ["data.source=logic", "data.train_mixture=kk-2"])
+    assert chosen.data.train_mixture == "kk-2"
+    with pytest.raises(ConfigError, match="(?s)data.train_mixture.*only for a generated source"):
+        load_config(RunConfig, preset, ["data.source=jsonl", "data.path=x.jsonl",
+                                        "data.train_mixture=2d-2d"])

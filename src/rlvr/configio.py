@@ -73,6 +73,29 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
     return data
 
 
+def drop_bound_keys(data: dict, overrides: list[str], bound: dict[str, tuple[str, ...]]) -> dict:
+    """Remove from ``data`` (a config file's contents, before ``overrides`` are applied) the
+    keys bound to a key that an override changes: for ``bound = {"data.source":
+    ("data.mixture",)}``, ``--set data.source=logic`` on a file with ``data.source:
+    arithmetic`` drops the file's arithmetic ``data.mixture`` (the new source's default
+    applies) unless an override sets ``data.mixture`` too. An override that repeats the
+    file's value changes nothing. Returns ``data``, changed in place."""
+    parsed = [parse_override(text) for text in overrides]
+    set_keys = {".".join(path) for path, _ in parsed}
+    for key, dependents in bound.items():
+        new = [value for path, value in parsed if ".".join(path) == key]
+        section, _, name = key.rpartition(".")
+        node = data.get(section) if section else data
+        if not new or (isinstance(node, dict) and node.get(name) == new[-1]):
+            continue
+        for dependent in dependents:
+            dep_section, _, dep_name = dependent.rpartition(".")
+            dep_node = data.get(dep_section) if dep_section else data
+            if dependent not in set_keys and isinstance(dep_node, dict):
+                dep_node.pop(dep_name, None)
+    return data
+
+
 def _model_in(annotation: Any) -> type[BaseModel] | None:
     """The section model a field's annotation holds: ``X`` or an optional section ``X | None``
     (e.g. ``env``); None for anything else."""
@@ -231,7 +254,9 @@ def load_config(model: type[M], path: str | Path | None = None,
     Args:
         model: the pydantic model class (``extra="forbid"`` so typos are caught).
         path: YAML file; ``None`` starts from the model's defaults.
-        overrides: ``KEY=VALUE`` strings applied after the file.
+        overrides: ``KEY=VALUE`` strings applied after the file; one that changes a key of
+            ``model.bound_keys`` first drops the file's keys bound to it
+            (:func:`drop_bound_keys`).
         section: if given and present in the file, only that top-level key is used.
 
     Raises:
@@ -251,6 +276,7 @@ def load_config(model: type[M], path: str | Path | None = None,
         data = loaded or {}
         if section is not None and isinstance(data.get(section), dict):
             data = data[section]
+    drop_bound_keys(data, overrides or [], getattr(model, "bound_keys", {}))
     apply_overrides(data, overrides or [])
     try:
         return model.model_validate(data)

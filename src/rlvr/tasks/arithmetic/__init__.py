@@ -20,8 +20,8 @@ never land in both splits, whatever seeds the two sets were generated with.
 
 Difficulty (R24) is a :class:`Level`: digits per operand, operators, parentheses. Named presets
 live in :data:`PRESETS` (``1d+1d``, ``1dop1d``, ``2d+-2d`` and its sums ``2d+2d`` and
-differences ``2d-2d``, ``2dx1d``, ``2dx2d``, ``3ops``, ``3ops-paren``, ``div``); a mixture spec such as ``"2d+-2d:0.6,2dx1d:0.4"`` draws levels by
-weight.
+differences ``2d-2d``, ``2dx1d``, ``2dx2d``, ``3ops``, ``3ops-paren``, ``div``); a mixture
+spec such as ``"2d+-2d:0.6,2dx1d:0.4"`` draws levels by weight.
 
 Modules: :mod:`~rlvr.tasks.arithmetic.expressions` (expression trees: evaluation, text),
 :mod:`~rlvr.tasks.arithmetic.solutions` (worked solutions and their check),
