@@ -185,13 +185,18 @@ def test_changing_the_task_source_drops_the_preset_mixtures(tmp_path):
 
     preset = tmp_path / "preset.yaml"
     preset.write_text("data:\n  source: arithmetic\n  mixture: '2d+-2d'\n"
-                      "  train_mixture: '2d+2d:1,2d-2d:2'\n")
+                      "  train_mixture: '2d+2d:1,2d-2d:2'\n  instruction: 'Answer as #### N.'\n")
     logic = load_config(RunConfig, preset, ["data.source=logic"]).data
     assert (logic.mixture, logic.train_mixture) == ("countdown-3:0.5,kk-3:0.5", None)
+    assert logic.instruction == ""  # logic puzzles state their own answer format
     files = load_config(RunConfig, preset, ["data.source=jsonl", "data.path=x.jsonl"]).data
     assert files.train_mixture is None and files.path == "x.jsonl"
+    assert files.instruction != "Answer as #### N."
     same = load_config(RunConfig, preset, ["data.source=arithmetic"]).data
     assert (same.mixture, same.train_mixture) == ("2d+-2d", "2d+2d:1,2d-2d:2")
+    assert same.instruction == "Answer as #### N."
+    path = load_config(RunConfig, preset, ["data.path=tasks.jsonl"]).data
+    assert path.train_mixture is None and path.instruction == "Answer as #### N."
     chosen = load_config(RunConfig, preset, ["data.source=logic", "data.train_mixture=kk-2"])
     assert chosen.data.train_mixture == "kk-2"
     with pytest.raises(ConfigError, match="(?s)data.train_mixture.*only for a generated source"):
