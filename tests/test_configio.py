@@ -188,10 +188,8 @@ def test_changing_the_task_source_drops_the_preset_mixtures(tmp_path):
                       "  train_mixture: '2d+2d:1,2d-2d:2'\n  instruction: 'Answer as #### N.'\n")
     logic = load_config(RunConfig, preset, ["data.source=logic"]).data
     assert (logic.mixture, logic.train_mixture) == ("countdown-3:0.5,kk-3:0.5", None)
-    assert logic.instruction == ""  # logic puzzles state their own answer format
     files = load_config(RunConfig, preset, ["data.source=jsonl", "data.path=x.jsonl"]).data
     assert files.train_mixture is None and files.path == "x.jsonl"
-    assert files.instruction != "Answer as #### N."
     same = load_config(RunConfig, preset, ["data.source=arithmetic"]).data
     assert (same.mixture, same.train_mixture) == ("2d+-2d", "2d+2d:1,2d-2d:2")
     assert same.instruction == "Answer as #### N."

@@ -105,11 +105,11 @@ class RunConfig(ConfigSection):
     ``config.yaml`` in the run directory."""
 
     foreign_keys: ClassVar[dict[str, str]] = FOREIGN_KEYS  # hints for unknown keys (configio)
-    # A preset's generator mixtures and instruction belong to its task source: `--set
-    # data.source=...` on it drops them (the new source's defaults apply), `--set data.path=...`
-    # its training mixture, unless they are set too (rlvr.configio).
+    # A preset's generator mixtures belong to its task source: `--set data.source=...` on it
+    # drops them (the new source's defaults apply), `--set data.path=...` its training
+    # mixture, unless they are set too (rlvr.configio).
     bound_keys: ClassVar[dict[str, tuple[str, ...]]] = {
-        "data.source": ("data.mixture", "data.train_mixture", "data.instruction"),
+        "data.source": ("data.mixture", "data.train_mixture"),
         "data.path": ("data.train_mixture",)}
 
     name: str = Field("arithmetic", description="Run name (used in the default run dir).")
