@@ -73,6 +73,16 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
     return data
 
 
+def _parent(data: dict, dotted: str) -> tuple[dict | None, str]:
+    """The mapping that holds ``dotted``'s last part in ``data`` (None where a section on the
+    way is missing or not a mapping), and that part."""
+    *sections, name = dotted.split(".")
+    node = data
+    for part in sections:
+        node = node.get(part) if isinstance(node, dict) else None
+    return (node if isinstance(node, dict) else None), name
+
+
 def drop_bound_keys(data: dict, overrides: list[str], bound: dict[str, tuple[str, ...]]) -> dict:
     """Remove from ``data`` (a config file's contents, before ``overrides`` are applied) the
     keys bound to a key that an override changes: for ``bound = {"data.source":
@@ -80,18 +90,14 @@ def drop_bound_keys(data: dict, overrides: list[str], bound: dict[str, tuple[str
     arithmetic`` drops the file's arithmetic ``data.mixture`` (the new source's default
     applies) unless an override sets ``data.mixture`` too. An override that repeats the
     file's value changes nothing. Returns ``data``, changed in place."""
-    parsed = [parse_override(text) for text in overrides]
-    set_keys = {".".join(path) for path, _ in parsed}
+    parsed = {".".join(path): value for path, value in map(parse_override, overrides)}
     for key, dependents in bound.items():
-        new = [value for path, value in parsed if ".".join(path) == key]
-        section, _, name = key.rpartition(".")
-        node = data.get(section) if section else data
-        if not new or (isinstance(node, dict) and node.get(name) == new[-1]):
+        node, name = _parent(data, key)
+        if key not in parsed or (node is not None and node.get(name) == parsed[key]):
             continue
         for dependent in dependents:
-            dep_section, _, dep_name = dependent.rpartition(".")
-            dep_node = data.get(dep_section) if dep_section else data
-            if dependent not in set_keys and isinstance(dep_node, dict):
+            dep_node, dep_name = _parent(data, dependent)
+            if dependent not in parsed and dep_node is not None:
                 dep_node.pop(dep_name, None)
     return data
 
