@@ -38,6 +38,7 @@ from rlvr.train.config import RunConfig
 from rlvr.train.episode_step import row_prompts, sampled_lengths, truncated
 from rlvr.train.policy import sync_engine
 from rlvr.update import LocalBackend, policy_update
+from rlvr.update.micro_batches import micro_batch_slices
 
 
 def _first_groups(adv: Tensor, rows: Tensor, prompt_index: Tensor, k: int
@@ -351,11 +352,13 @@ class GRPOStep:
     @torch.no_grad()
     def _log_probs(self, model, seqs: SequenceBatch) -> Tensor:
         width = seqs.completion_mask.shape[1]
-        parts = [completion_log_probs(model, seqs.rows(slice(i, i + self.config.grpo.micro_batch_size)).trimmed(),
-                                      temperature=self.config.grpo.temperature,
-                                      bf16=self.bf16,
-                                      shared_prefix=self.config.grpo.shared_prefix != "off")
-                 for i in range(0, seqs.input_ids.shape[0], self.config.grpo.micro_batch_size)]
+        g = self.config.grpo
+        slices = micro_batch_slices(seqs.completion_mask.sum(1).tolist(), g.micro_batch_size,
+                                    g.micro_batch_tokens)
+        parts = [completion_log_probs(model, seqs.rows(rows).trimmed(),
+                                      temperature=g.temperature, bf16=self.bf16,
+                                      shared_prefix=g.shared_prefix != "off")
+                 for rows in slices]
         return torch.cat([torch.nn.functional.pad(p, (0, width - p.shape[1])) for p in parts])
 
     def _metrics(self, batch: StepRollouts, update: dict, phases) -> dict:

@@ -107,6 +107,15 @@ class GRPOConfig(ConfigSection):
     max_grad_norm: float = Field(1.0, gt=0, description="Global gradient-norm clip.")
     micro_batch_size: int = Field(16, ge=1, description="Completions per forward/backward; "
                                   "gradients are accumulated over the step's completions.")
+    micro_batch_tokens: int | None = Field(
+        None, ge=1, description="Also cut micro-batches by padded completion tokens: a "
+        "micro-batch holds at most this many (its rows times its longest completion; one row "
+        "longer than this still runs alone). With `shared_prefix: step` the rows are sorted by "
+        "completion length first, so one runaway completion pads only the few long rows "
+        "instead of the whole step (verl's dynamic batch size bounds tokens the same way). "
+        "A step that fits one micro-batch runs as before, bit for bit. Measured on the default "
+        "preset (64 rows of ~17 tokens, one ~57: AVX2-only EPYC, fp32): that step's update "
+        "46 s in one micro-batch. null: rows only (`micro_batch_size`).")
     shared_prefix: Literal["step", "micro_batch", "off"] = Field(
         "step", description="How the update runs the G completions' shared prompt. `step`: "
         "each distinct prompt once per optimizer step, its KV cache (with gradients) reused "

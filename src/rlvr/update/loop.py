@@ -30,6 +30,7 @@ from rlvr.algo.registry import LOSS_AGGREGATIONS, POLICY_LOSSES
 from rlvr.models.forward import SequenceBatch, completion_log_probs
 from rlvr.models.step_prefix import StepPrefix
 from rlvr.update.backend import UpdateBackend
+from rlvr.update.micro_batches import micro_batch_slices
 
 
 def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
@@ -90,13 +91,9 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
     metrics: dict[str, list[float]] = {}
     bad = {"nonfinite_log_probs": 0.0, "nonfinite_loss": 0.0, "nonfinite_grad_norm": 0.0}
     skipped = False
-    # One micro-batch already runs each prompt once (and a step that fits one keeps the
-    # per-micro-batch path's numbers bit for bit); with several, the step-level prefix lets
-    # the rows be sorted by length so each micro-batch pads to its own rows' longest.
-    step_prefix = (n > g.micro_batch_size and g.shared_prefix == "step"
-                   and not backend.collective and seqs.prompts is not None)
+    slices, order = _micro_batches(seqs, n, g, backend)
+    step_prefix = order is not None
     if step_prefix:
-        order = torch.argsort(seqs.completion_mask.sum(1), stable=True)
         seqs, advantages = seqs.rows(order), advantages[order]
         old_log_probs, ref_log_probs, sampler_log_probs = (
             None if t is None else t[order]
@@ -107,10 +104,8 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
             backend.without_rows()
         prefix = (StepPrefix(backend.model, seqs.prompts, bf16=bf16, chunk=g.micro_batch_size)
                   if step_prefix else None)
-        starts = range(0, n, g.micro_batch_size)
-        for i, start in enumerate(starts):
-            rows = slice(start, start + g.micro_batch_size)
-            with backend.micro_batch(last=i == len(starts) - 1):
+        for i, rows in enumerate(slices):
+            with backend.micro_batch(last=i == len(slices) - 1):
                 micro = seqs.rows(rows).trimmed()
                 # the assistant's tokens (multi-turn: observation tokens are not trained)
                 mask, w = micro.loss_mask, micro.completion_mask.shape[1]
@@ -169,3 +164,27 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
         result.pop("kl", None)  # no KL term in the loss: nothing measured here
     result.update(bad, update_skipped_nonfinite=float(skipped))
     return result
+
+
+def _micro_batches(seqs: SequenceBatch | None, n: int, g, backend: UpdateBackend
+                   ) -> tuple[list[slice], Tensor | None]:
+    """The micro-batches' row slices, and the row order (by completion length) when the
+    step-level prefix runs them, else None (rows stay in group order).
+
+    One micro-batch already runs each prompt once (and a step that fits one keeps the
+    per-micro-batch path's numbers bit for bit); with several, the step-level prefix lets the
+    rows be sorted by length so each micro-batch pads to its own rows' longest, and a token
+    budget (``grpo.micro_batch_tokens``) cuts that sorted order where a few long rows would
+    pad the rest."""
+    if n == 0:
+        return [], None
+    lengths = seqs.completion_mask.sum(1)
+    max_tokens = getattr(g, "micro_batch_tokens", None)
+    can_sort = (g.shared_prefix == "step" and not backend.collective
+                and seqs.prompts is not None)
+    if can_sort:
+        order = torch.argsort(lengths, stable=True)
+        slices = micro_batch_slices(lengths[order].tolist(), g.micro_batch_size, max_tokens)
+        if len(slices) > 1:
+            return slices, order
+    return micro_batch_slices(lengths.tolist(), g.micro_batch_size, max_tokens), None
