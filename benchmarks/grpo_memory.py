@@ -17,7 +17,8 @@ policy forward) and a baseline built the usual way (transformers ``generate``, e
 forwarded with its own prompt copy). Peaks are of the last step (the first allocates caches).
 
 Usage: python benchmarks/grpo_memory.py [--quick] [--config configs/arithmetic.yaml]
-  [--steps 2] [--set KEY=VALUE ...]    (--quick: 48 SFT examples, half the prompts, rlvr only;
+  [--steps 2] [--set KEY=VALUE ...]    (--quick: 32 SFT examples, a quarter of the prompts, half the group, 32 new
+  tokens, rlvr only;
   the short cold start leaves completions running to the length cap, so a quick step is larger
   than the preset's: compare quick with quick only)
 Linux only. Last line: ``grpo step peak RSS MiB: rlvr X (resident R, rollout a, update b),
@@ -87,8 +88,9 @@ def child(args) -> None:
 
     config = load_config(RunConfig, Path(args.config), args.sets)
     if args.quick:
-        config.sft.examples = min(config.sft.examples, 48)
-        config.grpo.prompts_per_step = max(1, config.grpo.prompts_per_step // 2)
+        from _preset import quick_config
+
+        quick_config(config)
     engine, shared = ("torch", "step") if args.child == "rlvr" else ("hf", "off")
     print(json.dumps(measure(config, engine, shared, args.steps)))
 

@@ -1,9 +1,10 @@
 """Seconds per GRPO step and its phase split (rollout, reward, update) for a run preset.
 
 Workload: the preset's model, data, SFT cold start, group size, prompts per step and algorithm
-(default ``configs/arithmetic.yaml``: SmolLM2-135M-Instruct, 16 prompts x G = 8); the KL
-reference is built as in a real run. ``--quick`` cuts the cold start to 48 examples and
-halves the prompts per step.
+(default ``configs/arithmetic.yaml``: SmolLM2-135M-Instruct, 8 prompts x G = 8); the KL
+reference is built as in a real run. ``--quick`` cuts the cold start to 32 examples,
+the prompts per step to a quarter, the group to half and new tokens to 32
+(``_preset.quick_config``).
 The same steps are timed twice in this process: as rlvr runs them (the ``torch`` rollout
 engine, shared-prefix policy forward) and as a baseline built the usual way (transformers
 ``generate`` as the rollout, every completion forwarded with its own copy of the prompt), so
@@ -74,9 +75,10 @@ def main(argv: list[str] | None = None) -> None:
 
     config = load_config(RunConfig, Path(args.config), args.sets)
     steps = 2 if args.quick else args.steps
-    if args.quick:  # a short cold start and half the prompts: inside a minute
-        config.sft.examples = min(config.sft.examples, 48)
-        config.grpo.prompts_per_step = max(1, config.grpo.prompts_per_step // 2)
+    if args.quick:
+        from _preset import quick_config
+
+        quick_config(config)
     g = config.grpo
     from _machine import machine_line
 

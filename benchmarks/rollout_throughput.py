@@ -29,7 +29,7 @@ model's, not the policy's (a run corrects for that with ``algo.tis_cap``). Its r
 is not printed (the fp32 matmul roofline does not bound int8 matmuls).
 
 Usage: python benchmarks/rollout_throughput.py [--quick] [--batches 64 256] [--new-tokens 128]
-[--precision auto|bf16|fp32] [--int8] (--quick: batch 64 and 16 new tokens, under a minute). Wrap
+[--precision auto|bf16|fp32] [--int8] (--quick: batch 32 and 16 new tokens, under a minute on a 2-core AVX2-only CPU). Wrap
 timing runs in ``flock /tmp/rlvr-bench.lock`` on shared machines. An AVX2-only CPU can be
 simulated on an AVX-512 one with ``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
 MKL_ENABLE_INSTRUCTIONS=AVX2 RLVR_KERNEL_CFLAGS=-march=haswell``.
@@ -96,7 +96,7 @@ def measure(engine, prompts, params) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="batch 64, 16 new tokens")
+    parser.add_argument("--quick", action="store_true", help="batch 32, 16 new tokens")
     parser.add_argument("--batches", type=int, nargs="+", default=None)
     parser.add_argument("--new-tokens", type=int, default=None)
     parser.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
@@ -108,7 +108,7 @@ def main() -> None:
 
     choice = resolve_precision(args.precision)
     dtype, precision = choice.dtype, choice.precision
-    batches = args.batches or ([64] if args.quick else [64, 256])
+    batches = args.batches or ([32] if args.quick else [64, 256])
     new_tokens = args.new_tokens or (16 if args.quick else 128)
 
     from rlvr.models import load_model_and_tokenizer

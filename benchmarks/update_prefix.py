@@ -12,7 +12,7 @@ Workload: the default model (or ``--model``), the tool preset's shapes: ``--prom
 (~150 tokens), completions of uniformly random length in [20, 90] tokens (multi-turn
 episodes run 20-96), micro-batches of ``--micro-batch`` rows; the precision the run would
 pick (``--precision``). The first update of each mode is a warm-up. ``--quick`` (2 prompts
-x 4 rows, micro-batches of 4) only checks that the three modes run: at that size the step
+x 2 rows, micro-batches of 2) only checks that the three modes run: at that size the step
 prefix's fixed costs (a separate prompt forward and backward) outweigh what it saves, so its
 ratio is below 1 there; the default workload gives the figure that matters.
 
@@ -76,7 +76,7 @@ def time_update(model, seqs, mode: str, micro: int, bf16: bool, repeats: int) ->
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
-                        help="2 prompts x 4 rows, micro-batches of 4, one timed update")
+                        help="2 prompts x 2 rows, micro-batches of 2, one timed update")
     parser.add_argument("--model", default=None, help="model name or path (default model)")
     parser.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"])
     parser.add_argument("--prompts", type=int, default=8)
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     bf16 = resolve_precision(args.precision).dtype == torch.bfloat16
     prompts, repeats = (2, 1) if args.quick else (args.prompts, args.repeats)
     if args.quick:
-        args.group, args.micro_batch = 4, 4
+        args.group, args.micro_batch = 2, 2
     model, tokenizer = load_model_and_tokenizer(args.model or DEFAULT_MODEL)
     seqs = rows(tokenizer, prompts, args.group)
     real = int(seqs.completion_mask.sum())
