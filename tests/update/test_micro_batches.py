@@ -74,21 +74,22 @@ def model():
     return tiny_model(tiny_tokenizer(), seed=3, hidden_size=32, layers=2).float()
 
 
-def _step(model, tokens):
+def _step(model, tokens, micro_batches=None):
     seqs = _batch()
     adv = torch.tensor([1.0, -0.5, 0.25, -1.0, 0.75, 0.5, -0.25, 1.5])
     old = -torch.rand(seqs.completion_mask.shape, generator=torch.Generator().manual_seed(2))
     policy = copy.deepcopy(model)
     opt = torch.optim.SGD(policy.parameters(), lr=0.5)
     counts = BatchCounts(rows=len(PROMPTS), tokens=int(seqs.loss_mask.sum()))
-    policy_update(LocalBackend(policy), opt, seqs, adv, old, _config(tokens), counts,
-                  bf16=False)
+    metrics = policy_update(LocalBackend(policy), opt, seqs, adv, old, _config(tokens), counts,
+                            bf16=False)
+    assert micro_batches is None or metrics["micro_batches"] == micro_batches
     return torch.cat([p.detach().flatten() for p in policy.parameters()])
 
 
 def test_budgeted_update_takes_the_one_micro_batch_step(model):
-    whole = _step(model, None)
+    whole = _step(model, None, micro_batches=1)
     start = torch.cat([p.detach().flatten() for p in model.parameters()])
     assert float((whole - start).abs().max()) > 1e-3  # the step did something
-    torch.testing.assert_close(_step(model, 12), whole, rtol=1e-4, atol=1e-6)
-    assert torch.equal(_step(model, 48), whole)  # budget not reached: bit for bit
+    torch.testing.assert_close(_step(model, 12, micro_batches=3), whole, rtol=1e-4, atol=1e-6)
+    assert torch.equal(_step(model, 48, micro_batches=1), whole)  # budget not reached: bit for bit

@@ -70,8 +70,9 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
         Means over the micro-batches (of all epochs) of the objective's metrics (``kl`` only
         with a reference), ``grad_norm`` (mean over epochs, before clipping),
         ``nonfinite_log_probs`` (rows), ``nonfinite_loss`` (micro-batches),
-        ``nonfinite_grad_norm`` (epochs) and ``update_skipped_nonfinite`` (1.0 when an epoch
-        was skipped for a non-finite value).
+        ``nonfinite_grad_norm`` (epochs), ``update_skipped_nonfinite`` (1.0 when an epoch
+        was skipped for a non-finite value) and ``micro_batches`` (this process's micro-batches
+        per epoch: more than rows / ``micro_batch_size`` when ``micro_batch_tokens`` cut).
 
     Raises:
         ValueError: ``algo.tis_cap`` is set but ``sampler_log_probs`` is None.
@@ -162,7 +163,7 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
     result = {k: sum(v) / len(v) for k, v in metrics.items()}
     if ref_log_probs is None:
         result.pop("kl", None)  # no KL term in the loss: nothing measured here
-    result.update(bad, update_skipped_nonfinite=float(skipped))
+    result.update(bad, update_skipped_nonfinite=float(skipped), micro_batches=float(len(slices)))
     return result
 
 
