@@ -17,10 +17,9 @@ policy forward) and a baseline built the usual way (transformers ``generate``, e
 forwarded with its own prompt copy). Peaks are of the last step (the first allocates caches).
 
 Usage: python benchmarks/grpo_memory.py [--quick] [--config configs/arithmetic.yaml]
-  [--steps 2] [--set KEY=VALUE ...]    (--quick: 32 SFT examples, a quarter of the prompts, half the group, 32 new
-  tokens, rlvr only;
-  the short cold start leaves completions running to the length cap, so a quick step is larger
-  than the preset's: compare quick with quick only)
+  [--steps 2] [--set KEY=VALUE ...]    (--quick: rlvr only, ``_preset.quick_config``'s
+  workload: 32 SFT examples, a quarter of the prompts, half the group, 32 new tokens; compare
+  quick with quick only)
 Linux only. Last line: ``grpo step peak RSS MiB: rlvr X (resident R, rollout a, update b),
 baseline Y, ratio Zx``.
 """

@@ -29,8 +29,8 @@ model's, not the policy's (a run corrects for that with ``algo.tis_cap``). Its r
 is not printed (the fp32 matmul roofline does not bound int8 matmuls).
 
 Usage: python benchmarks/rollout_throughput.py [--quick] [--batches 64 256] [--new-tokens 128]
-[--precision auto|bf16|fp32] [--int8] (--quick: batch 32 and 16 new tokens, under a minute on a 2-core AVX2-only CPU). Wrap
-timing runs in ``flock /tmp/rlvr-bench.lock`` on shared machines. An AVX2-only CPU can be
+[--precision auto|bf16|fp32] [--int8] (--quick: batch 32 and 16 new tokens, under a minute
+on a 2-core AVX2-only CPU). Wrap timing runs in ``flock /tmp/rlvr-bench.lock`` on shared machines. An AVX2-only CPU can be
 simulated on an AVX-512 one with ``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
 MKL_ENABLE_INSTRUCTIONS=AVX2 RLVR_KERNEL_CFLAGS=-march=haswell``.
 Last line (largest batch measured):

@@ -50,7 +50,8 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
         old_log_probs: FloatTensor[n, >= T], log pi_old of the rows, or ``None`` for
             on-policy (ratio 1: ``log_probs.detach()``).
         config: the run config (:class:`rlvr.train.config.RunConfig` or any object with the
-            same attributes): ``grpo.micro_batch_size``, ``temperature``, ``shared_prefix``,
+            same attributes): ``grpo.micro_batch_size``, ``micro_batch_tokens`` (optional),
+            ``temperature``, ``shared_prefix``,
             ``max_grad_norm``; ``algo.policy_loss``, ``loss_agg``, ``kl_estimator``,
             ``entropy_coef``, ``tis_cap`` and whatever their registry entries' options read;
             ``model.bf16`` unless ``bf16`` is given.
@@ -183,9 +184,9 @@ def _micro_batches(seqs: SequenceBatch | None, n: int, g, backend: UpdateBackend
     max_tokens = getattr(g, "micro_batch_tokens", None)
     can_sort = (g.shared_prefix == "step" and not backend.collective
                 and seqs.prompts is not None)
-    if can_sort:
-        order = torch.argsort(lengths, stable=True)
-        slices = micro_batch_slices(lengths[order].tolist(), g.micro_batch_size, max_tokens)
-        if len(slices) > 1:
-            return slices, order
-    return micro_batch_slices(lengths.tolist(), g.micro_batch_size, max_tokens), None
+    if not can_sort:
+        return micro_batch_slices(lengths.tolist(), g.micro_batch_size, max_tokens), None
+    order = torch.argsort(lengths, stable=True)
+    slices = micro_batch_slices(lengths[order].tolist(), g.micro_batch_size, max_tokens)
+    # one slice holds every row whatever their order: keep group order (the plain path)
+    return slices, (order if len(slices) > 1 else None)

@@ -39,15 +39,12 @@ def micro_batch_slices(lengths: Sequence[int], max_rows: int,
     if max_tokens is not None and max_tokens < 1:
         raise ValueError(f"max_tokens must be >= 1 or None, got {max_tokens}")
     slices, start, longest = [], 0, 0
-    for i, length in enumerate(lengths):
-        longest_with = max(longest, int(length))
-        rows_with = i - start + 1
-        over = rows_with > max_rows or (
-            max_tokens is not None and rows_with * longest_with > max_tokens)
-        if over and i > start:
-            slices.append(slice(start, i))
-            start, longest_with = i, int(length)
-        longest = longest_with
+    for i, length in enumerate(map(int, lengths)):
+        rows, longest = i - start + 1, max(longest, length)
+        if i > start and (rows > max_rows
+                          or (max_tokens is not None and rows * longest > max_tokens)):
+            slices.append(slice(start, i))  # row i starts the next micro-batch
+            start, longest = i, length
     if len(lengths) > start:
         slices.append(slice(start, len(lengths)))
     return slices
