@@ -125,7 +125,7 @@ def _deepspeed_boundary(accelerator, last: bool):
 class _SharedPrefixForward:
     """Calls the DDP/FSDP-wrapped policy (its forward arms the gradient all-reduce) but exposes
     the unwrapped model's ``get_base_model`` so that
-    :func:`rlvr.models.forward._cache_argument` inspects the transformers ``forward`` signature
+    :func:`rlvr.models.forward.cache_argument` inspects the transformers ``forward`` signature
     rather than the wrapper's ``(*inputs, **kwargs)``."""
 
     def __init__(self, wrapped, unwrapped):

@@ -177,20 +177,24 @@ class _RowGather:
     vary between runs on a multi-threaded CPU, which made same-seed runs drift apart after a
     few dozen steps. Here each distinct prompt's row is broadcast (``expand``: its gradient is
     a fixed-order sum) and the rows are then put in batch order by a permutation (each slot
-    written once)."""
+    written once). Rows that are the distinct prompts themselves, in order (SFT: one row per
+    prompt), pass through untouched."""
 
     def __init__(self, row_prompt: Tensor):
         self.counts = torch.bincount(row_prompt).tolist()
         order = torch.argsort(row_prompt, stable=True)  # rows grouped by prompt
         self.inverse = torch.argsort(order)
+        self.identity = bool((row_prompt == torch.arange(len(row_prompt))).all())
 
     def __call__(self, x: Tensor) -> Tensor:
+        if self.identity and x.shape[0] == len(self.inverse):
+            return x
         grouped = torch.cat([x[u:u + 1].expand(c, *x.shape[1:])
                              for u, c in enumerate(self.counts)])
         return grouped[self.inverse]
 
 
-def _cache_argument(model) -> str:
+def cache_argument(model) -> str:
     """transformers >= 5.2x calls the KV cache ``cache``; earlier ``past_key_values``."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"

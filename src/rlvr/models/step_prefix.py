@@ -32,8 +32,27 @@ import torch
 from torch import Tensor
 
 from rlvr.models.common_prefix import MIN_SHARED_PREFILL, common_prefix_length, split_prefix
-from rlvr.models.forward import (SequenceBatch, _cache_argument, _from_logits, _RowGather,
+from rlvr.models.forward import (SequenceBatch, cache_argument, _from_logits, _RowGather,
                                  autocast)
+
+
+def prefix_cache(model, prefix_ids: Tensor, *, bf16: bool):
+    """The key/value cache of ``prefix_ids`` [1, P] (positions 0..P-1), in the caller's grad
+    mode: a prefix that many rows start with, run once (:func:`expand_prefix` hands it to
+    their forward). Returns the model's own cache object (one row)."""
+    with autocast(bf16):
+        return model(input_ids=prefix_ids, use_cache=True,
+                     position_ids=torch.arange(prefix_ids.shape[1]).unsqueeze(0),
+                     logits_to_keep=1)[cache_argument(model)]
+
+
+def expand_prefix(past, rows: int):
+    """``past`` (:func:`prefix_cache`) as a cache of ``rows`` rows, each a view of the one
+    prefix row (no copy; the backward sums the rows' gradients onto it in a fixed order). A
+    forward that is handed it appends to it, so every forward needs its own."""
+    wide = [t.expand(rows, -1, -1, -1) for layer in past.layers
+            for t in (layer.keys, layer.values)]
+    return _cache_holding(past, wide[0::2], wide[1::2])
 
 
 def _cache_holding(template, keys, values):
@@ -81,7 +100,7 @@ class StepPrefix:
             self.mask[u, width - len(p):] = 1
         self.lengths = self.mask.sum(-1)
         self.bf16 = bf16
-        self.cache_name = _cache_argument(model)
+        self.cache_name = cache_argument(model)
         self.keys, self.values, self.last_logits = self._encode(model, ids, chunk)
         self.leaves: list[Tensor] = []
         if leaves and torch.is_grad_enabled():
@@ -98,10 +117,7 @@ class StepPrefix:
         past = None
         if shared >= MIN_SHARED_PREFILL:
             split = split_prefix(ids, self.mask, shared)
-            with autocast(self.bf16):
-                past = model(input_ids=split.prefix_ids, use_cache=True,
-                             position_ids=torch.arange(shared).unsqueeze(0),
-                             logits_to_keep=1)[self.cache_name]
+            past = prefix_cache(model, split.prefix_ids, bf16=self.bf16)
             ids, positions = split.rest_ids, split.rest_positions
             self.mask = torch.cat([split.rest_mask.new_ones(len(ids), shared), split.rest_mask],
                                   dim=1)
@@ -113,9 +129,7 @@ class StepPrefix:
                 rows = ids[s:s + chunk]
                 extra = {}
                 if past is not None:  # the prefix's keys / values, as views for these rows
-                    wide = [t.expand(len(rows), -1, -1, -1) for layer in past.layers
-                            for t in (layer.keys, layer.values)]
-                    extra[self.cache_name] = _cache_holding(past, wide[0::2], wide[1::2])
+                    extra[self.cache_name] = expand_prefix(past, len(rows))
                 out = model(input_ids=rows, attention_mask=self.mask[s:s + chunk],
                             position_ids=positions[s:s + chunk], use_cache=True,
                             logits_to_keep=1, **extra)

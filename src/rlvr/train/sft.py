@@ -17,7 +17,9 @@ from typing import Callable
 import torch
 
 from rlvr.io import atomic_write
-from rlvr.models.forward import autocast
+from rlvr.models.common_prefix import MIN_SHARED_PREFILL, split_prefix
+from rlvr.models.forward import cache_argument, autocast
+from rlvr.models.step_prefix import expand_prefix, prefix_cache
 from rlvr.progress import format_seconds, step_eta
 from rlvr.records import Task
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
@@ -238,10 +240,20 @@ def _save_state(path: Path, state: dict) -> None:
         torch.save(state, f)
 
 
-def _step(model, batch: list[tuple[list[int], list[int]]], pad_id: int, bf16: bool):
-    # Left padding puts every row's answer at the end, so the LM head and the log-softmax run
-    # on the answer positions only (``logits_to_keep``): the prompt positions, most of an RLVR
-    # example, carry no loss (labels -100) and would cost a [rows, prompt, vocab] projection.
+def _step(model, batch: list[tuple[list[int], list[int]]], pad_id: int, bf16: bool,
+          shared_prefix: bool = True):
+    """Token-mean NLL (a 0-dim tensor with its graph) of the labelled tokens of ``batch``
+    (``(ids, labels)`` pairs, labels -100 where no loss).
+
+    Left padding puts every row's answer at the end, so the LM head and the log-softmax run on
+    the answer positions only (``logits_to_keep``): the prompt positions, most of an RLVR
+    example, carry no loss and would cost a [rows, prompt, vocab] projection. A prefix that
+    every prompt starts with (a chat template's system message and user header, at least
+    :data:`rlvr.models.common_prefix.MIN_SHARED_PREFILL` tokens) runs once for the batch and
+    the rows run on top of its cache: the same loss up to float summation order (on the
+    default preset's ~66-token rows, 27 shared, ~1.4x less compute); ``shared_prefix=False``
+    runs every row whole (the benchmark's baseline).
+    """
     width = max(len(ids) for ids, _ in batch)
     ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
     labels = torch.full((len(batch), width), -100, dtype=torch.long)
@@ -255,11 +267,34 @@ def _step(model, batch: list[tuple[list[int], list[int]]], pad_id: int, bf16: bo
     has_answer = labelled.any(-1)
     first = int(labelled.float().argmax(-1)[has_answer].min()) if has_answer.any() else width - 1
     keep = width - max(first - 1, 0)  # logits at position t predict token t + 1
+    shared = _shared_prompt_length(batch) if shared_prefix else 0
+    extra = {}
+    if shared >= MIN_SHARED_PREFILL:
+        split = split_prefix(ids, attention, shared)
+        extra[cache_argument(model)] = expand_prefix(
+            prefix_cache(model, split.prefix_ids, bf16=bf16), len(batch))
+        ids, positions = split.rest_ids, split.rest_positions
+        attention = torch.cat([attention.new_ones(len(batch), shared), split.rest_mask], dim=1)
     with autocast(bf16):
         logits = model(input_ids=ids, attention_mask=attention, position_ids=positions,
-                       logits_to_keep=keep, use_cache=False).logits
+                       logits_to_keep=keep, use_cache=bool(extra), **extra).logits
     logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
     target = labels[:, width - keep + 1:]
     mask = target != -100
     nll = -logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
     return (nll * mask).sum() / mask.sum().clamp(min=1)
+
+
+def _shared_prompt_length(batch: list[tuple[list[int], list[int]]]) -> int:
+    """Tokens every row of ``batch`` starts with, short of each row's first labelled token
+    and its last unlabelled one (whose logits predict it): 0 for a single row."""
+    if len(batch) < 2:
+        return 0
+    first_label = [next((t for t, y in enumerate(labels) if y != -100), len(labels))
+                   for _, labels in batch]
+    limit = min(first_label) - 1
+    head = batch[0][0]
+    for t in range(max(limit, 0)):
+        if any(ids[t] != head[t] for ids, _ in batch):
+            return t
+    return max(limit, 0)
