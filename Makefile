@@ -38,6 +38,7 @@ bench: setup
 	$(PY) benchmarks/grpo_memory.py --quick
 	$(PY) benchmarks/update_prefix.py --quick
 	$(PY) benchmarks/shared_prefill.py --quick
+	$(PY) benchmarks/sft_step.py --quick
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
