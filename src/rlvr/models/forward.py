@@ -177,18 +177,14 @@ class _RowGather:
     vary between runs on a multi-threaded CPU, which made same-seed runs drift apart after a
     few dozen steps. Here each distinct prompt's row is broadcast (``expand``: its gradient is
     a fixed-order sum) and the rows are then put in batch order by a permutation (each slot
-    written once). Rows that are the distinct prompts themselves, in order (SFT: one row per
-    prompt), pass through untouched."""
+    written once)."""
 
     def __init__(self, row_prompt: Tensor):
         self.counts = torch.bincount(row_prompt).tolist()
         order = torch.argsort(row_prompt, stable=True)  # rows grouped by prompt
         self.inverse = torch.argsort(order)
-        self.identity = bool((row_prompt == torch.arange(len(row_prompt))).all())
 
     def __call__(self, x: Tensor) -> Tensor:
-        if self.identity and x.shape[0] == len(self.inverse):
-            return x
         grouped = torch.cat([x[u:u + 1].expand(c, *x.shape[1:])
                              for u, c in enumerate(self.counts)])
         return grouped[self.inverse]

@@ -32,8 +32,8 @@ import torch
 from torch import Tensor
 
 from rlvr.models.common_prefix import MIN_SHARED_PREFILL, common_prefix_length, split_prefix
-from rlvr.models.forward import (SequenceBatch, cache_argument, _from_logits, _RowGather,
-                                 autocast)
+from rlvr.models.forward import (SequenceBatch, _from_logits, _RowGather, autocast,
+                                 cache_argument)
 
 
 def prefix_cache(model, prefix_ids: Tensor, *, bf16: bool):

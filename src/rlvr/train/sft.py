@@ -18,7 +18,7 @@ import torch
 
 from rlvr.io import atomic_write
 from rlvr.models.common_prefix import MIN_SHARED_PREFILL, split_prefix
-from rlvr.models.forward import cache_argument, autocast
+from rlvr.models.forward import autocast, cache_argument
 from rlvr.models.step_prefix import expand_prefix, prefix_cache
 from rlvr.progress import format_seconds, step_eta
 from rlvr.records import Task
