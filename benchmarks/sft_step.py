@@ -30,25 +30,24 @@ def sft_batches(config, batches: int):
     encoded ``(ids, labels)`` rows built as the cold start builds them, and the tokens every
     prompt of the first batch starts with."""
     from rlvr.tasks.prompting import prompt_ids
-    from rlvr.tasks.registry import task_source
+    from rlvr.train.cold_start import sft_pool
     from rlvr.train.run import Run
-    from rlvr.train.sft import _shared_prompt_length, encode_examples
+    from rlvr.train.sft import _pad, _shared_prompt_length, encode_examples, verified_examples
 
+    config = config.model_copy(deep=True)
+    size = config.sft.batch_size
+    config.sft.examples = batches * size
     run = Run(config, Path(tempfile.mkdtemp(prefix="rlvr-bench-sft-")))
     run.load()
-    c, size = config, config.sft.batch_size
-    source = task_source(c.data.source)
-    count = batches * size
-    if c.sft.mixture and source.sft_mixture:
-        tasks = source.generate(c.sft.mixture, count, seed=c.seed + 2, split="train",
-                                unique=False)
-    else:
-        tasks = [t for t in run.state.data.train_tasks if t.solution][:count]
+    tasks, _ = verified_examples(sft_pool(run.state, config), run.eval_rewards)
     tokenizer = run.state.tokenizer
-    prompts = [prompt_ids(tokenizer, t, run.instruction(t), c.data.one_shot) for t in tasks]
-    data, _ = encode_examples(tokenizer, tasks, prompts, c.sft.max_length, log=lambda _: None)
+    prompts = [prompt_ids(tokenizer, t, run.state.data.instruction(t), config.data.one_shot)
+               for t in tasks]
+    data, _ = encode_examples(tokenizer, tasks, prompts, config.sft.max_length,
+                              log=lambda _: None)
     rows = [data[i:i + size] for i in range(0, len(data), size)][:batches]
-    return run, rows, _shared_prompt_length(rows[0])
+    ids, labels, attention = _pad(rows[0], tokenizer.pad_token_id)
+    return run, rows, _shared_prompt_length(ids, attention, labels != -100)
 
 
 def time_mode(model, batches, shared_prefix: bool, pad_id: int, bf16: bool, repeats: int
@@ -81,7 +80,6 @@ def main(argv: list[str] | None = None) -> None:
 
     from rlvr.configio import load_config
     from rlvr.train.config import RunConfig
-    from rlvr.train.sft import _step
 
     config = load_config(RunConfig, Path(args.config), args.sets)
     batches, repeats = (2, 1) if args.quick else (args.batches, args.repeats)

@@ -52,11 +52,7 @@ def sft(state: TrainingState, config, eval_rewards, state_path: Path | None = No
         RunInputError: no example left within ``sft.max_length``.
     """
     c, data = config, state.data
-    pool = data.train_tasks[: c.sft.examples]
-    source = task_source(c.data.source)
-    if c.sft.mixture and source.sft_mixture and not c.data.sources:
-        pool = source.generate(c.sft.mixture, c.sft.examples, seed=c.seed + 2, split="train",
-                               unique=False)
+    pool = sft_pool(state, c)
     if c.sft.demonstrations == "tool":
         examples, prompts = [], []
         rejected, encoded = _tool_demonstrations(state, c, pool, eval_rewards)
@@ -81,6 +77,18 @@ def sft(state: TrainingState, config, eval_rewards, state_path: Path | None = No
         raise RunInputError(str(exc)) from exc
     sync_engine(state.engine, state.policy)
     return report.__dict__
+
+
+def sft_pool(state: TrainingState, config) -> list:
+    """The tasks the cold start draws its examples from: the first ``sft.examples`` training
+    tasks, or ``sft.examples`` tasks of ``sft.mixture`` from a source that generates them
+    (:attr:`rlvr.tasks.registry.TaskSource.sft_mixture`)."""
+    c = config
+    source = task_source(c.data.source)
+    if c.sft.mixture and source.sft_mixture and not c.data.sources:
+        return source.generate(c.sft.mixture, c.sft.examples, seed=c.seed + 2, split="train",
+                               unique=False)
+    return state.data.train_tasks[: c.sft.examples]
 
 
 def _tool_demonstrations(state: TrainingState, config, pool, eval_rewards):

@@ -17,7 +17,7 @@ from typing import Callable
 import torch
 
 from rlvr.io import atomic_write
-from rlvr.models.common_prefix import MIN_SHARED_PREFILL, split_prefix
+from rlvr.models.common_prefix import MIN_SHARED_PREFILL, common_prefix_length, split_prefix
 from rlvr.models.forward import autocast, cache_argument
 from rlvr.models.step_prefix import expand_prefix, prefix_cache
 from rlvr.progress import format_seconds, step_eta
@@ -254,20 +254,14 @@ def _step(model, batch: list[tuple[list[int], list[int]]], pad_id: int, bf16: bo
     default preset's ~66-token rows, 27 shared, ~1.4x less compute); ``shared_prefix=False``
     runs every row whole (the benchmark's baseline).
     """
-    width = max(len(ids) for ids, _ in batch)
-    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-    labels = torch.full((len(batch), width), -100, dtype=torch.long)
-    attention = torch.zeros((len(batch), width), dtype=torch.long)
-    for row, (x, y) in enumerate(batch):
-        ids[row, width - len(x):] = torch.tensor(x)
-        labels[row, width - len(y):] = torch.tensor(y)
-        attention[row, width - len(x):] = 1
+    ids, labels, attention = _pad(batch, pad_id)
+    width = ids.shape[1]
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     labelled = labels != -100
     has_answer = labelled.any(-1)
     first = int(labelled.float().argmax(-1)[has_answer].min()) if has_answer.any() else width - 1
     keep = width - max(first - 1, 0)  # logits at position t predict token t + 1
-    shared = _shared_prompt_length(batch) if shared_prefix else 0
+    shared = _shared_prompt_length(ids, attention, labelled) if shared_prefix else 0
     extra = {}
     if shared >= MIN_SHARED_PREFILL:
         split = split_prefix(ids, attention, shared)
@@ -285,16 +279,25 @@ def _step(model, batch: list[tuple[list[int], list[int]]], pad_id: int, bf16: bo
     return (nll * mask).sum() / mask.sum().clamp(min=1)
 
 
-def _shared_prompt_length(batch: list[tuple[list[int], list[int]]]) -> int:
-    """Tokens every row of ``batch`` starts with, short of each row's first labelled token
-    and its last unlabelled one (whose logits predict it): 0 for a single row."""
-    if len(batch) < 2:
-        return 0
-    first_label = [next((t for t, y in enumerate(labels) if y != -100), len(labels))
-                   for _, labels in batch]
-    limit = min(first_label) - 1
-    head = batch[0][0]
-    for t in range(max(limit, 0)):
-        if any(ids[t] != head[t] for ids, _ in batch):
-            return t
-    return max(limit, 0)
+def _pad(batch: list[tuple[list[int], list[int]]], pad_id: int):
+    """``(ids, labels, attention)`` [B, W]: the rows left-padded to the longest (labels -100,
+    attention 0 on padding)."""
+    width = max(len(ids) for ids, _ in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(batch), width), -100, dtype=torch.long)
+    attention = torch.zeros((len(batch), width), dtype=torch.long)
+    for row, (x, y) in enumerate(batch):
+        ids[row, width - len(x):] = torch.tensor(x)
+        labels[row, width - len(y):] = torch.tensor(y)
+        attention[row, width - len(x):] = 1
+    return ids, labels, attention
+
+
+def _shared_prompt_length(ids, attention, labelled) -> int:
+    """Tokens every left-padded row of ``ids`` [B, W] starts with
+    (:func:`rlvr.models.common_prefix.common_prefix_length`), short of each row's first
+    labelled token and of the unlabelled one before it, whose logits predict it."""
+    lengths = attention.sum(-1)
+    first_label = torch.where(labelled.any(-1),
+                              labelled.float().argmax(-1) - (ids.shape[1] - lengths), lengths)
+    return max(0, min(common_prefix_length(ids, attention.bool()), int(first_label.min()) - 1))
