@@ -12,6 +12,7 @@ import base64
 import html
 import io
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -193,6 +194,20 @@ def test_baseline_vs_trained_numbers(run_dir):
             "<td>+17.0</td><td>+15.0</td></tr>") in page
     assert "n = 8 samples per problem, temperature 0.7, 200 problems" in page
     assert "wall time: 10.0 min" in page
+
+
+def test_headline_carries_the_paired_interval(run_dir):
+    """A run that recorded both rows' verdicts shows the gain's 95% interval and flips."""
+    results = json.loads((run_dir / "results.json").read_text())
+    # 200 problems: 50 fixed, 6 broken -> +22.0 points, half-width 1.96 * sqrt((0.28 - 0.0484)
+    # / 200) = 6.67 points; McNemar: 2 * P(Binomial(56, 1/2) <= 6) = 1.02e-9
+    p_value = 2 * sum(math.comb(56, i) for i in range(7)) / 2 ** 56
+    results["gain_pass_at_1_ci"] = {"gain": 0.22, "low": 0.1533, "high": 0.2867, "fixed": 50,
+                                    "broken": 6, "n": 200, "p_value": p_value}
+    (run_dir / "results.json").write_text(json.dumps(results))
+    page = write_run_report(run_dir).read_text()
+    assert ("pass@1 (greedy): 47.5% &rarr; 69.5% (+22.0 points; 95% CI +15.3 to +28.7; "
+            "50 fixed, 6 broken of 200; McNemar p 1e-09)") in page
 
 
 def test_settings_and_partial_metrics(run_dir):

@@ -14,6 +14,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from rlvr.eval.paired import gain_summary  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["train", "--config", str(ROOT / "configs" / "smoke.yaml"),
         "--set", "data.source=tool_arithmetic", "--set", "data.mixture=3dx3d,words2",
@@ -63,7 +65,9 @@ def test_results_hold_three_rows_on_the_same_problems(run):
     for name in ("no tool (before SFT, one turn)", "SFT tool model (entered GRPO)",
                  "GRPO tool model"):
         assert name in out
-    gains = (f"pass@1 gain: {results['gain_pass_at_1'] * 100:+.1f} points over the checkpoint "
-             f"that entered GRPO ({results['gain_over_no_tool'] * 100:+.1f} over the model "
-             "without the tool)")
+    paired = gain_summary(results["gain_pass_at_1_ci"])
+    assert paired.startswith("95% CI ")
+    gains = (f"pass@1 gain: {results['gain_pass_at_1'] * 100:+.1f} points ({paired}) over the "
+             f"checkpoint that entered GRPO ({results['gain_over_no_tool'] * 100:+.1f} over the "
+             "model without the tool)")
     assert gains in out

@@ -34,6 +34,16 @@ def test_smoke_run_writes_config_metrics_checkpoint_and_results(tmp_path):
     assert results["trained"]["n"] == 16 and results["baseline"]["label"] == "before_grpo"
     assert (run / "checkpoints" / "step-000002" / "model.safetensors").is_file()
     assert "pass@1 gain" in result.output
+    # the gain problem by problem: each validation row's verdicts, recounted here
+    before, after = results["baseline"]["verdicts"], results["trained"]["verdicts"]
+    assert len(before) == len(after) == 16 and set(before + after) <= {"0", "1"}
+    assert after.count("1") / 16 == results["trained"]["pass_at_1"]
+    ci = results["gain_pass_at_1_ci"]
+    fixed = sum(b == "0" and a == "1" for b, a in zip(before, after))
+    broken = sum(b == "1" and a == "0" for b, a in zip(before, after))
+    assert (ci["fixed"], ci["broken"], ci["n"]) == (fixed, broken, 16)
+    assert ci["gain"] == pytest.approx(results["gain_pass_at_1"])
+    assert ci["low"] <= ci["gain"] <= ci["high"] and "95% CI" in result.output
     # samples.jsonl names each completion's prompt (task id) and its reference
     from rlvr.configio import load_config
     from rlvr.tasks.sources import load_tasks

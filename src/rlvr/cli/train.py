@@ -13,7 +13,7 @@ from rich.console import Console
 from rlvr.cli.common import EXIT_STOPPED, err, fail, load_run_config, output_errors
 from rlvr.cli.run_checks import (check_run_inputs, discard_failed_start, prepare_run_dir,
                                  run_dir_option)
-
+from rlvr.eval.paired import gain_summary
 
 def train(
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="Run config YAML "
@@ -67,9 +67,11 @@ def train(
     over_no_tool = results.get("gain_over_no_tool")
     extra = ("" if over_no_tool is None
              else f" ({over_no_tool * 100:+.1f} over the model without the tool)")
-    print(f"pass@1 gain: {results['gain_pass_at_1'] * 100:+.1f} points over the checkpoint that "
-          f"entered GRPO{extra}; wall time {results['wall_seconds'] / 60:.1f} min; run dir "
-          f"{run_dir}")
+    paired = gain_summary(results.get("gain_pass_at_1_ci"))
+    paired = f" ({paired})" if paired else ""
+    print(f"pass@1 gain: {results['gain_pass_at_1'] * 100:+.1f} points{paired} over the "
+          f"checkpoint that entered GRPO{extra}; wall time {results['wall_seconds'] / 60:.1f} "
+          f"min; run dir {run_dir}")
     rollbacks = results.get("rollbacks") or []
     if rollbacks and not results.get("stopped"):
         err.print(f"[bold magenta]recovered[/] after {len(rollbacks)} rollback(s): " + "; ".join(

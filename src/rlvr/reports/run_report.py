@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
+from rlvr.eval.paired import gain_summary
 from rlvr.io import atomic_write
 from rlvr.reports.markup import (
     CSS,
@@ -162,8 +163,10 @@ def _headline(rows: dict[str, dict], results: dict) -> str:
     if finite(gain) is None and finite(after.get("pass_at_1")) is not None \
             and finite(before.get("pass_at_1")) is not None:
         gain = after["pass_at_1"] - before["pass_at_1"]
+    paired = gain_summary(results.get("gain_pass_at_1_ci"))
+    paired = f"; {paired}" if paired else ""
     return (f'<p class="headline">pass@1 (greedy): {pct(before.get("pass_at_1"))} &rarr; '
-            f'{pct(after.get("pass_at_1"))} ({esc(points(gain))})</p>')
+            f'{pct(after.get("pass_at_1"))} ({esc(points(gain) + paired)})</p>')
 
 
 def _pass_at_k_table(runs: dict) -> str:

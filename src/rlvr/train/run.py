@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 from rich.table import Table
 
+from rlvr.eval.paired import paired_gain, parse_verdicts
 from rlvr.models.precision import resolve_precision
 from rlvr.rewards.pipeline import RewardPipeline
 from rlvr.train import cold_start, resume as resuming, setup, tool_table
@@ -268,10 +269,23 @@ class Run:
                 "sft": history.get("sft"),
                 "pass_at_k": {k: v for k, v in (history.get("pass_at_k") or {}).items() if v},
                 "gain_pass_at_1": trained["pass_at_1"] - (baseline or trained)["pass_at_1"],
+                "gain_pass_at_1_ci": gain_interval(baseline, trained),
                 "stopped": history.get("stopped"),
                 "rollbacks": list(self.state.monitor.rollback_log),
                 "wall_seconds": seconds, "run_dir": str(self.run_dir),
                 "precision": self.precision.as_dict()}
+
+
+def gain_interval(baseline: dict | None, trained: dict) -> dict | None:
+    """The pass@1 gain of ``trained`` over ``baseline`` (two validation rows of one run) problem
+    by problem: :class:`rlvr.eval.paired.PairedGain`'s fields (95% interval, problems fixed /
+    broken, McNemar's p-value). None without a baseline or when a row has no ``verdicts`` (a
+    run validated before they were recorded, resumed now) or they differ in length."""
+    before = (baseline or {}).get("verdicts") or ""
+    after = trained.get("verdicts") or ""
+    if not before or len(before) != len(after):
+        return None
+    return paired_gain(parse_verdicts(before), parse_verdicts(after)).as_dict()
 
 
 def results_table(results: dict) -> Table:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from rlvr.envs.summary import episode_metrics
+from rlvr.eval.paired import verdict_string
 from rlvr.records import Task
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
 from rlvr.rollout import SamplingParams
@@ -31,6 +32,9 @@ class ValidationResult:
             arithmetic task's level), ``{"n": tasks, "pass_at_1": share correct}``, sorted by
             category; empty when the tasks have fewer than two categories
             (:func:`category_pass_at_1`).
+        verdicts: per-task verdict in task order, ``"1"`` correct and ``"0"`` not
+            (:func:`rlvr.eval.paired.verdict_string`): two validations of one run compare
+            problem by problem (:func:`rlvr.eval.paired.paired_gain`).
     """
 
     pass_at_1: float
@@ -41,6 +45,7 @@ class ValidationResult:
     n: int
     seconds: float
     by_category: dict[str, dict] = field(default_factory=dict)
+    verdicts: str = ""
 
 
 def category_pass_at_1(tasks: Sequence[Task], correct: Sequence[bool]) -> dict[str, dict]:
@@ -88,15 +93,17 @@ def validate(engine, tokenizer, tasks: list[Task], prompts: list[list[int]],
     n = len(tasks)
     samples = [{"id": task.id, "completion": text, "reward": r.reward, "status": r.status.value,
                 "extracted": r.extracted} for task, text, r in zip(tasks, texts, results)]
+    correct = [r.status.value == "correct" for r in results]
     return ValidationResult(
-        pass_at_1=sum(r.status.value == "correct" for r in results) / n,
+        pass_at_1=sum(correct) / n,
         mean_reward=sum(r.reward for r in results) / n,
         format_rate=sum(r.components.get("format", 0.0) > 0 for r in results) / n,
         truncation_rate=sum(truncated) / n,
         mean_length=sum(lengths) / n,
         n=n,
         seconds=time.perf_counter() - start,
-        by_category=category_pass_at_1(tasks, [r.status.value == "correct" for r in results]),
+        by_category=category_pass_at_1(tasks, correct),
+        verdicts=verdict_string(correct),
     ), samples
 
 
@@ -133,8 +140,9 @@ def validate_episodes(engine, runner, tasks: list[Task], *, max_new_tokens: int,
             progress(len(samples))
     results = [e.reward for e in episodes]
     n = len(tasks)
+    correct = [r.status.value == "correct" for r in results]
     return ValidationResult(
-        pass_at_1=sum(r.status.value == "correct" for r in results) / n,
+        pass_at_1=sum(correct) / n,
         mean_reward=sum(r.reward for r in results) / n,
         format_rate=sum(r.components.get("format", 0.0) > 0 for r in results) / n,
         truncation_rate=sum(s["finish_reason"] in ("length", "max_tokens")
@@ -142,5 +150,6 @@ def validate_episodes(engine, runner, tasks: list[Task], *, max_new_tokens: int,
         mean_length=sum(lengths) / n,
         n=n,
         seconds=time.perf_counter() - start,
-        by_category=category_pass_at_1(tasks, [r.status.value == "correct" for r in results]),
+        by_category=category_pass_at_1(tasks, correct),
+        verdicts=verdict_string(correct),
     ), samples, episode_metrics(episodes)
