@@ -112,6 +112,7 @@ def test_a_check_of_the_whole_config_is_one_line_naming_its_field(tmp_path):
     ("grpo.num_iterations=2", "TRL's num_iterations is rlvr's grpo.mu"),
     ("algo.loss_type=dapo", "TRL's loss_type is rlvr's algo.loss_agg"),
     ("scale_rewards=batch", "TRL's scale_rewards is rlvr's algo.std_scale"),
+    ("lr_scheduler_type=cosine", "TRL's lr_scheduler_type is rlvr's grpo.lr_schedule"),
     ("per_device_train_batch_size=8", "grpo.prompts_per_step x grpo.group_size"),
     ("max_prompt_length=512", "rlvr does not truncate prompts"),
     ("bf16=true", "TRL's bf16 is rlvr's model.precision"),

@@ -63,3 +63,36 @@ def test_a_fresh_schedule_is_the_warmup_one():
     optimizer = grpo_optimizer(_model(), grpo)
     warmup_schedule(optimizer, grpo)
     assert optimizer.param_groups[0]["lr"] == 1e-4 * 0.25
+
+
+def test_lr_factor_by_hand():
+    """4 steps, no warm-up: linear 1, 3/4, 1/2, 1/4 (transformers' linear schedule ends
+    at 1 / steps on the last step); cosine (1 + cos(pi * s / 4)) / 2."""
+    from rlvr.train.schedule import lr_factor
+
+    assert [lr_factor(s, 0, 4, "constant") for s in range(4)] == [1.0] * 4
+    assert [lr_factor(s, 0, 4, "linear") for s in range(4)] == [1.0, 0.75, 0.5, 0.25]
+    cos = [lr_factor(s, 0, 4, "cosine") for s in range(4)]
+    r = 2 ** -0.5  # cos(pi / 4)
+    assert cos == pytest.approx([1.0, (1 + r) / 2, 0.5, (1 - r) / 2])
+    # 2 warm-up steps of 6: 1/2, 1, then linear over the remaining 4 from 1
+    assert [lr_factor(s, 2, 6, "linear") for s in range(6)] == [0.5, 1.0, 1.0, 0.75, 0.5,
+                                                                 0.25]
+    assert lr_factor(9, 2, 6, "cosine") == 0.0  # past the end (a resume with fewer steps)
+    with pytest.raises(ValueError, match="grpo.lr_schedule"):
+        lr_factor(0, 0, 4, "step")
+
+
+@pytest.mark.parametrize("schedule", ["linear", "cosine"])
+def test_decaying_schedule_drives_the_optimizer_and_survives_a_rollback(schedule):
+    from rlvr.train.schedule import lr_factor
+
+    grpo = GRPOConfig(learning_rate=2e-5, steps=8, lr_schedule=schedule)
+    new = _lrs(grpo, {5}, 0.5, 8, rebuild=True)
+    # after step i the scheduler sits at position i (the LR step i + 1 runs at); the rollback
+    # at step 5 restores position 2 (saved after step 2) at half the scale, and steps 6..8
+    # move it on to 3, 4, 5
+    expected = [2e-5 * lr_factor(i, 0, 8, schedule) for i in range(1, 5)]
+    expected += [1e-5 * lr_factor(i, 0, 8, schedule) for i in (2, 3, 4, 5)]
+    assert new == pytest.approx(expected, rel=1e-12)
+    assert GRPOConfig().lr_schedule == "constant"  # the default keeps verl's constant LR

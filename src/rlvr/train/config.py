@@ -54,6 +54,8 @@ FOREIGN_KEYS: dict[str, str] = {
     "num_iterations": _trl("num_iterations", "grpo.mu (policy updates per rollout batch)"),
     "loss_type": _trl("loss_type", "algo.loss_agg (grpo, bnpo, dapo, dr_grpo)"),
     "scale_rewards": _trl("scale_rewards", "algo.std_scale (group, batch, none)"),
+    "lr_scheduler_type": _trl("lr_scheduler_type", "grpo.lr_schedule (constant, linear, "
+                              "cosine)"),
     "per_device_train_batch_size": "TRL's per_device_train_batch_size counts completions per "
     "device and step; an rlvr step samples grpo.prompts_per_step x grpo.group_size "
     "completions, grpo.micro_batch_size per forward/backward",

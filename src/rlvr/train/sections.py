@@ -99,9 +99,15 @@ class GRPOConfig(ConfigSection):
     prompts_per_step: int = Field(8, ge=1, description="Prompts (groups) per step.")
     group_size: int = Field(8, ge=2, description="G completions per prompt (R12: 4-8 math, "
                             "8-16 code). Must be >= 2 for a group-relative advantage.")
-    learning_rate: float = Field(2e-6, gt=0, description="AdamW LR (constant after warm-up).")
+    learning_rate: float = Field(2e-6, gt=0, description="AdamW peak LR (after warm-up; "
+                                 "constant or decaying per grpo.lr_schedule).")
     warmup_steps: int = Field(0, ge=0, description="Optimizer steps of linear learning-rate "
                               "warm-up of the GRPO update (0 = none).")
+    lr_schedule: Literal["constant", "linear", "cosine"] = Field(
+        "constant", description="LR after the warm-up (TRL's lr_scheduler_type): constant "
+        "(verl's default), or decaying to 0 at step grpo.steps, linearly (TRL's default) or "
+        "along a half cosine. A decay makes the last steps small, so the final policy is not "
+        "caught mid-swing; on a resume with another grpo.steps it ends at the new total.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay of the GRPO "
                                 "update.")
     max_grad_norm: float = Field(1.0, gt=0, description="Global gradient-norm clip.")
