@@ -13,7 +13,6 @@ from rich.console import Console
 from rlvr.cli.common import EXIT_STOPPED, err, fail, load_run_config, output_errors
 from rlvr.cli.run_checks import (check_run_inputs, discard_failed_start, prepare_run_dir,
                                  run_dir_option)
-from rlvr.eval.paired import gain_summary
 
 def train(
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="Run config YAML "
@@ -58,7 +57,8 @@ def train(
     by_category = category_table(results)
     if by_category is not None:
         Console(width=None if sys.stdout.isatty() else 120).print(by_category)
-    # deferred: model stack (torch); keeps `rlvr --help` fast
+    # deferred: model stack (torch; rlvr.eval's package); keeps `rlvr --help` fast
+    from rlvr.eval.paired import gain_summary
     from rlvr.eval.report import pass_at_k_table
 
     sampled = pass_at_k_table(results)
