@@ -14,6 +14,7 @@ from rlvr.cli.common import EXIT_STOPPED, err, fail, load_run_config, output_err
 from rlvr.cli.run_checks import (check_run_inputs, discard_failed_start, prepare_run_dir,
                                  run_dir_option)
 
+
 def train(
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="Run config YAML "
                                           "(default: configs/arithmetic.yaml settings)."),

@@ -4,7 +4,7 @@ A run's headline is the greedy pass@1 of the trained model minus that of the mod
 GRPO, on one validation set. Both see the same problems, so the gain's uncertainty is that of
 the per-problem differences ``d_i = after_i - before_i`` in {-1, 0, 1}, far smaller than two
 independent proportions' would be: only the problems whose verdict flipped carry information.
-On 200 problems a +17-point gain still has a 95% interval about +-6 points wide, which is why
+On 200 problems a +17-point gain still has a 95% interval about +-7 points wide, which is why
 the interval is printed next to the gain.
 
 - interval: the Wald interval for the difference of two dependent proportions (Agresti,
@@ -121,7 +121,7 @@ def parse_verdicts(text: str) -> list[bool]:
     Raises:
         ValueError: a character other than ``0`` / ``1``.
     """
-    if set(text) - {"0", "1"}:
-        bad = sorted(set(text) - {"0", "1"})
-        raise ValueError(f"verdicts: expected only '0' and '1', got {bad}")
+    bad = set(text) - {"0", "1"}
+    if bad:
+        raise ValueError(f"verdicts: expected only '0' and '1', got {sorted(bad)}")
     return [c == "1" for c in text]

@@ -68,6 +68,18 @@ def category_pass_at_1(tasks: Sequence[Task], correct: Sequence[bool]) -> dict[s
             for label, oks in sorted(groups.items())}
 
 
+def _verdict_fields(tasks: Sequence[Task], results) -> dict:
+    """The :class:`ValidationResult` fields that come from the verdicts (one reward result
+    per task, in task order): pass@1, mean reward, format rate, per-category pass@1 and the
+    verdict string."""
+    n = len(tasks)
+    correct = [r.status.value == "correct" for r in results]
+    return {"pass_at_1": sum(correct) / n, "mean_reward": sum(r.reward for r in results) / n,
+            "format_rate": sum(r.components.get("format", 0.0) > 0 for r in results) / n,
+            "by_category": category_pass_at_1(tasks, correct),
+            "verdicts": verdict_string(correct)}
+
+
 def validate(engine, tokenizer, tasks: list[Task], prompts: list[list[int]],
              rewards: RewardPipeline, *, max_new_tokens: int, stop_token_ids: tuple[int, ...],
              batch_size: int = 64, progress: Callable[[int], None] | None = None
@@ -93,17 +105,12 @@ def validate(engine, tokenizer, tasks: list[Task], prompts: list[list[int]],
     n = len(tasks)
     samples = [{"id": task.id, "completion": text, "reward": r.reward, "status": r.status.value,
                 "extracted": r.extracted} for task, text, r in zip(tasks, texts, results)]
-    correct = [r.status.value == "correct" for r in results]
     return ValidationResult(
-        pass_at_1=sum(correct) / n,
-        mean_reward=sum(r.reward for r in results) / n,
-        format_rate=sum(r.components.get("format", 0.0) > 0 for r in results) / n,
+        **_verdict_fields(tasks, results),
         truncation_rate=sum(truncated) / n,
         mean_length=sum(lengths) / n,
         n=n,
         seconds=time.perf_counter() - start,
-        by_category=category_pass_at_1(tasks, correct),
-        verdicts=verdict_string(correct),
     ), samples
 
 
@@ -140,16 +147,11 @@ def validate_episodes(engine, runner, tasks: list[Task], *, max_new_tokens: int,
             progress(len(samples))
     results = [e.reward for e in episodes]
     n = len(tasks)
-    correct = [r.status.value == "correct" for r in results]
     return ValidationResult(
-        pass_at_1=sum(correct) / n,
-        mean_reward=sum(r.reward for r in results) / n,
-        format_rate=sum(r.components.get("format", 0.0) > 0 for r in results) / n,
+        **_verdict_fields(tasks, results),
         truncation_rate=sum(s["finish_reason"] in ("length", "max_tokens")
                             for s in samples) / n,
         mean_length=sum(lengths) / n,
         n=n,
         seconds=time.perf_counter() - start,
-        by_category=category_pass_at_1(tasks, correct),
-        verdicts=verdict_string(correct),
     ), samples, episode_metrics(episodes)
