@@ -1,6 +1,7 @@
 """Each health check on hand-built histories: it fires exactly when its documented rule says
 so, with the documented value and threshold (src/rlvr/monitor/checks.py)."""
 
+import dataclasses
 import json
 from types import SimpleNamespace
 
@@ -215,6 +216,9 @@ def test_category_bias_parse_gap():
     assert finding.value == 0.5 and finding.threshold == pytest.approx(0.05 + 0.3)
     assert "category 'a': parse-failure rate 50%" in finding.message and "vs 5%" in finding.message
     assert all(e.startswith("[unparsed]") for e in finding.examples)
+    assert "over step 1 vs" in finding.message  # every row is step 1's, whatever the window
+    rows = [dataclasses.replace(r, step=1 + i % 3) for i, r in enumerate(_category_rows(20, 2))]
+    assert "over the last 3 steps vs" in run("category_bias", ctx([{}], rows=rows)).message
     assert run("category_bias", ctx([{}], rows=_category_rows(10, 2))) is None  # gap 0.2
     assert run("category_bias", ctx([{}], rows=_category_rows(20, 2, n=20))) is None  # < 32
 

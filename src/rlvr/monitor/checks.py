@@ -333,6 +333,13 @@ def verifier_errors(ctx: CheckContext, cfg) -> Finding | None:
                    threshold=cfg.max_rate, examples=[_clip(r.text) for r in failed[:3]])
 
 
+def _steps(rows: list[CompletionRecord]) -> str:
+    """"the last N steps" (or "step S") that ``rows`` span: the window holds fewer steps
+    than configured early in a run."""
+    steps = sorted({r.step for r in rows})
+    return f"step {steps[0]}" if len(steps) == 1 else f"the last {len(steps)} steps"
+
+
 # -- completion-level checks over the window -------------------------------------------------
 @health_check("category_bias")
 def category_bias(ctx: CheckContext, cfg) -> Finding | None:
@@ -355,7 +362,7 @@ def category_bias(ctx: CheckContext, cfg) -> Finding | None:
             if rate - rest >= gap and (worst is None or rate - rest > worst[0]):
                 examples = [f"[{r.status}] {_clip(r.text, 200)}" for r in rows if pred(r)][:3]
                 worst = (rate - rest, Finding(
-                    f"category {cat!r}: {label} rate {rate:.0%} over the last {ctx.window} steps "
+                    f"category {cat!r}: {label} rate {rate:.0%} over {_steps(ctx.rows)} "
                     f"vs {rest:.0%} for the other categories ({len(rows)} completions); check "
                     f"its verifier / reference format before training punishes the category",
                     value=rate, threshold=rest + gap, examples=examples))
