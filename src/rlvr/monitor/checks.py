@@ -334,10 +334,10 @@ def verifier_errors(ctx: CheckContext, cfg) -> Finding | None:
 
 
 def _steps(rows: list[CompletionRecord]) -> str:
-    """"the last N steps" (or "step S") that ``rows`` span: the window holds fewer steps
-    than configured early in a run."""
-    steps = sorted({r.step for r in rows})
-    return f"step {steps[0]}" if len(steps) == 1 else f"the last {len(steps)} steps"
+    """The steps ``rows`` span, as an alert says it: "step S" or "the last N steps" (early in
+    a run the window holds fewer steps than configured)."""
+    steps = {r.step for r in rows}
+    return f"step {next(iter(steps))}" if len(steps) == 1 else f"the last {len(steps)} steps"
 
 
 # -- completion-level checks over the window -------------------------------------------------
