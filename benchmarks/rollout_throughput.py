@@ -28,11 +28,19 @@ int8``), always in fp32 compute whatever ``--precision`` says; its log-probs are
 model's, not the policy's (a run corrects for that with ``algo.tis_cap``). Its roofline share
 is not printed (the fp32 matmul roofline does not bound int8 matmuls).
 
+``--floor`` runs the ``torch`` engine once more per batch with a timer around each of its
+matmuls (the :class:`~rlvr.rollout.decoder.linear.Linear` calls: q / k / v, o, gate / up, down,
+LM head) and prints how much of the call they took, and the bound they set: the tokens/s the
+engine would reach if everything else (attention, norms, sampling, Python) took no time, as a
+multiple of ``generate`` alone. In fp32 that bound, not attention or overhead, is what caps the
+ratio against ``generate`` (its matmuls are the vendor's, MKL / oneDNN, the same as
+``generate``'s).
+
 Usage: python benchmarks/rollout_throughput.py [--quick] [--batches 64 256] [--new-tokens 128]
-[--precision auto|bf16|fp32] [--int8] (--quick: batch 32 and 16 new tokens, under a minute
-on a 2-core AVX2-only CPU). Wrap timing runs in ``flock /tmp/rlvr-bench.lock`` on shared machines. An AVX2-only CPU can be
-simulated on an AVX-512 one with ``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
-MKL_ENABLE_INSTRUCTIONS=AVX2 RLVR_KERNEL_CFLAGS=-march=haswell``.
+[--precision auto|bf16|fp32] [--int8] [--floor] (--quick: batch 32 and 16 new tokens, under a
+minute on a 2-core AVX2-only CPU). Wrap timing runs in ``flock /tmp/rlvr-bench.lock`` on shared
+machines. An AVX2-only CPU can be simulated on an AVX-512 one with ``ATEN_CPU_CAPABILITY=avx2
+ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 RLVR_KERNEL_CFLAGS=-march=haswell``.
 Last line (largest batch measured):
 ``rollout tokens/s: torch X, hf Y, ratio Zx, generate alone G (ratio Rx), roofline W%``
 (with ``--int8``: then ``, torch int8 I (ratio Jx generate)``).
@@ -94,6 +102,33 @@ def measure(engine, prompts, params) -> float:
     return out.timing.tokens_generated / out.timing.total_seconds
 
 
+def matmul_floor(engine, prompts, params, generate_rate: float) -> str:
+    """One more ``engine.generate`` call with each matmul timed: the matmuls' share of the
+    call (seconds) and the tokens/s bound they set (matmuls alone), also as a multiple of
+    ``generate_rate`` (tokens/s of ``generate`` alone). The timers add ~1 us per matmul."""
+    from rlvr.rollout.decoder import linear
+
+    spent = [0.0]
+    call = linear.Linear.__call__
+
+    def timed(self, x):
+        start = time.perf_counter()
+        try:
+            return call(self, x)
+        finally:
+            spent[0] += time.perf_counter() - start
+
+    linear.Linear.__call__ = timed
+    try:
+        out = engine.generate(prompts, params)
+    finally:
+        linear.Linear.__call__ = call
+    total, tokens = out.timing.total_seconds, out.timing.tokens_generated
+    bound = tokens / spent[0]
+    return (f"matmuls {spent[0]:.1f} s of {total:.1f} s ({100 * spent[0] / total:.0f}%), "
+            f"matmuls alone <= {bound:.0f} tokens/s = {bound / generate_rate:.1f}x generate")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="batch 32, 16 new tokens")
@@ -103,6 +138,8 @@ def main() -> None:
                         help="compute dtype of every engine (auto: bf16 where native)")
     parser.add_argument("--int8", action="store_true",
                         help="also the torch engine with int8 rollout weights (fp32 compute)")
+    parser.add_argument("--floor", action="store_true",
+                        help="time the torch engine's matmuls: the bound they set")
     args = parser.parse_args()
     from rlvr.models.precision import resolve_precision
 
@@ -159,6 +196,9 @@ def main() -> None:
         results[batch] = rates
         print(f"batch {batch} ({len(prompts)} prompts x {GROUP}, {new_tokens} new tokens, "
               f"prompt ~{len(prompts[0])} tokens): {summary(rates, roofline)}", flush=True)
+        if args.floor:
+            floor = matmul_floor(engines["torch"], prompts, params, rates["generate"])
+            print(f"batch {batch} torch engine: {floor}", flush=True)
     print(f"rollout tokens/s: {summary(results[max(batches)], roofline)}")
 
 
