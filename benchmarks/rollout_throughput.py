@@ -33,8 +33,8 @@ matmuls (the :class:`~rlvr.rollout.decoder.linear.Linear` calls: q / k / v, o, g
 LM head) and prints how much of the call they took, and the bound they set: the tokens/s the
 engine would reach if everything else (attention, norms, sampling, Python) took no time, as a
 multiple of ``generate`` alone. In fp32 that bound, not attention or overhead, is what caps the
-ratio against ``generate`` (its matmuls are the vendor's, MKL / oneDNN, the same as
-``generate``'s).
+ratio against ``generate``: both sides' matmuls are vendor kernels (oneDNN in the engine, MKL in
+``generate``) running at similar speeds.
 
 Usage: python benchmarks/rollout_throughput.py [--quick] [--batches 64 256] [--new-tokens 128]
 [--precision auto|bf16|fp32] [--int8] [--floor] (--quick: batch 32 and 16 new tokens, under a
@@ -108,15 +108,16 @@ def matmul_floor(engine, prompts, params, generate_rate: float) -> str:
     ``generate_rate`` (tokens/s of ``generate`` alone). The timers add ~1 us per matmul."""
     from rlvr.rollout.decoder import linear
 
-    spent = [0.0]
+    spent = 0.0
     call = linear.Linear.__call__
 
     def timed(self, x):
+        nonlocal spent
         start = time.perf_counter()
         try:
             return call(self, x)
         finally:
-            spent[0] += time.perf_counter() - start
+            spent += time.perf_counter() - start
 
     linear.Linear.__call__ = timed
     try:
@@ -124,8 +125,8 @@ def matmul_floor(engine, prompts, params, generate_rate: float) -> str:
     finally:
         linear.Linear.__call__ = call
     total, tokens = out.timing.total_seconds, out.timing.tokens_generated
-    bound = tokens / spent[0]
-    return (f"matmuls {spent[0]:.1f} s of {total:.1f} s ({100 * spent[0] / total:.0f}%), "
+    bound = tokens / spent
+    return (f"matmuls {spent:.1f} s of {total:.1f} s ({100 * spent / total:.0f}%), "
             f"matmuls alone <= {bound:.0f} tokens/s = {bound / generate_rate:.1f}x generate")
 
 
