@@ -14,6 +14,7 @@ from rlvr.algo import (
     make_group_ids,
     reinforce_pp_baseline_advantages,
     rloo_advantages,
+    scale_negative_advantages,
     zero_variance_groups,
 )
 
@@ -134,3 +135,25 @@ def test_reward_noise_is_seeded_and_breaks_ties():
 def test_registry_lookup_error_suggests_closest():
     with pytest.raises(KeyError, match="did you mean 'rloo'"):
         compute_advantages("rlo", t(1, 0), make_group_ids(1, 2))
+
+
+def test_scale_negative_advantages_by_hand():
+    # One group, R = 1, 0, 0, 0: mean 0.25, sample std sqrt(0.75 / 3) = 0.5, so GRPO gives
+    # A = (0.75, -0.25, -0.25, -0.25) / (0.5 + 1e-6); a second, zero-variance group stays 0.
+    adv = grpo_advantages(t(1, 0, 0, 0, 1, 1), torch.tensor([0, 0, 0, 0, 1, 1]))
+    d = 0.5 + 1e-6
+    expected = {1.0: [0.75 / d, -0.25 / d, -0.25 / d, -0.25 / d, 0.0, 0.0],
+                0.5: [0.75 / d, -0.125 / d, -0.125 / d, -0.125 / d, 0.0, 0.0],
+                0.0: [0.75 / d, 0.0, 0.0, 0.0, 0.0, 0.0],
+                2.0: [0.75 / d, -0.5 / d, -0.5 / d, -0.5 / d, 0.0, 0.0]}
+    for scale, want in expected.items():
+        got = scale_negative_advantages(adv, scale)
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got, t(*want), atol=1e-6, rtol=0)
+    assert scale_negative_advantages(adv, 0.5)[4:].tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("scale", [-0.1, float("nan"), float("inf")])
+def test_scale_negative_advantages_rejects_bad_scale(scale):
+    with pytest.raises(ValueError, match="negative-advantage scale"):
+        scale_negative_advantages(t(1.0, -1.0), scale)

@@ -133,3 +133,19 @@ def test_batch_statistics_leave_error_rows_out_too(option, expected):
         adv, rows, _ = step.advantages(rewards, torch.tensor([0] * 4 + [1] * 4), valid)
         torch.testing.assert_close(adv, torch.tensor(expected), atol=1e-6, rtol=0)
         assert rows.tolist() == [0, 1, 2, 4, 5, 6, 7]
+
+
+def test_negative_advantage_scale_weights_the_steps_negative_rows():
+    """``algo.negative_advantage_scale`` applies after the estimator, on the valid rows: group
+    0 of ``test_batch_statistics_leave_error_rows_out_too`` (valid R = 1.1, 0.1, 1.1, error
+    row 3), group 1 R = 1, 0, 0, 0. GRPO by hand: group 0 A = +0.5773493, -1.1546986,
+    +0.5773493 (see the first test); group 1 mean 0.25, sample std 0.5, A = 0.75 / 0.500001 =
+    1.4999970, -0.25 / 0.500001 = -0.4999990. Negatives x 0.25: -0.2886747, -0.1249998."""
+    step, _ = _step("algo.negative_advantage_scale=0.25")
+    valid = torch.tensor([True, True, True, False, True, True, True, True])
+    rewards = torch.tensor([1.1, 0.1, 1.1, 0.1, 1.0, 0.0, 0.0, 0.0])
+    adv, rows, _ = step.advantages(rewards, torch.tensor([0] * 4 + [1] * 4), valid)
+    expected = [0.5773493, -0.2886747, 0.5773493, 0.0, 1.4999970, -0.1249998, -0.1249998,
+                -0.1249998]
+    torch.testing.assert_close(adv, torch.tensor(expected), atol=1e-6, rtol=0)
+    assert rows.tolist() == [0, 1, 2, 4, 5, 6, 7]

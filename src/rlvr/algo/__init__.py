@@ -32,6 +32,7 @@ from rlvr.algo.advantages import (
     make_group_ids,
     reinforce_pp_baseline_advantages,
     rloo_advantages,
+    scale_negative_advantages,
     zero_variance_groups,
 )
 from rlvr.algo.entropy import token_entropy
@@ -136,6 +137,7 @@ __all__ = [
     "policy_objective",
     "reinforce_pp_baseline_advantages",
     "rloo_advantages",
+    "scale_negative_advantages",
     "seq_mean_token_mean",
     "token_entropy",
     "token_log_probs",

@@ -13,11 +13,13 @@ by ``max == min`` within the group and masked, never divided by a near-zero std.
 
 Registry: :data:`rlvr.algo.registry.ADVANTAGE_ESTIMATORS`, keys ``grpo``, ``dr_grpo``, ``rloo``,
 ``reinforce_pp_baseline``; ``grpo`` takes ``std_scale`` from the run config's
-``algo.std_scale``, the others no options.
+``algo.std_scale``, the others no options. :func:`scale_negative_advantages` weights any
+estimator's negative advantages (``algo.negative_advantage_scale``).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Literal, NamedTuple
 
 import torch
@@ -279,6 +281,40 @@ def reinforce_pp_baseline_advantages(
     """
     centred = grpo_advantages(rewards, group_ids, std_scale="none")
     return centred / (_sample_std(centred) + eps)
+
+
+def scale_negative_advantages(advantages: Tensor, scale: float) -> Tensor:
+    """Weight the negative advantages by ``scale``, the positive ones left as they are.
+
+    The policy gradient of a group splits into positive-sample reinforcement (PSR: raise the
+    completions above the group's baseline) and negative-sample reinforcement (NSR: lower
+    those below it); Zhu et al. 2025, "The Surprising Effectiveness of Negative Reinforcement
+    in LLM Reasoning", arXiv:2506.01347, Sec. 3, train each alone and weight the two (their
+    W-REINFORCE, Sec. 5, weights PSR by 0.1 to keep pass@k at large k). NSR moves the
+    probability it removes toward what the model already prefers, so where the model's mode is
+    a wrong answer, NSR deepens that mode, and PSR is what raises greedy pass@1. Here the
+    weight is on the NSR side::
+
+        A'_i = A_i               if A_i >= 0
+        A'_i = scale * A_i       if A_i < 0
+
+    ``scale`` 1 is the estimator unchanged; 0 trains on the above-baseline completions only
+    (like rejection-sampling fine-tuning); > 1 up-weights NSR (W-REINFORCE's direction).
+
+    Args:
+        advantages: FloatTensor[N], any estimator's output.
+        scale: the NSR weight, >= 0.
+
+    Returns:
+        FloatTensor[N] (fp32); zeros stay exactly 0.0.
+
+    Raises:
+        ValueError: a negative or non-finite ``scale``.
+    """
+    if not math.isfinite(scale) or scale < 0:
+        raise ValueError(f"negative-advantage scale must be a finite number >= 0, got {scale!r}")
+    a = as_fp32(advantages)
+    return torch.where(a < 0, a * scale, a)
 
 
 def compute_advantages(name: str, rewards: Tensor, group_ids: Tensor, **options) -> Tensor:

@@ -384,6 +384,8 @@ def config_summary(config: RunConfig, full: str | None = None) -> list[str]:
         ("tis_cap", a.tis_cap)) if value]
     row("algo", f"advantage {a.advantage}"
         + (f" (std {a.std_scale})" if "std_scale" in _advantage_options(c) else "")
+        + (f" (negatives x {a.negative_advantage_scale:g})"
+           if a.negative_advantage_scale != 1.0 else "")
         + f", loss {a.policy_loss}, agg {a.loss_agg}, {kl}"
         + "".join(f", {x}" for x in shaping + (["mask_truncated"] if a.mask_truncated else [])))
     r = c.rollout

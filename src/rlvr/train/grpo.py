@@ -19,7 +19,8 @@ import time
 import torch
 from torch import Tensor
 
-from rlvr.algo.advantages import add_reward_noise, compute_advantages, zero_variance_groups
+from rlvr.algo.advantages import (add_reward_noise, compute_advantages, scale_negative_advantages,
+                                  zero_variance_groups)
 from rlvr.algo.kl import (AdaptiveKLController, FixedKLController, kl_divergence,
                           kl_penalized_rewards)
 from rlvr.algo.length import concise_correct_bonus, length_penalty, overlong_penalty
@@ -193,7 +194,9 @@ class GRPOStep:
         Returns:
             ``(advantages FloatTensor[N] fp32, train_rows LongTensor[n], zero_variance
             BoolTensor[B])``: advantages are 0 for excluded rows and zero-variance groups;
-            train rows are the valid rows of groups with non-zero variance.
+            train rows are the valid rows of groups with non-zero variance. The negative
+            advantages are weighted by ``algo.negative_advantage_scale``
+            (:func:`rlvr.algo.advantages.scale_negative_advantages`).
         """
         a = self.config.algo
         r = rewards.clone()
@@ -206,6 +209,8 @@ class GRPOStep:
             zero_rows[valid] = zero_variance_groups(rewards[valid], ids).mask  # before noise
             options = ADVANTAGE_ESTIMATORS.options(a.advantage, self.config)
             adv[valid] = compute_advantages(a.advantage, r[valid], ids, **options)
+            if a.negative_advantage_scale != 1.0:
+                adv = scale_negative_advantages(adv, a.negative_advantage_scale)
         trained = valid & ~zero_rows
         adv = torch.where(trained, adv, torch.zeros_like(adv))
         zero_groups = torch.zeros(int(group_ids.max()) + 1, dtype=torch.bool)

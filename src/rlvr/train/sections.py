@@ -185,6 +185,13 @@ class AlgoConfig(ConfigSection):
                            "baseline, Ahmadian et al. 2024), reinforce_pp_baseline (Hu 2025).")
     std_scale: Literal["group", "batch", "none"] = Field("group", description="Std used by "
                                                          "the grpo advantage.")
+    negative_advantage_scale: float = Field(
+        1.0, ge=0, allow_inf_nan=False, description="Weight of the negative advantages (the "
+        "completions below their group's baseline; the positive ones keep weight 1): 1 = the "
+        "estimator as is, 0 = reinforce the above-baseline completions only, > 1 up-weights "
+        "the negatives. Penalising wrong answers moves their probability toward the model's "
+        "current mode, which deepens a wrong mode; below 1 favours greedy pass@1 (Zhu et al. "
+        "2025, arXiv:2506.01347: positive vs negative sample reinforcement).")
     policy_loss: str = Field("clip", description="clip (PPO, symmetric eps), clip_higher "
                              "(DAPO: eps_low / eps_high), dual_clip (Ye et al. 2020).")
     clip_eps: float = Field(0.2, gt=0, description="Clip epsilon (eps_low for clip_higher).")
