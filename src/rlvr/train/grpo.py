@@ -209,8 +209,7 @@ class GRPOStep:
             zero_rows[valid] = zero_variance_groups(rewards[valid], ids).mask  # before noise
             options = ADVANTAGE_ESTIMATORS.options(a.advantage, self.config)
             adv[valid] = compute_advantages(a.advantage, r[valid], ids, **options)
-            if a.negative_advantage_scale != 1.0:
-                adv = scale_negative_advantages(adv, a.negative_advantage_scale)
+            adv = scale_negative_advantages(adv, a.negative_advantage_scale)  # 1: unchanged
         trained = valid & ~zero_rows
         adv = torch.where(trained, adv, torch.zeros_like(adv))
         zero_groups = torch.zeros(int(group_ids.max()) + 1, dtype=torch.bool)
