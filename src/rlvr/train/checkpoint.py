@@ -18,19 +18,25 @@ STATE_FILE = "trainer_state.pt"
 
 
 def save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizer, scheduler,
-                    extra: dict, keep: int = 2, prompt: dict | None = None) -> Path:
+                    extra: dict, keep: int = 2, prompt: dict | None = None,
+                    policy_weights: dict | None = None) -> Path:
     """Write ``run_dir/checkpoints/step-NNNNNN`` atomically; keep the newest ``keep``, plus
     step 0 (the model entering GRPO: the rollback anchor of last resort).
 
     ``extra`` (JSON-serialisable: data position, metrics history...) is stored with the
     trainer state; ``prompt`` (:func:`rlvr.tasks.prompting.prompt_settings`: instruction,
     one-shot, chat template) as ``rlvr_prompt.json``, so that ``rlvr eval`` prompts the
-    checkpoint as it was trained. Returns the checkpoint directory.
+    checkpoint as it was trained. ``model`` is the run's output (with ``grpo.ema_decay``
+    the weight average); ``policy_weights`` (then the policy's own trainable weights,
+    :func:`rlvr.train.weight_average.trainable_state`) go into the trainer state. Returns
+    the checkpoint directory.
     """
     root = run_dir / "checkpoints"
     state = {"step": step, "optimizer": optimizer.state_dict(),
              "scheduler": scheduler.state_dict(), "torch_rng": torch.get_rng_state(),
              "python_rng": random.getstate(), "extra": extra}
+    if policy_weights is not None:
+        state["policy_weights"] = policy_weights
 
     def write_extra(tmp: Path) -> None:
         torch.save(state, tmp / STATE_FILE)
@@ -57,14 +63,17 @@ def latest_checkpoint(run_dir: Path, max_step: int | None = None) -> Path | None
 
 def load_trainer_state(checkpoint: Path, optimizer, scheduler, rng: bool = True) -> dict:
     """Restore optimizer, scheduler and (``rng=True``: resume) RNG states; return
-    ``{"step": ..., "extra": ...}``. A rollback keeps the RNG running (``rng=False``)."""
+    ``{"step": ..., "extra": ..., "policy_weights": ...}`` (the policy's own weights when the
+    checkpoint's model is a weight average, else ``None``). A rollback keeps the RNG running
+    (``rng=False``)."""
     state = torch.load(checkpoint / STATE_FILE, weights_only=False)
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     if rng:
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["python_rng"])
-    return {"step": state["step"], "extra": state["extra"]}
+    return {"step": state["step"], "extra": state["extra"],
+            "policy_weights": state.get("policy_weights")}
 
 
 def write_json_atomic(path: Path, data) -> None:

@@ -373,7 +373,8 @@ def config_summary(config: RunConfig, full: str | None = None) -> list[str]:
         f"completions, lr {g.learning_rate:g}, T {g.temperature:g}, top-p {g.top_p:g}, "
         f"max {g.max_new_tokens} new tokens"
         + (f", mu {g.mu}" if g.mu > 1 else "")
-        + (f", {g.update_processes} update processes" if g.update_processes > 1 else ""))
+        + (f", {g.update_processes} update processes" if g.update_processes > 1 else "")
+        + (f"; output: EMA of the weights, decay {g.ema_decay:g}" if g.ema_decay else ""))
     a = c.algo
     kl = ("no KL" if a.kl_coef == 0 else
           f"KL {a.kl_coef:g} ({a.kl_estimator} in the {a.kl_in}, {a.kl_controller})")

@@ -13,11 +13,13 @@ from rlvr.train.logs import append_log, console
 from rlvr.train.policy import sync_engine
 from rlvr.train.state import TrainingState
 from rlvr.train.validate import validate, validate_episodes
+from rlvr.train.weight_average import averaged
 
 
 class Evaluator:
-    """Evaluates ``state``'s policy on its validation tasks through its rollout engine,
-    scoring with ``eval_rewards`` (each task type's own verifier).
+    """Evaluates ``state``'s policy (with ``grpo.ema_decay``: its weight average, the run's
+    output) on its validation tasks through its rollout engine, scoring with
+    ``eval_rewards`` (each task type's own verifier).
 
     Args:
         config: the run config (``eval`` settings, ``seed``).
@@ -45,9 +47,10 @@ class Evaluator:
         :class:`rlvr.train.validate.ValidationResult`'s fields)."""
         s, c = self.state, self.config
         s.policy.eval()
-        sync_engine(s.engine, s.policy)  # the engine keeps its own weight snapshot
-        with Phase(f"validation {label}", len(s.data.val_tasks), console,
-                   unit="problems") as phase:
+        # the run's output: the weight average (grpo.ema_decay) in the policy for the call
+        with averaged(s.average, s.policy), Phase(f"validation {label}", len(s.data.val_tasks),
+                                                  console, unit="problems") as phase:
+            sync_engine(s.engine, s.policy)  # the engine keeps its own weight snapshot
             extra = {}
             if c.env is None:
                 result, samples = validate(
@@ -83,9 +86,10 @@ class Evaluator:
         if not c.eval.pass_at_k_samples:
             return None
         s.policy.eval()
-        sync_engine(s.engine, s.policy)
-        with Phase(f"pass@k {label} (n={c.eval.pass_at_k_samples})", len(s.data.val_tasks),
-                   console, unit="problems") as phase:
+        with averaged(s.average, s.policy), Phase(
+                f"pass@k {label} (n={c.eval.pass_at_k_samples})", len(s.data.val_tasks),
+                console, unit="problems") as phase:
+            sync_engine(s.engine, s.policy)
             row = sampled_pass_at_k(
                 s.engine, s.tokenizer, s.data.val_tasks, s.data.val_prompts,
                 self.eval_rewards, n=c.eval.pass_at_k_samples, ks=(1, 4, 8, 16),

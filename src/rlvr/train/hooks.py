@@ -16,6 +16,7 @@ from rlvr.train.logs import append_log, console
 from rlvr.train.rundir import REFERENCES_DIR, load_policy, plain_policy, step_of
 from rlvr.train.schedule import warmup_schedule
 from rlvr.train.state import TrainingState
+from rlvr.train.weight_average import restore_average, trainable_state
 
 
 def rollback_target(run_dir: Path, config, step: int) -> Path:
@@ -152,7 +153,9 @@ class RollbackHook:
         s.policy.load_state_dict(restored.state_dict())
         del restored
         # the optimizer state and the scheduler's position (its step count) at the target
-        load_trainer_state(target, s.optimizer, s.scheduler, rng=False)
+        saved = load_trainer_state(target, s.optimizer, s.scheduler, rng=False)
+        # the files held the target's average (if kept): it restarts from them
+        s.average = restore_average(s.policy, saved["policy_weights"], g.ema_decay)
         s.lr_scale *= h.rollback_lr_factor
         s.scheduler = warmup_schedule(s.optimizer, g, s.lr_scale, s.scheduler.last_epoch)
         if s.step_fn is not None:
@@ -168,7 +171,9 @@ class RollbackHook:
 
 class CheckpointHook:
     """Checkpoints: at GRPO's start (step 0, the rollback anchor), every ``checkpoint.every``
-    steps and at the last step, keeping ``checkpoint.keep``."""
+    steps and at the last step, keeping ``checkpoint.keep``. The model files are the run's
+    output (the weight average with ``grpo.ema_decay``; the policy's own weights then go into
+    the trainer state)."""
 
     def __init__(self, config, run_dir: Path, state: TrainingState):
         self.config, self.run_dir, self.state = config, run_dir, state
@@ -181,8 +186,10 @@ class CheckpointHook:
     def save(self, step: int) -> None:
         """Write ``checkpoints/step-N`` now."""
         s = self.state
-        save_checkpoint(self.run_dir, step, s.policy, s.tokenizer, s.optimizer, s.scheduler,
-                        s.trainer_extra(), keep=self.config.checkpoint.keep, prompt=s.prompt)
+        own = None if s.average is None else trainable_state(s.policy)
+        save_checkpoint(self.run_dir, step, s.output_model, s.tokenizer, s.optimizer,
+                        s.scheduler, s.trainer_extra(), keep=self.config.checkpoint.keep,
+                        prompt=s.prompt, policy_weights=own)
 
 
 @dataclass

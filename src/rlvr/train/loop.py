@@ -38,6 +38,8 @@ def grpo_loop(config, state: TrainingState, hooks: LoopHooks):
             finally:
                 s.step_fn.on_phase = None
         s.step = step
+        if s.average is not None:  # grpo.ema_decay: average in the step's weights
+            s.average.update(s.policy)
         s.sampler.record(idx, rollouts.zero_variance.tolist())  # idx: every drawn task
         m = {"step": step, **rollouts.metrics, **hooks.health.observe(step, rollouts),
              **sampling_metrics(s.sampler, skipped, counts)}

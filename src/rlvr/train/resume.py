@@ -22,6 +22,7 @@ from rlvr.train.logs import LOG_FILES, console
 from rlvr.train.rundir import REFERENCES_DIR, SFT_MODEL_DIR, SFT_STATE, complete_model
 from rlvr.train.setup import grpo_optimizer
 from rlvr.train.state import TrainingState
+from rlvr.train.weight_average import restore_average
 
 
 @dataclass(frozen=True)
@@ -57,11 +58,15 @@ def resume_point(run_dir: Path, config, resume: bool) -> ResumePoint:
 def restore(state: TrainingState, config, run_dir: Path, checkpoint: Path) -> dict:
     """Load ``checkpoint``'s trainer state into ``state`` (whose policy was loaded from it):
     a GRPO optimizer and schedule over the policy, their saved states and the RNG states,
-    ``step``, ``history``, ``lr_scale``, the KL coefficient and the monitor's state; cut the
-    logs back to the step. Returns the sampler's saved state (the sampler is built later)."""
+    ``step``, ``history``, ``lr_scale``, the KL coefficient and the monitor's state, the
+    weight average (``grpo.ema_decay``: the checkpoint's model files) and the policy's own
+    weights (saved beside an average); cut the logs back to the step. Returns the sampler's
+    saved state (the sampler is built later)."""
     grpo_optimizer(state, config)
     saved = load_trainer_state(checkpoint, state.optimizer, state.scheduler)
     state.step, extra = saved["step"], saved["extra"]
+    state.average = restore_average(state.policy, saved["policy_weights"],
+                                    config.grpo.ema_decay)
     state.history = extra["history"]
     state.lr_scale = extra.get("lr_scale", 1.0)
     state.kl_coef = extra.get("kl_coef")

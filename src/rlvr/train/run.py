@@ -34,6 +34,7 @@ from rlvr.train.rundir import (LORA_BASE, REFERENCES_DIR, SFT_MODEL_DIR, SFT_REP
                                load_policy, lora_base, run_dir_for, write_yaml_atomic)
 from rlvr.train.sampler import TaskSampler, run_sampler
 from rlvr.train.state import TrainingState
+from rlvr.train.weight_average import new_average
 
 __all__ = ["LOG_FILES", "LORA_BASE", "REFERENCES_DIR", "Run", "RunInputError", "SFT_MODEL_DIR",
            "SFT_REPORT", "SFT_STATE", "append_log", "category_table", "console", "lora_base",
@@ -227,6 +228,7 @@ class Run:
                               {"base": SFT_MODEL_DIR if c.sft.enabled else c.model.name,
                                "seed": c.seed})
         self._optimizer_for_grpo()
+        s.average = new_average(s.policy, c.grpo.ema_decay)
         row = ev.validate("before_grpo", 0)
         s.history["validation"].append(row)
         s.monitor.observe_validation(row)

@@ -41,6 +41,9 @@ class TrainingState:
         history: validation rows, SFT report, pass@k, ``stopped`` (saved in checkpoints).
         monitor: the :class:`rlvr.monitor.health.HealthMonitor`.
         sinks: the metric sinks (:class:`rlvr.monitor.sinks.SinkGroup`).
+        average: the EMA of the policy's weights
+            (:class:`rlvr.train.weight_average.PolicyAverage`, ``grpo.ema_decay`` > 0): what
+            validation measures and checkpoints save; ``None`` without one (the policy).
     """
 
     data: RunData = field(default_factory=RunData)
@@ -60,6 +63,13 @@ class TrainingState:
     history: dict = field(default_factory=_new_history)
     monitor: Any = None
     sinks: Any = None
+    average: Any = None
+
+    @property
+    def output_model(self):
+        """The model the run delivers (validated, checkpointed): the weight average, or the
+        policy without one."""
+        return self.policy if self.average is None else self.average.model
 
     @property
     def kl_ctl(self):
