@@ -132,6 +132,7 @@ def _own(run_dir: Path, step: int) -> dict:
 
 class _Root(type(Path())):
     synced: dict
+    results: dict
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +142,7 @@ def runs(tmp_path_factory):
     import rlvr.train.evaluation as evaluation
 
     root = _Root(tmp_path_factory.mktemp("ema"))
-    _train(root / "plain", "grpo.steps=4")
+    root.results = {"plain": _train(root / "plain", "grpo.steps=4")}
     root.synced, real = {}, evaluation.sync_engine
 
     def recording(engine, policy):
@@ -151,7 +152,7 @@ def runs(tmp_path_factory):
 
     evaluation.sync_engine = recording
     try:
-        _train(root / "ema", "grpo.steps=4", "grpo.ema_decay=0.5")
+        root.results["ema"] = _train(root / "ema", "grpo.steps=4", "grpo.ema_decay=0.5")
     finally:
         evaluation.sync_engine = real
     return root
@@ -185,6 +186,16 @@ def test_validation_measures_the_average(runs):
         assert all(torch.equal(weights[k], files[k]) for k in own)
         if step:
             assert any(not torch.equal(weights[k], own[k]) for k in own)
+
+
+def test_results_say_which_model_trained_measured(runs):
+    from rlvr.train.run import results_table
+
+    assert runs.results["ema"]["weight_average"] == {"decay": 0.5, "updates": 4}
+    assert runs.results["plain"]["weight_average"] is None
+    labels = [list(results_table(runs.results[k]).columns[0].cells) for k in ("ema", "plain")]
+    assert labels == [["baseline (entered GRPO)", "trained (GRPO, EMA 0.5)"],
+                      ["baseline (entered GRPO)", "trained (GRPO)"]]
 
 
 def test_a_resumed_run_with_an_average_equals_the_whole_run(tmp_path, runs):

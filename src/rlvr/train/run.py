@@ -275,7 +275,10 @@ class Run:
                 "stopped": history.get("stopped"),
                 "rollbacks": list(self.state.monitor.rollback_log),
                 "wall_seconds": seconds, "run_dir": str(self.run_dir),
-                "precision": self.precision.as_dict()}
+                "precision": self.precision.as_dict(),
+                # what "trained" measured: the EMA of the weights (grpo.ema_decay) or None
+                "weight_average": None if self.state.average is None else {
+                    "decay": self.state.average.decay, "updates": self.state.average.updates}}
 
 
 def gain_interval(baseline: dict | None, trained: dict) -> dict | None:
@@ -291,8 +294,9 @@ def gain_interval(baseline: dict | None, trained: dict) -> dict | None:
 
 
 def results_table(results: dict) -> Table:
-    """Baseline (the model that entered GRPO) vs trained, same validation set and settings;
-    a tool run (results with ``no_tool``) adds the model before SFT without the tool first
+    """Baseline (the model that entered GRPO) vs trained (labelled with its weight average,
+    ``grpo.ema_decay``, when it has one), same validation set and settings; a tool run
+    (results with ``no_tool``) adds the model before SFT without the tool first
     (:mod:`rlvr.train.tool_table`)."""
     table = Table(title=f"validation ({results['trained']['n']} held-out problems, greedy)")
     for col in ("model", "pass@1", "mean reward", "format", "truncated", "mean length"):
@@ -302,12 +306,21 @@ def results_table(results: dict) -> Table:
                       ("base (no SFT)", results.get("base_model")),
                       ("SFT tool model (entered GRPO)" if tool else "baseline (entered GRPO)",
                        results.get("baseline")),
-                      ("GRPO tool model" if tool else "trained (GRPO)", results["trained"])):
+                      (_trained_label(results, tool), results["trained"])):
         if row:
             table.add_row(name, f"{row['pass_at_1']:.1%}", f"{row['mean_reward']:.3f}",
                           f"{row['format_rate']:.1%}", f"{row['truncation_rate']:.1%}",
                           f"{row['mean_length']:.1f}")
     return table
+
+
+def _trained_label(results: dict, tool: bool) -> str:
+    """The trained row's name, with the weight average it measured (``grpo.ema_decay``)."""
+    average = results.get("weight_average")
+    ema = f"EMA {average['decay']:g}" if average else ""
+    if tool:
+        return "GRPO tool model" + (f" ({ema})" if ema else "")
+    return "trained (GRPO" + (f", {ema}" if ema else "") + ")"
 
 
 def category_table(results: dict) -> Table | None:
