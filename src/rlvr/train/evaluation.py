@@ -4,6 +4,8 @@ validation_samples.jsonl) and sampled pass@k / maj@k (R29) of the current policy
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rlvr.eval.engine_sampler import sampled_pass_at_k
@@ -41,16 +43,25 @@ class Evaluator:
             self._runner = episode_runner(self.state, self.config, self.eval_rewards)
         return self._runner
 
+    @contextmanager
+    def _output_in_engine(self) -> Iterator[None]:
+        """For the block: the run's output (the policy, or its weight average with
+        ``grpo.ema_decay``) in the policy, in eval mode, synced into the engine (which keeps
+        its own weight snapshot); the policy's own weights and train mode after."""
+        s = self.state
+        s.policy.eval()
+        with averaged(s.average, s.policy):
+            sync_engine(s.engine, s.policy)
+            yield
+        s.policy.train()
+
     def validate(self, label: str, step: int) -> dict:
         """Greedy validation; appends the row (and the first 20 samples) to the run's logs,
         prints a summary and returns the row (``label``, ``step`` and
         :class:`rlvr.train.validate.ValidationResult`'s fields)."""
         s, c = self.state, self.config
-        s.policy.eval()
-        # the run's output: the weight average (grpo.ema_decay) in the policy for the call
-        with averaged(s.average, s.policy), Phase(f"validation {label}", len(s.data.val_tasks),
-                                                  console, unit="problems") as phase:
-            sync_engine(s.engine, s.policy)  # the engine keeps its own weight snapshot
+        with self._output_in_engine(), Phase(f"validation {label}", len(s.data.val_tasks),
+                                             console, unit="problems") as phase:
             extra = {}
             if c.env is None:
                 result, samples = validate(
@@ -63,7 +74,6 @@ class Evaluator:
                     s.engine, self.episodes(), s.data.val_tasks,
                     max_new_tokens=c.eval.max_new_tokens, stop_token_ids=s.stop_ids,
                     batch_size=c.eval.batch_size, progress=phase.update)
-        s.policy.train()
         row = {"label": label, "step": step, **result.__dict__, **extra}
         append_log(self.run_dir / "validation.jsonl", [row])
         append_log(self.run_dir / "validation_samples.jsonl",
@@ -85,18 +95,15 @@ class Evaluator:
         s, c = self.state, self.config
         if not c.eval.pass_at_k_samples:
             return None
-        s.policy.eval()
-        with averaged(s.average, s.policy), Phase(
+        with self._output_in_engine(), Phase(
                 f"pass@k {label} (n={c.eval.pass_at_k_samples})", len(s.data.val_tasks),
                 console, unit="problems") as phase:
-            sync_engine(s.engine, s.policy)
             row = sampled_pass_at_k(
                 s.engine, s.tokenizer, s.data.val_tasks, s.data.val_prompts,
                 self.eval_rewards, n=c.eval.pass_at_k_samples, ks=(1, 4, 8, 16),
                 temperature=c.eval.temperature, max_new_tokens=c.eval.max_new_tokens,
                 stop_token_ids=s.stop_ids, batch_size=c.eval.batch_size, seed=c.seed,
                 progress=phase.update, runner=self.episodes())
-        s.policy.train()
         console.print(f"[bold]pass@k[/] {label} (n={row['n']}, T={row['temperature']}): "
                       + ", ".join(f"pass@{k} {v:.1%}" for k, v in row["pass@k"].items())
                       + f"; {row['seconds']:.0f} s")

@@ -120,15 +120,15 @@ class PolicyAverage:
         """Within the block ``policy`` holds the averaged weights (copied in place, so the
         rollout engine's next sync snapshots them and the optimizer keeps its parameter
         objects); its own weights are restored bit for bit on exit, also on an error."""
-        own = trainable_state(policy)
         average, current = self._pairs(policy)
+        own = [c.clone() for c in current]
         with torch.no_grad():
-            for c, a in zip(current, average):
-                c.copy_(a)
+            torch._foreach_copy_(current, average)
         try:
             yield
         finally:
-            load_trainable_state(policy, own)
+            with torch.no_grad():
+                torch._foreach_copy_(current, own)
 
 
 @contextmanager
