@@ -99,10 +99,11 @@ def test_restore_average_from_a_checkpoint():
     saved_own = trainable_state(net)
     with torch.no_grad():  # the checkpoint's files (an average) were loaded into the policy
         net[0].weight.fill_(5.0)
-    average = restore_average(net, saved_own, 0.9)
-    assert average.model[0].weight.unique().tolist() == [5.0]
+    average = restore_average(net, saved_own, 0.9, 7)
+    assert average.model[0].weight.unique().tolist() == [5.0] and average.updates == 7
     assert torch.equal(net[0].weight, saved_own["0.weight"])
-    assert restore_average(net, None, 0.0) is None  # no average kept, files = policy
+    assert restore_average(net, None, 0.0, 7) is None  # no average kept, files = policy
+    assert restore_average(net, None, 0.9, 7).updates == 0  # files = policy: starts there
     with pytest.raises(KeyError, match="missing"):
         load_trainable_state(net, {"0.weight": saved_own["0.weight"]})
 
@@ -201,8 +202,9 @@ def test_results_say_which_model_trained_measured(runs):
 def test_a_resumed_run_with_an_average_equals_the_whole_run(tmp_path, runs):
     run_dir = tmp_path / "run"
     _train(run_dir, "grpo.steps=2", "grpo.ema_decay=0.5")
-    _train(run_dir, "grpo.steps=4", "grpo.ema_decay=0.5", resume=True)
+    results = _train(run_dir, "grpo.steps=4", "grpo.ema_decay=0.5", resume=True)
     assert _metrics(run_dir) == _metrics(runs / "ema")
+    assert results["weight_average"] == runs.results["ema"]["weight_average"]  # 4 updates
     whole, resumed = _files(runs / "ema", 4), _files(run_dir, 4)
     assert all(torch.equal(whole[k], resumed[k]) for k in whole)
 

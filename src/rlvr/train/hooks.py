@@ -155,7 +155,8 @@ class RollbackHook:
         # the optimizer state and the scheduler's position (its step count) at the target
         saved = load_trainer_state(target, s.optimizer, s.scheduler, rng=False)
         # the files held the target's average (if kept): it restarts from them
-        s.average = restore_average(s.policy, saved["policy_weights"], g.ema_decay)
+        s.average = restore_average(s.policy, saved["policy_weights"], g.ema_decay,
+                                    step_of(target))
         s.lr_scale *= h.rollback_lr_factor
         s.scheduler = warmup_schedule(s.optimizer, g, s.lr_scale, s.scheduler.last_epoch)
         if s.step_fn is not None:

@@ -66,7 +66,7 @@ def restore(state: TrainingState, config, run_dir: Path, checkpoint: Path) -> di
     saved = load_trainer_state(checkpoint, state.optimizer, state.scheduler)
     state.step, extra = saved["step"], saved["extra"]
     state.average = restore_average(state.policy, saved["policy_weights"],
-                                    config.grpo.ema_decay)
+                                    config.grpo.ema_decay, state.step)
     state.history = extra["history"]
     state.lr_scale = extra.get("lr_scale", 1.0)
     state.kl_coef = extra.get("kl_coef")

@@ -89,7 +89,7 @@ class PolicyAverage:
         model: the averaged model (``requires_grad`` off, eval mode); its frozen parameters
             are the policy's as they were copied.
         decay: ``d``.
-        updates: steps averaged since the start (or since it was rebuilt on a resume).
+        updates: GRPO steps averaged in (restored with the average on a resume or rollback).
 
     Raises:
         ValueError: ``decay`` outside (0, 1).
@@ -148,11 +148,12 @@ def new_average(policy: nn.Module, decay: float) -> PolicyAverage | None:
 
 
 def restore_average(policy: nn.Module, policy_weights: dict[str, Tensor] | None,
-                    decay: float) -> PolicyAverage | None:
-    """After ``policy`` was loaded from a checkpoint's model files (a resume or a rollback):
-    the average those files hold (a copy of them; ``None`` for ``decay == 0``), then
-    ``policy``'s own weights from ``policy_weights`` (the checkpoint's trainer state) when the
-    checkpoint was saved with an average (else the files are the policy's own).
+                    decay: float, step: int) -> PolicyAverage | None:
+    """After ``policy`` was loaded from the model files of the checkpoint of ``step`` (a
+    resume or a rollback): the average those files hold (a copy of them, counting ``step``
+    updates; ``None`` for ``decay == 0``), then ``policy``'s own weights from
+    ``policy_weights`` (the checkpoint's trainer state) when the checkpoint was saved with an
+    average (else the files are the policy's own, and the average starts there: 0 updates).
 
     Raises:
         KeyError: ``policy_weights`` do not match ``policy``'s trainable parameters.
@@ -160,4 +161,6 @@ def restore_average(policy: nn.Module, policy_weights: dict[str, Tensor] | None,
     average = new_average(policy, decay)
     if policy_weights is not None:
         load_trainable_state(policy, policy_weights)
+        if average is not None:
+            average.updates = step
     return average
