@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import time
+from pathlib import Path
 
 import pytest
 
@@ -130,3 +131,78 @@ def test_adversarial_fallback_tier(case, host_probe, listener, monkeypatch):
     assert g.grade is not None and g.grade.run.tier is Tier.rlimit
     assert_no_leftovers()
     _check_host(host_probe, listener, [g.verdict.detail, g.grade.run.output])
+
+
+# A second set of the same kinds and beyond (35 cases, SBX-), constructed in session 30 by a
+# separate pass: escapes (host sysctls), crashes of the host-side grader, checks fooled by
+# shadowed builtins, correct programs scored 0, a host-side decode made quadratic.
+# ``expected_status_not``: a status the verdict must not have (an infrastructure ``error`` is left
+# out of GRPO's groups, so a program must not be able to force one); ``max_grade_seconds``: a bound
+# on the host's grading time, with a wide margin over the case's 3 s CPU / 6 s wall limits.
+BREAK_FILE = Path(__file__).with_name("data") / "sandbox_break.jsonl"
+BREAK_CASES = [json.loads(line) for line in BREAK_FILE.read_text().splitlines() if line.strip()]
+# id -> kind of the failure still open (strict xfail, so a fix is noticed). Kinds whose failure
+# costs a minute a case (K12) are not run while listed.
+BREAK_KNOWN = {
+    "SBX-03": "K2",
+    "SBX-04": "K2",
+    "SBX-05": "K2",
+    "SBX-06": "K2",
+    "SBX-07": "K2",
+    "SBX-08": "K2",
+    "SBX-09": "K2",
+    "SBX-10": "K3",
+    "SBX-11": "K3",
+    "SBX-12": "K4",
+    "SBX-13": "K4",
+    "SBX-14": "K4",
+    "SBX-15": "K4",
+    "SBX-16": "K4",
+    "SBX-17": "K4",
+    "SBX-18": "K5",
+    "SBX-19": "K5",
+    "SBX-20": "K5",
+    "SBX-21": "K6",
+    "SBX-22": "K6",
+    "SBX-23": "K7",
+    "SBX-24": "K7",
+    "SBX-25": "K7",
+    "SBX-26": "K8",
+    "SBX-27": "K8",
+    "SBX-28": "K9",
+    "SBX-29": "K9",
+    "SBX-30": "K9",
+    "SBX-31": "K9",
+    "SBX-32": "K10",
+    "SBX-33": "K11",
+    "SBX-34": "K12",
+    "SBX-35": "K12",
+}
+SLOW_WHILE_FAILING = {"K12"}
+
+
+def _break_params():
+    for case in BREAK_CASES:
+        marks = ()
+        if case["id"] in BREAK_KNOWN:
+            kind = BREAK_KNOWN[case["id"]]
+            marks = (pytest.mark.xfail(strict=True, run=kind not in SLOW_WHILE_FAILING,
+                                       reason=f"kind {kind}: {case['note'][:120]}"),)
+        yield pytest.param(case, id=f"{case['id']}-{case['name']}", marks=marks)
+
+
+@pytest.mark.parametrize("case", list(_break_params()))
+def test_break_case(case, host_probe, listener, monkeypatch):
+    start = time.monotonic()
+    with SandboxPool(workers=1) as pool:
+        g = _run_case(case, pool, listener, monkeypatch)
+    graded_s = time.monotonic() - start
+    v = g.verdict
+    if case["expected_reward"] is not None:
+        assert v.outcome == case["expected_reward"], v.detail
+    if case.get("expected_status_not"):
+        assert v.status.value != case["expected_status_not"], v.detail
+    if case.get("max_grade_seconds"):
+        assert graded_s <= case["max_grade_seconds"], f"graded in {graded_s:.0f} s"
+    assert_no_leftovers()
+    _check_host(host_probe, listener, [v.detail, g.grade.run.output if g.grade else ""])

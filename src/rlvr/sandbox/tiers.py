@@ -132,6 +132,14 @@ def bwrap_base_args(env: SandboxEnvironment, tmpfs_bytes: int) -> list[str]:
         args += ["--ro-bind", env.python_prefix, env.python_prefix]
     args += [
         "--proc", "/proc",
+        # bwrap covers these read-only itself only where it sees them writable; started as
+        # host root, its user namespace maps the sandbox's uid to host uid 0, so the root-owned
+        # 0644 sysctl files (kernel.core_pattern: a '|cmd' there runs as host root) would be
+        # writable although the directory is not. Cover them always.
+        "--ro-bind", "/proc/sys", "/proc/sys",
+        "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+        "--ro-bind-try", "/proc/irq", "/proc/irq",
+        "--ro-bind-try", "/proc/bus", "/proc/bus",
         "--dev", "/dev",
         "--size", str(int(tmpfs_bytes)), "--tmpfs", "/tmp",
         "--size", str(int(tmpfs_bytes)), "--tmpfs", "/work",
