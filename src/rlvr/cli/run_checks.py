@@ -43,8 +43,46 @@ def prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool,
             raise fail(f"{run_dir} already holds files (a run?): continue that run with "
                        f"--resume {run_dir}, run the same command again with --overwrite "
                        f"added to clear it, or choose another --output-dir")
+        foreign = foreign_entries(run_dir)
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more"
+                                               if len(foreign) > 5 else "")
+            raise fail(f"{option} {run_dir}: --overwrite clears only what rlvr runs write, and "
+                       f"this directory also holds {shown}: choose another --output-dir or "
+                       f"remove them yourself")
         _clear_dir(run_dir)
     return True
+
+
+# What `rlvr train` / `sft` / `sweep` write at the top of a run directory (atomic writes' temp
+# files are ``.<name>.<random>.tmp``). --overwrite deletes a directory only when it holds
+# nothing else, so a mistyped -o (a project folder, `.`) never deletes a user's own files.
+RUN_FILES = frozenset({
+    "config.yaml", "results.json", "results.md", "metrics.jsonl", "samples.jsonl",
+    "validation.jsonl", "validation_samples.jsonl", "completions.jsonl", "alerts.jsonl",
+    "sft_results.json", "sft_report.json", "lora_base.json", "no_tool_validation.json",
+    "report.html", "accuracy_vs_k.png", "accuracy_vs_tokens.png", "sweep.json", "sweep.md",
+    "sweep.png",
+})
+RUN_DIRS = frozenset({"checkpoints", "sft_model", "tensorboard", "spot_check"})
+
+
+def foreign_entries(run_dir: Path) -> list[str]:
+    """The entries of ``run_dir`` (paths relative to it, sorted) that no rlvr run writes: not
+    in :data:`RUN_FILES` / :data:`RUN_DIRS`, not an atomic write's temp file, and not a
+    sweep point (a sub-directory holding a run's ``config.yaml`` and only run entries)."""
+    foreign = []
+    for entry in sorted(run_dir.iterdir()):
+        name = entry.name
+        if entry.is_dir() and not entry.is_symlink():
+            if name in RUN_DIRS:
+                continue
+            if (entry / "config.yaml").is_file() and not foreign_entries(entry):
+                continue
+        elif name in RUN_FILES or (name.startswith(".") and name.endswith(".tmp")):
+            continue
+        foreign.append(name + ("/" if entry.is_dir() else ""))
+    return foreign
 
 
 def _clear_dir(run_dir: Path) -> None:

@@ -26,7 +26,7 @@ def train(
                                           "directory from its last checkpoint."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Clear a run directory that "
                                    "already holds files (otherwise refused: use --resume to "
-                                   "continue a run)."),
+                                   "continue a run); refused if it holds files no run writes."),
 ) -> None:
     """SFT cold start + GRPO, ending with a baseline vs trained validation table."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
@@ -94,7 +94,8 @@ def sft(
     output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Run directory "
                                               "(default runs/<name>-sft-<timestamp>)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Clear a run directory that "
-                                   "already holds files (otherwise refused)."),
+                                   "already holds files (otherwise refused); refused if it "
+                                   "holds files no run writes."),
 ) -> None:
     """The SFT cold start alone: validation before and after, model saved to RUN/sft_model
     (pass it as model.name to a later `rlvr train --set sft.enabled=false`)."""
