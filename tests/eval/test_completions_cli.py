@@ -190,3 +190,16 @@ def test_user_reranker(completions, tmp_path, monkeypatch):
     # order, the right one last: k=1 1/4, k=2 C(0,1)/6 = 0, k=4 0.
     assert r["best_of@k"]["reranker"] == pytest.approx({"1": (0.5 + 0.25) / 2,
                                                         "2": (5 / 6 + 0) / 2, "4": 0.5})
+
+
+def test_a_training_run_directory_is_refused_as_the_output(completions, tmp_path):
+    # session 30 tour: `rlvr eval -o RUN` replaced the run's results.json (baseline vs trained)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("seed: 0\n")
+    (run / "results.json").write_text('{"trained": 1}')
+    result = runner.invoke(app, ["eval", "--completions", str(completions), "-o", str(run)])
+    assert result.exit_code == 2
+    message = " ".join(result.output.split())
+    assert "holds a training run (config.yaml)" in message and str(run / "eval") in message
+    assert (run / "results.json").read_text() == '{"trained": 1}'

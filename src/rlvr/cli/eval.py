@@ -31,6 +31,12 @@ def _tasks_help() -> str:
             f"{', '.join(files)} (read from --data-path).")
 
 
+# Files only a training run (`rlvr train` / `sft` / `sweep`) writes: `rlvr eval` refuses such a
+# directory, whose results.json it would replace.
+TRAINING_MARKERS = ("config.yaml", "metrics.jsonl", "sft_results.json", "checkpoints",
+                    "sft_model", "sweep.json")
+
+
 def eval_(
     model: list[str] = typer.Option([], "--model", "-m", help="Model to sample: "
                                     "smollm2-135m-instruct, tiny-random, a checkpoint directory "
@@ -161,6 +167,11 @@ def eval_(
         output_dir = Path("runs") / f"eval-{label}-{datetime.now():%Y%m%d-%H%M%S}"
     check_output_dir(output_dir, "the default output directory" if default_out
                      else "--output-dir")
+    held = [name for name in TRAINING_MARKERS if (output_dir / name).exists()]
+    if held:  # its results.json is the run's own (baseline vs trained, gain CI)
+        raise fail(f"--output-dir {output_dir}: holds a training run ({', '.join(held)}); "
+                   f"this evaluation's results.json would replace the run's: choose another "
+                   f"--output-dir, e.g. {output_dir / 'eval'}")
     try:
         agg = parse_aggregators(aggregators)
         ks = None if completions is not None else parse_ks(k, n)
