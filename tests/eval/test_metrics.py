@@ -45,7 +45,11 @@ def test_pass_at_k_rejects_out_of_range(n, c, k):
 # -- answers and the vote ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("a, b", [("72", "72.0"), ("72", "$72$"), ("1/2", "\\frac{1}{2}"),
-                                  ("0.5", "1/2"), ("1,234", "1234"), ("x + 1", "x+1")])
+                                  ("0.5", "1/2"), ("1,234", "1234"), ("x + 1", "x+1"),
+                                  # words the verifier ignores, a label naming the value
+                                  ("5", "5 pencils"), ("5 apples", "5 pencils"),
+                                  ("72 dollars", "\\$72"), ("x = 5", "5"),
+                                  ("5 \\text{ cm}", "5cm")])
 def test_equal_answers_share_a_key(a, b):
     assert normalize_answer(a) == normalize_answer(b) is not None
 
@@ -53,6 +57,8 @@ def test_equal_answers_share_a_key(a, b):
 def test_different_answers_and_missing_ones():
     assert normalize_answer("25%") != normalize_answer("25")
     assert normalize_answer("12") != normalize_answer("13")
+    assert normalize_answer("5 cm") != normalize_answer("5 m")  # units of measurement stay
+    assert normalize_answer("5 cm") != normalize_answer("5")
     assert normalize_answer(None) is None and normalize_answer("  ") is None
 
 

@@ -28,6 +28,7 @@ from typing import Callable, Sequence
 
 from rlvr.rewards.math.normalize import clean_latex, compact
 from rlvr.rewards.math.numbers import parse_number
+from rlvr.rewards.math.structure import Assign, Scalar, parse_answer
 
 
 def _check_nk(n: int, k: int) -> None:
@@ -66,9 +67,11 @@ def normalize_answer(answer: str | None) -> str | None:
     """The canonical form of an extracted final answer, so equal answers vote together.
 
     Numbers compare by exact value (``72``, ``72.0``, ``72.00`` and ``\\$72`` are one vote;
-    ``0.5``, ``1/2`` and ``\\frac{1}{2}`` another; a percent keeps its sign: ``25%``); anything
-    else by its LaTeX-cleaned, whitespace-free text (``x + 1`` == ``x+1``). ``None`` or a
-    blank answer (no answer extracted) gives ``None``: such a sample does not vote.
+    ``0.5``, ``1/2`` and ``\\frac{1}{2}`` another; a percent keeps its sign: ``25%``), read as
+    the math verifier reads them: words it ignores (``5 pencils``, ``72 dollars``) and a label
+    naming the value (``x = 5``) drop out, a unit of measurement stays (``5 cm`` is not ``5 m``);
+    anything else votes by its LaTeX-cleaned, whitespace-free text (``x + 1`` == ``x+1``).
+    ``None`` or a blank answer (no answer extracted) gives ``None``: such a sample does not vote.
     """
     if answer is None or not str(answer).strip():
         return None
@@ -77,6 +80,14 @@ def normalize_answer(answer: str | None) -> str | None:
     number = parse_number(text) or parse_number(cleaned)
     if number is not None:
         return f"num:{number.value}{'%' if number.percent else ''}"
+    shape = parse_answer(text)
+    while isinstance(shape, Assign):
+        shape = shape.value
+    if isinstance(shape, Scalar):
+        number = parse_number(shape.text)
+        if number is not None:
+            percent = "%" if number.percent or shape.percent else ""
+            return f"num:{number.value}{percent}" + (f" {shape.unit}" if shape.unit else "")
     return f"text:{cleaned}"
 
 
