@@ -440,3 +440,24 @@ def test_a_checkpoint_saved_before_the_prompt_file_uses_its_runs_config(trained_
         assert saved.origin == old / "config.yaml"
         assert saved.instruction_for("arithmetic") == TRAINED_WITH
     assert saved_prompt("tiny-random") is None and saved_prompt(tmp_path) is None
+
+
+def test_code_sources_get_a_code_instruction_not_the_math_one(tmp_path, user_turns):
+    # session 30 tour: `rlvr eval --tasks mbpp` put "give the final answer on a last line of
+    # the form '#### <answer>'" after prompts asking for one ```python block
+    from rlvr.tasks.builtin_sources import CODE_INSTRUCTION
+    from rlvr.tasks.config import default_instruction
+
+    assert default_instruction("mbpp") == default_instruction("humaneval") == CODE_INSTRUCTION
+    assert DataConfig(source="mbpp").instruction == CODE_INSTRUCTION
+    mbpp = tmp_path / "mbpp.jsonl"
+    mbpp.write_text("".join(json.dumps({
+        "task_id": task_id, "text": "Write a function add(a, b).",
+        "code": "def add(a, b):\n    return a + b\n", "test_list": ["assert add(1, 2) == 3"],
+        "test_setup_code": "", "challenge_test_list": []}) + "\n" for task_id in (511, 601)))
+    result = runner.invoke(app, ["eval", "--model", "tiny-random", "--tasks", "mbpp",
+                                 "--data-path", str(mbpp), "--limit", "1",
+                                 *SMALL, "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert user_turns and all(turn.endswith(CODE_INSTRUCTION) for turn in user_turns)
+    assert all("####" not in turn for turn in user_turns)

@@ -110,12 +110,18 @@ class JsonlSource(registry.TaskSource):
         return _task_file(path)
 
 
+# Code prompts already ask for one ```python block (the math instruction's '#### <answer>' line
+# would contradict them); a usage example in the block would run with the program.
+CODE_INSTRUCTION = "Do not put tests or example calls in the code block."
+
+
 @registry.register_source
 class HumanEvalSource(registry.TaskSource):
     """HumanEval code tasks (an evaluation set: no train split of its own)."""
 
     name = "humaneval"
     convert_splits = ("test",)
+    instruction = CODE_INSTRUCTION
 
     def read(self, path, split):
         return load_humaneval(path)
@@ -127,6 +133,7 @@ class MBPPSource(registry.TaskSource):
     511-600)."""
 
     name = "mbpp"
+    instruction = CODE_INSTRUCTION
     own_splits = True
     splits_in_one_file = True
     convert_splits = ("train", "validation", "test", "prompt")  # no split: every task

@@ -177,7 +177,8 @@ class DataConfig(ConfigSection):
                                  "`val_path`).")
     instruction: str = Field(DEFAULT_INSTRUCTION, description="Text appended to every "
                              "question in the user turn: asks for the target output format. "
-                             "Default: ask for a final `#### <answer>` line; for `logic` and "
+                             "Default: ask for a final `#### <answer>` line; for `humaneval` and "
+                             "`mbpp` no tests or example calls in the code block; for `logic` and "
                              "`verifiers` none (their prompts state their own answer format); "
                              "for `reasoning_gym` the answer between `<answer>` tags. Saved with every "
                              "checkpoint (`rlvr_prompt.json`), so `rlvr eval` prompts a "
@@ -188,15 +189,17 @@ class DataConfig(ConfigSection):
     @model_validator(mode="before")
     @classmethod
     def _source_defaults(cls, data):
-        # A source's own defaults for the fields left out (logic: its levels, no instruction).
-        if isinstance(data, dict) and is_source(data.get("source")) \
-                and task_source(data["source"]).generated:
+        # A source's own defaults for the fields left out (logic: its levels, no instruction;
+        # code sources: a code instruction).
+        if isinstance(data, dict) and is_source(data.get("source")):
             data = dict(data)
+            data.setdefault("instruction", default_instruction(data["source"]))
+            if not task_source(data["source"]).generated:
+                return data
             if task_source(data["source"]).default_mixture is None and "mixture" not in data:
                 raise ValueError(f"mixture: data.source {data['source']} has no default; name "
                                  f"what to generate (e.g. an environment module)")
             data.setdefault("mixture", task_source(data["source"]).default_mixture)
-            data.setdefault("instruction", default_instruction(data["source"]))
         return data
 
     @field_validator("mixture")
