@@ -268,16 +268,16 @@ class _Rpc:
             raise CandidateGone("closed") from None
         try:
             reply = json.loads(self.lines.readline())
-        except ValueError:
+        except Exception:  # ValueError, RecursionError (deeply nested), MemoryError, ...
             raise CandidateGone("protocol") from None
         if not isinstance(reply, dict):
             raise CandidateGone("protocol")
         if "v" in reply:
             try:
                 return codec.decode(json.dumps(reply["v"]))
-            except ValueError:
+            except Exception:  # json.dumps can hit RecursionError; decode raises ValueError
                 raise CandidateError("undecodable result") from None
-        raise _remote_exception(str(reply.get("e")), str(reply.get("msg", "")))
+        raise _remote_exception(_text(reply.get("e"), 60), _text(reply.get("msg", ""), 300))
 
 
 def _remote_exception(type_name, msg):
@@ -303,9 +303,15 @@ class _Remote:
         return f"<remote {self._name}>"
 
 
+def _text(x, n):
+    """A string field of a candidate message, cut to ``n`` characters (anything else: "?")."""
+    return x[:n] if isinstance(x, str) else "?"
+
+
 def _run_checks(job, cand, rpc):
     ns = {"__name__": "__rlvr_check__", "__builtins__": builtins}
-    for name, info in cand.get("names", {}).items():
+    names = cand.get("names")
+    for name, info in (names.items() if isinstance(names, dict) else ()):
         kind = info.get("k") if isinstance(info, dict) else None
         if kind == "func":
             ns[name] = _Remote(rpc, name)
@@ -323,7 +329,7 @@ def _run_checks(job, cand, rpc):
         elif kind == "value":
             try:
                 ns[name] = codec.decode(json.dumps(info["v"]))
-            except ValueError:
+            except Exception:  # KeyError, RecursionError, ValueError: the name stays unbound
                 pass
     results = []
     gone = False
@@ -342,6 +348,21 @@ def _run_checks(job, cand, rpc):
         except BaseException as e:
             results.append({"ok": False, "err": f"{type(e).__name__}: {_safe_str(e)}"[:300]})
     return results
+
+
+def _clean_probe(item):
+    """A probe result of the candidate as it may enter the record: a value only if the codec
+    decodes it (bounded depth, size and effort, see ``codec.decode``), else a failed probe, so
+    the host never has to parse anything the program shaped beyond those bounds."""
+    try:
+        if isinstance(item, dict) and "v" in item:
+            codec.decode(json.dumps(item["v"]))
+            return {"v": item["v"]}
+        if isinstance(item, dict):
+            return {"e": _text(item.get("e"), 100), "msg": _text(item.get("msg"), 300)}
+    except Exception as e:  # ValueError from decode, RecursionError from json.dumps, ...
+        return {"e": "undecodable", "msg": f"{type(e).__name__}: {_safe_str(e)}"[:300]}
+    return {"e": "malformed"}
 
 
 def _read_job():
@@ -424,13 +445,16 @@ def main():
         cand_job = {k: job.get(k) for k in ("program", "setup", "probes", "names", "entry_point")}
         data = (json.dumps(cand_job) + "\n").encode()
         lines = _Lines(r_res, pid)
+        # From here on the program runs: what goes wrong with its message (a broken pipe,
+        # malformed or deeply nested JSON: RecursionError, MemoryError) is its failure.
+        record["handed"] = True
         try:
             while data:
                 data = data[os.write(w_job, data) :]
             cand = json.loads(lines.readline())
             if not isinstance(cand, dict):
                 raise CandidateGone("protocol")
-        except (CandidateGone, OSError, ValueError) as e:
+        except (CandidateGone, Exception) as e:
             for _ in range(100):  # EOF can come just before the exit status is reapable
                 if lines._child_exited():
                     break
@@ -440,17 +464,21 @@ def main():
         if cand is not None:
             phase = cand.get("phase")
             if phase == "done":
+                probes = cand.get("probes")
                 record.update(
                     phase="done",
-                    probes=cand.get("probes", []),
+                    probes=[_clean_probe(p) for p in (probes if isinstance(probes, list) else [])],
                     fds_ok=bool(cand.get("fds_ok", False)),
                     checks=_run_checks(job, cand, _Rpc(w_job, lines)) if job.get("checks") else [],
                 )
             elif phase in ("program_error", "setup_error"):
-                record.update(phase=phase, error=cand.get("error"))
+                err = cand.get("error")
+                err = err if isinstance(err, dict) else {}
+                err = {"type": _text(err.get("type"), 60), "msg": _text(err.get("msg"), 300)}
+                record.update(phase=phase, error=err)
             else:
                 record.update(phase="program_exit", why="protocol")
-    except BaseException as e:  # a bug or broken infrastructure: never the program's fault
+    except BaseException as e:  # a bug, broken infrastructure, or memory the program took
         record.update(phase="driver_error", error={"type": type(e).__name__, "msg": _safe_str(e)})
     try:
         os.kill(pid, signal.SIGKILL)
@@ -462,7 +490,13 @@ def main():
     if cpu_at_ready is not None:
         total = _cpu_seconds(resource.RUSAGE_SELF) + _cpu_seconds(resource.RUSAGE_CHILDREN)
         record["cpu"] = round(total - cpu_at_ready, 4)
-    os.write(1, (json.dumps(record) + "\n").encode())
+    try:
+        line = json.dumps(record)
+    except BaseException as e:  # pragma: no cover - every field was checked or made here
+        keep = {k: record[k] for k in ("nonce", "cpu", "handed") if k in record}
+        err = {"type": type(e).__name__, "msg": ""}
+        line = json.dumps(keep | {"phase": "driver_error", "error": err})
+    os.write(1, (line + "\n").encode())
     os._exit(0)
 
 

@@ -286,13 +286,16 @@ def _judge_probe(test: PlannedTest, value: Any) -> bool:
             return bool(value)
         if test.op == "falsy":
             return not value
-    except (RecursionError, TypeError, ValueError):
+    except Exception:  # RecursionError, decimal.InvalidOperation, ...: the test fails
         return False
     return False
 
 
 def _short(x: Any, n: int = 80) -> str:
-    r = repr(x)
+    try:
+        r = repr(x)  # may raise: e.g. ValueError for an int of more than 4300 digits
+    except Exception:
+        r = f"<{type(x).__name__}>"
     return r if len(r) <= n else r[: n - 3] + "..."
 
 
