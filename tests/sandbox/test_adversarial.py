@@ -144,12 +144,6 @@ BREAK_CASES = [json.loads(line) for line in BREAK_FILE.read_text().splitlines() 
 # id -> kind of the failure still open (strict xfail, so a fix is noticed). Kinds whose failure
 # costs a minute a case (K12) are not run while listed.
 BREAK_KNOWN = {
-    "SBX-12": "K4",
-    "SBX-13": "K4",
-    "SBX-14": "K4",
-    "SBX-15": "K4",
-    "SBX-16": "K4",
-    "SBX-17": "K4",
     "SBX-18": "K5",
     "SBX-19": "K5",
     "SBX-20": "K5",

@@ -271,6 +271,7 @@ def grade_code(completion: str, reference: dict, **options) -> CodeGrade:
         setup_code=reference.get("setup_code") or "",
         limits=_limits(options),
         env=options.get("env"),
+        check_prelude=reference.get("prompt") or "",
     )
     pool: SandboxPool = options.get("pool") or default_pool()
     try:

@@ -310,8 +310,24 @@ def _text(x, n):
 
 def _run_checks(job, cand, rpc):
     ns = {"__name__": "__rlvr_check__", "__builtins__": builtins}
+    # The trusted prompt (its helpers, e.g. HumanEval/32's ``poly``, and its imports) runs here,
+    # in the supervisor, before the checks: what it defines is never taken from the program.
+    prelude_error = None
+    if job.get("check_prelude"):
+        try:
+            exec(compile(job["check_prelude"], "<prompt>", "exec"), ns)
+        except BaseException as e:
+            prelude_error = f"prompt failed: {type(e).__name__}: {_safe_str(e)}"[:300]
+    trusted = set(ns)
+    entry = job.get("entry_point")
+    wanted = set(job.get("names") or ())
     names = cand.get("names")
     for name, info in (names.items() if isinstance(names, dict) else ()):
+        # Only the entry point and names neither builtin nor defined by the trusted prompt come
+        # from the program: a program's ``abs``, ``range`` or ``poly`` must not change what the
+        # check computes (they would, e.g. ``def abs(x): return 0`` passes any tolerance test).
+        if name not in wanted or (name != entry and (name in trusted or hasattr(builtins, name))):
+            continue
         kind = info.get("k") if isinstance(info, dict) else None
         if kind == "func":
             ns[name] = _Remote(rpc, name)
@@ -336,6 +352,9 @@ def _run_checks(job, cand, rpc):
     for chk in job.get("checks", []):
         if gone:
             results.append({"ok": False, "err": "CandidateGone"})
+            continue
+        if prelude_error is not None:
+            results.append({"ok": False, "err": prelude_error})
             continue
         try:
             exec(compile(chk["src"], "<check>", "exec"), ns)

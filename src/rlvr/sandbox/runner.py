@@ -71,6 +71,7 @@ def _job_payload(job: SandboxJob, nonce: str) -> bytes:
             "names": list(job.names),
             "entry_point": job.entry_point,
             "checks": [{"src": c.source, "kind": c.kind} for c in job.checks],
+            "check_prelude": job.check_prelude,
         }
     ).encode()
 
