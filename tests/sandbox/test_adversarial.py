@@ -158,7 +158,6 @@ BREAK_KNOWN = {
     "SBX-29": "K9",
     "SBX-30": "K9",
     "SBX-31": "K9",
-    "SBX-32": "K10",
     "SBX-33": "K11",
 }
 SLOW_WHILE_FAILING = {"K12"}

@@ -45,6 +45,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import codec  # noqa: E402  (the sibling file, bound read-only next to this one)
 
 MAX_MESSAGE = 16 << 20  # bytes accepted from the candidate process in one message
+# Free fds the candidate must have left after the program for its run to count as not having
+# exhausted RLIMIT_NOFILE: one would not do (os.pipe() takes fds in pairs and leaves one free).
+FD_HEADROOM = 8
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
@@ -194,10 +197,14 @@ def _candidate(r_job, w_res, devnull):
         if name in g:
             names[name] = _describe(g[name])
     fds_ok = True
+    spare = []
     try:
-        os.close(os.open("/dev/null", os.O_RDONLY))
+        for _ in range(FD_HEADROOM):
+            spare.append(os.open("/dev/null", os.O_RDONLY))
     except OSError:
-        fds_ok = False  # the program exhausted RLIMIT_NOFILE
+        fds_ok = False  # the program exhausted RLIMIT_NOFILE (or came within FD_HEADROOM of it)
+    for fd in spare:
+        os.close(fd)
     head = json.dumps({"phase": "done", "names": names, "fds_ok": fds_ok})
     send(head[:-1] + ',"probes":[' + ",".join(items) + "]}")
 
@@ -384,6 +391,18 @@ def _clean_probe(item):
     return {"e": "malformed"}
 
 
+def _fds_exhausted(pid):
+    """Whether the candidate holds so many fds that fewer than ``FD_HEADROOM`` are left under
+    RLIMIT_NOFILE (counted here, from ``/proc``, so the program cannot fake it; None when the
+    program made its ``/proc/<pid>/fd`` unreadable: its own report then decides)."""
+    try:
+        n = len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return soft != resource.RLIM_INFINITY and n + FD_HEADROOM > soft
+
+
 def _read_job():
     chunks = []
     while True:
@@ -487,7 +506,7 @@ def main():
                 record.update(
                     phase="done",
                     probes=[_clean_probe(p) for p in (probes if isinstance(probes, list) else [])],
-                    fds_ok=bool(cand.get("fds_ok", False)),
+                    fds_ok=cand.get("fds_ok") is True and not _fds_exhausted(pid),
                     checks=_run_checks(job, cand, _Rpc(w_job, lines)) if job.get("checks") else [],
                 )
             elif phase in ("program_error", "setup_error"):
