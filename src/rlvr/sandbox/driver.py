@@ -45,6 +45,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import codec  # noqa: E402  (the sibling file, bound read-only next to this one)
 
 MAX_MESSAGE = 16 << 20  # bytes accepted from the candidate process in one message
+# Encoded bytes of probe values, all probes together, passed on to the host (which decodes them
+# outside every sandbox limit); later values fail their probes. Far above what a test compares.
+MAX_PROBE_BYTES = 4 << 20
 # Free fds the candidate must have left after the program for its run to count as not having
 # exhausted RLIMIT_NOFILE: one would not do (os.pipe() takes fds in pairs and leaves one free).
 FD_HEADROOM = 8
@@ -376,13 +379,25 @@ def _run_checks(job, cand, rpc):
     return results
 
 
-def _clean_probe(item):
+def _clean_probes(raw):
+    """The candidate's probe results as they may enter the record (see :func:`_clean_probe`),
+    at most ``MAX_PROBE_BYTES`` of encoded values in all."""
+    left = [MAX_PROBE_BYTES]
+    return [_clean_probe(p, left) for p in (raw if isinstance(raw, list) else [])]
+
+
+def _clean_probe(item, left):
     """A probe result of the candidate as it may enter the record: a value only if the codec
-    decodes it (bounded depth, size and effort, see ``codec.decode``), else a failed probe, so
-    the host never has to parse anything the program shaped beyond those bounds."""
+    decodes it (bounded depth, size and effort, see ``codec.decode``) and ``left[0]`` bytes
+    allow it, else a failed probe, so the host never has to parse anything the program shaped
+    beyond those bounds."""
     try:
         if isinstance(item, dict) and "v" in item:
-            codec.decode(json.dumps(item["v"]))
+            text = json.dumps(item["v"])
+            left[0] -= len(text)
+            if left[0] < 0:
+                return {"e": "undecodable", "msg": "probe values too large"}
+            codec.decode(text)
             return {"v": item["v"]}
         if isinstance(item, dict):
             return {"e": _text(item.get("e"), 100), "msg": _text(item.get("msg"), 300)}
@@ -502,10 +517,9 @@ def main():
         if cand is not None:
             phase = cand.get("phase")
             if phase == "done":
-                probes = cand.get("probes")
                 record.update(
                     phase="done",
-                    probes=[_clean_probe(p) for p in (probes if isinstance(probes, list) else [])],
+                    probes=_clean_probes(cand.get("probes")),
                     fds_ok=cand.get("fds_ok") is True and not _fds_exhausted(pid),
                     checks=_run_checks(job, cand, _Rpc(w_job, lines)) if job.get("checks") else [],
                 )
