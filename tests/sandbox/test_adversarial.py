@@ -144,21 +144,6 @@ BREAK_CASES = [json.loads(line) for line in BREAK_FILE.read_text().splitlines() 
 # id -> kind of the failure still open (strict xfail, so a fix is noticed). Kinds whose failure
 # costs a minute a case (K12) are not run while listed.
 BREAK_KNOWN = {
-    "SBX-03": "K2",
-    "SBX-04": "K2",
-    "SBX-05": "K2",
-    "SBX-06": "K2",
-    "SBX-07": "K2",
-    "SBX-08": "K2",
-    "SBX-09": "K2",
-    "SBX-10": "K3",
-    "SBX-11": "K3",
-    "SBX-12": "K4",
-    "SBX-13": "K4",
-    "SBX-14": "K4",
-    "SBX-15": "K4",
-    "SBX-16": "K4",
-    "SBX-17": "K4",
     "SBX-18": "K5",
     "SBX-19": "K5",
     "SBX-20": "K5",
@@ -173,10 +158,7 @@ BREAK_KNOWN = {
     "SBX-29": "K9",
     "SBX-30": "K9",
     "SBX-31": "K9",
-    "SBX-32": "K10",
     "SBX-33": "K11",
-    "SBX-34": "K12",
-    "SBX-35": "K12",
 }
 SLOW_WHILE_FAILING = {"K12"}
 

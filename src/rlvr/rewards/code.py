@@ -271,9 +271,16 @@ def grade_code(completion: str, reference: dict, **options) -> CodeGrade:
         setup_code=reference.get("setup_code") or "",
         limits=_limits(options),
         env=options.get("env"),
+        check_prelude=reference.get("prompt") or "",
     )
     pool: SandboxPool = options.get("pool") or default_pool()
-    g = grade(pool.run(job), plan)
+    try:
+        g = grade(pool.run(job), plan)
+    except Exception as e:  # pragma: no cover - a bug of ours: the sandbox layer never raises
+        # Nothing the program sends may raise here (decoding and judging are total); should
+        # something still escape, report it instead of crashing the caller's batch.
+        return CodeGrade(Verdict(Status.error, ext.code, ext.method,
+                                 f"grader error: {type(e).__name__}: {e}"[:300]))
     detail = (
         f"sandbox={g.status.value} tier={g.tier.value} passed={g.passed}/{g.total} "
         f"cpu={g.run.cpu_s:.2f}s wall={g.run.wall_s:.2f}s reason={g.run.detail if g.status is not SandboxStatus.wrong_answer else 'tests failed'}"

@@ -14,15 +14,18 @@ from rlvr.sandbox.types import CheckOutcome, ProbeOutcome, SandboxJob, SandboxSt
 
 
 def _probe_outcomes(raw) -> tuple[ProbeOutcome, ...]:
+    # Probe values are the program's data: every failure to read one (json.dumps can hit
+    # RecursionError on a deep value; decode raises ValueError) fails that probe, never the host.
     out = []
     for item in raw if isinstance(raw, list) else []:
         if isinstance(item, dict) and "v" in item:
             try:
                 out.append(ProbeOutcome(True, codec.decode(json.dumps(item["v"]))))
-            except ValueError as e:
-                out.append(ProbeOutcome(False, error=f"undecodable: {e}"[:200]))
+            except Exception as e:
+                out.append(ProbeOutcome(False, error=f"undecodable: {type(e).__name__}"))
         elif isinstance(item, dict):
-            out.append(ProbeOutcome(False, error=str(item.get("e", "error"))[:100]))
+            e = item.get("e", "error")
+            out.append(ProbeOutcome(False, error=e[:100] if isinstance(e, str) else "malformed"))
         else:
             out.append(ProbeOutcome(False, error="malformed"))
     return tuple(out)
@@ -31,7 +34,20 @@ def _probe_outcomes(raw) -> tuple[ProbeOutcome, ...]:
 def classify(
     run: Run, oom: bool, job: SandboxJob, meter: CpuMeter
 ) -> tuple[SandboxStatus, str, dict]:
-    """Map what happened to a status and a short detail. Returns (status, detail, fields)."""
+    """Map what happened to a status and a short detail. Returns (status, detail, fields).
+
+    Never raises: the record carries pieces the program shaped (probe values, error names),
+    so a record that cannot be read is the program's failure (``runtime_error``).
+    """
+    try:
+        return _classify(run, oom, job, meter)
+    except Exception as e:
+        return SandboxStatus.runtime_error, f"malformed result record: {type(e).__name__}", {}
+
+
+def _classify(
+    run: Run, oom: bool, job: SandboxJob, meter: CpuMeter
+) -> tuple[SandboxStatus, str, dict]:
     S = SandboxStatus
     rec = run.record
     lim = job.limits
@@ -81,7 +97,15 @@ def classify(
                 return S.timeout, why, fields
             return S.runtime_error, f"program exited before the tests ({exit_info or rec.get('why')})", fields
         err = rec.get("error") or {}
-        return S.sandbox_error, f"driver error: {err.get('type')}: {err.get('msg')}", fields
+        why = f"driver error: {err.get('type')}: {err.get('msg')}"[:300]
+        if rec.get("handed"):
+            # The supervisor failed after the program started: the program can take the run's
+            # memory (shared cgroup) or break the protocol in ways not foreseen; either way it
+            # is no infrastructure failure the policy is not accountable for.
+            if oom or err.get("type") == "MemoryError":
+                return S.memory, why, fields
+            return S.runtime_error, why, fields
+        return S.sandbox_error, why, fields
     if run.timed_out == "startup":
         return S.sandbox_error, "sandbox did not start in time", {}
     if run.timed_out == "wall":

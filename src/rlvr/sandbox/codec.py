@@ -21,6 +21,14 @@ MAX_DEPTH = 200
 MAX_ITEMS = 1_000_000
 # Ints with more digits than this would trip Python's int<->str digit limit in json.
 _BIG_INT = 10**600
+# Bounds on what the decoder builds from untrusted text (the host decodes what a program sent):
+# hex digits of a tagged int (65536 = 262144 bits, ~79k decimal digits), characters of a
+# Decimal's string, and members of one set / frozenset / dict sharing one hash value (Python's
+# hashed containers are quadratic in colliding members: 40000 ints ``M * i``, M = 2**61 - 1,
+# all hash to 0 and take about a minute to put in one set).
+MAX_INT_HEX = 1 << 16
+MAX_DECIMAL_CHARS = 10_000
+MAX_SAME_HASH = 16
 
 
 class EncodeError(ValueError):
@@ -43,7 +51,10 @@ def _enc(x, depth: int, budget: list) -> object:
         v = int.__int__(x)
         if -_BIG_INT < v < _BIG_INT:
             return v
-        return {"#": "int", "v": int.__format__(v, "x")}
+        h = int.__format__(v, "x")
+        if len(h) > MAX_INT_HEX:
+            raise EncodeError("int too large")
+        return {"#": "int", "v": h}
     if isinstance(x, float):
         v = float.__float__(x)
         if math.isfinite(v):
@@ -70,7 +81,10 @@ def _enc(x, depth: int, budget: list) -> object:
     if name == "Fraction":
         return {"#": "fraction", "v": [_enc(x.numerator, d, budget), _enc(x.denominator, d, budget)]}
     if name == "Decimal":
-        return {"#": "decimal", "v": str(x)}
+        v = str(x)
+        if len(v) > MAX_DECIMAL_CHARS:
+            raise EncodeError("Decimal too long")
+        return {"#": "decimal", "v": v}
     raise EncodeError(f"cannot encode value of type {name}")
 
 
@@ -89,26 +103,56 @@ def encode(x) -> str:
         raise EncodeError("value too deeply nested") from None
 
 
-def _dec(o, depth: int) -> object:
+def _seq(v, n: int | None = None) -> list:
+    if not isinstance(v, list) or (n is not None and len(v) != n):
+        raise ValueError("malformed encoded value")
+    return v
+
+
+def _int(x) -> int:
+    if not isinstance(x, int) or isinstance(x, bool):
+        raise ValueError("malformed encoded value")
+    return x
+
+
+def _few_equal_hashes(keys) -> None:
+    # Sorting the hash values (no hashed container of them: ints that differ by a multiple of
+    # 2**61 - 1 share a hash too) finds runs of equal hashes in O(n log n).
+    hs = sorted(hash(k) for k in keys)
+    run = 1
+    for i in range(1, len(hs)):
+        run = run + 1 if hs[i] == hs[i - 1] else 1
+        if run > MAX_SAME_HASH:
+            raise ValueError("too many members with equal hashes")
+
+
+def _dec(o, depth: int, budget: list) -> object:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise ValueError("value too large")
     if depth > MAX_DEPTH:
         raise ValueError("value too deeply nested")
     if o is None or isinstance(o, (bool, int, float, str)):
         return o
     d = depth + 1
     if isinstance(o, list):
-        return [_dec(i, d) for i in o]
+        return [_dec(i, d, budget) for i in o]
     if not isinstance(o, dict) or set(o) != {"#", "v"}:
         raise ValueError("malformed encoded value")
     kind, v = o["#"], o["v"]
     if kind == "tuple":
-        return tuple(_dec(i, d) for i in v)
+        return tuple(_dec(i, d, budget) for i in _seq(v))
     if kind == "dict":
-        return {_dec(k, d): _dec(x, d) for k, x in v}
-    if kind == "set":
-        return {_dec(i, d) for i in v}
-    if kind == "frozenset":
-        return frozenset(_dec(i, d) for i in v)
+        pairs = [(_dec(k, d, budget), _dec(x, d, budget)) for k, x in (_seq(p, 2) for p in _seq(v))]
+        _few_equal_hashes(k for k, _ in pairs)
+        return dict(pairs)
+    if kind in ("set", "frozenset"):
+        items = [_dec(i, d, budget) for i in _seq(v)]
+        _few_equal_hashes(items)
+        return set(items) if kind == "set" else frozenset(items)
     if kind == "int":
+        if not isinstance(v, str) or len(v) > MAX_INT_HEX:
+            raise ValueError("malformed int")
         return int(v, 16)
     if kind == "float":
         if v not in ("nan", "inf", "-inf"):
@@ -119,32 +163,50 @@ def _dec(o, depth: int) -> object:
     if kind == "bytearray":
         return bytearray.fromhex(v)
     if kind == "complex":
-        return complex(_dec(v[0], d), _dec(v[1], d))
+        re, im = (_dec(x, d, budget) for x in _seq(v, 2))
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (re, im)):
+            raise ValueError("malformed complex")
+        return complex(re, im)
     if kind == "fraction":
         # deferred: fractions (with decimal) costs ~10 ms to import in the sandbox's fresh
         # interpreter, which loads this file at every run; only a Fraction value needs it
         from fractions import Fraction
 
-        return Fraction(_dec(v[0], d), _dec(v[1], d))
+        num, den = (_int(_dec(x, d, budget)) for x in _seq(v, 2))
+        if den == 0:
+            raise ValueError("malformed fraction")
+        return Fraction(num, den)
     if kind == "decimal":
         # deferred: as fractions above; only a Decimal value needs it
         from decimal import Decimal
 
-        return Decimal(str(v))
-    raise ValueError(f"unknown tag {kind!r}")
+        if not isinstance(v, str) or len(v) > MAX_DECIMAL_CHARS:
+            raise ValueError("malformed decimal")
+        x = Decimal(v)
+        if x.is_snan():  # a signaling NaN raises when compared: never built here
+            raise ValueError("malformed decimal")
+        return x
+    raise ValueError(f"unknown tag {kind[:40]!r}" if isinstance(kind, str) else "malformed tag")
 
 
 def decode(text: str | bytes) -> object:
     """Decode text produced by :func:`encode` into plain Python values.
 
     Only builtin types (and Fraction / Decimal) are ever built, so comparing the result with
-    ``==`` runs no code chosen by the sender.
+    ``==`` runs no code chosen by the sender. Total on untrusted text: whatever it holds,
+    decoding either returns or raises ValueError, and its cost is bounded (``MAX_DEPTH``,
+    ``MAX_ITEMS``, ``MAX_INT_HEX``, ``MAX_DECIMAL_CHARS``, ``MAX_SAME_HASH``; no quadratic
+    set or dict building).
 
     Raises:
-        ValueError: malformed or unknown input (also for unhashable set members, and for
-            nesting deeper than ``MAX_DEPTH``).
+        ValueError: malformed or unknown input (also for unhashable set members, nesting
+            deeper than ``MAX_DEPTH``, more than ``MAX_ITEMS`` values, out-of-range numbers,
+            a zero denominator, a signaling NaN, or a hashed container with more than
+            ``MAX_SAME_HASH`` members of one hash value).
     """
     try:
-        return _dec(json.loads(text), 0)
-    except (TypeError, KeyError, IndexError, RecursionError, AttributeError) as e:
+        return _dec(json.loads(text), 0, [MAX_ITEMS])
+    except ValueError:
+        raise
+    except Exception as e:  # RecursionError, ArithmeticError, MemoryError, ...: never escapes
         raise ValueError(f"malformed encoded value: {type(e).__name__}") from None

@@ -45,6 +45,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import codec  # noqa: E402  (the sibling file, bound read-only next to this one)
 
 MAX_MESSAGE = 16 << 20  # bytes accepted from the candidate process in one message
+# Encoded bytes of probe values, all probes together, passed on to the host (which decodes them
+# outside every sandbox limit); later values fail their probes. Far above what a test compares.
+MAX_PROBE_BYTES = 4 << 20
+# Free fds the candidate must have left after the program for its run to count as not having
+# exhausted RLIMIT_NOFILE: one would not do (os.pipe() takes fds in pairs and leaves one free).
+FD_HEADROOM = 8
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
@@ -194,10 +200,14 @@ def _candidate(r_job, w_res, devnull):
         if name in g:
             names[name] = _describe(g[name])
     fds_ok = True
+    spare = []
     try:
-        os.close(os.open("/dev/null", os.O_RDONLY))
+        for _ in range(FD_HEADROOM):
+            spare.append(os.open("/dev/null", os.O_RDONLY))
     except OSError:
-        fds_ok = False  # the program exhausted RLIMIT_NOFILE
+        fds_ok = False  # the program exhausted RLIMIT_NOFILE (or came within FD_HEADROOM of it)
+    for fd in spare:
+        os.close(fd)
     head = json.dumps({"phase": "done", "names": names, "fds_ok": fds_ok})
     send(head[:-1] + ',"probes":[' + ",".join(items) + "]}")
 
@@ -268,16 +278,16 @@ class _Rpc:
             raise CandidateGone("closed") from None
         try:
             reply = json.loads(self.lines.readline())
-        except ValueError:
+        except Exception:  # ValueError, RecursionError (deeply nested), MemoryError, ...
             raise CandidateGone("protocol") from None
         if not isinstance(reply, dict):
             raise CandidateGone("protocol")
         if "v" in reply:
             try:
                 return codec.decode(json.dumps(reply["v"]))
-            except ValueError:
+            except Exception:  # json.dumps can hit RecursionError; decode raises ValueError
                 raise CandidateError("undecodable result") from None
-        raise _remote_exception(str(reply.get("e")), str(reply.get("msg", "")))
+        raise _remote_exception(_text(reply.get("e"), 60), _text(reply.get("msg", ""), 300))
 
 
 def _remote_exception(type_name, msg):
@@ -303,9 +313,31 @@ class _Remote:
         return f"<remote {self._name}>"
 
 
+def _text(x, n):
+    """A string field of a candidate message, cut to ``n`` characters (anything else: "?")."""
+    return x[:n] if isinstance(x, str) else "?"
+
+
 def _run_checks(job, cand, rpc):
     ns = {"__name__": "__rlvr_check__", "__builtins__": builtins}
-    for name, info in cand.get("names", {}).items():
+    # The trusted prompt (its helpers, e.g. HumanEval/32's ``poly``, and its imports) runs here,
+    # in the supervisor, before the checks: what it defines is never taken from the program.
+    prelude_error = None
+    if job.get("check_prelude"):
+        try:
+            exec(compile(job["check_prelude"], "<prompt>", "exec"), ns)
+        except BaseException as e:
+            prelude_error = f"prompt failed: {type(e).__name__}: {_safe_str(e)}"[:300]
+    trusted = set(ns)
+    entry = job.get("entry_point")
+    wanted = set(job.get("names") or ())
+    names = cand.get("names")
+    for name, info in (names.items() if isinstance(names, dict) else ()):
+        # Only the entry point and names neither builtin nor defined by the trusted prompt come
+        # from the program: a program's ``abs``, ``range`` or ``poly`` must not change what the
+        # check computes (they would, e.g. ``def abs(x): return 0`` passes any tolerance test).
+        if name not in wanted or (name != entry and (name in trusted or hasattr(builtins, name))):
+            continue
         kind = info.get("k") if isinstance(info, dict) else None
         if kind == "func":
             ns[name] = _Remote(rpc, name)
@@ -323,13 +355,16 @@ def _run_checks(job, cand, rpc):
         elif kind == "value":
             try:
                 ns[name] = codec.decode(json.dumps(info["v"]))
-            except ValueError:
+            except Exception:  # KeyError, RecursionError, ValueError: the name stays unbound
                 pass
     results = []
     gone = False
     for chk in job.get("checks", []):
         if gone:
             results.append({"ok": False, "err": "CandidateGone"})
+            continue
+        if prelude_error is not None:
+            results.append({"ok": False, "err": prelude_error})
             continue
         try:
             exec(compile(chk["src"], "<check>", "exec"), ns)
@@ -342,6 +377,45 @@ def _run_checks(job, cand, rpc):
         except BaseException as e:
             results.append({"ok": False, "err": f"{type(e).__name__}: {_safe_str(e)}"[:300]})
     return results
+
+
+def _clean_probes(raw):
+    """The candidate's probe results as they may enter the record (see :func:`_clean_probe`),
+    at most ``MAX_PROBE_BYTES`` of encoded values in all."""
+    left = [MAX_PROBE_BYTES]
+    return [_clean_probe(p, left) for p in (raw if isinstance(raw, list) else [])]
+
+
+def _clean_probe(item, left):
+    """A probe result of the candidate as it may enter the record: a value only if the codec
+    decodes it (bounded depth, size and effort, see ``codec.decode``) and ``left[0]`` bytes
+    allow it, else a failed probe, so the host never has to parse anything the program shaped
+    beyond those bounds."""
+    try:
+        if isinstance(item, dict) and "v" in item:
+            text = json.dumps(item["v"])
+            left[0] -= len(text)
+            if left[0] < 0:
+                return {"e": "undecodable", "msg": "probe values too large"}
+            codec.decode(text)
+            return {"v": item["v"]}
+        if isinstance(item, dict):
+            return {"e": _text(item.get("e"), 100), "msg": _text(item.get("msg"), 300)}
+    except Exception as e:  # ValueError from decode, RecursionError from json.dumps, ...
+        return {"e": "undecodable", "msg": f"{type(e).__name__}: {_safe_str(e)}"[:300]}
+    return {"e": "malformed"}
+
+
+def _fds_exhausted(pid):
+    """Whether the candidate holds so many fds that fewer than ``FD_HEADROOM`` are left under
+    RLIMIT_NOFILE (counted here, from ``/proc``, so the program cannot fake it; None when the
+    program made its ``/proc/<pid>/fd`` unreadable: its own report then decides)."""
+    try:
+        n = len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return soft != resource.RLIM_INFINITY and n + FD_HEADROOM > soft
 
 
 def _read_job():
@@ -424,13 +498,16 @@ def main():
         cand_job = {k: job.get(k) for k in ("program", "setup", "probes", "names", "entry_point")}
         data = (json.dumps(cand_job) + "\n").encode()
         lines = _Lines(r_res, pid)
+        # From here on the program runs: what goes wrong with its message (a broken pipe,
+        # malformed or deeply nested JSON: RecursionError, MemoryError) is its failure.
+        record["handed"] = True
         try:
             while data:
                 data = data[os.write(w_job, data) :]
             cand = json.loads(lines.readline())
             if not isinstance(cand, dict):
                 raise CandidateGone("protocol")
-        except (CandidateGone, OSError, ValueError) as e:
+        except (CandidateGone, Exception) as e:
             for _ in range(100):  # EOF can come just before the exit status is reapable
                 if lines._child_exited():
                     break
@@ -442,15 +519,18 @@ def main():
             if phase == "done":
                 record.update(
                     phase="done",
-                    probes=cand.get("probes", []),
-                    fds_ok=bool(cand.get("fds_ok", False)),
+                    probes=_clean_probes(cand.get("probes")),
+                    fds_ok=cand.get("fds_ok") is True and not _fds_exhausted(pid),
                     checks=_run_checks(job, cand, _Rpc(w_job, lines)) if job.get("checks") else [],
                 )
             elif phase in ("program_error", "setup_error"):
-                record.update(phase=phase, error=cand.get("error"))
+                err = cand.get("error")
+                err = err if isinstance(err, dict) else {}
+                err = {"type": _text(err.get("type"), 60), "msg": _text(err.get("msg"), 300)}
+                record.update(phase=phase, error=err)
             else:
                 record.update(phase="program_exit", why="protocol")
-    except BaseException as e:  # a bug or broken infrastructure: never the program's fault
+    except BaseException as e:  # a bug, broken infrastructure, or memory the program took
         record.update(phase="driver_error", error={"type": type(e).__name__, "msg": _safe_str(e)})
     try:
         os.kill(pid, signal.SIGKILL)
@@ -462,7 +542,13 @@ def main():
     if cpu_at_ready is not None:
         total = _cpu_seconds(resource.RUSAGE_SELF) + _cpu_seconds(resource.RUSAGE_CHILDREN)
         record["cpu"] = round(total - cpu_at_ready, 4)
-    os.write(1, (json.dumps(record) + "\n").encode())
+    try:
+        line = json.dumps(record)
+    except BaseException as e:  # pragma: no cover - every field was checked or made here
+        keep = {k: record[k] for k in ("nonce", "cpu", "handed") if k in record}
+        err = {"type": type(e).__name__, "msg": ""}
+        line = json.dumps(keep | {"phase": "driver_error", "error": err})
+    os.write(1, (line + "\n").encode())
     os._exit(0)
 
 

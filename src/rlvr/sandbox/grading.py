@@ -250,8 +250,13 @@ def build_job(
     setup_code: str = "",
     limits: SandboxLimits | None = None,
     env: dict[str, str] | None = None,
+    check_prelude: str = "",
 ) -> SandboxJob:
-    """The :class:`SandboxJob` that runs ``program`` against ``plan`` (no expected values in it)."""
+    """The :class:`SandboxJob` that runs ``program`` against ``plan`` (no expected values in it).
+
+    ``check_prelude``: trusted source (a HumanEval prompt) whose definitions the in-sandbox
+    checks use instead of the program's (see :class:`SandboxJob`).
+    """
     names = set(plan.names)
     if entry_point:
         names.add(entry_point)
@@ -262,6 +267,7 @@ def build_job(
         probes=plan.probes,
         checks=plan.checks,
         names=tuple(sorted(names)) if plan.checks else (),
+        check_prelude=(check_prelude or "") if plan.checks else "",
         env=dict(env or {}),
         limits=limits or SandboxLimits(),
     )
@@ -286,13 +292,16 @@ def _judge_probe(test: PlannedTest, value: Any) -> bool:
             return bool(value)
         if test.op == "falsy":
             return not value
-    except (RecursionError, TypeError, ValueError):
+    except Exception:  # RecursionError, decimal.InvalidOperation, ...: the test fails
         return False
     return False
 
 
 def _short(x: Any, n: int = 80) -> str:
-    r = repr(x)
+    try:
+        r = repr(x)  # may raise: e.g. ValueError for an int of more than 4300 digits
+    except Exception:
+        r = f"<{type(x).__name__}>"
     return r if len(r) <= n else r[: n - 3] + "..."
 
 

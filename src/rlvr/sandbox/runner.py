@@ -71,6 +71,7 @@ def _job_payload(job: SandboxJob, nonce: str) -> bytes:
             "names": list(job.names),
             "entry_point": job.entry_point,
             "checks": [{"src": c.source, "kind": c.kind} for c in job.checks],
+            "check_prelude": job.check_prelude,
         }
     ).encode()
 
@@ -212,18 +213,21 @@ def execute(sandbox: Launched, job: SandboxJob) -> SandboxResult:
         raise ValueError("sandbox was launched with different limits, env or tier")
     nonce = secrets.token_hex(16)
     t0 = sandbox.spawned_at
-    meter = CpuMeter(sandbox.proc.pid, sandbox.cg)
+    # The sandbox is torn down whatever happens here (try/finally): its processes must never
+    # outlive the call, even if supervising raises something unforeseen.
     try:
+        meter = CpuMeter(sandbox.proc.pid, sandbox.cg)
         payload = _job_payload(job, nonce)
         run = supervise(sandbox.proc, job, payload, nonce, sandbox.spawned_at, meter)
-    except OSError as e:
-        sandbox.discard()
+        oom = sandbox.cg.oom_killed() if sandbox.cg is not None else False
+        killed = len(sandbox.cg.pids()) if sandbox.cg is not None else 0
+    except Exception as e:  # OSError: broken pipes or cgroups; anything else: a bug of ours
         return SandboxResult(
-            SandboxStatus.sandbox_error, sandbox.tier, time.monotonic() - t0, detail=f"supervise failed: {e}"
+            SandboxStatus.sandbox_error, sandbox.tier, time.monotonic() - t0,
+            detail=f"supervise failed: {type(e).__name__}: {e}"[:300],
         )
-    oom = sandbox.cg.oom_killed() if sandbox.cg is not None else False
-    killed = len(sandbox.cg.pids()) if sandbox.cg is not None else 0
-    sandbox.discard()
+    finally:
+        sandbox.discard()
     status, detail, fields = classify(run, oom, job, meter)
     if status is SandboxStatus.sandbox_error and run.record is None and run.output:
         detail += ": " + bytes(run.output[:300]).decode("utf-8", "replace").strip()

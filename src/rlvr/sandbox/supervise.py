@@ -85,9 +85,15 @@ def _parse_result_lines(run: Run, nonce: str) -> None:
                 run.ready_at = time.monotonic()
             continue
         if run.record is None:
+            # Anyone in the sandbox can write this channel (bwrap's pid 1 holds it, open to the
+            # program through /proc/1/fd/1), so a line may be anything: deeply nested JSON
+            # (RecursionError), a huge number, ... Only a parsable record with the nonce counts,
+            # and a line without the nonce (which only the supervisor knows) is not even parsed.
+            if nonce.encode() not in line:
+                continue
             try:
                 rec = json.loads(line)
-            except ValueError:
+            except Exception:
                 continue
             if isinstance(rec, dict) and rec.get("nonce") == nonce:
                 run.record = rec

@@ -181,7 +181,10 @@ class SandboxJob:
         checks: tests that run inside the sandbox's supervisor (see :class:`InSandboxCheck`).
         names: identifiers the checks use; the program's definitions of these are made
             reachable from the checks (functions by remote call, stdlib modules by import,
-            plain values by copy).
+            plain values by copy), except builtins and what ``check_prelude`` defines, which
+            always stay the trusted ones (the entry point is always the program's).
+        check_prelude: trusted source (e.g. a HumanEval prompt with helpers such as ``poly``)
+            run in the supervisor before the checks, never in the program's process.
         env: extra environment variables for the program (the environment is otherwise empty).
         limits: resource limits.
     """
@@ -192,6 +195,7 @@ class SandboxJob:
     probes: tuple[str, ...] = ()
     checks: tuple[InSandboxCheck, ...] = ()
     names: tuple[str, ...] = ()
+    check_prelude: str = ""
     env: dict[str, str] = field(default_factory=dict)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
 
