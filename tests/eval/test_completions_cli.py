@@ -203,3 +203,12 @@ def test_a_training_run_directory_is_refused_as_the_output(completions, tmp_path
     message = " ".join(result.output.split())
     assert "holds a training run (config.yaml)" in message and str(run / "eval") in message
     assert (run / "results.json").read_text() == '{"trained": 1}'
+
+
+def test_top_p_zero_is_refused_before_the_model_loads(tmp_path):
+    # session 30 tour: --top-p 0 passed the option's range and crashed after the model loaded
+    result = runner.invoke(app, ["eval", "--model", "tiny-random", "--tasks", "arithmetic",
+                                 "--top-p", "0", "-o", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert "--top-p: expected a value in (0, 1], got 0.0" in " ".join(result.output.split())
+    assert not (tmp_path / "o").exists()

@@ -84,7 +84,9 @@ def eval_(
                                               "best_of_logprob, best_of_reranker."),
     temperature: float = typer.Option(0.7, "--temperature", min=0.0, help="Eval sampling "
                                       "temperature (R18: 0.6-0.8)."),
-    top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0),
+    top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0, help="Nucleus sampling: "
+                                "keep the smallest set of tokens whose probability reaches it, "
+                                "in (0, 1]; 1 keeps every token."),
     max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", min=1, help="Length "
                                                  "cap (default: the config's "
                                                  "eval.max_new_tokens, else 256)."),
@@ -155,6 +157,12 @@ def eval_(
         raise fail("give --model M (or --endpoint URL) with --tasks T, or --completions FILE")
     if probe is not None and completions is not None:
         raise fail("--probe needs a model to ask; it does not apply to --completions")
+    if top_p <= 0.0:
+        raise fail(f"--top-p: expected a value in (0, 1], got {top_p} (0 keeps no token)")
+    if temperature == 0.0 and n > 1 and completions is None:
+        err.print(f"warning: --temperature 0 is greedy decoding: the --n {n} samples of a "
+                  f"problem are identical, so pass@k and maj@k equal pass@1 (sample with "
+                  f"--temperature > 0, e.g. 0.7)")
     run_config = _load_run_config_for_eval(config)
     reward_config = _eval_reward_config(run_config, plugins, workers)
     env_config = _eval_env_config(run_config, env, tools, max_turns)
