@@ -22,24 +22,6 @@ CASES = [json.loads(line) for line in CASE_FILE.read_text(encoding="utf-8").spli
 
 # id -> failure kind (the comment above each block says what the kind is)
 KNOWN_FAILURES = {
-    # A: Trailing `letter^n` after a coefficient (and a lone m/s/h/g/l after `digit space
-    "X-0069": "A",
-    "X-0070": "A",
-    "X-0072": "A",
-    "X-0073": "A",
-    "X-0093": "A",
-    "X-0094": "A",
-    "X-0095": "A",
-    "X-0396": "A",
-    "X-0397": "A",
-    "X-0398": "A",
-    "X-0399": "A",
-    "X-0400": "A",
-    "X-0401": "A",
-    "X-0402": "A",
-    "X-0403": "A",
-    "X-0404": "A",
-    "X-0405": "A",
     # B: Letter-only expressions with spaces/hyphens (`p - q`, `a-b`, `abc`) are parsed a
     "X-0065": "B",
     "X-0406": "B",
@@ -47,21 +29,6 @@ KNOWN_FAILURES = {
     "X-0408": "B",
     "X-0409": "B",
     "X-0410": "B",
-    # C: A boxed relation with an empty left side (`\ge 3`, `> 3`, `\ne 3`) is read as th
-    "X-0361": "C",
-    "X-0412": "C",
-    "X-0413": "C",
-    "X-0414": "C",
-    "X-0415": "C",
-    # D: Qualifier words in `\text{}` or prose are dropped as units
-    "X-0374": "D",
-    "X-0417": "D",
-    "X-0418": "D",
-    "X-0419": "D",
-    "X-0420": "D",
-    "X-0421": "D",
-    "X-0422": "D",
-    "X-0423": "D",
     # E: Chinese scale suffix after Arabic digits (`2万`, `1.5亿`, `3万棵`) read as the bare 
     "X-0317": "E",
     "X-0424": "E",
@@ -155,9 +122,6 @@ KNOWN_FAILURES = {
     "X-0391": "R",
     "X-0490": "R",
     "X-0491": "R",
-    # S: Square vs cubic imperial units not distinguished (`in^2` vs `in^3`, `ft^2` vs `f
-    "X-0492": "S",
-    "X-0493": "S",
     # T: Union of intervals written with 'or' (or ASCII U) not understood
     "X-0495": "T",
     "X-0496": "T",
@@ -210,11 +174,6 @@ KNOWN_FAILURES = {
     "X-0547": "AG",
     "X-0548": "AG",
     "X-0549": "AG",
-    # AH: Unit lost inside an assignment
-    "X-0551": "AH",
-    "X-0552": "AH",
-    "X-0553": "AH",
-    "X-0554": "AH",
     # AK: Exact-vs-exact values compared numerically (40 digits, 1e-25 relative)
     "X-0562": "AK",
     "X-0563": "AK",

@@ -10,6 +10,7 @@ import re
 from .clock import FIND_RE as CLOCK_RE
 from .normalize import compact, currency_decimal_comma
 from .numwords import ZH_NUMERAL_CHARS, english_number, english_numbers_in
+from .units import BOUND_WORDS_RE
 
 _COPULA_RE = re.compile(r"(?i)(?:\s(?:is|are|was|equals|be|it's|its)\s)|(?:是|为|等于)")
 _FUNC_WORDS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "exp", "sqrt", "frac", "text",
@@ -120,11 +121,11 @@ def refine(seg: str) -> str | None:
     spans = math_spans(seg)
     distinct = {compact(s[2]) for s in spans}
     if len(distinct) == 1 and not re.search(r"\d", strip_spans(seg)):
-        return spans[-1][2]
+        return seg if _bounded(seg) else spans[-1][2]
     nums = {n.group(0).replace(" ", "")
             for n in NUMBER_RE.finditer(currency_decimal_comma(strip_spans(seg)))}
     if len(nums) == 1 and not spans:
-        return _math_token(seg, nums.pop())
+        return seg if _bounded(seg) else _math_token(seg, nums.pop())
     if not nums and not spans:
         zh = zh_numerals(seg)
         if len(zh) == 1:
@@ -135,6 +136,18 @@ def refine(seg: str) -> str | None:
     if spans and seg.rstrip(" .").endswith("$"):
         return spans[-1][2]
     return None
+
+
+def _bounded(seg: str) -> bool:
+    """Whether the sentence bounds or denies its one value instead of stating it (``"more than
+    12"``, ``"at least $12$"``, ``"12 or more"``, ``"not 12"``): then the whole sentence is the
+    answer, which is not the value."""
+    for m in BOUND_WORDS_RE.finditer(seg):
+        if re.match(r"\s*(?:\$|\\\()?\s*[-+]?\.?\d", seg[m.end():]):
+            return True
+        if re.match(r"(?i)or|at", m.group(0)) and re.search(r"[\d$)]\s*$", seg[:m.start()]):
+            return True
+    return False
 
 
 _TRAILING_ASSIGN_RE = re.compile(r"(?:^|[\s,:;])([A-Za-z](?:_\{?\w+\}?)?(?:\([a-z]\))?\s*=\s*[^=]+?)\s*$")

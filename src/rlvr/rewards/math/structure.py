@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from .clock import Clock, parse_clock  # noqa: F401  (Clock is a parsed shape)
 from .numwords import english_number
-from .units import canonical_unit
+from .units import BOUND_WORDS_RE, canonical_unit
 from .normalize import clean_latex, find_group, split_top_level, unwrap_command
 
 
@@ -110,7 +110,8 @@ _APPROX_WORDS_RE = re.compile(r"(?i)(?:^|(?<=[\s=]))(?:about|approximately|appro
 
 def _replace_text_groups(s: str) -> tuple[str, str]:
     """Resolve every ``\\text{...}``: separators become commas, scale words become powers of
-    ten, other words are units (dropped) unless the whole answer is text. Returns the text and
+    ten, words that bound the value (``at least``) or hold a number stay, other words are units
+    (dropped) unless the whole answer is text. Returns the text and
     the unit word that ended it (``5\\text{ cm}`` -> ``("5 ", "cm")``), if any."""
     out, i, trailing = [], 0, ""
     has_math = bool(re.search(r"[\d\\^=+]", re.sub(r"\\text\{[^{}]*\}", "", s)))
@@ -130,6 +131,10 @@ def _replace_text_groups(s: str) -> tuple[str, str]:
             out.append(" , ")
         elif low in _SCALE:
             out.append(r" \times 10^{%d}" % _SCALE[low])
+        elif BOUND_WORDS_RE.search(inner) or re.search(r"\d", inner):
+            # "\text{at least } 12", "12 \text{ or more}", "3 \text{ (or 4)}": not a unit; kept,
+            # so the answer does not read as the bare value
+            out.append(f" {inner} ")
         elif has_math and not re.fullmatch(r"[\d.,\s()+-]+", inner):
             out.append(" ")
             unit_power = re.match(r"\s*\^\s*\{?\s*[23]\s*\}?", s[end:])
@@ -163,9 +168,8 @@ def _strip_units(s: str) -> tuple[str, bool, str]:
         if not m or not re.search(r"\d", s[:m.start()]):
             break
         word = m.group(1) or m.group(2)     # group 2: a one-letter unit after "5 " (5 m, 3 s)
-        base = re.sub(r"\^.*$", "", word)
-        if (len(base) >= 3 and base.lower() not in _SEPARATOR_WORDS) or base in _UNIT_WORDS_SHORT \
-                or "^" in word or "/" in word or _CJK_RE.match(word):
+        start = m.start(1) if m.group(1) else m.start(2)
+        if _is_unit_word(word, s[:m.start()], spaced=s[:start][-1:].isspace()):
             if s[:m.start()].rstrip().endswith("\\"):
                 break
             removed.insert(0, word)
@@ -173,6 +177,31 @@ def _strip_units(s: str) -> tuple[str, bool, str]:
         else:
             break
     return s, percent, " ".join(removed)
+
+
+def _is_unit_word(word: str, before: str, spaced: bool) -> bool:
+    """Whether ``word``, ending an answer after ``before``, is a unit (or a counted noun such as
+    ``apples``) rather than algebra. A power or a single letter is algebra unless it spells a
+    unit of measurement: ``3R^2``, ``4x^2`` and ``\\pi r^2 h`` keep their letters, ``5 cm^2`` and
+    ``12 \\text{ft}^3`` do not. A one-letter unit (``5 m``, ``5 m^2``) needs a number without
+    variables before it, and a space unless the number is a decimal (``1,000.99m^2``): ``5m``
+    and ``5m^2`` are products. Written onto the number, a two-letter unit must be a common
+    abbreviation (``5cm``; ``2ms`` is a product) and a longer word a unit (``5abc`` is a
+    product). Words that bound or deny the value (``or more``, ``not``) are never units."""
+    base = re.sub(r"\^.*$", "", word)
+    if _CJK_RE.match(word):
+        return True
+    if BOUND_WORDS_RE.fullmatch(base.lower()) or base.lower() in _SEPARATOR_WORDS:
+        return False
+    known = canonical_unit(word) is not None
+    if "/" in word:
+        return known or min(len(p) for p in base.split("/")) >= 2
+    if len(base) == 1 or "^" in word:
+        measured = spaced or re.fullmatch(r"\s*-?[\d,]*\.\d+\s*", before)   # 2.5m^2: metres
+        return known and (len(base) > 1 or bool(measured and not has_variables(before)))
+    if len(base) >= 3:
+        return spaced or known
+    return base in _UNIT_WORDS_SHORT or (spaced and known)
 
 
 def is_label(s: str) -> bool:
@@ -392,26 +421,31 @@ def _parse_single(s: str, percent: bool, depth: int, unit: str = ""):
         return Seq(items, pm=True, raw=s)
     parts, ops = _split_relation(s)
     if ops:
-        return _relation(parts, ops, depth)
+        return _relation(parts, ops, depth, unit)
     if re.search(r"\\begin\{(?:[pbB]?matrix|array)\}", s):
         return MatrixExpr(_arrays_as_matrices(s))
     return Scalar(s, percent, unit)
 
 
-def _relation(parts: list[str], ops: list[str], depth: int):
+def _relation(parts: list[str], ops: list[str], depth: int, unit: str = ""):
     if any(not p for p in parts):
+        if ops == [r"\in"] and not parts[0]:
+            return _parse(parts[1], depth + 1)      # "\in [1, 2]": the set named
+        if any(op != "=" for op in ops):
+            # "\ge 3", "> 3", "\ne 3" bound or exclude a value, they do not state one
+            return Relation(tuple(parts), tuple(ops))
         return Scalar(" ".join(parts))
     if all(op == "=" for op in ops):
         named = _named_tuple(parts[0], parts[-1], depth)
         if named is not None:
             return named
         if len(parts) >= 3:
-            return Assign(parts[0], _parse(parts[-1], depth + 1), parts[-1])
+            return Assign(parts[0], _with_unit(_parse(parts[-1], depth + 1), unit), parts[-1])
         if is_label(parts[0]) or (not has_variables(parts[0]) and not (
                 re.fullmatch(r"\s*-?[\d.]+\s*", parts[0]) and has_variables(parts[1]))):
             # "x = 3", "f(x) = 1"; or a computation "\frac{1}{2} \cdot 20 = 10": the value
             # counts. "7 = 11a + c" is a constraint on a and c, not a value: an equation.
-            return Assign(parts[0], _parse(parts[1], depth + 1), parts[1])
+            return Assign(parts[0], _with_unit(_parse(parts[1], depth + 1), unit), parts[1])
         if is_label(parts[1]) and (re.fullmatch(r"[-\d\s.]+", parts[0]) or not (
                 _names(parts[1]) & _names(parts[0]))):
             # "12 = x"; "2x + 3 = y": the label on the right names the value on the left
@@ -419,6 +453,14 @@ def _relation(parts: list[str], ops: list[str], depth: int):
     if ops == [r"\in"] and is_label(parts[0]):
         return _parse(parts[1], depth + 1)
     return Relation(tuple(parts), tuple(ops))
+
+
+def _with_unit(value, unit: str):
+    """``value`` carrying the unit that was taken off the end of ``label = value`` (``d = 5
+    \\text{ m}``), so that it is compared like the bare ``5 \\text{ m}``."""
+    if unit and isinstance(value, Scalar) and not value.unit:
+        return Scalar(value.text, value.percent, unit)
+    return value
 
 
 def has_variables(s: str) -> bool:
