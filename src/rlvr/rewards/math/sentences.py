@@ -17,8 +17,10 @@ _FUNC_WORDS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "exp", "sqrt", "
                "mod", "pmod", "gcd", "lcm", "max", "min", "det", "arcsin", "arccos", "arctan",
                "and", "or", "infty", "cdot", "times", "circ", "left", "right", "pmatrix",
                "bmatrix", "begin", "end", "pct", "percent", "dfrac", "tfrac"}
-# Lookbehinds are ASCII: a number right after a CJK character ("共有12种") is still a number.
-NUMBER_RE = re.compile(r"(?<![A-Za-z0-9_.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?\s*%?|"
+# Lookbehinds are ASCII: a number right after a CJK character ("共有12种") is still a number;
+# a Chinese scale after the digits is part of it ("2万" is 20000).
+NUMBER_RE = re.compile(r"(?<![A-Za-z0-9_.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+                       r"(?:万亿|亿|万)?\s*%?|"
                        r"(?<![A-Za-z0-9_.])[-+]?\.\d+%?")
 _ZH_NUMERAL_RE = re.compile(f"(?:百分之)?[{ZH_NUMERAL_CHARS}]+")
 # Common words that contain numeral characters but are not numbers (一共 "altogether", 一样

@@ -98,6 +98,9 @@ _UNIT_WORDS_SHORT = {"cm", "mm", "km", "kg", "mg", "ml", "ft", "lb", "lbs", "oz"
 _EMPTY_RE = re.compile(r"^(?:there (?:are|is) )?no (?:real |integer |positive )?(?:solutions?|roots?|"
                        r"values?)(?: exists?)?$|^(?:the )?empty set$|^\\emptyset$|^\\\{\s*\\\}$|^無解$|^无解$",
                        re.I)
+_REALS_RE = re.compile(r"(?:x (?:can be|is) )?(?:the set of |the )?(?:all |any |every )?"
+                       r"real (?:numbers?|values?)(?: of x)?|all (?:the )?reals|"
+                       r"(?:all|全体)?实数(?:集)?")
 _REL_OPS = re.compile(r"\\le(?![a-zA-Z])|\\ge(?![a-zA-Z])|\\ne(?![a-zA-Z])|\\in(?![a-zA-Z])|"
                       r"\\notin(?![a-zA-Z])|<|>|=")
 _THOUSANDS_RE = re.compile(r"(?<![\d.,(\[{])[1-9]\d{0,2}(?:,\d{3})+(?![\d,)\]}])")
@@ -168,6 +171,13 @@ def _strip_units(s: str) -> tuple[str, bool, str]:
         if not m or not re.search(r"\d", s[:m.start()]):
             break
         word = m.group(1) or m.group(2)     # group 2: a one-letter unit after "5 " (5 m, 3 s)
+        scale = re.match(r"万亿|亿|万", word)
+        if scale and re.search(r"\d$", s[:m.start(1)].rstrip()):
+            # "2万人": 万 belongs to the number (20000, read by .numbers), 人 is a counted noun
+            if word[scale.end():]:
+                removed.insert(0, word[scale.end():])
+            s = s[:m.start(1) + scale.end()].strip()
+            break
         start = m.start(1) if m.group(1) else m.start(2)
         if _is_unit_word(word, s[:m.start()], spaced=s[:start][-1:].isspace()):
             if s[:m.start()].rstrip().endswith("\\"):
@@ -206,12 +216,13 @@ def _is_unit_word(word: str, before: str, spaced: bool) -> bool:
 
 def is_label(s: str) -> bool:
     """Whether ``s`` names a quantity rather than computing one: ``x``, ``a_{37}``, ``f(x)``,
-    ``|AB|``, ``A:B``, ``\\frac{NO}{BO}``, ``V_1:V_2``, ``P(A)``. Sums, products with numbers
-    and powers are not labels (``a + 3z``, ``x^2/4``)."""
+    ``f^{-1}(x)``, ``A \\cup B``, ``|AB|``, ``A:B``, ``\\frac{NO}{BO}``, ``V_1:V_2``, ``P(A)``.
+    Sums, products with numbers and powers are not labels (``a + 3z``, ``x^2/4``)."""
     t = s.replace(" ", "")
     if not t or len(t) > 40:
         return False
     t = re.sub(r"_\{[^{}]*\}|_\\?[A-Za-z0-9]", "", t)
+    t = re.sub(r"\^\{?-1\}?(?=\()", "", t)     # f^{-1}(x): the inverse function, a name
     t = re.sub(r"(?<=[A-Za-z}])\([^()]*\)", "", t)
     t = re.sub(r"\\(?:frac|overline|angle|triangle|vec|mathbf|mathrm|operatorname|text|hat|bar)", "", t)
     t = re.sub(r"[{}|:/'()]|\\prime|\\\|", "", t)
@@ -338,10 +349,38 @@ def _as_text(s: str) -> Text | None:
     spelled = english_number(words)
     if spelled is not None:      # "five", "two thirds", "negative three": a number
         return _number_scalar(*spelled)
+    per = re.fullmatch(r"(?i)(.+?)\s*(?:percent|per cent|%|\\%)", words)
+    spelled = english_number(per.group(1)) if per else None
+    if spelled is not None:      # "fifty percent"
+        return Scalar(_number_scalar(*spelled).text, percent=True)
+    named = _named_set(words)
+    if named is not None:
+        return named
     if re.fullmatch(r"[A-Za-z][A-Za-z'\s.-]*[A-Za-z.]|[A-Za-z]{2,}", words) and not re.search(
-            r"(?<![A-Za-z])(?:and|or)(?![A-Za-z])", words):
+            r"(?<![A-Za-z])(?:and|or)(?![A-Za-z])", words) and not _letter_algebra(words):
         if len(words) >= 3 or inner is not None or words.lower() in ("no", "ok"):
             return Text(" ".join(words.lower().rstrip(".").split()))
+    return None
+
+
+def _letter_algebra(words: str) -> bool:
+    """Whether letters joined by minus signs are algebra, not a word answer: ``p - q``,
+    ``ab - c`` (a spaced minus between short names) or ``a-b`` (a hyphen between single letters);
+    ``x-intercept`` and ``well-defined`` are words."""
+    if re.search(r"(?<![A-Za-z])[A-Za-z]-[A-Za-z](?![A-Za-z])", words):
+        return all(len(t) == 1 for t in re.split(r"\s*-\s*", words))
+    return bool(re.search(r"\s-\s", words)) and all(
+        1 <= len(t) <= 3 and t.isalpha() for t in re.split(r"\s+-\s+", words))
+
+
+def _named_set(words: str) -> SetExpr | None:
+    """A set of reals named in words: ``all real numbers`` -> ``\\mathbb{R}``, ``no solution``
+    -> ``\\emptyset``."""
+    w = " ".join(words.lower().rstrip(".").split())
+    if _EMPTY_RE.match(w):
+        return SetExpr(r"\emptyset")
+    if _REALS_RE.fullmatch(w):
+        return SetExpr(r"\mathbb{R}")
     return None
 
 
@@ -375,8 +414,19 @@ def _separators_to_commas(s: str) -> str:
 
 
 def _make_seq(items, open_, close, raw, depth):
+    if open_ in ("{", ""):
+        # a set or list element "1 \pm \sqrt{5}" or "x = \pm 1" stands for two elements
+        items = [v for it in items for v in (
+            _pm_variants(it) if r"\pm" in it or r"\mp" in it else (it,))]
     parsed = tuple(_parse(it, depth + 1) for it in items)
     return Seq(_group_assignments(parsed), open_, close, raw=raw)
+
+
+def _pm_variants(s: str) -> tuple[str, str]:
+    """``a \\pm b`` -> ``("a + b", "a - b")`` (every ``\\pm`` takes the same sign)."""
+    plus = s.replace(r"\mp", "-").replace(r"\pm", "+")
+    minus = s.replace(r"\mp", "+").replace(r"\pm", "-")
+    return re.sub(r"^\s*\+", "", plus), minus
 
 
 def _group_assignments(items: tuple) -> tuple:
@@ -411,13 +461,10 @@ def _parse_single(s: str, percent: bool, depth: int, unit: str = ""):
             return _make_seq(items, open_, close, s, depth)
         if open_ == "(" and close == ")":
             return _parse(inner, depth + 1)
-    if re.search(r"\\cup|\\cap|\\setminus|\\mathbb\{R\}|\\emptyset", s):
+    if re.search(r"\\cup|\\cap|\\setminus|\\mathbb\{R\}|\\emptyset", s) and not _names_a_set(s):
         return SetExpr(s)
     if r"\pm" in s or r"\mp" in s:
-        plus = s.replace(r"\mp", "-").replace(r"\pm", "+", 1).replace(r"\pm", "+")
-        minus = s.replace(r"\mp", "+").replace(r"\pm", "-", 1).replace(r"\pm", "-")
-        plus, minus = re.sub(r"^\s*\+", "", plus), minus
-        items = _group_assignments((_parse(plus, depth + 1), _parse(minus, depth + 1)))
+        items = _group_assignments(tuple(_parse(v, depth + 1) for v in _pm_variants(s)))
         return Seq(items, pm=True, raw=s)
     parts, ops = _split_relation(s)
     if ops:
@@ -425,6 +472,13 @@ def _parse_single(s: str, percent: bool, depth: int, unit: str = ""):
     if re.search(r"\\begin\{(?:[pbB]?matrix|array)\}", s):
         return MatrixExpr(_arrays_as_matrices(s))
     return Scalar(s, percent, unit)
+
+
+def _names_a_set(s: str) -> bool:
+    """``A \\cup B = \\{1, 2\\}``, ``x \\in \\mathbb{R}``: a name on the left of ``=`` or
+    ``\\in`` (read as a relation, whose right side is the answer), not a set expression."""
+    parts, ops = _split_relation(s)
+    return len(ops) == 1 and ops[0] in ("=", r"\in") and is_label(parts[0])
 
 
 def _relation(parts: list[str], ops: list[str], depth: int, unit: str = ""):
