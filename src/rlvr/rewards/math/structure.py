@@ -214,6 +214,16 @@ def _is_unit_word(word: str, before: str, spaced: bool) -> bool:
     return base in _UNIT_WORDS_SHORT or (spaced and known)
 
 
+def unit_reading(node: Scalar, unit: str) -> Scalar:
+    """``node`` read with a one-letter unit written onto its number (``25m^2``, ``5m``) when
+    that spells ``unit``, the reference's unit: next to ``25 \\text{ m}^2`` the response
+    ``25m^2`` is square metres, where alone it is a product. ``node`` itself otherwise."""
+    m = re.fullmatch(r"\s*(-?\d[\d,]*(?:\.\d+)?)\s*([A-Za-z](?:\^\{?[23]\}?)?)\s*", node.text)
+    if node.unit or not m or canonical_unit(m.group(2)) != unit:
+        return node
+    return Scalar(m.group(1), node.percent, unit)
+
+
 def is_label(s: str) -> bool:
     """Whether ``s`` names a quantity rather than computing one: ``x``, ``a_{37}``, ``f(x)``,
     ``f^{-1}(x)``, ``A \\cup B``, ``|AB|``, ``A:B``, ``\\frac{NO}{BO}``, ``V_1:V_2``, ``P(A)``.
