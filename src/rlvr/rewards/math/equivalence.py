@@ -19,13 +19,15 @@ from .realsets import as_relation, compare_equations, compare_real_sets, compare
 from .scalars import compare_scalars
 from .sequences import compare_seq
 from .structure import (Assign, Clock, Matrix, MatrixExpr, Relation, Scalar, Seq, SetExpr, Text,
-                        parse_answer)
+                        parse_answer, unit_reading)
 
 
 def compare(ref, resp, policy: Policy = Policy()) -> Outcome:
     """Compare parsed reference ``ref`` with parsed response ``resp`` (any shapes)."""
     if isinstance(ref, Text) or isinstance(resp, Text):
         return _compare_text(ref, resp)
+    if isinstance(ref, Scalar) and ref.unit and isinstance(resp, Scalar):
+        resp = unit_reading(resp, ref.unit)     # 25m^2 for 25 \text{ m}^2: square metres
     if isinstance(ref, Clock) or isinstance(resp, Clock):
         return _compare_clocks(ref, resp, policy)
     if isinstance(ref, Assign) and not isinstance(resp, (Assign, Relation)):

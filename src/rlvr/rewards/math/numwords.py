@@ -29,8 +29,8 @@ _ARABIC_RE = re.compile(r"\d+(?:\.\d+)?")
 
 def chinese_number(t: str) -> Parsed | None:
     """Parse a number written in Chinese (digits 零..九, units 十 百 千 万 亿, decimal point 点,
-    minus sign 负, fractions ``X分之Y`` = Y/X, mixed numbers ``A又X分之Y``); Arabic digits may
-    stand in for any part (``负5``, ``3分之2``). ``百分之`` (percent) is handled by the caller.
+    minus sign 负, fractions ``X分之Y`` = Y/X, mixed numbers ``A又X分之Y`` or ``1又1/2``); Arabic
+    digits may stand in for any part (``负5``, ``3分之2``). ``百分之`` (percent) is handled by the caller.
     Returns ``None`` for anything else."""
     t = t.strip()
     if not t or not re.search(f"[{ZH_NUMERAL_CHARS}]", t):
@@ -41,9 +41,15 @@ def chinese_number(t: str) -> Parsed | None:
     if "又" in t:
         head, _, t = t.partition("又")
         w = _zh_plain(head)
-        if w is None or w[1] is not None or "分之" not in t:
+        slash = re.fullmatch(r"(\d+)\s*/\s*(\d+)", t.strip())     # 1又1/2: an Arabic fraction
+        if w is None or w[1] is not None or ("分之" not in t and not slash):
             return None
         whole = w[0]
+        if slash:
+            if int(slash.group(2)) == 0:
+                return None
+            v = whole + Fraction(int(slash.group(1)), int(slash.group(2)))
+            return (-v if neg else v), None
     if "分之" in t:
         den_s, _, num_s = t.partition("分之")
         den, num = _zh_plain(den_s), _zh_plain(num_s)

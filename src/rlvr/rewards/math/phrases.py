@@ -28,6 +28,9 @@ _HEDGE_RE = re.compile(r"(?i)\b(?:maybe|possibly|perhaps|probably|not sure|eithe
                        r"(?:could|might) (?:also )?be)\b|可能|不确定|也许|或许")
 _EMPTY_PHRASE_RE = re.compile(r"(?i)\bno (?:real |integer |positive )?(?:solutions?|roots?)\b|"
                               r"\bempty set\b|无解|没有(?:实数)?解")
+_REALS_PHRASE_RE = re.compile(r"(?i)\b(?:all|any|every) real (?:numbers?|values?)\b|"
+                              r"\ball reals\b|全体实数")
+_NEGATION_RE = re.compile(r"(?i)\b(?:not|no|except|but|other than)\b|不|除")
 SHORT_CHARS = 160
 _MAX_MARKERS = 6          # only the last few marker phrases can hold the final answer
 _MAX_SEGMENT = 3000       # an answer sentence longer than this is not an answer
@@ -122,8 +125,9 @@ _LEADING_OPTION_RE = re.compile(r"\(?([A-E])[.)]\s+(?=[A-Z])")
 
 def from_bare(text: str) -> Extraction | None:
     """A short response (at most :data:`SHORT_CHARS` characters) that is only an answer: maths,
-    one sentence stating a value, a leading option letter, "no solutions"; None for longer
-    text, several sentences, a question, a cut-off sentence or prose without a value."""
+    one sentence stating a value, a leading option letter, "no solutions", "all real numbers";
+    None for longer text, several sentences, a question, a cut-off sentence or prose without a
+    value."""
     t = text.strip()
     if not t or len(t) > SHORT_CHARS:
         return None
@@ -146,6 +150,8 @@ def from_bare(text: str) -> Extraction | None:
         return Extraction(Status.wrong, ans, "bare")
     if _EMPTY_PHRASE_RE.search(t) and not re.search(r"\d", t):
         return Extraction(Status.wrong, r"\emptyset", "bare")
+    if _REALS_PHRASE_RE.search(t) and not re.search(r"\d", t) and not _NEGATION_RE.search(t):
+        return Extraction(Status.wrong, r"\mathbb{R}", "bare")     # "All real numbers."
     if len(spans) == 1:
         return Extraction(Status.wrong, spans[0][2], "bare")
     return None

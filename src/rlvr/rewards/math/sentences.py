@@ -10,14 +10,17 @@ import re
 from .clock import FIND_RE as CLOCK_RE
 from .normalize import compact, currency_decimal_comma
 from .numwords import ZH_NUMERAL_CHARS, english_number, english_numbers_in
+from .units import BOUND_WORDS_RE
 
 _COPULA_RE = re.compile(r"(?i)(?:\s(?:is|are|was|equals|be|it's|its)\s)|(?:是|为|等于)")
 _FUNC_WORDS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "exp", "sqrt", "frac", "text",
                "mod", "pmod", "gcd", "lcm", "max", "min", "det", "arcsin", "arccos", "arctan",
                "and", "or", "infty", "cdot", "times", "circ", "left", "right", "pmatrix",
                "bmatrix", "begin", "end", "pct", "percent", "dfrac", "tfrac"}
-# Lookbehinds are ASCII: a number right after a CJK character ("共有12种") is still a number.
-NUMBER_RE = re.compile(r"(?<![A-Za-z0-9_.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?\s*%?|"
+# Lookbehinds are ASCII: a number right after a CJK character ("共有12种") is still a number;
+# a Chinese scale after the digits is part of it ("2万" is 20000).
+NUMBER_RE = re.compile(r"(?<![A-Za-z0-9_.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+                       r"(?:万亿|亿|万)?\s*%?|"
                        r"(?<![A-Za-z0-9_.])[-+]?\.\d+%?")
 _ZH_NUMERAL_RE = re.compile(f"(?:百分之)?[{ZH_NUMERAL_CHARS}]+")
 # Common words that contain numeral characters but are not numbers (一共 "altogether", 一样
@@ -120,11 +123,11 @@ def refine(seg: str) -> str | None:
     spans = math_spans(seg)
     distinct = {compact(s[2]) for s in spans}
     if len(distinct) == 1 and not re.search(r"\d", strip_spans(seg)):
-        return spans[-1][2]
+        return seg if _bounded(seg) else spans[-1][2]
     nums = {n.group(0).replace(" ", "")
             for n in NUMBER_RE.finditer(currency_decimal_comma(strip_spans(seg)))}
     if len(nums) == 1 and not spans:
-        return _math_token(seg, nums.pop())
+        return seg if _bounded(seg) else _math_token(seg, nums.pop())
     if not nums and not spans:
         zh = zh_numerals(seg)
         if len(zh) == 1:
@@ -135,6 +138,18 @@ def refine(seg: str) -> str | None:
     if spans and seg.rstrip(" .").endswith("$"):
         return spans[-1][2]
     return None
+
+
+def _bounded(seg: str) -> bool:
+    """Whether the sentence bounds or denies its one value instead of stating it (``"more than
+    12"``, ``"at least $12$"``, ``"12 or more"``, ``"not 12"``): then the whole sentence is the
+    answer, which is not the value."""
+    for m in BOUND_WORDS_RE.finditer(seg):
+        if re.match(r"\s*(?:\$|\\\()?\s*[-+]?\.?\d", seg[m.end():]):
+            return True
+        if re.match(r"(?i)or|at", m.group(0)) and re.search(r"[\d$)]\s*$", seg[:m.start()]):
+            return True
+    return False
 
 
 _TRAILING_ASSIGN_RE = re.compile(r"(?:^|[\s,:;])([A-Za-z](?:_\{?\w+\}?)?(?:\([a-z]\))?\s*=\s*[^=]+?)\s*$")

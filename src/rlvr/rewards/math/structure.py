@@ -19,7 +19,7 @@ from functools import lru_cache
 
 from .clock import Clock, parse_clock  # noqa: F401  (Clock is a parsed shape)
 from .numwords import english_number
-from .units import canonical_unit
+from .units import BOUND_WORDS_RE, canonical_unit
 from .normalize import clean_latex, find_group, split_top_level, unwrap_command
 
 
@@ -98,6 +98,9 @@ _UNIT_WORDS_SHORT = {"cm", "mm", "km", "kg", "mg", "ml", "ft", "lb", "lbs", "oz"
 _EMPTY_RE = re.compile(r"^(?:there (?:are|is) )?no (?:real |integer |positive )?(?:solutions?|roots?|"
                        r"values?)(?: exists?)?$|^(?:the )?empty set$|^\\emptyset$|^\\\{\s*\\\}$|^無解$|^无解$",
                        re.I)
+_REALS_RE = re.compile(r"(?:x (?:can be|is) )?(?:the set of |the )?(?:all |any |every )?"
+                       r"real (?:numbers?|values?)(?: of x)?|all (?:the )?reals|"
+                       r"(?:all|全体)?实数(?:集)?")
 _REL_OPS = re.compile(r"\\le(?![a-zA-Z])|\\ge(?![a-zA-Z])|\\ne(?![a-zA-Z])|\\in(?![a-zA-Z])|"
                       r"\\notin(?![a-zA-Z])|<|>|=")
 _THOUSANDS_RE = re.compile(r"(?<![\d.,(\[{])[1-9]\d{0,2}(?:,\d{3})+(?![\d,)\]}])")
@@ -110,7 +113,8 @@ _APPROX_WORDS_RE = re.compile(r"(?i)(?:^|(?<=[\s=]))(?:about|approximately|appro
 
 def _replace_text_groups(s: str) -> tuple[str, str]:
     """Resolve every ``\\text{...}``: separators become commas, scale words become powers of
-    ten, other words are units (dropped) unless the whole answer is text. Returns the text and
+    ten, words that bound the value (``at least``) or hold a number stay, other words are units
+    (dropped) unless the whole answer is text. Returns the text and
     the unit word that ended it (``5\\text{ cm}`` -> ``("5 ", "cm")``), if any."""
     out, i, trailing = [], 0, ""
     has_math = bool(re.search(r"[\d\\^=+]", re.sub(r"\\text\{[^{}]*\}", "", s)))
@@ -130,6 +134,10 @@ def _replace_text_groups(s: str) -> tuple[str, str]:
             out.append(" , ")
         elif low in _SCALE:
             out.append(r" \times 10^{%d}" % _SCALE[low])
+        elif BOUND_WORDS_RE.search(inner) or re.search(r"\d", inner):
+            # "\text{at least } 12", "12 \text{ or more}", "3 \text{ (or 4)}": not a unit; kept,
+            # so the answer does not read as the bare value
+            out.append(f" {inner} ")
         elif has_math and not re.fullmatch(r"[\d.,\s()+-]+", inner):
             out.append(" ")
             unit_power = re.match(r"\s*\^\s*\{?\s*[23]\s*\}?", s[end:])
@@ -163,9 +171,15 @@ def _strip_units(s: str) -> tuple[str, bool, str]:
         if not m or not re.search(r"\d", s[:m.start()]):
             break
         word = m.group(1) or m.group(2)     # group 2: a one-letter unit after "5 " (5 m, 3 s)
-        base = re.sub(r"\^.*$", "", word)
-        if (len(base) >= 3 and base.lower() not in _SEPARATOR_WORDS) or base in _UNIT_WORDS_SHORT \
-                or "^" in word or "/" in word or _CJK_RE.match(word):
+        scale = re.match(r"万亿|亿|万", word)
+        if scale and re.search(r"\d$", s[:m.start(1)].rstrip()):
+            # "2万人": 万 belongs to the number (20000, read by .numbers), 人 is a counted noun
+            if word[scale.end():]:
+                removed.insert(0, word[scale.end():])
+            s = s[:m.start(1) + scale.end()].strip()
+            break
+        start = m.start(1) if m.group(1) else m.start(2)
+        if _is_unit_word(word, s[:m.start()], spaced=s[:start][-1:].isspace()):
             if s[:m.start()].rstrip().endswith("\\"):
                 break
             removed.insert(0, word)
@@ -175,14 +189,50 @@ def _strip_units(s: str) -> tuple[str, bool, str]:
     return s, percent, " ".join(removed)
 
 
+def _is_unit_word(word: str, before: str, spaced: bool) -> bool:
+    """Whether ``word``, ending an answer after ``before``, is a unit (or a counted noun such as
+    ``apples``) rather than algebra. A power or a single letter is algebra unless it spells a
+    unit of measurement: ``3R^2``, ``4x^2`` and ``\\pi r^2 h`` keep their letters, ``5 cm^2`` and
+    ``12 \\text{ft}^3`` do not. A one-letter unit (``5 m``, ``5 m^2``) needs a number without
+    variables before it, and a space unless the number is a decimal (``1,000.99m^2``): ``5m``
+    and ``5m^2`` are products. Written onto the number, a two-letter unit must be a common
+    abbreviation (``5cm``; ``2ms`` is a product) and a longer word a unit (``5abc`` is a
+    product). Words that bound or deny the value (``or more``, ``not``) are never units."""
+    base = re.sub(r"\^.*$", "", word)
+    if _CJK_RE.match(word):
+        return True
+    if BOUND_WORDS_RE.fullmatch(base.lower()) or base.lower() in _SEPARATOR_WORDS:
+        return False
+    known = canonical_unit(word) is not None
+    if "/" in word:
+        return known or min(len(p) for p in base.split("/")) >= 2
+    if len(base) == 1 or "^" in word:
+        measured = spaced or re.fullmatch(r"\s*-?[\d,]*\.\d+\s*", before)   # 2.5m^2: metres
+        return known and (len(base) > 1 or bool(measured and not has_variables(before)))
+    if len(base) >= 3:
+        return spaced or known
+    return base in _UNIT_WORDS_SHORT or (spaced and known)
+
+
+def unit_reading(node: Scalar, unit: str) -> Scalar:
+    """``node`` read with a one-letter unit written onto its number (``25m^2``, ``5m``) when
+    that spells ``unit``, the reference's unit: next to ``25 \\text{ m}^2`` the response
+    ``25m^2`` is square metres, where alone it is a product. ``node`` itself otherwise."""
+    m = re.fullmatch(r"\s*(-?\d[\d,]*(?:\.\d+)?)\s*([A-Za-z](?:\^\{?[23]\}?)?)\s*", node.text)
+    if node.unit or not m or canonical_unit(m.group(2)) != unit:
+        return node
+    return Scalar(m.group(1), node.percent, unit)
+
+
 def is_label(s: str) -> bool:
     """Whether ``s`` names a quantity rather than computing one: ``x``, ``a_{37}``, ``f(x)``,
-    ``|AB|``, ``A:B``, ``\\frac{NO}{BO}``, ``V_1:V_2``, ``P(A)``. Sums, products with numbers
-    and powers are not labels (``a + 3z``, ``x^2/4``)."""
+    ``f^{-1}(x)``, ``A \\cup B``, ``|AB|``, ``A:B``, ``\\frac{NO}{BO}``, ``V_1:V_2``, ``P(A)``.
+    Sums, products with numbers and powers are not labels (``a + 3z``, ``x^2/4``)."""
     t = s.replace(" ", "")
     if not t or len(t) > 40:
         return False
     t = re.sub(r"_\{[^{}]*\}|_\\?[A-Za-z0-9]", "", t)
+    t = re.sub(r"\^\{?-1\}?(?=\()", "", t)     # f^{-1}(x): the inverse function, a name
     t = re.sub(r"(?<=[A-Za-z}])\([^()]*\)", "", t)
     t = re.sub(r"\\(?:frac|overline|angle|triangle|vec|mathbf|mathrm|operatorname|text|hat|bar)", "", t)
     t = re.sub(r"[{}|:/'()]|\\prime|\\\|", "", t)
@@ -309,10 +359,38 @@ def _as_text(s: str) -> Text | None:
     spelled = english_number(words)
     if spelled is not None:      # "five", "two thirds", "negative three": a number
         return _number_scalar(*spelled)
+    per = re.fullmatch(r"(?i)(.+?)\s*(?:percent|per cent|%|\\%)", words)
+    spelled = english_number(per.group(1)) if per else None
+    if spelled is not None:      # "fifty percent"
+        return Scalar(_number_scalar(*spelled).text, percent=True)
+    named = _named_set(words)
+    if named is not None:
+        return named
     if re.fullmatch(r"[A-Za-z][A-Za-z'\s.-]*[A-Za-z.]|[A-Za-z]{2,}", words) and not re.search(
-            r"(?<![A-Za-z])(?:and|or)(?![A-Za-z])", words):
+            r"(?<![A-Za-z])(?:and|or)(?![A-Za-z])", words) and not _letter_algebra(words):
         if len(words) >= 3 or inner is not None or words.lower() in ("no", "ok"):
             return Text(" ".join(words.lower().rstrip(".").split()))
+    return None
+
+
+def _letter_algebra(words: str) -> bool:
+    """Whether letters joined by minus signs are algebra, not a word answer: ``p - q``,
+    ``ab - c`` (a spaced minus between short names) or ``a-b`` (a hyphen between single letters);
+    ``x-intercept`` and ``well-defined`` are words."""
+    if re.search(r"(?<![A-Za-z])[A-Za-z]-[A-Za-z](?![A-Za-z])", words):
+        return all(len(t) == 1 for t in re.split(r"\s*-\s*", words))
+    return bool(re.search(r"\s-\s", words)) and all(
+        1 <= len(t) <= 3 and t.isalpha() for t in re.split(r"\s+-\s+", words))
+
+
+def _named_set(words: str) -> SetExpr | None:
+    """A set of reals named in words: ``all real numbers`` -> ``\\mathbb{R}``, ``no solution``
+    -> ``\\emptyset``."""
+    w = " ".join(words.lower().rstrip(".").split())
+    if _EMPTY_RE.match(w):
+        return SetExpr(r"\emptyset")
+    if _REALS_RE.fullmatch(w):
+        return SetExpr(r"\mathbb{R}")
     return None
 
 
@@ -346,8 +424,19 @@ def _separators_to_commas(s: str) -> str:
 
 
 def _make_seq(items, open_, close, raw, depth):
+    if open_ in ("{", ""):
+        # a set or list element "1 \pm \sqrt{5}" or "x = \pm 1" stands for two elements
+        items = [v for it in items for v in (
+            _pm_variants(it) if r"\pm" in it or r"\mp" in it else (it,))]
     parsed = tuple(_parse(it, depth + 1) for it in items)
     return Seq(_group_assignments(parsed), open_, close, raw=raw)
+
+
+def _pm_variants(s: str) -> tuple[str, str]:
+    """``a \\pm b`` -> ``("a + b", "a - b")`` (every ``\\pm`` takes the same sign)."""
+    plus = s.replace(r"\mp", "-").replace(r"\pm", "+")
+    minus = s.replace(r"\mp", "+").replace(r"\pm", "-")
+    return re.sub(r"^\s*\+", "", plus), minus
 
 
 def _group_assignments(items: tuple) -> tuple:
@@ -382,36 +471,45 @@ def _parse_single(s: str, percent: bool, depth: int, unit: str = ""):
             return _make_seq(items, open_, close, s, depth)
         if open_ == "(" and close == ")":
             return _parse(inner, depth + 1)
-    if re.search(r"\\cup|\\cap|\\setminus|\\mathbb\{R\}|\\emptyset", s):
+    if re.search(r"\\cup|\\cap|\\setminus|\\mathbb\{R\}|\\emptyset", s) and not _names_a_set(s):
         return SetExpr(s)
     if r"\pm" in s or r"\mp" in s:
-        plus = s.replace(r"\mp", "-").replace(r"\pm", "+", 1).replace(r"\pm", "+")
-        minus = s.replace(r"\mp", "+").replace(r"\pm", "-", 1).replace(r"\pm", "-")
-        plus, minus = re.sub(r"^\s*\+", "", plus), minus
-        items = _group_assignments((_parse(plus, depth + 1), _parse(minus, depth + 1)))
+        items = _group_assignments(tuple(_parse(v, depth + 1) for v in _pm_variants(s)))
         return Seq(items, pm=True, raw=s)
     parts, ops = _split_relation(s)
     if ops:
-        return _relation(parts, ops, depth)
+        return _relation(parts, ops, depth, unit)
     if re.search(r"\\begin\{(?:[pbB]?matrix|array)\}", s):
         return MatrixExpr(_arrays_as_matrices(s))
     return Scalar(s, percent, unit)
 
 
-def _relation(parts: list[str], ops: list[str], depth: int):
+def _names_a_set(s: str) -> bool:
+    """``A \\cup B = \\{1, 2\\}``, ``x \\in \\mathbb{R}``: a name on the left of ``=`` or
+    ``\\in`` (read as a relation, whose right side is the answer), not a set expression."""
+    parts, ops = _split_relation(s)
+    return len(ops) == 1 and ops[0] in ("=", r"\in") and is_label(parts[0])
+
+
+def _relation(parts: list[str], ops: list[str], depth: int, unit: str = ""):
     if any(not p for p in parts):
+        if ops == [r"\in"] and not parts[0]:
+            return _parse(parts[1], depth + 1)      # "\in [1, 2]": the set named
+        if any(op != "=" for op in ops):
+            # "\ge 3", "> 3", "\ne 3" bound or exclude a value, they do not state one
+            return Relation(tuple(parts), tuple(ops))
         return Scalar(" ".join(parts))
     if all(op == "=" for op in ops):
         named = _named_tuple(parts[0], parts[-1], depth)
         if named is not None:
             return named
         if len(parts) >= 3:
-            return Assign(parts[0], _parse(parts[-1], depth + 1), parts[-1])
+            return Assign(parts[0], _with_unit(_parse(parts[-1], depth + 1), unit), parts[-1])
         if is_label(parts[0]) or (not has_variables(parts[0]) and not (
                 re.fullmatch(r"\s*-?[\d.]+\s*", parts[0]) and has_variables(parts[1]))):
             # "x = 3", "f(x) = 1"; or a computation "\frac{1}{2} \cdot 20 = 10": the value
             # counts. "7 = 11a + c" is a constraint on a and c, not a value: an equation.
-            return Assign(parts[0], _parse(parts[1], depth + 1), parts[1])
+            return Assign(parts[0], _with_unit(_parse(parts[1], depth + 1), unit), parts[1])
         if is_label(parts[1]) and (re.fullmatch(r"[-\d\s.]+", parts[0]) or not (
                 _names(parts[1]) & _names(parts[0]))):
             # "12 = x"; "2x + 3 = y": the label on the right names the value on the left
@@ -419,6 +517,14 @@ def _relation(parts: list[str], ops: list[str], depth: int):
     if ops == [r"\in"] and is_label(parts[0]):
         return _parse(parts[1], depth + 1)
     return Relation(tuple(parts), tuple(ops))
+
+
+def _with_unit(value, unit: str):
+    """``value`` carrying the unit that was taken off the end of ``label = value`` (``d = 5
+    \\text{ m}``), so that it is compared like the bare ``5 \\text{ m}``."""
+    if unit and isinstance(value, Scalar) and not value.unit:
+        return Scalar(value.text, value.percent, unit)
+    return value
 
 
 def has_variables(s: str) -> bool:

@@ -23,6 +23,7 @@ _UNITS = frozenset({
     "mm^2", "cm^2", "m^2", "km^2",                                     # area
     "m/s", "km/h", "mph",                                              # speed
 })
+_LENGTHS = frozenset({"mm", "cm", "dm", "m", "km", "in", "ft", "yd", "mi"})
 
 # spellings -> canonical name (lower-cased lookups; "L"/"mL" are handled by lower-casing)
 _ALIASES = {
@@ -41,6 +42,15 @@ _ALIASES = {
     "平方厘米": "cm^2", "平方米": "m^2", "平方千米": "km^2", "立方厘米": "cm^3", "立方米": "m^3",
 }
 
+# Words that bound, deny or hedge a value ("at least 12", "12 or more", "not 12", "more than
+# 12"): an answer carrying them does not state the value, so they are never dropped as units.
+BOUND_WORDS_RE = re.compile(
+    r"(?i)\b(?:at\s+(?:least|most)|(?:more|less|fewer|greater|larger|smaller|bigger|other|"
+    r"rather)\s+than|or\s+(?:more|less|fewer|greater|higher|lower|so|above|below|smaller|"
+    r"larger)|not|no\s+(?:more|less|fewer)|up\s+to|over|under|above|below|least|most|more|"
+    r"less|fewer|than|except|maybe|perhaps|possibly|probably|either|neither|nor|any|"
+    r"e\.g\.?|i\.e\.?|such\s+as|for\s+example|minimum|maximum)(?![A-Za-z])")
+
 
 def canonical_unit(word: str) -> str | None:
     """The canonical name of a unit of measurement (``"centimeters"`` -> ``"cm"``,
@@ -57,6 +67,6 @@ def canonical_unit(word: str) -> str | None:
                 continue
             name = _ALIASES.get(b, b)
             key = name + (power or "")
-            if key in _UNITS:
-                return key
+            if key in _UNITS or (power and name in _LENGTHS):
+                return key      # any length squared or cubed is an area or a volume
     return None
