@@ -122,11 +122,32 @@ def test_unknown_task_type_names_the_known_ones(pipeline):
         ({"plugins": ["no_such_module_xyz"]}, "plugins: cannot import"),
         ({"timeout_s": 0}, "greater than 0"),
         ({"wieghts": {}}, "Extra inputs are not permitted"),
+        # session 30 tour: these loaded, then every call (or the format reward) silently failed
+        ({"weights": {"outcome": 1.0, "formatt": 0.1}},
+         "weights.formatt: not a reward component; did you mean 'format'"),
+        ({"verifier_options": {"math": {"allow_last_numbr": True}}},
+         "verifier_options.math.allow_last_numbr: not an option of the math verifier; did you "
+         "mean 'allow_last_number'"),
+        ({"verifier_options": {"math": {"allow_last_number": "yes"}}},
+         "verifier_options.math.allow_last_number: expected bool, got 'yes'"),
+        ({"verifier_options": {"math": {"exact_sig_digits": 7.5}}}, "expected int, got 7.5"),
+        ({"verifier_options": {"mathz": {}}},
+         "verifier_options.mathz: no verifier is registered for task type 'mathz'; did you mean "
+         "'math'"),
     ],
 )
 def test_bad_config_is_rejected_with_the_field(fields, message):
     with pytest.raises(ValidationError, match=message):
         RewardConfig(**fields)
+
+
+def test_good_options_and_a_verifiers_own_components_load():
+    config = RewardConfig(weights={"outcome": 1.0, "format": 0.1, "rubric_length": 0.2},
+                          verifier_options={"math": {"allow_last_number": True,
+                                                     "exact_sig_digits": 7,
+                                                     "rounded_reference_tolerance": False},
+                                            "code": {"partial_credit": True}})
+    assert config.verifier_options["math"]["exact_sig_digits"] == 7
 
 
 def test_same_input_same_result_across_processes_and_runs():

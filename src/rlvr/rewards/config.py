@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from rlvr.rewards.registry import (AGGREGATORS, DEFAULT_TIMEOUT_S, FORMAT_RULES, VERIFIERS,
-                                   _load_builtins, load_plugins)
+from rlvr.rewards.registry import (AGGREGATORS, DEFAULT_TIMEOUT_S, FORMAT_RULES,
+                                   VERIFIER_OPTIONS, VERIFIERS, _load_builtins, load_plugins)
+
+# The components the pipeline itself computes (a verifier may add its own, e.g. a rubric's).
+BUILTIN_COMPONENTS = ("outcome", "format", "process")
+
+
+def _did_you_mean(name: str, known) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 class RewardConfig(BaseModel):
@@ -105,6 +115,12 @@ class RewardConfig(BaseModel):
                 f"weights: non-outcome components sum to {others:g} >= outcome {outcome:g}; "
                 "a wrong answer in perfect format would tie or beat a right one (R2)"
             )
+        for name in weights:
+            # a verifier's own components may have any name; one a letter or two away from a
+            # built-in one is a typo that would silently weigh nothing
+            hint = _did_you_mean(name, BUILTIN_COMPONENTS)
+            if name not in BUILTIN_COMPONENTS and hint:
+                raise ValueError(f"weights.{name}: not a reward component{hint}")
         return weights
 
     @model_validator(mode="after")
@@ -122,6 +138,8 @@ class RewardConfig(BaseModel):
             if name not in VERIFIERS:
                 raise ValueError(f"verifiers.{task_type}: {name!r} is not a registered verifier; "
                                  f"registered: {sorted(VERIFIERS)}")
+        for task_type, options in self.verifier_options.items():
+            _check_verifier_options(task_type, self.verifiers.get(task_type, task_type), options)
         for task_type, rule in self.format_rule.items():
             if rule not in FORMAT_RULES:
                 raise ValueError(
@@ -142,3 +160,32 @@ class RewardConfig(BaseModel):
         if task_type in self.timeout_overrides_s:
             return self.timeout_overrides_s[task_type]
         return DEFAULT_TIMEOUT_S.get(task_type, self.timeout_s)
+
+
+def _check_verifier_options(task_type: str, verifier: str, options: dict[str, Any]) -> None:
+    """``ValueError`` naming ``verifier_options.<task_type>.<key>`` for a task type with no
+    verifier, or an option its verifier does not have (with the closest name) or whose value
+    is not of its default's type (bool / int / float / str)."""
+    if verifier not in VERIFIERS:
+        raise ValueError(f"verifier_options.{task_type}: no verifier is registered for task "
+                         f"type {task_type!r}{_did_you_mean(task_type, VERIFIERS)} "
+                         f"(registered: {sorted(VERIFIERS)})")
+    schema = VERIFIER_OPTIONS.get(verifier)
+    if schema is None:
+        return
+    fields = {f.name: f for f in dataclasses.fields(schema)}
+    for key, value in options.items():
+        if key not in fields:
+            raise ValueError(f"verifier_options.{task_type}.{key}: not an option of the "
+                             f"{verifier} verifier{_did_you_mean(key, fields)} (options: "
+                             f"{sorted(fields)})")
+        default = fields[key].default
+        kind = type(default) if default is not dataclasses.MISSING else None
+        ok = (kind is None or (kind is bool and isinstance(value, bool))
+              or (kind is int and isinstance(value, int) and not isinstance(value, bool))
+              or (kind is float and isinstance(value, (int, float))
+                  and not isinstance(value, bool))
+              or (kind not in (bool, int, float) and isinstance(value, kind)))
+        if not ok:
+            raise ValueError(f"verifier_options.{task_type}.{key}: expected {kind.__name__}, "
+                             f"got {value!r}")

@@ -15,7 +15,7 @@ def _config(options: tuple[tuple[str, Any], ...]) -> MathVerifyConfig:
     return MathVerifyConfig(**dict(options))
 
 
-@register_verifier("math", format_rule="marked_answer")
+@register_verifier("math", format_rule="marked_answer", options=MathVerifyConfig)
 def math_outcome(completion: str, reference: Any, **options: Any) -> Verdict:
     """Outcome verifier for math (R3): extract the final answer of ``completion`` and compare it
     with ``reference`` (an answer string such as ``18`` or ``\\frac{1}{2}``, or a full GSM8K

@@ -38,6 +38,8 @@ AGGREGATORS: dict[str, Aggregator] = {}
 DEFAULT_FORMAT_RULE: dict[str, str] = {}
 # task type -> its verifier's wall-time bound in seconds, when not RewardConfig.timeout_s
 DEFAULT_TIMEOUT_S: dict[str, float] = {}
+# task type -> the dataclass of its verifier's keyword options (checked when a config loads)
+VERIFIER_OPTIONS: dict[str, type] = {}
 
 
 def _register(table: dict, kind: str, name: str) -> Callable:
@@ -51,7 +53,7 @@ def _register(table: dict, kind: str, name: str) -> Callable:
 
 
 def register_verifier(task_type: str, *, format_rule: str | None = None,
-                      timeout_s: float | None = None) -> Callable:
+                      timeout_s: float | None = None, options: type | None = None) -> Callable:
     """Register ``fn`` as the outcome verifier of ``task_type``.
 
     Args:
@@ -62,10 +64,15 @@ def register_verifier(task_type: str, *, format_rule: str | None = None,
             ``reward.timeout_overrides_s`` names the task type (default:
             ``reward.timeout_s``); for verifiers whose first call in a worker imports a
             library.
+        options: the dataclass whose fields are the verifier's keyword options: a config's
+            ``reward.verifier_options.<task_type>`` is then checked against its field names and
+            their defaults' types when it loads, instead of failing every call.
 
     Raises:
         ValueError: if another function is already registered under ``task_type``.
     """
+    if options is not None:
+        VERIFIER_OPTIONS[task_type] = options
     if format_rule is not None:
         DEFAULT_FORMAT_RULE[task_type] = format_rule
     if timeout_s is not None:
