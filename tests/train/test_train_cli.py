@@ -176,7 +176,10 @@ def test_resume_without_a_checkpoint_exits_2(tmp_path):
     (run / "config.yaml").write_text(Path(SMOKE).read_text())
     result = runner.invoke(app, ["train", "--resume", str(run)])
     assert result.exit_code == 2, result.output
-    assert "has no complete checkpoint" in " ".join(result.output.split())
+    message = " ".join(result.output.split())
+    assert "has no complete checkpoint" in message
+    # the restart it suggests keeps the run's own settings (session 30 tour: it dropped them)
+    assert f"rlvr train -c {run / 'config.yaml'} -o {run} --overwrite" in message
 
 
 def _saved_run(tmp_path, **sections) -> Path:
@@ -297,6 +300,16 @@ def test_a_run_directory_holding_files_is_refused_before_any_work(tmp_path):
     assert result.exit_code == 2 and "is not a directory" in " ".join(result.output.split())
     result = runner.invoke(app, ["train", "--resume", str(run), "--overwrite"])
     assert result.exit_code == 2 and "pass one of them" in " ".join(result.output.split())
+
+
+def test_sft_into_a_directory_holding_files_does_not_suggest_resume(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"step": 1}\n')
+    result = runner.invoke(app, ["sft", "--config", SMOKE, "-o", str(run)])
+    message = " ".join(result.output.split())
+    assert result.exit_code == 2 and "already holds files" in message
+    assert "--resume" not in message and "--overwrite" in message  # rlvr sft has no --resume
 
 
 def test_overwrite_clears_the_run_directory_first(tmp_path):

@@ -23,12 +23,13 @@ def run_dir_option(resume: Optional[Path], output_dir: Optional[Path], run_confi
 
 
 def prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool,
-                    option: str = "--output-dir") -> bool:
+                    option: str = "--output-dir", resumable: bool = True) -> bool:
     """Fail before any work (exit 2, naming ``option`` and the path) on a run directory that
     cannot take this run: a file in its place (or above it), an unwritable location, or a
     directory already holding a run (without ``--resume`` two runs' logs would interleave and
     the old ``sft_model/`` would become a later resume's KL reference). ``--overwrite``
-    clears such a directory first. Returns whether this run starts in an empty (or new)
+    clears such a directory first (``resumable``: the refusal suggests ``--resume``; `rlvr sft`
+    has none). Returns whether this run starts in an empty (or new)
     directory, which :func:`discard_failed_start` may then clear again."""
     if run_dir.exists() and not run_dir.is_dir():
         raise fail(f"{option} {run_dir}: exists and is not a directory (choose another "
@@ -40,9 +41,10 @@ def prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool,
         return False
     if run_dir.is_dir() and any(run_dir.iterdir()):
         if not overwrite:
-            raise fail(f"{run_dir} already holds files (a run?): continue that run with "
-                       f"--resume {run_dir}, run the same command again with --overwrite "
-                       f"added to clear it, or choose another --output-dir")
+            resume_hint = f"continue that run with --resume {run_dir}, " if resumable else ""
+            raise fail(f"{run_dir} already holds files (a run?): {resume_hint}run the same "
+                       f"command again with --overwrite added to clear it, or choose another "
+                       f"--output-dir")
         foreign = foreign_entries(run_dir)
         if foreign:
             shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more"

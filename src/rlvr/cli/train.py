@@ -110,7 +110,8 @@ def sft(
     run_dir = run_dir_for(run_config)
     check_run_inputs(run_config, set_)
     fresh = prepare_run_dir(run_dir, resume=False, overwrite=overwrite,
-                            option=run_dir_option(None, output_dir, run_config))
+                            option=run_dir_option(None, output_dir, run_config),
+                            resumable=False)
     err.print(f"[bold]rlvr sft[/] -> {run_dir}", soft_wrap=True)
     _print_config_summary(run_config, run_dir)
     try:

@@ -49,9 +49,13 @@ def resume_point(run_dir: Path, config, resume: bool) -> ResumePoint:
     before_grpo = resume and checkpoint is None  # killed during SFT or validation
     if before_grpo and not (config.sft.enabled and (complete_model(run_dir / SFT_MODEL_DIR)
                                                     or (run_dir / SFT_STATE).is_file())):
+        # the restart keeps the run's settings: its saved config.yaml is read before
+        # --overwrite clears the directory
+        saved = run_dir / "config.yaml"
+        config_arg = f"-c {saved} " if saved.is_file() else ""
         raise RunInputError(f"--resume: {run_dir} has no complete checkpoint and no "
                             f"SFT checkpoint (killed before anything was saved; start it "
-                            f"afresh with: rlvr train -o {run_dir} --overwrite)")
+                            f"afresh with: rlvr train {config_arg}-o {run_dir} --overwrite)")
     return ResumePoint(checkpoint, before_grpo)
 
 
