@@ -38,6 +38,15 @@ def test_typo_names_the_closest_valid_key(tmp_path):
         load_config(RewardConfig, path)
 
 
+@pytest.mark.parametrize("text", ["", "# just a comment\n", "{}\n"])
+def test_a_config_file_without_settings_is_refused(tmp_path, text):
+    # session 30 tour: an empty file silently ran the built-in defaults (not the default preset)
+    path = tmp_path / "empty.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"empty.yaml: holds no settings"):
+        load_config(RewardConfig, path)
+
+
 def test_wrong_type_names_field_and_value():
     with pytest.raises(ConfigError, match=r"--set 'workers=many': workers: .*integer.*\(got 'many'\)"):
         load_config(RewardConfig, None, ["workers=many"])

@@ -277,7 +277,12 @@ def load_config(model: type[M], path: str | Path | None = None,
             raise ConfigError(f"{path}: cannot read config ({exc.strerror or exc})") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path}: invalid YAML: {exc}") from None
-        if loaded is not None and not isinstance(loaded, dict):
+        if loaded is None or loaded == {}:
+            # an empty (or truncated) file would silently run the built-in defaults, which
+            # are not the default preset a user expects
+            raise ConfigError(f"{path}: holds no settings (an empty or all-comment file); "
+                              f"leave --config out for the default preset, or give settings")
+        if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: expected a mapping at the top level")
         data = loaded or {}
         if section is not None and isinstance(data.get(section), dict):
