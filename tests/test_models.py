@@ -40,6 +40,26 @@ def test_missing_model_path_raises_a_clear_error(tmp_path):
         assert str(err.value) == f"model path {name} does not exist"
 
 
+def test_a_directory_without_a_model_names_the_models_of_a_run_in_it(tmp_path):
+    # session 30 tour: a run directory given as --model failed with transformers' advice to
+    # install sentencepiece / tiktoken
+    run = tmp_path / "run"
+    for sub in ("sft_model", "checkpoints/step-000002", "checkpoints/step-000010",
+                "checkpoints/step-000011"):
+        (run / sub).mkdir(parents=True)
+    for sub in ("sft_model", "checkpoints/step-000002", "checkpoints/step-000010"):
+        (run / sub / "config.json").write_text("{}")
+    with pytest.raises(ModelLoadError) as err:
+        load_model_and_tokenizer(str(run))
+    assert str(err.value) == (f"model path {run} holds no model (no config.json or "
+                              f"adapter_config.json); did you mean {run / 'sft_model'} or "
+                              f"{run / 'checkpoints' / 'step-000010'}?")
+    from rlvr.models.loader import missing_model_path
+
+    assert missing_model_path(str(run / "sft_model")) is None
+    assert missing_model_path(str(tmp_path)).endswith("(no config.json or adapter_config.json)")
+
+
 def test_only_names_that_cannot_be_hub_ids_are_taken_for_paths():
     from rlvr.models.loader import looks_like_path, missing_model_path
 

@@ -160,12 +160,34 @@ def looks_like_path(name: str) -> bool:
 
 def missing_model_path(name: str) -> str | None:
     """``"model path NAME does not exist"`` when ``name`` is a local path
-    (:func:`looks_like_path`) that does not exist, else None: such a name would otherwise be
-    sent to the hub, whose answer ("Repo id must be in the form ...") does not say what is
-    wrong."""
+    (:func:`looks_like_path`) that does not exist (such a name would otherwise be sent to the
+    hub, whose answer, "Repo id must be in the form ...", does not say what is wrong), or
+    ``"... holds no model ..."`` (naming the run's SFT model and last checkpoint when it is a
+    run directory) for a directory without ``config.json`` / ``adapter_config.json``; else
+    None."""
     if name in (DEFAULT_MODEL, TINY_RANDOM) or not looks_like_path(name):
         return None
-    return None if Path(name).expanduser().exists() else f"model path {name} does not exist"
+    path = Path(name).expanduser()
+    if not path.exists():
+        return f"model path {name} does not exist"
+    if path.is_dir() and not _holds_model(path):
+        # a run directory instead of its model: transformers' own error would blame a
+        # missing tokenizer backend (sentencepiece / tiktoken)
+        inside = [str(p) for p in _models_below(path)]
+        hint = f"; did you mean {' or '.join(inside)}?" if inside else ""
+        return f"model path {name} holds no model (no config.json or adapter_config.json){hint}"
+    return None
+
+
+def _holds_model(directory: Path) -> bool:
+    return any((directory / f).is_file() for f in ("config.json", "adapter_config.json"))
+
+
+def _models_below(directory: Path) -> list[Path]:
+    """Model directories a run directory holds: its SFT model and its last checkpoint."""
+    found = [directory / "sft_model"] if _holds_model(directory / "sft_model") else []
+    steps = sorted(p for p in directory.glob("checkpoints/step-*") if _holds_model(p))
+    return found + steps[-1:]
 
 
 def is_model_name(name: str) -> bool:
