@@ -35,7 +35,16 @@ def test_length_report_by_hand():
     assert r["p50"] == pytest.approx(55.0)
     assert r["truncation_rate"] == pytest.approx(0.3)         # 80, 90, 100 hit the cap
     assert r["recommended_cap"] == 110
-    assert r["truncation_rate_at_recommended"] == 0.0
+    # 3 of 10 were cut at 80: their lengths are unknown (>= 80), so the rate at 110 is too:
+    # between 0 (none of the 7 uncut reaches 110) and 0.3 (every cut one might)
+    assert r["censored"] and r["truncation_rate_at_recommended"] is None
+    assert r["truncation_rate_at_recommended_range"] == [0.0, pytest.approx(0.3)]
+    uncut = length_report(LENGTHS, cap=200)
+    assert not uncut["censored"] and uncut["truncation_rate"] == 0.0
+    assert uncut["truncation_rate_at_recommended"] == 0.0  # nothing reaches 110
+    assert uncut["truncation_rate_at_recommended_range"] == [0.0, 0.0]
+    no_cap = length_report(LENGTHS)
+    assert not no_cap["censored"] and no_cap["truncation_rate_at_recommended"] == 0.0
     # finish reasons, when all are known, decide truncation (a stop exactly at the cap is not)
     reasons = ["stop"] * 8 + ["length", "length"]
     assert length_report(LENGTHS, 80, reasons)["truncation_rate"] == pytest.approx(0.2)

@@ -57,6 +57,12 @@ def lengths(
     print(f"recommended cap: {report['recommended_cap']} tokens (P90 {report['p90']:.1f} x 1.2)"
           + ("" if report["cap"] is None else f"; truncated at the current cap {report['cap']}:"
              f" {report['truncation_rate']:.1%}"))
+    if report["censored"]:
+        low, high = report["truncation_rate_at_recommended_range"]
+        print(f"warning: {report['truncation_rate']:.1%} of the completions stopped at the cap "
+              f"{report['cap']}, so their true lengths are unknown: P90 and the recommended cap "
+              f"are lower bounds, and the truncation rate at the recommended cap is between "
+              f"{low:.1%} and {high:.1%}; measure again with a larger cap")
     if json_out is not None:
         with output_errors(), atomic_write(json_out) as f:
             write_json(f, report, ensure_ascii=True)

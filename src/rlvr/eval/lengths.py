@@ -48,7 +48,12 @@ def length_report(lengths: Sequence[int], cap: int | None = None,
     ``recommended_cap`` (:func:`recommended_cap`), ``cap``, ``truncation_rate`` at ``cap``
     (the share of completions that stopped on the cap: finish reason ``"length"`` where every
     completion has one, else length >= cap; None without a cap), and
-    ``truncation_rate_at_recommended`` (share with length >= the recommended cap).
+    ``truncation_rate_at_recommended`` (share with length >= the recommended cap) with
+    ``truncation_rate_at_recommended_range`` ``[low, high]``. A completion cut at ``cap`` has
+    an unknown length >= ``cap`` (censored data): when some were cut and the recommended cap is
+    above ``cap``, the rate at the recommended cap is unknown (None) and only its range is
+    given (low: the uncut ones that reach it; high: plus every cut one), and ``censored`` is
+    True: the percentiles and the recommendation are then lower bounds.
 
     Raises:
         LengthsError: no lengths.
@@ -58,16 +63,22 @@ def length_report(lengths: Sequence[int], cap: int | None = None,
     n = len(lengths)
     rec = recommended_cap(lengths)
     if cap is None:
-        truncated = None
+        cut = [False] * n
     elif finish_reasons is not None and len(finish_reasons) == n and all(finish_reasons):
-        truncated = sum(r == "length" for r in finish_reasons) / n
+        cut = [r == "length" for r in finish_reasons]
     else:
-        truncated = sum(x >= cap for x in lengths) / n
+        cut = [x >= cap for x in lengths]
+    truncated = None if cap is None else sum(cut) / n
+    low = sum(x >= rec and not c for x, c in zip(lengths, cut)) / n
+    censored = bool(truncated) and rec > cap
+    high = low + sum(cut) / n if censored else sum(x >= rec for x in lengths) / n
     return {"count": n, "mean": sum(lengths) / n, "min": min(lengths),
             "p50": percentile(lengths, 50), "p90": percentile(lengths, 90),
             "p99": percentile(lengths, 99), "max": max(lengths), "recommended_cap": rec,
             "cap": cap, "truncation_rate": truncated,
-            "truncation_rate_at_recommended": sum(x >= rec for x in lengths) / n}
+            "truncation_rate_at_recommended": None if censored else high,
+            "truncation_rate_at_recommended_range": [low if censored else high, high],
+            "censored": censored}
 
 
 def histogram(lengths: Sequence[int], bins: int = 10) -> list[tuple[int, int, int]]:
