@@ -210,3 +210,15 @@ def test_changing_the_task_source_drops_the_preset_mixtures(tmp_path):
     with pytest.raises(ConfigError, match="(?s)data.train_mixture.*only for a generated source"):
         load_config(RunConfig, preset, ["data.source=jsonl", "data.path=x.jsonl",
                                         "data.train_mixture=2d-2d"])
+
+
+@pytest.mark.parametrize("value, message", [
+    ("{easy: -1}", "easy: expected a finite weight >= 0, got -1.0"),
+    ("{easyy: 1}", "easyy: not a tier"),
+    ("{easy: 0, medium: 0, hard: 0}", "every weight is 0"),
+])
+def test_tier_weights_are_checked(value, message):
+    from rlvr.train.config import RunConfig
+
+    with pytest.raises(ConfigError, match=re.escape(f"data.tier_weights: {message}")):
+        load_config(RunConfig, None, [f"data.tier_weights={value}"])

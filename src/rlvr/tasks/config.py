@@ -202,6 +202,18 @@ class DataConfig(ConfigSection):
             data.setdefault("mixture", task_source(data["source"]).default_mixture)
         return data
 
+    @field_validator("tier_weights")
+    @classmethod
+    def _tier_weights_are_weights(cls, weights: dict[str, float]) -> dict[str, float]:
+        for tier, weight in weights.items():
+            if tier not in ("easy", "medium", "hard"):
+                raise ValueError(f"{tier}: not a tier (easy, medium, hard)")
+            if not weight >= 0 or weight == float("inf"):
+                raise ValueError(f"{tier}: expected a finite weight >= 0, got {weight}")
+        if weights and sum(weights.values()) <= 0:
+            raise ValueError("every weight is 0: no tier could be drawn")
+        return weights
+
     @field_validator("mixture")
     @classmethod
     def _mixture_of_source(cls, mixture: str, info: ValidationInfo) -> str:
