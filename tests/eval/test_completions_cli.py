@@ -212,3 +212,18 @@ def test_top_p_zero_is_refused_before_the_model_loads(tmp_path):
     assert result.exit_code == 2
     assert "--top-p: expected a value in (0, 1], got 0.0" in " ".join(result.output.split())
     assert not (tmp_path / "o").exists()
+
+
+def test_default_best_of_logprob_falls_back_to_majority_without_log_probs():
+    # session 30 tour: a completions file of logic tasks (no log-probs) was refused by default
+    from rlvr.eval.evaluate import EvalError, EvalSettings, _check_aggregators
+
+    settings = EvalSettings()
+    _check_aggregators({"logic", "math"}, settings, has_logprobs=False, has_reranker=False)
+    assert settings.aggregators == {"logic": "majority"}  # recorded for results.json
+    chosen = EvalSettings(aggregators={"logic": "best_of_logprob"})
+    with pytest.raises(EvalError, match="task type 'logic' uses best_of_logprob"):
+        _check_aggregators({"logic"}, chosen, has_logprobs=False, has_reranker=False)
+    with_logprobs = EvalSettings()
+    _check_aggregators({"logic"}, with_logprobs, has_logprobs=True, has_reranker=False)
+    assert with_logprobs.aggregators == {}

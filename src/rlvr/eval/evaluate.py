@@ -165,8 +165,16 @@ def _score(rewards: RewardPipeline, metas: list[dict], generated: list, reranker
 
 def _check_aggregators(task_types: set[str], settings: EvalSettings, has_logprobs: bool,
                        has_reranker: bool) -> None:
+    """Refuse an aggregator these completions cannot feed. A task type left on the default
+    best_of_logprob (no ``--aggregators`` entry) gets ``majority`` instead when there are no
+    log-probs (a completions file or endpoint without them); ``settings.aggregators`` records
+    that choice, so results.json shows it."""
     for task_type in sorted(task_types):
         name = aggregator_for(task_type, settings.aggregators)
+        chosen = task_type in settings.aggregators or "*" in settings.aggregators
+        if name == "best_of_logprob" and not has_logprobs and not chosen:
+            settings.aggregators[task_type] = "majority"
+            continue
         if name == "best_of_logprob" and not has_logprobs:
             raise EvalError(f"--aggregators: task type {task_type!r} uses best_of_logprob, but "
                             f"these completions have no log-probs; pass --aggregators "
