@@ -64,3 +64,16 @@ def test_fenced_blocks_tilde_and_longer_fences():
 )
 def test_code_block_format_rule(text, score):
     assert code_block_format(text) == score
+
+
+# K11: a fence line inside a docstring does not end the block when the longer block parses.
+def test_fence_line_inside_a_docstring():
+    text = ('```python\ndef add(a, b):\n    """Add.\n\n    ```\n    >>> add(1, 2)\n    3\n    ```\n'
+            '    """\n    return a + b\n```\nThat is all.\n```python\nprint(add(1, 2))\n```\n')
+    blocks = fenced_blocks(text)
+    assert len(blocks) == 2 and blocks[0].code.endswith("    return a + b\n")
+    # a block that parses closes at its first fence, as before
+    assert [b.code for b in fenced_blocks("```python\nx = 1\n```\ny\n```python\nz = 2\n```\n")] \
+        == ["x = 1\n", "z = 2\n"]
+    # a broken block stays as it was when no longer body parses
+    assert fenced_blocks("```python\ndef f(:\n```\ntext\n```\n")[0].code == "def f(:\n"

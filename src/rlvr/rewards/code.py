@@ -51,8 +51,23 @@ class FencedBlock:
     closed: bool
 
 
+# A python (or untagged) block that does not parse is extended over at most this many further
+# closing fences (a fence line inside a docstring or string closes the block too early).
+_MAX_FENCE_EXTENSIONS = 8
+
+
+def _join(lines: list[str]) -> str:
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
 def fenced_blocks(text: str) -> list[FencedBlock]:
-    """All fenced blocks of ``text`` in order (an unterminated last block has ``closed=False``)."""
+    """All fenced blocks of ``text`` in order (an unterminated last block has ``closed=False``).
+
+    A block closes at the first bare fence line of its kind (as in CommonMark), except that a
+    python-tagged or untagged block whose body does not parse is extended to the next such line
+    (up to ``_MAX_FENCE_EXTENSIONS`` times) when the longer body parses: a ```` ``` ```` line
+    inside a docstring (a fenced usage example) is then part of the code, not its end.
+    """
     blocks: list[FencedBlock] = []
     lines = text.splitlines()
     i = 0
@@ -62,18 +77,24 @@ def fenced_blocks(text: str) -> list[FencedBlock]:
             i += 1
             continue
         fence, lang = m.group(1), m.group(2).lower()
-        body = []
-        i += 1
-        closed = False
-        while i < len(lines):
-            s = lines[i].strip()
-            if s.startswith(fence[0] * len(fence)) and set(s) == {fence[0]}:
-                closed = True
-                i += 1
-                break
-            body.append(lines[i])
-            i += 1
-        blocks.append(FencedBlock(lang, "\n".join(body) + ("\n" if body else ""), closed))
+        start = i + 1
+
+        def closes(line: str) -> bool:
+            s = line.strip()
+            return s.startswith(fence[0] * len(fence)) and set(s) == {fence[0]}
+
+        ends = (k for k in range(start, len(lines)) if closes(lines[k]))
+        end = next(ends, None)
+        if end is None:
+            blocks.append(FencedBlock(lang, _join(lines[start:]), False))
+            break
+        if (lang in PYTHON_TAGS or not lang) and not _parses(_join(lines[start:end])):
+            for _, later in zip(range(_MAX_FENCE_EXTENSIONS), ends):
+                if _parses(_join(lines[start:later])):
+                    end = later
+                    break
+        blocks.append(FencedBlock(lang, _join(lines[start:end]), True))
+        i = end + 1
     return blocks
 
 
