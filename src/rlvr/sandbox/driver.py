@@ -45,6 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import codec  # noqa: E402  (the sibling file, bound read-only next to this one)
 
 MAX_MESSAGE = 16 << 20  # bytes accepted from the candidate process in one message
+MAX_ITERATED = 100_000  # items of an iterator returned by a remote call that are sent back
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
@@ -210,7 +211,7 @@ def _candidate(r_job, w_res, devnull):
             fn = pg[req["f"]]
             args = codec.decode(json.dumps(req["a"]))
             kwargs = codec.decode(json.dumps(req["k"]))
-            reply = '{"v":' + codec.encode(fn(*args, **kwargs)) + "}"
+            reply = _encode_result(fn(*args, **kwargs))
         except BaseException as e:
             reply = json.dumps({"e": type(e).__name__, "msg": _safe_str(e)})
         send(reply)
@@ -274,6 +275,29 @@ def _compile_program(source, path):
     return compile(tree, path, "exec")
 
 
+def _encode_result(value):
+    """A remote call's reply for ``value``. An iterator the codec cannot carry (a generator,
+    ``map``, ...) is run to the end here (at most ``MAX_ITERATED`` items) and sent as its items,
+    flagged ``"it"``: the supervisor then hands the check an iterator over them, so a check that
+    iterates the result works. Only data crosses, as for any other result.
+
+    Raises:
+        codec.EncodeError: neither the value nor (for an iterator) its items can be encoded.
+    """
+    try:
+        return '{"v":' + codec.encode(value) + "}"
+    except codec.EncodeError:
+        cls = type(value)
+        if not (hasattr(cls, "__next__") and hasattr(cls, "__iter__")):
+            raise
+    items = []
+    for item in value:
+        if len(items) >= MAX_ITERATED:
+            raise codec.EncodeError("returned iterator too long")
+        items.append(item)
+    return '{"v":' + codec.encode(items) + ',"it":true}'
+
+
 def _read_line_blocking(rfile):
     """One newline-terminated line from the supervisor (b"" at EOF)."""
     return rfile.readline()
@@ -332,9 +356,11 @@ class _Rpc:
             raise CandidateGone("protocol")
         if "v" in reply:
             try:
-                return codec.decode(json.dumps(reply["v"]))
+                value = codec.decode(json.dumps(reply["v"]))
             except ValueError:
                 raise CandidateError("undecodable result") from None
+            # the items of an iterator the program returned (see _encode_result)
+            return iter(value) if reply.get("it") is True and isinstance(value, list) else value
         raise _remote_exception(str(reply.get("e")), str(reply.get("msg", "")))
 
 
