@@ -68,11 +68,13 @@ def test_code_block_format_rule(text, score):
 
 # K6: a later block that only uses the entry point is a usage example, not the program.
 def test_block_defining_the_entry_point_wins_over_a_usage_example():
-    text = "```python\ndef add(a, b):\n    return a + b\n```\nExample:\n```python\nprint(add(2, 3))\n```"
+    text = ("```python\ndef add(a, b):\n    return a + b\n```\n"
+            "Example:\n```python\nprint(add(2, 3))\n```")
     assert extract_code(text).code == "print(add(2, 3))\n"  # no entry point: the last block
     assert extract_code(text, entry_point="add").code == "def add(a, b):\n    return a + b\n"
-    drafts = "```python\ndef add(a, b):\n    return a - b\n```\nFixed:\n```python\ndef add(a, b):\n" \
-             "    return a + b\n```\n```python\nassert add(1, 2) == 3\n```"
+    drafts = ("```python\ndef add(a, b):\n    return a - b\n```\nFixed:\n"
+              "```python\ndef add(a, b):\n    return a + b\n```\n"
+              "```python\nassert add(1, 2) == 3\n```")
     assert "a + b" in extract_code(drafts, entry_point="add").code
     assert "a - b" in extract_code(drafts, block="first", entry_point="add").code
     # no block defines it (a bare body for a prompt): as without an entry point
@@ -118,7 +120,8 @@ def test_bare_body_with_top_level_helper_is_code_with_the_prompt():
 def test_future_import_is_hoisted_above_the_prompt():
     from rlvr.rewards.code import _program
 
-    code = "from __future__ import annotations\n\ndef frac(x: float) -> float:\n    return x % 1.0\n"
+    code = ("from __future__ import annotations\n\n"
+            "def frac(x: float) -> float:\n    return x % 1.0\n")
     prog = _program(code, {"prompt": PROMPT})
     assert prog.startswith("from __future__ import annotations\n")
     compile(prog, "<prog>", "exec")  # no SyntaxError
