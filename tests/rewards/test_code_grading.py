@@ -25,7 +25,8 @@ def test_plan_converts_asserts_and_keeps_expected_out_of_the_job():
                               "assert abs(f(7) - 1.5) < 1e-6", "assert True"])
     modes = [t.mode for t in plan.tests]
     assert modes == ["probe"] * 6 + ["check", "const"]
-    assert plan.probes == ("f(1)", "f(2)", "f(3)", "f(4)", "g(5)", "g(6)")
+    # truthiness tests send their truth value, in the same form for assert g() and assert not g()
+    assert plan.probes == ("f(1)", "f(2)", "f(3)", "f(4)", "not not (g(5))", "not not (g(6))")
     assert [t.op for t in plan.tests[:6]] == ["eq", "eq", "ne", "is", "truthy", "falsy"]
     assert plan.tests[0].expected == (1, 2)
     assert "f" in plan.names and "abs" in plan.names

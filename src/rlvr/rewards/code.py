@@ -2,8 +2,10 @@
 
 - Extraction (:func:`extract_code`): the last fenced python block (```` ```python ```` / ``py``
   / ``python3``) by default (``block="first"`` for the first one), else the last untagged
-  fenced block, else the whole completion when it is plain Python code; otherwise nothing,
-  which is scored ``unparsed``.
+  fenced block, else the whole completion when it is plain Python code (or, with a HumanEval
+  prompt, when prompt + completion is); otherwise nothing, which is scored ``unparsed``. With
+  the tests' entry point known, the block taken is the last one that defines it (a later
+  usage example is dropped), preceded by earlier blocks holding helpers it needs.
 - Grading (:func:`grade_code`): tests are planned by :mod:`rlvr.sandbox.grading` (asserts
   become probes judged here on plain data; the rest runs in the sandbox's trusted supervisor)
   and the program runs in :mod:`rlvr.sandbox`. The untrusted code never runs in this process.
@@ -20,6 +22,7 @@
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 import textwrap
 import warnings
@@ -51,8 +54,23 @@ class FencedBlock:
     closed: bool
 
 
+# A python (or untagged) block that does not parse is extended over at most this many further
+# closing fences (a fence line inside a docstring or string closes the block too early).
+_MAX_FENCE_EXTENSIONS = 8
+
+
+def _join(lines: list[str]) -> str:
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
 def fenced_blocks(text: str) -> list[FencedBlock]:
-    """All fenced blocks of ``text`` in order (an unterminated last block has ``closed=False``)."""
+    """All fenced blocks of ``text`` in order (an unterminated last block has ``closed=False``).
+
+    A block closes at the first bare fence line of its kind (as in CommonMark), except that a
+    python-tagged or untagged block whose body does not parse is extended to the next such line
+    (up to ``_MAX_FENCE_EXTENSIONS`` times) when the longer body parses: a ```` ``` ```` line
+    inside a docstring (a fenced usage example) is then part of the code, not its end.
+    """
     blocks: list[FencedBlock] = []
     lines = text.splitlines()
     i = 0
@@ -62,18 +80,24 @@ def fenced_blocks(text: str) -> list[FencedBlock]:
             i += 1
             continue
         fence, lang = m.group(1), m.group(2).lower()
-        body = []
-        i += 1
-        closed = False
-        while i < len(lines):
-            s = lines[i].strip()
-            if s.startswith(fence[0] * len(fence)) and set(s) == {fence[0]}:
-                closed = True
-                i += 1
-                break
-            body.append(lines[i])
-            i += 1
-        blocks.append(FencedBlock(lang, "\n".join(body) + ("\n" if body else ""), closed))
+        start = i + 1
+
+        def closes(line: str) -> bool:
+            s = line.strip()
+            return s.startswith(fence[0] * len(fence)) and set(s) == {fence[0]}
+
+        ends = (k for k in range(start, len(lines)) if closes(lines[k]))
+        end = next(ends, None)
+        if end is None:
+            blocks.append(FencedBlock(lang, _join(lines[start:]), False))
+            break
+        if (lang in PYTHON_TAGS or not lang) and not _parses(_join(lines[start:end])):
+            for _, later in zip(range(_MAX_FENCE_EXTENSIONS), ends):
+                if _parses(_join(lines[start:later])):
+                    end = later
+                    break
+        blocks.append(FencedBlock(lang, _join(lines[start:end]), True))
+        i = end + 1
     return blocks
 
 
@@ -120,32 +144,145 @@ class CodeExtraction:
     detail: str = ""
 
 
-def extract_code(completion: str, block: str = "last") -> CodeExtraction:
+def _module_level(body: list[ast.stmt]):
+    """The statements that run at module level (into if / try / with / loop bodies, not into
+    functions or classes)."""
+    for node in body:
+        yield node
+        for name in ("body", "orelse", "finalbody"):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                yield from _module_level(getattr(node, name, []) or [])
+        for handler in getattr(node, "handlers", []) or []:
+            yield from _module_level(handler.body)
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    """Names a module binds at module level: defs, classes, assignments, imports."""
+    out: set[str] = set()
+    for node in _module_level(tree.body):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out |= {(a.asname or a.name).partition(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                out |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return out
+
+
+def _free_names(tree: ast.Module) -> set[str]:
+    """Names a module reads but binds nowhere (not even locally) and that are not builtins."""
+    loaded, bound = set(), set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name):
+            (loaded if isinstance(n.ctx, ast.Load) else bound).add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(n.name)
+        elif isinstance(n, ast.arg):
+            bound.add(n.arg)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).partition(".")[0] for a in n.names}
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            bound.add(n.name)
+    return loaded - bound - set(dir(builtins))
+
+
+def _trees(blocks: list[FencedBlock]) -> list[ast.Module | None]:
+    out = []
+    for b in blocks:
+        try:
+            out.append(_parse(b.code))
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            out.append(None)
+    return out
+
+
+def _pick_block(blocks: list[FencedBlock], block: str, entry_point: str | None) -> str:
+    """The code of the block to grade among ``blocks`` (non-empty).
+
+    Without an entry point: the last (or first) block. With one: the last (or first) block
+    that defines it; a later block that only uses it (``print(f(2))``, asserts) is a usage
+    example and is dropped. Earlier blocks that define names the chosen block uses but does
+    not define (helpers, imports split into their own block) are put before it, in order.
+    When no block defines the entry point, the last (or first) block as without one.
+    """
+    default = blocks[-1] if block == "last" else blocks[0]
+    if not entry_point:
+        return default.code
+    trees = _trees(blocks)
+    defining = [
+        i for i, t in enumerate(trees) if t is not None and entry_point in _top_level_names(t)
+    ]
+    if not defining:
+        return default.code
+    chosen = defining[-1] if block == "last" else defining[0]
+    missing = _free_names(trees[chosen])
+    parts = []
+    for t, b in zip(trees[:chosen], blocks[:chosen]):
+        if missing and t is not None and missing & _top_level_names(t):
+            parts.append(b.code)
+    return "\n".join(parts + [blocks[chosen].code])
+
+
+def _completes_prompt(prompt: str, completion: str) -> bool:
+    """Whether ``prompt`` + ``completion`` is valid Python and the completion adds a real
+    statement (a bare function body followed by top-level helpers does not parse alone)."""
+    head = prompt + ("" if prompt.endswith("\n") else "\n")
+    try:
+        tree = _parse(head + completion)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    first = head.count("\n") + 1  # the completion's first line
+    return any(
+        isinstance(s, ast.stmt)
+        and s.lineno >= first
+        and not (isinstance(s, ast.Expr) and isinstance(s.value, (ast.Name, ast.Constant)))
+        for s in ast.walk(tree)
+    )
+
+
+def extract_code(
+    completion: str,
+    block: str = "last",
+    *,
+    entry_point: str | None = None,
+    prompt: str | None = None,
+) -> CodeExtraction:
     """Find the program in a completion.
 
     Args:
         completion: the model's whole output.
         block: ``"last"`` (default) or ``"first"`` python block when there are several.
+        entry_point: the function the tests call, if known: among several blocks, the last
+            (first) one that defines it is taken, not a later usage example (see
+            ``_pick_block``).
+        prompt: the code the completion continues (HumanEval), if any: an unfenced completion
+            is also code when ``prompt`` + completion parses (a bare body plus helpers).
 
     Raises:
         ValueError: ``block`` is neither ``"last"`` nor ``"first"``.
     """
     if block not in ("last", "first"):
         raise ValueError(f"block must be 'last' or 'first', not {block!r}")
+    if not isinstance(entry_point, str):
+        entry_point = None
     blocks = fenced_blocks(completion)
-    pick = (lambda bs: bs[-1]) if block == "last" else (lambda bs: bs[0])
     py = [b for b in blocks if b.closed and b.lang in PYTHON_TAGS and b.code.strip()]
     if py:
-        return CodeExtraction(pick(py).code, "fenced")
+        return CodeExtraction(_pick_block(py, block, entry_point), "fenced")
     untagged = [b for b in blocks if b.closed and not b.lang and b.code.strip()]
     if untagged:
-        return CodeExtraction(pick(untagged).code, "fenced_untagged")
+        return CodeExtraction(_pick_block(untagged, block, entry_point), "fenced_untagged")
     if blocks:
         if any(not b.closed for b in blocks):
             return CodeExtraction(None, "none", "unterminated code fence")
         return CodeExtraction(None, "none", "no python code block")
     if completion.strip() and _looks_like_code(completion):
         return CodeExtraction(completion, "plain")
+    if isinstance(prompt, str) and prompt and completion.strip():
+        if _completes_prompt(prompt, completion):
+            return CodeExtraction(completion, "plain")
     return CodeExtraction(None, "none", "no code found")
 
 
@@ -172,16 +309,48 @@ def _plan(reference: dict) -> TestPlan:
     raise ValueError("code reference needs 'tests' (list of asserts) or 'test' (check source)")
 
 
+def _hoist_future(program: str) -> str:
+    """``program`` with its ``from __future__`` imports moved to the top when some of them
+    are not there (the prompt put before a completion that starts with one, or blocks joined):
+    Python accepts them only before any other statement but the module docstring."""
+    if "__future__" not in program:
+        return program
+    try:
+        tree = _parse(program)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return program
+    futures = [
+        n for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == "__future__"
+    ]
+    head = tree.body
+    if head and isinstance(head[0], ast.Expr) and isinstance(head[0].value, ast.Constant):
+        if isinstance(head[0].value.value, str):
+            head = head[1:]  # the module docstring may come first
+    leading = 0
+    while leading < len(head) and head[leading] in futures:
+        leading += 1
+    if len(futures) == leading:
+        return program
+    # Each import becomes ``pass`` where it was (the statement may share its line), and the
+    # imports go first. Offsets are in UTF-8 bytes, as ast gives them.
+    lines = [line.encode("utf-8") for line in program.splitlines(keepends=True)]
+    for n in reversed(futures):
+        a, b = n.lineno - 1, n.end_lineno - 1
+        lines[a : b + 1] = [lines[a][: n.col_offset] + b"pass" + lines[b][n.end_col_offset :]]
+    hoisted = "".join(ast.unparse(n) + "\n" for n in futures)
+    return hoisted + b"".join(lines).decode("utf-8")
+
+
 def _program(code: str, reference: dict) -> str:
     prompt = reference.get("prompt")
     if prompt:
         # The prompt's stubs and helpers come first; a full definition in the completion then
         # replaces the stub, and a bare body completes the prompt's last function.
         sep = "" if prompt.endswith("\n") else "\n"
-        return prompt + sep + code
+        return _hoist_future(prompt + sep + code)
     if not _parses(code) and _parses(textwrap.dedent(code)):
-        return textwrap.dedent(code)
-    return code
+        return _hoist_future(textwrap.dedent(code))
+    return _hoist_future(code)
 
 
 def _limits(options: dict) -> SandboxLimits:
@@ -248,7 +417,9 @@ def grade_code(completion: str, reference: dict, **options) -> CodeGrade:
     verdict.
     """
     partial = bool(options.get("partial_credit", False))
-    ext = extract_code(completion, options.get("block", "last"))
+    ref = reference if isinstance(reference, dict) else {}  # a bad reference is reported below
+    ext = extract_code(completion, options.get("block", "last"),
+                       entry_point=ref.get("entry_point"), prompt=ref.get("prompt"))
     if ext.code is None:
         return CodeGrade(Verdict(Status.unparsed, None, ext.method, ext.detail,
                                  score=0.0 if partial else None))

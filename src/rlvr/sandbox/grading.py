@@ -6,7 +6,8 @@ Tests are planned on the host before anything runs:
   ``assert f(x)``, ``assert not f(x)``) becomes a **probe**: only ``<expr>`` is sent into the
   sandbox, its value comes back as plain data (:mod:`rlvr.sandbox.codec`) and is compared here,
   in the grader. The expected value never enters the sandbox, and a value whose ``__eq__``
-  lies cannot come back (only builtin data types are ever decoded).
+  lies cannot come back (only builtin data types are ever decoded). ``assert f(x)`` and
+  ``assert not f(x)`` send the same ``not not (f(x))``: its truth value, whatever the type.
 - Anything else (``abs(f(x) - y) < 1e-6``, loops, HumanEval checks with helpers) becomes an
   **in-sandbox check** run by the sandbox's trusted supervisor process, which reaches the
   program only through remote calls returning plain data (see ``driver.py``).
@@ -132,10 +133,14 @@ def _convert(stmt: ast.Assert, src: str) -> tuple[str, str, Any] | None:
             if rv is None or rv is True or rv is False:
                 return ("is" if isinstance(op, ast.Is) else "is_not"), seg(left), rv
         return None
+    # Truthiness tests probe the truth value, not the value: ``re.search`` and friends return
+    # objects the codec cannot carry. ``not not`` is an operator (no name the program could
+    # shadow) and always yields a real bool. Both ops send the same probe, so the sandbox cannot
+    # tell whether a truthy or a falsy answer is expected; there is no expected value to hide.
     if _direct_call(t):
-        return "truthy", seg(t), None
+        return "truthy", f"not not ({seg(t)})", None
     if isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not) and _direct_call(t.operand):
-        return "falsy", seg(t.operand), None
+        return "falsy", f"not not ({seg(t.operand)})", None
     return None
 
 
