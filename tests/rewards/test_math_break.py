@@ -98,11 +98,6 @@ KNOWN_FAILURES = {
     "X-0444": "J",
     "X-0445": "J",
     # K: An escaped dollar inside inline maths in a sentence (`pays $\$45$.`, `costs $\$1
-    "X-0226": "K",
-    "X-0446": "K",
-    "X-0447": "K",
-    "X-0448": "K",
-    "X-0449": "K",
     # L: MC answer stated as subject ('Option E is correct.', 'Option (B) is the right on
     "X-0256": "L",
     "X-0450": "L",

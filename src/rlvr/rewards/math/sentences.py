@@ -32,7 +32,7 @@ def math_spans(seg: str) -> list[tuple[int, int, str]]:
     ``(start, end, inner text)``, leaving out a ``$`` pair that encloses prose between two
     dollar amounts."""
     spans = []
-    for m in re.finditer(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", seg, re.S):
+    for m in _SPAN_RE.finditer(seg):
         inner = next(g for g in m.groups() if g is not None)
         if m.group(2) is not None and _CURRENCY_SPAN_RE.match(inner):
             continue     # "$250 each month ... saved $1,000": two dollar amounts, not maths
@@ -40,11 +40,16 @@ def math_spans(seg: str) -> list[tuple[int, int, str]]:
     return spans
 
 
+# An escaped dollar (``$\\$45$``: a dollar sign typeset inside maths) neither opens nor closes
+# an inline span.
+_INLINE_RE = r"(?<!\\)\$((?:\\[\s\S]|[^$\\])*)\$"
+_INLINE_SPAN = r"(?<!\\)\$((?:\\[\s\S]|[^$\\])+)\$"      # the same, not empty
+_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|" + _INLINE_SPAN + r"|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
 _CURRENCY_SPAN_RE = re.compile(r"\d[\d,.]*\s+(?:[^\\$]*\s)?[A-Za-z]{3,}\s+[A-Za-z]{3,}")
 
 
 def _prose_words(seg: str) -> list[str]:
-    no_math = re.sub(r"\$[^$]*\$|\\\(.*?\\\)|\\text\{[^{}]*\}|\\[A-Za-z]+", " ", seg)
+    no_math = re.sub(_INLINE_RE + r"|\\\(.*?\\\)|\\text\{[^{}]*\}|\\[A-Za-z]+", " ", seg)
     return [w for w in re.findall(r"(?<![A-Za-z])[A-Za-z]{3,}(?![A-Za-z])|[\u4e00-\u9fff]{2,}", no_math)
             if w.lower() not in _FUNC_WORDS and not _ZH_NUMERAL_RE.fullmatch(w)]
 
@@ -65,7 +70,10 @@ def sentence_end(seg: str) -> int:
             i = n if close < 0 else close + 2
             continue
         c = seg[i]
-        if c == "$":
+        if c == "\\" and in_math:
+            i += 2       # an escaped character inside maths (``\$``) toggles nothing
+            continue
+        if c == "$" and not (i > 0 and seg[i - 1] == "\\"):
             in_math = not in_math
         elif not in_math:
             if seg.startswith("\n\n", i) or c in "。！？" or seg.startswith("I hope", i):
@@ -173,7 +181,7 @@ def zh_numerals(seg: str) -> list[str]:
 
 def _unwrap_math(seg: str) -> str:
     """``$x = 7$`` -> ``x = 7`` when one maths span is the whole segment."""
-    m = re.fullmatch(r"\$\$([^$]+)\$\$|\$([^$]+)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", seg, re.S)
+    m = re.fullmatch(r"\$\$([^$]+)\$\$|" + _INLINE_SPAN + r"|\\\((.+?)\\\)|\\\[(.+?)\\\]", seg, re.S)
     if not m:
         return seg
     return next(g for g in m.groups() if g is not None).strip()
@@ -181,7 +189,7 @@ def _unwrap_math(seg: str) -> str:
 
 def strip_spans(seg: str) -> str:
     """``seg`` with its inline maths (``$...$``, ``\\(...\\)``) replaced by spaces."""
-    return re.sub(r"\$[^$]*\$|\\\(.*?\\\)", " ", seg)
+    return re.sub(_INLINE_RE + r"|\\\(.*?\\\)", " ", seg)
 
 
 _STOP_WORDS_RE = re.compile(r"(?i)\b(?:and|or|then|to|the|a|an|of|by|with|for|from|in|on|at|we|is|"
