@@ -183,9 +183,6 @@ KNOWN_FAILURES = {
     "X-0516": "Y",
     "X-0517": "Y",
     # Z: '**Final Answer**' header followed by a display-math block `$$ 42 $$` -> unparse
-    "X-0519": "Z",
-    "X-0520": "Z",
-    "X-0521": "Z",
     # AA: Matrix written as a nested list `[[1, 2], [3, 4]]` not read as a matrix
     "X-0522": "AA",
     # AB: One-element set vs the value (`\{2\}` vs `x = 2`) (disputed)

@@ -93,7 +93,8 @@ def refine(seg: str) -> str | None:
     ``"The largest $n$ is 34"`` -> ``"34"``; ``"Jane started Sphere 3 hours ago"`` -> ``"3"``;
     pure maths is returned unchanged. ``None`` if prose without a single identifiable value.
     """
-    seg = seg.strip().lstrip(":：").strip()
+    # the rest of a bold marker ("**Final Answer**\n\n$$ 42 $$") is not part of the answer
+    seg = re.sub(r"^[\s:：*]+", "", seg)
     if seg.startswith("$$") or seg.startswith(r"\["):
         close = seg.find("$$", 2) if seg.startswith("$$") else seg.find(r"\]")
         if close > 0:
