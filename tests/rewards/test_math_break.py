@@ -99,10 +99,6 @@ KNOWN_FAILURES = {
     "X-0445": "J",
     # K: An escaped dollar inside inline maths in a sentence (`pays $\$45$.`, `costs $\$1
     # L: MC answer stated as subject ('Option E is correct.', 'Option (B) is the right on
-    "X-0256": "L",
-    "X-0450": "L",
-    "X-0451": "L",
-    "X-0452": "L",
     # M: Base-n numeral with parenthesised digits `(2516)_8` unparseable
     "X-0298": "M",
     "X-0454": "M",

@@ -108,6 +108,9 @@ def refine(seg: str) -> str | None:
     clocks = {m.group(0) for m in CLOCK_RE.finditer(seg)}
     if len(clocks) == 1 and not NUMBER_RE.search(CLOCK_RE.sub(" ", strip_spans(seg))):
         return clocks.pop().strip()      # "so it leaves at 9:05 a.m."
+    choice = _CHOICE_SUBJECT_RE.match(seg)
+    if choice:
+        return choice.group(1)          # "Option (B) is the right one."
     if not is_prose(seg):
         return _unwrap_math(seg)
     cop = None
@@ -146,6 +149,10 @@ def refine(seg: str) -> str | None:
     return None
 
 
+# A multiple-choice answer stated as the subject: "Option E is correct", "(B) is the right one".
+_CHOICE_SUBJECT_RE = re.compile(
+    r"(?i:(?:the\s+)?(?:option|choice|answer)\s+)?\(?([A-J])\)?\s+(?i:is|would\s+be)\s+"
+    r"(?i:the\s+)?(?i:correct|right|best|true)(?i:\s+(?:one|answer|choice|option))?\s*[.!]?$")
 _TRAILING_ASSIGN_RE = re.compile(r"(?:^|[\s,:;])([A-Za-z](?:_\{?\w+\}?)?(?:\([a-z]\))?\s*=\s*[^=]+?)\s*$")
 
 
