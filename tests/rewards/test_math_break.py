@@ -175,9 +175,6 @@ KNOWN_FAILURES = {
     "X-0513": "X",
     "X-0514": "X",
     # Y: Multiple-choice reference that carries the option text (`\text{(A) } 12`, `\text
-    "X-0515": "Y",
-    "X-0516": "Y",
-    "X-0517": "Y",
     # Z: '**Final Answer**' header followed by a display-math block `$$ 42 $$` -> unparse
     # AA: Matrix written as a nested list `[[1, 2], [3, 4]]` not read as a matrix
     "X-0522": "AA",
