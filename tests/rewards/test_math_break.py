@@ -139,9 +139,6 @@ KNOWN_FAILURES = {
     "X-0483": "P",
     "X-0484": "P",
     # Q: A reference solution boxing the same value twice in two spellings (`15\frac{39}{
-    "X-0486": "Q",
-    "X-0487": "Q",
-    "X-0488": "Q",
     # R: An expression with variables that is identically constant (`(x+1)^2-x^2-2x`, `\s
     "X-0391": "R",
     "X-0490": "R",
