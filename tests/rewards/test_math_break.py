@@ -104,13 +104,6 @@ KNOWN_FAILURES = {
     "X-0454": "M",
     "X-0455": "M",
     # N: Word answers with an article or in a pronoun sentence ('an ellipse', 'a parabola
-    "X-0244": "N",
-    "X-0457": "N",
-    "X-0458": "N",
-    "X-0459": "N",
-    "X-0460": "N",
-    "X-0461": "N",
-    "X-0462": "N",
     # O: Hedge or retraction after the final box / answer tag / answer sentence ('But it 
     "X-0362": "O",
     "X-0464": "O",
