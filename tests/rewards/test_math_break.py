@@ -117,20 +117,6 @@ KNOWN_FAILURES = {
     "X-0557": "O",
     "X-0558": "O",
     # P: Answer sentence followed by a justification (', since ...', ' because ...', ', w
-    "X-0471": "P",
-    "X-0472": "P",
-    "X-0473": "P",
-    "X-0474": "P",
-    "X-0475": "P",
-    "X-0476": "P",
-    "X-0477": "P",
-    "X-0478": "P",
-    "X-0479": "P",
-    "X-0480": "P",
-    "X-0481": "P",
-    "X-0482": "P",
-    "X-0483": "P",
-    "X-0484": "P",
     # Q: A reference solution boxing the same value twice in two spellings (`15\frac{39}{
     # R: An expression with variables that is identically constant (`(x+1)^2-x^2-2x`, `\s
     "X-0391": "R",

@@ -77,7 +77,8 @@ def _compare_text(ref, resp) -> Outcome:
 
 
 # "It is odd", "an ellipse": a pronoun and a verb, or an article, before the word answer.
-_WORD_LEAD_RE = re.compile(r"^(?:(?:it|this|that|they)(?:\s+(?:is|are|was)|'s)\s+)?(?:(?:a|an|the)\s+)?")
+_WORD_LEAD_RE = re.compile(r"^(?:(?:it|this|that|they)(?:\s+(?:is|are|was)|'s)\s+)?"
+                           r"(?:(?:a|an|the)\s+)?")
 
 
 def _bare_words(text: str) -> str:

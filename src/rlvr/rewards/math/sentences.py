@@ -100,9 +100,12 @@ def refine(seg: str) -> str | None:
         if close > 0:
             return seg[2:close].strip() or None
     end = sentence_end(seg)
-    seg = seg[:end].strip().strip("*").strip()
+    seg = drop_justification(seg[:end].strip().strip("*").strip())
     if not seg:
         return None
+    yes_no = _YES_NO_RE.match(seg)
+    if yes_no and (not yes_no.group(2) or refine(yes_no.group(2)) is None):
+        return yes_no.group(1)          # "No, it is not possible." / "Yes, since 7 divides 42."
     if english_number(seg) is not None:
         return seg          # "twenty-one", "one half": a number in words
     clocks = {m.group(0) for m in CLOCK_RE.finditer(seg)}
@@ -149,6 +152,35 @@ def refine(seg: str) -> str | None:
     return None
 
 
+# A justification after the answer (", since x > 0", " because 3 × 4 = 12", ", which is the
+# number of ways", ", as required", " is the only solution") and a trailing remark in brackets
+# ("(ways)", "(not 13)", "(since 6 × 7 = 42)"), but not an alternative or a hedge ("(or 0.25)",
+# "(i.e. 1/4)", "(maybe 13)").
+_JUSTIFY_RE = re.compile(
+    r"(?i)(?:,|(?<=\s))(?:because|since|as\s+(?:required|expected|desired|claimed|needed|shown))\b"
+    r"|,\s*which\b|(?<=\s)is\s+the\s+(?:only|unique)\s+(?:solution|answer|root|value|possibility)\b"
+    r"|[，,]\s*(?:因为|由于)")
+_REMARK_RE = re.compile(r"\s\(([^()]*)\)$")
+_NOT_A_REMARK_RE = re.compile(r"(?i)\b(?:or|maybe|possibly|perhaps|probably|might|could|i\.\s?e|"
+                              r"e\.\s?g|that is|equivalently|approx|about|roughly|alternatively)\b")
+_YES_NO_RE = re.compile(r"(?i)(yes|no)\s*(?:[,.;:!]\s*(.*)|$)", re.S)
+
+
+def drop_justification(seg: str) -> str:
+    """``seg`` without a justification or remark after its answer (the first one outside
+    maths): ``"12 because 3 × 4 = 12"`` -> ``"12"``, ``"x = 5 (we reject x = -2)"`` ->
+    ``"x = 5"``. Unchanged when nothing would be left before it."""
+    for m in _JUSTIFY_RE.finditer(seg):
+        head = seg[:m.start()].rstrip(" ,，\t\n")
+        if head.count("$") % 2 == 0 and head:
+            return head
+    m = _REMARK_RE.search(seg)
+    if m and re.search(r"(?<![\\A-Za-z])[A-Za-z]{2,}", m.group(1)) and \
+            not _NOT_A_REMARK_RE.search(m.group(1)) and seg[:m.start()].strip():
+        return seg[:m.start()].rstrip()
+    return seg
+
+
 # A multiple-choice answer stated as the subject: "Option E is correct", "(B) is the right one".
 _CHOICE_SUBJECT_RE = re.compile(
     r"(?i:(?:the\s+)?(?:option|choice|answer)\s+)?\(?([A-J])\)?\s+(?i:is|would\s+be)\s+"
@@ -189,7 +221,8 @@ def zh_numerals(seg: str) -> list[str]:
 
 def _unwrap_math(seg: str) -> str:
     """``$x = 7$`` -> ``x = 7`` when one maths span is the whole segment."""
-    m = re.fullmatch(r"\$\$([^$]+)\$\$|" + _INLINE_SPAN + r"|\\\((.+?)\\\)|\\\[(.+?)\\\]", seg, re.S)
+    m = re.fullmatch(r"\$\$([^$]+)\$\$|" + _INLINE_SPAN + r"|\\\((.+?)\\\)|\\\[(.+?)\\\]", seg,
+                     re.S)
     if not m:
         return seg
     return next(g for g in m.groups() if g is not None).strip()
