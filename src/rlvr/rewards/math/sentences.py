@@ -172,8 +172,8 @@ def drop_justification(seg: str) -> str:
     ``"x = 5"``. Unchanged when nothing would be left before it."""
     for m in _JUSTIFY_RE.finditer(seg):
         head = seg[:m.start()].rstrip(" ,，\t\n")
-        if head.count("$") % 2 == 0 and head:
-            return head
+        if head and head.count("$") % 2 == 0 and head.count("(") == head.count(")"):
+            return head      # (a "since" inside a bracketed remark leaves with the remark)
     m = _REMARK_RE.search(seg)
     if m and re.search(r"(?<![\\A-Za-z])[A-Za-z]{2,}", m.group(1)) and \
             not _NOT_A_REMARK_RE.search(m.group(1)) and seg[:m.start()].strip():
