@@ -105,17 +105,6 @@ KNOWN_FAILURES = {
     "X-0455": "M",
     # N: Word answers with an article or in a pronoun sentence ('an ellipse', 'a parabola
     # O: Hedge or retraction after the final box / answer tag / answer sentence ('But it 
-    "X-0362": "O",
-    "X-0464": "O",
-    "X-0465": "O",
-    "X-0466": "O",
-    "X-0467": "O",
-    "X-0468": "O",
-    "X-0469": "O",
-    "X-0470": "O",
-    "X-0556": "O",
-    "X-0557": "O",
-    "X-0558": "O",
     # P: Answer sentence followed by a justification (', since ...', ' because ...', ', w
     # Q: A reference solution boxing the same value twice in two spellings (`15\frac{39}{
     # R: An expression with variables that is identically constant (`(x+1)^2-x^2-2x`, `\s

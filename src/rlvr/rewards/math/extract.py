@@ -31,7 +31,7 @@ from .boxes import find_boxes, from_boxes
 from .normalize import clean_latex, compact
 from .numbers import parse_number
 from .phrases import (SHORT_CHARS, from_bare, from_conclusion, from_last_sentence, from_markers,
-                      last_number)
+                      last_number, revised)
 
 # Chat-template special tokens of any model family: <|im_end|>, <|eot_id|>, <|end|>,
 # <｜end▁of▁sentence｜> (full-width bars), </s>, <end_of_turn>, <eos>, [INST].
@@ -101,8 +101,11 @@ def _extract_final(final: str, allow_last_number: bool) -> Extraction:
         ex = _extract_final(inner, False) if (find_boxes(inner) or len(inner) > SHORT_CHARS) \
             else from_bare(inner)
         if ex is None or ex.status is Status.unparsed:
-            return Extraction(Status.wrong, inner, "answer_tag") if ex is None else ex
-        return Extraction(ex.status, ex.answer, "answer_tag", ex.approx, ex.reasoning, ex.candidates)
+            ex = Extraction(Status.wrong, inner, "answer_tag") if ex is None else ex
+        else:
+            ex = Extraction(ex.status, ex.answer, "answer_tag", ex.approx, ex.reasoning,
+                            ex.candidates)
+        return revised(ex, final[close + len("</answer>"):])
     boxes = find_boxes(final)
     hashes = list(_HASH_RE.finditer(final))
     if hashes and (not boxes or hashes[-1].start() > boxes[-1].end):
@@ -116,7 +119,7 @@ def _extract_final(final: str, allow_last_number: bool) -> Extraction:
         later = from_markers(final[boxes[-1].end:]) if ex.status is Status.wrong else None
         if later is not None and later.answer and re.search(r"[\d\\]", later.answer):
             return later
-        return ex
+        return revised(ex, final[boxes[-1].end:])
     for finder in (from_markers, from_conclusion, from_bare, from_last_sentence):
         ex = finder(final)
         if ex is not None:
