@@ -62,8 +62,8 @@ def from_markers(text: str) -> Extraction | None:
     return None
 
 
-# After the final answer: a retraction ("No wait, it's 4.", "Correction: 4.", 不对，应该是4) names
-# the answer that counts; a hedge ("But it could also be 4.", "though 4 is also possible")
+# After the final answer: a retraction ("No wait, it's 4.", "Correction: 4.", 不对，应该是4)
+# names the answer that counts; a hedge ("But it could also be 4.", "though 4 is also possible")
 # offers a second one. Justifications ("because 3 × 4 = 12") and courtesies are neither.
 _RETRACT_RE = re.compile(r"(?i)\b(?:wait|actually|correction|oops|on second thought|scratch that|"
                          r"I made an? (?:\w+ )?(?:error|mistake)|that'?s (?:wrong|incorrect)|"
@@ -71,7 +71,8 @@ _RETRACT_RE = re.compile(r"(?i)\b(?:wait|actually|correction|oops|on second thou
                          r"不对|等等|算错|错了|更正|应该是|其实")
 # ("Alternatively, we can plug in ..." offers another method, not another answer.)
 _TAIL_HEDGE_RE = re.compile(r"(?i)\b(?:maybe|possibly|perhaps|not sure|"
-                            r"(?:could|might) (?:also )?be|(?:is|are) also possible)\b|可能|不确定|也许|或许|或者")
+                            r"(?:could|might) (?:also )?be|(?:is|are) also possible)\b|"
+                            r"可能|不确定|也许|或许|或者")
 _REVISION_LEAD_RE = re.compile(r"(?i)^[\s,，:：;!.]*(?:no\b[\s,]*)?(?:(?:it|this|that|the\s+\w+)"
                                r"(?:'s|\s+(?:is|was|should\s+be|must\s+be|would\s+be))\s+)?")
 _REVISION_CHARS = 600     # a revision follows the answer closely
