@@ -82,6 +82,21 @@ def _is_joiner(between: str) -> bool:
     return not words or bool(re.search(r"(?i)\b(?:and|or)\b|[,;和或]", t))
 
 
+# A justification written inside the box after the value: "5 \\text{ (since } x > 0)".
+_REMARK_RE = re.compile(r"\\text\{\s*\(?\s*(?:since|because)\b")
+_SPACING = ("\\qquad", "\\quad", "\\,", "\\;", "\\:", "\\!", "~", "\\")
+
+
+def _without_remark(content: str) -> str:
+    m = _REMARK_RE.search(content)
+    if not m:
+        return content
+    head = content[:m.start()].rstrip()
+    while head.endswith(_SPACING):      # the spacing before the remark ("5 \\quad \\text{...")
+        head = head[:-len(next(t for t in _SPACING if head.endswith(t)))].rstrip()
+    return head or content
+
+
 def from_boxes(text: str, boxes: list[_Box]) -> Extraction:
     """The answer of the last box of ``text`` (``boxes``: :func:`find_boxes` of it), with the
     boxes listed right before it as one list answer; ``unparsed`` for an empty or unclosed
@@ -94,7 +109,7 @@ def from_boxes(text: str, boxes: list[_Box]) -> Extraction:
         if prev.content is None or not _is_joiner(text[prev.end:group[0].start]):
             break
         group.insert(0, prev)
-    contents = [g.content.strip() for g in group]
+    contents = [_without_remark(g.content.strip()) for g in group]
     if not any(contents) or any(not c for c in contents):
         return Extraction(Status.unparsed, method="boxed", reasoning=text[:last.start])
     distinct_all = {re.sub(r"\s+", "", b.content) for b in boxes if b.content}

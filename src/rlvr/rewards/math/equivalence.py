@@ -74,8 +74,17 @@ def _compare_text(ref, resp) -> Outcome:
             return " ".join(re.sub(r"\\text\{([^{}]*)\}", r"\1", node.text).lower().split())
         return None
     a, b = words(ref), words(resp)
-    ok = a is not None and b is not None and a.strip(" .") == b.strip(" .")
+    ok = a is not None and b is not None and _bare_words(a) == _bare_words(b)
     return Outcome(ok, "text match" if ok else "text differs")
+
+
+# "It is odd", "an ellipse": a pronoun and a verb, or an article, before the word answer.
+_WORD_LEAD_RE = re.compile(r"^(?:(?:it|this|that|they)(?:\s+(?:is|are|was)|'s)\s+)?"
+                           r"(?:(?:a|an|the)\s+)?")
+
+
+def _bare_words(text: str) -> str:
+    return _WORD_LEAD_RE.sub("", text.strip(" .").lower()).strip()
 
 
 def compare_strings(ref: str, resp: str, policy: Policy = Policy()) -> Outcome:

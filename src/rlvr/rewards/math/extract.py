@@ -23,13 +23,15 @@ reads a sentence's value with :mod:`.sentences`.
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 from rlvr.rewards.types import Extraction, Status
 
 from .boxes import find_boxes, from_boxes
 from .normalize import clean_latex, compact
+from .numbers import parse_number
 from .phrases import (SHORT_CHARS, from_bare, from_conclusion, from_last_sentence, from_markers,
-                      last_number)
+                      last_number, revised)
 
 # Chat-template special tokens of any model family: <|im_end|>, <|eot_id|>, <|end|>,
 # <｜end▁of▁sentence｜> (full-width bars), </s>, <end_of_turn>, <eos>, [INST].
@@ -99,8 +101,11 @@ def _extract_final(final: str, allow_last_number: bool) -> Extraction:
         ex = _extract_final(inner, False) if (find_boxes(inner) or len(inner) > SHORT_CHARS) \
             else from_bare(inner)
         if ex is None or ex.status is Status.unparsed:
-            return Extraction(Status.wrong, inner, "answer_tag") if ex is None else ex
-        return Extraction(ex.status, ex.answer, "answer_tag", ex.approx, ex.reasoning, ex.candidates)
+            ex = Extraction(Status.wrong, inner, "answer_tag") if ex is None else ex
+        else:
+            ex = Extraction(ex.status, ex.answer, "answer_tag", ex.approx, ex.reasoning,
+                            ex.candidates)
+        return revised(ex, final[close + len("</answer>"):])
     boxes = find_boxes(final)
     hashes = list(_HASH_RE.finditer(final))
     if hashes and (not boxes or hashes[-1].start() > boxes[-1].end):
@@ -114,7 +119,7 @@ def _extract_final(final: str, allow_last_number: bool) -> Extraction:
         later = from_markers(final[boxes[-1].end:]) if ex.status is Status.wrong else None
         if later is not None and later.answer and re.search(r"[\d\\]", later.answer):
             return later
-        return ex
+        return revised(ex, final[boxes[-1].end:])
     for finder in (from_markers, from_conclusion, from_bare, from_last_sentence):
         ex = finder(final)
         if ex is not None:
@@ -124,6 +129,36 @@ def _extract_final(final: str, allow_last_number: bool) -> Extraction:
         if ex is not None:
             return ex
     return Extraction(Status.unparsed, method="none", reasoning=final)
+
+
+_MIXED_LATEX_RE = re.compile(r"([+-]?)(\d+)\s*\\[dt]?frac\{(\d+)\}\{(\d+)\}")
+
+
+def _exact_value(text: str) -> tuple[Fraction | None, bool]:
+    """The numeric value of a boxed reference (a mixed number ``15\\frac{39}{40}`` included)
+    and whether it is written exactly (not as a decimal); None when it is not a plain number."""
+    t = clean_latex(text)
+    m = _MIXED_LATEX_RE.fullmatch(t.strip())
+    if m and int(m.group(4)) and int(m.group(3)) < int(m.group(4)):
+        value = int(m.group(2)) + Fraction(int(m.group(3)), int(m.group(4)))
+        return (-value if m.group(1) == "-" else value), True
+    num = parse_number(t)
+    if num is None or num.percent:
+        return None, True
+    return num.value, num.decimals is None
+
+
+def _distinct_values(contents: list[str]) -> list[str]:
+    """The boxes of a reference solution, one per value: the same value boxed twice in two
+    spellings (``2\\frac{1}{2}`` and ``\\frac{5}{2}``) is one answer, kept in an exact
+    spelling (a decimal would widen the rounding tolerance)."""
+    kept: dict[object, tuple[str, bool]] = {}
+    for c in contents:
+        value, exact = _exact_value(c)
+        key = value if value is not None else compact(clean_latex(c))
+        if key not in kept or exact and not kept[key][1]:
+            kept[key] = (c, exact)
+    return [c for c, _ in kept.values()]
 
 
 def reference_answer(reference: str) -> str:
@@ -144,10 +179,7 @@ def reference_answer(reference: str) -> str:
     if boxes:
         contents = [b.content if b.content is not None else t[b.start:].split("{", 1)[-1]
                     for b in boxes]
-        uniq = list(dict.fromkeys(c.strip() for c in contents if c and c.strip()))
-        by_norm = list(dict.fromkeys(compact(clean_latex(c)) for c in uniq))
-        if len(by_norm) == 1:
-            return uniq[0]
+        uniq = _distinct_values([c.strip() for c in contents if c and c.strip()])
         if uniq:
             return ", ".join(uniq)
     if len(t) > 200:

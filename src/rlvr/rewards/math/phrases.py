@@ -10,9 +10,10 @@ import re
 from rlvr.rewards.types import Extraction, Status
 
 from .clock import FIND_RE as CLOCK_RE
-from .normalize import compact, currency_decimal_comma
-from .sentences import (NUMBER_RE, is_prose, looks_cut_off, math_spans, refine, sentence_end,
-                        strip_spans, trailing_assignment)
+from .normalize import clean_latex, compact, currency_decimal_comma, strip_math_delims
+from .numbers import TooLarge, eval_arith, parse_number
+from .sentences import (NUMBER_RE, drop_justification, is_prose, looks_cut_off, math_spans,
+                        refine, sentence_end, strip_spans, trailing_assignment)
 
 _MARKER_RE = re.compile(
     r"(?i)(?:\b(?:the\s+)?final\s+answer\b(?:\s+is\b|\s*[:：])?"
@@ -59,8 +60,99 @@ def from_markers(text: str) -> Extraction | None:
         if ans:
             method = "zh_marker" if re.search(r"[\u4e00-\u9fff]", m.group(0)) else "phrase"
             approx = bool(_APPROX_RE.search(m.group(0)))
-            return Extraction(Status.wrong, ans, method, approx, reasoning=text[:m.start()])
+            found = Extraction(Status.wrong, ans, method, approx, reasoning=text[:m.start()])
+            return revised(found, seg[len(head):])
     return None
+
+
+# After the final answer: a retraction ("No wait, it's 4.", "Correction: 4.", 不对，应该是4)
+# names the answer that counts; a hedge ("But it could also be 4.", "though 4 is also possible")
+# offers a second one. Justifications ("because 3 × 4 = 12") and courtesies are neither.
+_RETRACT_RE = re.compile(r"(?i)\b(?:wait|actually|correction|oops|on second thought|scratch that|"
+                         r"I made an? (?:\w+ )?(?:error|mistake)|that'?s (?:wrong|incorrect)|"
+                         r"(?:it|answer|result|value) should (?:actually )?be|instead)\b|"
+                         r"不对|等等|算错|错了|更正|应该是|其实")
+# ("Alternatively, we can plug in ..." offers another method, not another answer.)
+_TAIL_HEDGE_RE = re.compile(r"(?i)\b(?:maybe|possibly|perhaps|not sure|"
+                            r"(?:could|might) (?:also )?be|(?:is|are) also possible)\b|"
+                            r"可能|不确定|也许|或许|或者")
+_REVISION_LEAD_RE = re.compile(r"(?i)^[\s,，:：;!.]*(?:no\b[\s,]*)?(?:(?:it|this|that|the\s+\w+)"
+                               r"(?:'s|\s+(?:is|was|should\s+be|must\s+be|would\s+be))\s+)?")
+_REVISION_CHARS = 600     # a revision follows the answer closely
+_REVISION_SENTENCES = 4
+
+
+def revised(ex: Extraction, tail: str) -> Extraction:
+    """``ex`` (an answer found) as the text after it leaves it: ``multiple_answers`` when a
+    hedge there offers a different value, the new value when a retraction there names one,
+    else ``ex`` (a restatement of the same value, a justification, closing courtesies)."""
+    if ex.status is not Status.wrong or not ex.answer or not tail.strip():
+        return ex
+    pending = False      # "Wait! I made an error. The correct value is 4.": the next sentence
+    for sent in _first_sentences(_without_pleasantries(tail)):
+        hedge, retract = _TAIL_HEDGE_RE.search(sent), _RETRACT_RE.search(sent)
+        marker = hedge or retract
+        if not (marker or pending):
+            continue
+        value = _stated_value(sent[marker.end():] if marker else sent, sent, hedge is not None)
+        if value is None:
+            pending = retract is not None
+            continue
+        if _same_value(value, ex.answer):
+            return ex
+        if hedge:
+            return Extraction(Status.multiple_answers, method=ex.method, reasoning=ex.reasoning,
+                              candidates=(ex.answer, value))
+        return Extraction(Status.wrong, value, "revision", reasoning=ex.reasoning)
+    return ex
+
+
+def _first_sentences(text: str) -> list[str]:
+    out, rest = [], text[:_REVISION_CHARS]
+    while rest.strip() and len(out) < _REVISION_SENTENCES:
+        rest = rest.lstrip()
+        end = sentence_end(rest)
+        out.append(rest[:end])
+        rest = rest[end + 1:]
+    return out
+
+
+def _stated_value(after: str, sent: str, hedge: bool) -> str | None:
+    """The value a revising sentence states: what follows its marker ("it should be 4"), else,
+    for a hedge, its only value ("though 4 is also possible"); None when it states none."""
+    value = refine(_REVISION_LEAD_RE.sub("", after))
+    if value and re.search(r"[\d\\]", value) and not _words_in(value):
+        return value
+    if not hedge:
+        return None      # a retraction must name its value ("Wait, x must be positive" does not)
+    sent = drop_justification(sent)
+    values = {v.group(0).strip() for v in NUMBER_RE.finditer(strip_spans(sent))}
+    values |= {s[2].strip() for s in math_spans(sent)}
+    return values.pop() if len(values) == 1 else None
+
+
+_MATH_NAMES = {"sqrt", "pi", "frac", "dfrac", "ln", "log", "sin", "cos", "tan", "exp", "infty"}
+
+
+def _words_in(value: str) -> list[str]:
+    """Words (outside maths and LaTeX commands) in a candidate value: ``"3 is right"`` is a
+    sentence about 3, not a value."""
+    return [w for w in re.findall(r"(?<![\\A-Za-z])[A-Za-z]{2,}", strip_spans(value))
+            if w.lower() not in _MATH_NAMES]
+
+
+def _same_value(a: str, b: str) -> bool:
+    """Whether two answers are one value as written (``4``, ``4.0``, ``x = 4``, ``$4$``)."""
+    keys = []
+    for t in (a, b):
+        t = clean_latex(strip_math_delims(t)).strip().rstrip(".")
+        t = re.sub(r"^[A-Za-z](?:_\{?\w+\}?)?\s*=\s*", "", t)
+        try:
+            num = parse_number(t)
+            keys.append(num.value if num is not None and not num.percent else eval_arith(t) or t)
+        except (TooLarge, ValueError, ZeroDivisionError):
+            keys.append(t)
+    return keys[0] == keys[1] or compact(str(keys[0])) == compact(str(keys[1]))
 
 
 _VALUE_RE = re.compile(CLOCK_RE.pattern + "|" + NUMBER_RE.pattern)

@@ -35,7 +35,7 @@ def math_spans(seg: str) -> list[tuple[int, int, str]]:
     ``(start, end, inner text)``, leaving out a ``$`` pair that encloses prose between two
     dollar amounts."""
     spans = []
-    for m in re.finditer(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", seg, re.S):
+    for m in _SPAN_RE.finditer(seg):
         inner = next(g for g in m.groups() if g is not None)
         if m.group(2) is not None and _CURRENCY_SPAN_RE.match(inner):
             continue     # "$250 each month ... saved $1,000": two dollar amounts, not maths
@@ -43,11 +43,16 @@ def math_spans(seg: str) -> list[tuple[int, int, str]]:
     return spans
 
 
+# An escaped dollar (``$\\$45$``: a dollar sign typeset inside maths) neither opens nor closes
+# an inline span.
+_INLINE_RE = r"(?<!\\)\$((?:\\[\s\S]|[^$\\])*)\$"
+_INLINE_SPAN = r"(?<!\\)\$((?:\\[\s\S]|[^$\\])+)\$"      # the same, not empty
+_SPAN_RE = re.compile(r"\$\$(.+?)\$\$|" + _INLINE_SPAN + r"|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
 _CURRENCY_SPAN_RE = re.compile(r"\d[\d,.]*\s+(?:[^\\$]*\s)?[A-Za-z]{3,}\s+[A-Za-z]{3,}")
 
 
 def _prose_words(seg: str) -> list[str]:
-    no_math = re.sub(r"\$[^$]*\$|\\\(.*?\\\)|\\text\{[^{}]*\}|\\[A-Za-z]+", " ", seg)
+    no_math = re.sub(_INLINE_RE + r"|\\\(.*?\\\)|\\text\{[^{}]*\}|\\[A-Za-z]+", " ", seg)
     return [w for w in re.findall(r"(?<![A-Za-z])[A-Za-z]{3,}(?![A-Za-z])|[\u4e00-\u9fff]{2,}", no_math)
             if w.lower() not in _FUNC_WORDS and not _ZH_NUMERAL_RE.fullmatch(w)]
 
@@ -68,7 +73,10 @@ def sentence_end(seg: str) -> int:
             i = n if close < 0 else close + 2
             continue
         c = seg[i]
-        if c == "$":
+        if c == "\\" and in_math:
+            i += 2       # an escaped character inside maths (``\$``) toggles nothing
+            continue
+        if c == "$" and not (i > 0 and seg[i - 1] == "\\"):
             in_math = not in_math
         elif not in_math:
             if seg.startswith("\n\n", i) or c in "。！？" or seg.startswith("I hope", i):
@@ -88,20 +96,27 @@ def refine(seg: str) -> str | None:
     ``"The largest $n$ is 34"`` -> ``"34"``; ``"Jane started Sphere 3 hours ago"`` -> ``"3"``;
     pure maths is returned unchanged. ``None`` if prose without a single identifiable value.
     """
-    seg = seg.strip().lstrip(":：").strip()
+    # the rest of a bold marker ("**Final Answer**\n\n$$ 42 $$") is not part of the answer
+    seg = re.sub(r"^[\s:：*]+", "", seg)
     if seg.startswith("$$") or seg.startswith(r"\["):
         close = seg.find("$$", 2) if seg.startswith("$$") else seg.find(r"\]")
         if close > 0:
             return seg[2:close].strip() or None
     end = sentence_end(seg)
-    seg = seg[:end].strip().strip("*").strip()
+    seg = drop_justification(seg[:end].strip().strip("*").strip())
     if not seg:
         return None
+    yes_no = _YES_NO_RE.match(seg)
+    if yes_no and (not yes_no.group(2) or refine(yes_no.group(2)) is None):
+        return yes_no.group(1)          # "No, it is not possible." / "Yes, since 7 divides 42."
     if english_number(seg) is not None:
         return seg          # "twenty-one", "one half": a number in words
     clocks = {m.group(0) for m in CLOCK_RE.finditer(seg)}
     if len(clocks) == 1 and not NUMBER_RE.search(CLOCK_RE.sub(" ", strip_spans(seg))):
         return clocks.pop().strip()      # "so it leaves at 9:05 a.m."
+    choice = _CHOICE_SUBJECT_RE.match(seg)
+    if choice:
+        return choice.group(1)          # "Option (B) is the right one."
     if not is_prose(seg):
         return _unwrap_math(seg)
     cop = None
@@ -152,6 +167,39 @@ def _bounded(seg: str) -> bool:
     return False
 
 
+# A justification after the answer (", since x > 0", " because 3 × 4 = 12", ", which is the
+# number of ways", ", as required", " is the only solution") and a trailing remark in brackets
+# ("(ways)", "(not 13)", "(since 6 × 7 = 42)"), but not an alternative or a hedge ("(or 0.25)",
+# "(i.e. 1/4)", "(maybe 13)").
+_JUSTIFY_RE = re.compile(
+    r"(?i)(?:,|(?<=\s))(?:because|since|as\s+(?:required|expected|desired|claimed|needed|shown))\b"
+    r"|,\s*which\b|(?<=\s)is\s+the\s+(?:only|unique)\s+(?:solution|answer|root|value|possibility)\b"
+    r"|[，,]\s*(?:因为|由于)")
+_REMARK_RE = re.compile(r"\s\(([^()]*)\)$")
+_NOT_A_REMARK_RE = re.compile(r"(?i)\b(?:or|maybe|possibly|perhaps|probably|might|could|i\.\s?e|"
+                              r"e\.\s?g|that is|equivalently|approx|about|roughly|alternatively)\b")
+_YES_NO_RE = re.compile(r"(?i)(yes|no)\s*(?:[,.;:!]\s*(.*)|$)", re.S)
+
+
+def drop_justification(seg: str) -> str:
+    """``seg`` without a justification or remark after its answer (the first one outside
+    maths): ``"12 because 3 × 4 = 12"`` -> ``"12"``, ``"x = 5 (we reject x = -2)"`` ->
+    ``"x = 5"``. Unchanged when nothing would be left before it."""
+    for m in _JUSTIFY_RE.finditer(seg):
+        head = seg[:m.start()].rstrip(" ,，\t\n")
+        if head and head.count("$") % 2 == 0 and head.count("(") == head.count(")"):
+            return head      # (a "since" inside a bracketed remark leaves with the remark)
+    m = _REMARK_RE.search(seg)
+    if m and re.search(r"(?<![\\A-Za-z])[A-Za-z]{2,}", m.group(1)) and \
+            not _NOT_A_REMARK_RE.search(m.group(1)) and seg[:m.start()].strip():
+        return seg[:m.start()].rstrip()
+    return seg
+
+
+# A multiple-choice answer stated as the subject: "Option E is correct", "(B) is the right one".
+_CHOICE_SUBJECT_RE = re.compile(
+    r"(?i:(?:the\s+)?(?:option|choice|answer)\s+)?\(?([A-J])\)?\s+(?i:is|would\s+be)\s+"
+    r"(?i:the\s+)?(?i:correct|right|best|true)(?i:\s+(?:one|answer|choice|option))?\s*[.!]?$")
 _TRAILING_ASSIGN_RE = re.compile(r"(?:^|[\s,:;])([A-Za-z](?:_\{?\w+\}?)?(?:\([a-z]\))?\s*=\s*[^=]+?)\s*$")
 
 
@@ -188,7 +236,8 @@ def zh_numerals(seg: str) -> list[str]:
 
 def _unwrap_math(seg: str) -> str:
     """``$x = 7$`` -> ``x = 7`` when one maths span is the whole segment."""
-    m = re.fullmatch(r"\$\$([^$]+)\$\$|\$([^$]+)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", seg, re.S)
+    m = re.fullmatch(r"\$\$([^$]+)\$\$|" + _INLINE_SPAN + r"|\\\((.+?)\\\)|\\\[(.+?)\\\]", seg,
+                     re.S)
     if not m:
         return seg
     return next(g for g in m.groups() if g is not None).strip()
@@ -196,7 +245,7 @@ def _unwrap_math(seg: str) -> str:
 
 def strip_spans(seg: str) -> str:
     """``seg`` with its inline maths (``$...$``, ``\\(...\\)``) replaced by spaces."""
-    return re.sub(r"\$[^$]*\$|\\\(.*?\\\)", " ", seg)
+    return re.sub(_INLINE_RE + r"|\\\(.*?\\\)", " ", seg)
 
 
 _STOP_WORDS_RE = re.compile(r"(?i)\b(?:and|or|then|to|the|a|an|of|by|with|for|from|in|on|at|we|is|"

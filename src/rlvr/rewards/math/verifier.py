@@ -86,7 +86,23 @@ _ARTICLE_RE = re.compile(r"(?<![A-Za-z\\(])[AI] (?!(?:or|and|nor|is|was|are|and/
 
 def _choice_letter(ref: str) -> str | None:
     t = re.sub(r"\\text\{([^{}]*)\}", r"\1", clean_latex(ref)).strip().strip("().").strip()
-    return t if re.fullmatch(r"[A-J]", t) else None
+    if re.fullmatch(r"[A-J]", t):
+        return t
+    labelled = _option_with_text(ref)
+    return labelled[0] if labelled else None
+
+
+# A choice reference that carries its option's text: "\text{(A) } 12", "\textbf{(C)}\ 18".
+_OPTION_TEXT_RE = re.compile(r"\(([A-J])\)\s*(?:\\[ ,;!]|~|\s)*(\S.*)", re.S)
+
+
+def _option_with_text(ref: str) -> tuple[str, str] | None:
+    """``(letter, option text)`` of a reference written as a labelled option, else None."""
+    t = re.sub(r"\\text(?:bf|rm|normal)?\{([^{}]*)\}", r"\1", ref).strip()
+    m = _OPTION_TEXT_RE.fullmatch(t)
+    if not m or re.search(r"\([A-J]\)", m.group(2)):
+        return None      # "(A) and (C)": several options, not one labelled option
+    return m.group(1), m.group(2).strip().rstrip(".").strip()
 
 
 def _response_letters(answer: str) -> list[str]:
@@ -114,7 +130,12 @@ def _judge(ref: str, answer: str, policy: Policy, max_chars: int) -> Outcome:
         return Outcome(same, "long answer: string comparison")
     letter = _choice_letter(ref)
     if letter is not None:
-        return _compare_choice(letter, answer)
+        out = _compare_choice(letter, answer)
+        labelled = _option_with_text(ref)
+        if labelled and not _response_letters(answer):
+            # no letter given: the option's own text ("18" for "(C) 18") answers it
+            return compare(parse_answer(labelled[1]), parse_answer(answer), policy)
+        return out
     return compare(parse_answer(ref), parse_answer(answer), policy)
 
 
