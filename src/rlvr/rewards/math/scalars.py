@@ -19,6 +19,7 @@ import re
 from fractions import Fraction
 
 import mpmath
+import sympy
 
 from . import symbolic
 from .numbers import Num, TooLarge, eval_arith, parse_number
@@ -173,6 +174,9 @@ def _compare_symbolic(ref: Scalar, resp: Scalar, rn: Num | None, sn: Num | None,
         ok = _match_with_percent(va, rn.decimals if rn else None, ref.percent or bool(rn and rn.percent),
                                  vb, sn.decimals if sn else None, resp.percent or bool(sn and sn.percent),
                                  policy)
+        if ok and _exact_pair(ref, resp, rn, sn) and symbolic.distinct_values(
+                _exact_sympy(a, rn), _exact_sympy(b, sn)):
+            return no("exact values differ beyond the numeric comparison")
         return Outcome(ok, f"numeric value: {'equal' if ok else 'differs'}")
     if a is None or b is None:
         return no("number vs expression with variables")
@@ -180,6 +184,19 @@ def _compare_symbolic(ref: Scalar, resp: Scalar, rn: Num | None, sn: Num | None,
     if res is None:
         return no("symbolic: undecided")
     return Outcome(res, f"symbolic: {'equal' if res else 'differs'}")
+
+
+def _exact_pair(ref: Scalar, resp: Scalar, rn: Num | None, sn: Num | None) -> bool:
+    """Both values written exactly (no decimals, no percent): they must be equal, not close."""
+    return not (ref.percent or resp.percent) and all(
+        n is None or (n.decimals is None and not n.percent) for n in (rn, sn))
+
+
+def _exact_sympy(expr, num: Num | None):
+    """The sympy value of one side: its expression, or its exact number."""
+    if num is None:
+        return expr
+    return sympy.Rational(num.value.numerator, num.value.denominator)
 
 
 def _imag_j(resp: str, ref: str) -> str:
