@@ -88,10 +88,6 @@ KNOWN_FAILURES = {
     "X-0439": "H",
     "X-0545": "H",
     # I: Angle-bracket vectors `\langle a, b \rangle` / `⟨a, b⟩` not read as tuples/vecto
-    "X-0177": "I",
-    "X-0440": "I",
-    "X-0441": "I",
-    "X-0442": "I",
     # J: Inequalities joined by 'and' are treated as a list (union) instead of a conjunct
     "X-0191": "J",
     "X-0443": "J",
@@ -109,9 +105,6 @@ KNOWN_FAILURES = {
     "X-0451": "L",
     "X-0452": "L",
     # M: Base-n numeral with parenthesised digits `(2516)_8` unparseable
-    "X-0298": "M",
-    "X-0454": "M",
-    "X-0455": "M",
     # N: Word answers with an article or in a pronoun sentence ('an ellipse', 'a parabola
     "X-0244": "N",
     "X-0457": "N",
@@ -163,16 +156,7 @@ KNOWN_FAILURES = {
     "X-0496": "T",
     "X-0497": "T",
     # U: Unicode vulgar fractions and superscripts (½ ¾ ⅓, x⁴, 10⁻³) not mapped
-    "X-0498": "U",
-    "X-0499": "U",
-    "X-0500": "U",
-    "X-0501": "U",
-    "X-0502": "U",
     # V: LaTeX `\degree` and `\textstyle` not normalised
-    "X-0503": "V",
-    "X-0504": "V",
-    "X-0505": "V",
-    "X-0506": "V",
     # W: Words for ℝ / ∅ (`\text{all real numbers}`, 'All real numbers.', `\text{no solut
     "X-0507": "W",
     "X-0508": "W",
@@ -181,8 +165,6 @@ KNOWN_FAILURES = {
     "X-0511": "W",
     "X-0512": "W",
     # X: ISO interval notation `]0, 1[`, `[0, 1[` not parsed
-    "X-0513": "X",
-    "X-0514": "X",
     # Y: Multiple-choice reference that carries the option text (`\text{(A) } 12`, `\text
     "X-0515": "Y",
     "X-0516": "Y",
@@ -199,17 +181,10 @@ KNOWN_FAILURES = {
     # AD: Number word + percent ('fifty percent') not parsed
     "X-0525": "AD",
     # AE: Full-width full stop '．' (U+FF0E, common in Chinese maths text) after the answer
-    "X-0538": "AE",
-    "X-0539": "AE",
-    "X-0540": "AE",
     # AF: Set-operation names as a label (`A\cup B = \{1,2,3\}`, `A\cap B=\{1,2\}`) not re
     "X-0542": "AF",
     "X-0543": "AF",
     # AG: Doubled backslash (`\\cot`, `\\cup`, `\\emptyset`, `\\binom`) only undone for a 
-    "X-0546": "AG",
-    "X-0547": "AG",
-    "X-0548": "AG",
-    "X-0549": "AG",
     # AH: Unit lost inside an assignment
     "X-0551": "AH",
     "X-0552": "AH",

@@ -100,7 +100,8 @@ def _match_with_percent(ref_v, ref_dec, ref_pct, resp_v, resp_dec, resp_pct, pol
 # ---------------------------------------------------------------------------------------------
 # Scalars
 
-_BASE_RE = re.compile(r"^([0-9A-Za-z]+)_\{?(\d+)\}?$")
+# 2516_8, 2516_{8}, (2516)_8, 2516_{(8)}: digits, then the base as a subscript
+_BASE_RE = re.compile(r"^(\()?(?P<digits>[0-9A-Za-z]+)(?(1)\))_\{?(\()?(?P<base>\d+)(?(3)\))\}?$")
 
 
 _PLAIN_NUMBER_RE = re.compile(r"^[-+]?\\?\$?\s*(\d[\d,]*(\.\d*)?|\.\d+)\s*(\\?%)?$")
@@ -152,9 +153,9 @@ def _compare_base(ref: str, resp: str) -> Outcome | None:
     mr, ms = _BASE_RE.match(ref.strip()), _BASE_RE.match(resp.strip())
     if not mr and not ms:
         return None
-    digits_r = mr.group(1) if mr else ref.strip()
-    digits_s = ms.group(1) if ms else resp.strip()
-    if mr and ms and mr.group(2) != ms.group(2):
+    digits_r = mr.group("digits") if mr else ref.strip()
+    digits_s = ms.group("digits") if ms else resp.strip()
+    if mr and ms and mr.group("base") != ms.group("base"):
         return no("base-n: different bases")
     if not re.fullmatch(r"[0-9A-Za-z]+", digits_r + digits_s):
         return None
