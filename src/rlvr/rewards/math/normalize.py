@@ -254,6 +254,7 @@ def clean_latex(s: str) -> str:
     s = _SIZING_RE.sub(lambda m: m.group(1) or "", s)
     s = _SPACING_RE.sub(" ", s)
     s = _iso_intervals(s)
+    s = re.sub(r"(?<=[)\]])\s*U\s*(?=[(\[])", r" \\cup ", s)     # (0, 1) U (2, 3): ASCII union
     s = re.sub(r"\\[lr]angle(?![a-zA-Z])", lambda m: "(" if m.group(0)[1] == "l" else ")", s)
     s = re.sub(r"(?:\^\s*)?\\(?:text)?degree(?![a-zA-Z])", r"^\\circ ", s)
     s = s.replace("~", " ")
@@ -278,7 +279,45 @@ def clean_latex(s: str) -> str:
     s = re.sub(r",\s*(?:\.\.\.|…)\s*$", r", \\ldots", s)   # "1, 2, 3, ..." continues
     s = re.sub(r"(?<!\\)[.,;:。]+$", "", s).strip()
     s = re.sub(r"(?<![\d)}\s!])!+$", "", s).strip()     # "5!" is a factorial, "yes!" is not
+    s = set_builder_condition(s)
+    s = conjunction_as_intersection(s)
     return s
+
+
+_SET_BUILDER_RE = re.compile(
+    r"^\\\{\s*([A-Za-z])\s*(?:\\in\s*\\mathbb\{R\}\s*)?(?:\\mid|\||:|\\colon)\s*(.+?)\s*\\\}$")
+
+
+def set_builder_condition(s: str) -> str:
+    """``\\{x \\mid 1 \\le x < 4\\}`` (also ``\\{x : ...\\}``, ``\\{x | ...\\}``,
+    ``\\{x \\in \\mathbb{R} \\mid ...\\}``) -> its condition ``1 \\le x < 4``: the set of
+    reals described by a condition on one variable is compared as that condition."""
+    m = _SET_BUILDER_RE.match(s)
+    if not m or r"\}" in m.group(2) or not re.search(re.escape(m.group(1)), m.group(2)):
+        return s
+    return m.group(2)
+
+
+_AND_RE = re.compile(r"\s*(?:\\text\{\s*and\s*\}|(?<![A-Za-z\\])and(?![A-Za-z])|并且|且|"
+                     r"\\land(?![a-zA-Z])|\\wedge(?![a-zA-Z]))\s*")
+_INEQ_RE = re.compile(r"<|>|\\le(?![a-zA-Z])|\\ge(?![a-zA-Z])|\\ne(?![a-zA-Z])")
+
+
+def conjunction_as_intersection(s: str) -> str:
+    """``x > -3 \\text{ and } x < 2`` -> ``(x > -3) \\cap (x < 2)``: inequalities in one variable
+    joined by "and" hold together, so they describe the intersection of their solution sets
+    (a comma or "or" lists alternatives, a union). Equations (``x = 1 and y = 2``) are left
+    as they are."""
+    if not _AND_RE.search(s) or re.search(r"(?<![A-Za-z])or(?![A-Za-z])|或|\\lor|\\vee|,", s):
+        return s
+    pieces = [p.strip() for p in _AND_RE.split(s)]
+    if len(pieces) < 2 or not all(_INEQ_RE.search(p) and p.count("{") == p.count("}")
+                                  for p in pieces):
+        return s
+    names = set(re.findall(r"(?<![A-Za-z])[A-Za-z](?![A-Za-z])", re.sub(r"\\[A-Za-z]+", " ", s)))
+    if len(names) != 1:
+        return s
+    return r" \cap ".join(f"({p})" for p in pieces)
 
 
 _CURRENCY_RE = re.compile(r"[€£¥元]|\\euro|\bEUR\b|\bUSD\b|\bBRL\b|\bdollars?\b|\beuros?\b|\\\$")

@@ -294,6 +294,25 @@ def proportional(a, b) -> bool | None:
     return all(abs(r - ratios[0]) <= 1e-9 * abs(ratios[0]) for r in ratios)
 
 
+def constant_ratio(a, b) -> float | None:
+    """The real constant ``c`` with ``a = c * b`` (checked at sample points, see
+    :func:`proportional`), or ``None``."""
+    if proportional(a, b) is not True:
+        return None
+    syms = sorted((a.free_symbols | b.free_symbols), key=lambda s: s.name)
+    for j in range(5):
+        point = {s: Float(_SAMPLES[(j + k) % len(_SAMPLES)], 30) for k, s in enumerate(syms)}
+        try:
+            va = complex(sympy.N(a.xreplace(point), 30))
+            vb = complex(sympy.N(b.xreplace(point), 30))
+        except Exception:
+            continue
+        if abs(vb) > 1e-12:
+            r = va / vb
+            return r.real if abs(r.imag) <= 1e-9 * abs(r) else None
+    return None
+
+
 def relation_set(rel):
     """Solution set (a sympy ``Set`` over the reals) of a univariate relation, or ``None``."""
     try:
@@ -324,7 +343,8 @@ def _solve_real(rel, x):
         return fast
     if _max_degree(rel) > _MAX_SOLVESET_DEGREE:
         return None
-    return rel.as_set()
+    solved = rel.as_set()
+    return None if solved.has(sympy.ConditionSet) else solved    # sympy could not solve it
 
 
 def _rational_relation_set(rel, x):
