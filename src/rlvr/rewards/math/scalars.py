@@ -180,6 +180,10 @@ def _compare_symbolic(ref: Scalar, resp: Scalar, rn: Num | None, sn: Num | None,
             return no("exact values differ beyond the numeric comparison")
         return Outcome(ok, f"numeric value: {'equal' if ok else 'differs'}")
     if a is None or b is None:
+        # an expression identically equal to the number (sin^2 x + cos^2 x - 1 for 0)
+        if _exact_pair(ref, resp, rn, sn) and symbolic.exact_equal(
+                _exact_sympy(a, rn), _exact_sympy(b, sn)) is True:
+            return yes("symbolic: identically equal to the number")
         return no("number vs expression with variables")
     res = symbolic.exact_equal(a, b)
     if res is None:
