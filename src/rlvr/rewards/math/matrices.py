@@ -38,6 +38,7 @@ def _sympy_matrix(node):
     if isinstance(node, MatrixExpr):
         value = symbolic.to_sympy(node.text)
         try:
+            value = _matrix_powers(value) if isinstance(value, sympy.Basic) else value
             value = value.doit().as_explicit() if isinstance(value, sympy.MatrixExpr) else value
         except Exception:
             return None
@@ -49,6 +50,21 @@ def _sympy_matrix(node):
     else:
         return None
     return value if isinstance(value, sympy.MatrixBase) else None
+
+
+_MAX_POWER = 32      # M^{n}, M^{-n} of an explicit matrix: small n and small matrices only
+_MAX_SIZE = 8
+
+
+def _matrix_powers(value):
+    """Evaluate the powers of explicit matrices in ``value`` (``M^{2}``, ``M^{-1}``: latex2sympy
+    leaves them as an unevaluated ``Pow``). A singular matrix's inverse raises."""
+    def is_power(e) -> bool:
+        return (isinstance(e, sympy.Pow) and isinstance(e.base, sympy.MatrixBase)
+                and e.exp.is_Integer and abs(int(e.exp)) <= _MAX_POWER
+                and max(e.base.shape) <= _MAX_SIZE)
+    value = value.replace(is_power, lambda e: e.base ** int(e.exp))
+    return value.doit() if isinstance(value, (sympy.Add, sympy.Mul)) else value
 
 
 def compare_matrix_values(ref, resp) -> Outcome:
@@ -70,7 +86,21 @@ def _to_matrix(node):
         return node
     if isinstance(node, Seq) and len(node.items) == 1 and isinstance(node.items[0], Matrix):
         return node.items[0]
-    return None
+    return _nested_list(node)
+
+
+def _nested_list(node) -> Matrix | None:
+    """``[[1, 2], [3, 4]]`` (a list of rows, as Python or numpy print a matrix) -> its matrix:
+    square brackets outside and in, rows of one length."""
+    if not (isinstance(node, Seq) and node.open == "[" and node.close == "]" and node.items):
+        return None
+    rows = node.items
+    if not all(isinstance(r, Seq) and r.open == "[" and r.close == "]" and not r.pm
+               and all(isinstance(e, Scalar) for e in r.items) for r in rows):
+        return None
+    if len({len(r.items) for r in rows}) != 1:
+        return None
+    return Matrix(tuple(tuple(r.items) for r in rows))
 
 
 def _vector_entries(node):

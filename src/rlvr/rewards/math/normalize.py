@@ -16,22 +16,48 @@ _CHAR_MAP = {
     "＝": "=", "＋": "+", "－": "-", "％": "%", "／": "/", "！": "!", "？": "?",
     "−": "-", "–": "-", "—": "-", "×": r"\times ", "÷": r"\div ", "·": r"\cdot ",
     "⋅": r"\cdot ", "π": r"\pi ", "∞": r"\infty ", "≤": r"\le ", "⩽": r"\le ",
-    "≥": r"\ge ", "⩾": r"\ge ", "≠": r"\ne ", "±": r"\pm ", "∓": r"\mp ", "²": "^2",
-    "³": "^3", "°": r"^\circ ", "∪": r"\cup ", "∩": r"\cap ", "∈": r"\in ", "∅": r"\emptyset ",
+    "≥": r"\ge ", "⩾": r"\ge ", "≠": r"\ne ", "±": r"\pm ", "∓": r"\mp ",
+    "°": r"^\circ ", "∪": r"\cup ", "∩": r"\cap ", "∈": r"\in ", "∅": r"\emptyset ",
     "≈": r"\approx ", "ℝ": r"\mathbb{R}", "√": r"\sqrt", "∖": r"\setminus ", "\u00a0": " ",
-    "\u200b": "", "\u3000": " ", "ⅈ": "i",
+    "\u200b": "", "\u3000": " ", "ⅈ": "i", "．": ".", "＜": "<", "＞": ">", "⟨": "(", "⟩": ")",
+    **{chr(0xFF10 + d): str(d) for d in range(10)},            # full-width digits
 }
+# Unicode vulgar fractions: "½", and "1½" (a mixed number, written 1\frac{1}{2} in LaTeX).
+_VULGAR = {"½": (1, 2), "⅓": (1, 3), "⅔": (2, 3), "¼": (1, 4), "¾": (3, 4), "⅕": (1, 5),
+           "⅖": (2, 5), "⅗": (3, 5), "⅘": (4, 5), "⅙": (1, 6), "⅚": (5, 6), "⅐": (1, 7),
+           "⅛": (1, 8), "⅜": (3, 8), "⅝": (5, 8), "⅞": (7, 8), "⅑": (1, 9), "⅒": (1, 10)}
+_CHAR_MAP.update({k: r"\frac{%d}{%d}" % v for k, v in _VULGAR.items()})
 _CHAR_RE = re.compile("|".join(re.escape(k) for k in _CHAR_MAP))
+# A run of superscript (subscript) characters is one exponent (index): x⁴ -> x^{4},
+# 10⁻³ -> 10^{-3}, x₁ -> x_{1}.
+_SUPERSCRIPTS = dict(zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺ⁿ", "0123456789-+n"))
+_SUBSCRIPTS = dict(zip("₀₁₂₃₄₅₆₇₈₉₋₊", "0123456789-+"))
+_SUPER_RE = re.compile("[" + "".join(_SUPERSCRIPTS) + "]+")
+_SUB_RE = re.compile("[" + "".join(_SUBSCRIPTS) + "]+")
 
-# Commands that a doubled backslash (``\\frac`` written as ``\\\\frac``) may hide.
+# A doubled backslash (``\\frac`` written as ``\\\\frac``, from an over-escaped string) hides a
+# command. Where a row separator ``\\\\`` may precede a word (inside an environment or an
+# aligned ``&`` row: ``x \\\\y``), only these command names are undone; elsewhere any name is.
 _KNOWN_CMDS = (
     "frac|dfrac|tfrac|cfrac|sqrt|pi|text|cdot|times|left|right|infty|le|ge|leq|geq|neq|ne|"
-    "sin|cos|tan|log|ln|boxed|mathbf|mathrm|circ|pm|begin|end|alpha|beta|theta"
+    "sin|cos|tan|cot|sec|csc|arcsin|arccos|arctan|sinh|cosh|tanh|log|ln|exp|boxed|mathbf|"
+    "mathrm|mathbb|circ|degree|pm|mp|begin|end|alpha|beta|gamma|delta|theta|lambda|mu|sigma|"
+    "omega|phi|cup|cap|setminus|emptyset|varnothing|binom|dbinom|sum|prod|int|lim|ldots|cdots|"
+    "dots|approx|in|notin|subset|subseteq|lfloor|rfloor|lceil|rceil|langle|rangle|mid|div"
 )
 _DOUBLE_BS_RE = re.compile(r"(?<!\\)\\\\(?=(?:" + _KNOWN_CMDS + r")(?![a-zA-Z]))")
+_DOUBLE_BS_ANY_RE = re.compile(r"(?<!\\)\\\\(?=[a-zA-Z]{2,})")
+_ROWS_RE = re.compile(r"(?<!\\)\\begin(?![a-zA-Z])|&")
+
+# ISO interval notation: "]0, 1[" is (0, 1), "[0, 1[" is [0, 1), "]0, 1]" is (0, 1]. Read only
+# where a bracket faces outward (an opening "]" or a closing "["), with plain endpoints, and
+# where the interval stands alone (not "[1, 2], [3, 4]" or a matrix row).
+_ISO_INTERVAL_RE = re.compile(
+    r"(?:(?<=^)|(?<=[\s({,=$:])|(?<=\\cup)|(?<=\\cap)|(?<=\\in))([\[\]])"
+    r"([^\[\](),;]+),([^\[\](),;]+)([\[\]])(?=$|[\s)},;.$]|\\cup|\\cap|\\setminus)")
 
 _SPACING_RE = re.compile(r"(?<!\\)\\(?:[,;:! ]|quad|qquad|enspace|thinspace|hspace\{[^{}]*\}|displaystyle|"
-                         r"limits|nolimits)(?![a-zA-Z])")
+                         r"textstyle|scriptstyle|scriptscriptstyle|limits|nolimits)(?![a-zA-Z])")
 _SIZING_RE = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)"
                         r"(?![a-zA-Z])\s*(\\?[()\[\]|.{}]|\\[lr]?[vV]ert|\\langle|\\rangle)?")
 # Plain-text maths ("pi/2", "sqrt(2)", "exp(16)", "2*pi"): function and constant names that
@@ -45,8 +71,27 @@ _TEXT_CMDS_RE = re.compile(r"\\(?:textbf|textnormal|textrm|textit|textsf|texttt|
 
 
 def map_chars(s: str) -> str:
-    """Replace unicode maths and full-width punctuation by LaTeX/ASCII equivalents."""
+    """Replace unicode maths, superscripts, vulgar fractions and full-width characters by
+    LaTeX/ASCII equivalents."""
+    s = _SUPER_RE.sub(lambda m: _script("^", _SUPERSCRIPTS, m.group(0)), s)
+    s = _SUB_RE.sub(lambda m: _script("_", _SUBSCRIPTS, m.group(0)), s)
     return _CHAR_RE.sub(lambda m: _CHAR_MAP[m.group(0)], s)
+
+
+def _iso_intervals(s: str) -> str:
+    """``]0, 1[`` -> ``(0, 1)``, ``[0, 1[`` -> ``[0, 1)``, ``]0, 1]`` -> ``(0, 1]``."""
+    def rep(m: re.Match) -> str:
+        lo, a, b, hi = m.groups()
+        if lo == "[" and hi == "]":
+            return m.group(0)
+        return ("(" if lo == "]" else "[") + a + "," + b + (")" if hi == "[" else "]")
+    return _ISO_INTERVAL_RE.sub(rep, s) if "[" in s or "]" in s else s
+
+
+def _script(mark: str, table: dict, run: str) -> str:
+    # one character: x² -> x^2 (as LaTeX writes it); a run: 10⁻³ -> 10^{-3}
+    text = "".join(table[c] for c in run)
+    return mark + (text if len(text) == 1 else "{" + text + "}")
 
 
 def find_group(s: str, start: int, open_ch: str = "{", close_ch: str = "}") -> int:
@@ -201,13 +246,17 @@ def clean_latex(s: str) -> str:
     if not s:
         return ""
     s = map_chars(s)
-    s = _DOUBLE_BS_RE.sub(r"\\", s)
+    s = (_DOUBLE_BS_RE if _ROWS_RE.search(s) else _DOUBLE_BS_ANY_RE).sub(r"\\", s)
     s = re.sub(r"(?<=[\w)}])\s*\*\*\s*(?=[\w({-])", "^", s)   # Python power 9**9
     s = s.replace("**", " ").replace("__", " ").replace('\\"', " ").replace('"', " ")
     s = re.sub(r"(\d)\s*,\\!\s*(?=\d)", r"\1,", s)
     s = re.sub(r"(\d)\s*\{\s*,\s*\}\s*(?=\d)", r"\1,", s)
     s = _SIZING_RE.sub(lambda m: m.group(1) or "", s)
     s = _SPACING_RE.sub(" ", s)
+    s = _iso_intervals(s)
+    s = re.sub(r"(?<=[)\]])\s*U\s*(?=[(\[])", r" \\cup ", s)     # (0, 1) U (2, 3): ASCII union
+    s = re.sub(r"\\[lr]angle(?![a-zA-Z])", lambda m: "(" if m.group(0)[1] == "l" else ")", s)
+    s = re.sub(r"(?:\^\s*)?\\(?:text)?degree(?![a-zA-Z])", r"^\\circ ", s)
     s = s.replace("~", " ")
     s = re.sub(r"\\[dtc]frac(?![a-zA-Z])", r"\\frac", s)
     s = _frac_shorthand(s)
@@ -230,7 +279,45 @@ def clean_latex(s: str) -> str:
     s = re.sub(r",\s*(?:\.\.\.|…)\s*$", r", \\ldots", s)   # "1, 2, 3, ..." continues
     s = re.sub(r"(?<!\\)[.,;:。]+$", "", s).strip()
     s = re.sub(r"(?<![\d)}\s!])!+$", "", s).strip()     # "5!" is a factorial, "yes!" is not
+    s = set_builder_condition(s)
+    s = conjunction_as_intersection(s)
     return s
+
+
+_SET_BUILDER_RE = re.compile(
+    r"^\\\{\s*([A-Za-z])\s*(?:\\in\s*\\mathbb\{R\}\s*)?(?:\\mid|\||:|\\colon)\s*(.+?)\s*\\\}$")
+
+
+def set_builder_condition(s: str) -> str:
+    """``\\{x \\mid 1 \\le x < 4\\}`` (also ``\\{x : ...\\}``, ``\\{x | ...\\}``,
+    ``\\{x \\in \\mathbb{R} \\mid ...\\}``) -> its condition ``1 \\le x < 4``: the set of
+    reals described by a condition on one variable is compared as that condition."""
+    m = _SET_BUILDER_RE.match(s)
+    if not m or r"\}" in m.group(2) or not re.search(re.escape(m.group(1)), m.group(2)):
+        return s
+    return m.group(2)
+
+
+_AND_RE = re.compile(r"\s*(?:\\text\{\s*and\s*\}|(?<![A-Za-z\\])and(?![A-Za-z])|并且|且|"
+                     r"\\land(?![a-zA-Z])|\\wedge(?![a-zA-Z]))\s*")
+_INEQ_RE = re.compile(r"<|>|\\le(?![a-zA-Z])|\\ge(?![a-zA-Z])|\\ne(?![a-zA-Z])")
+
+
+def conjunction_as_intersection(s: str) -> str:
+    """``x > -3 \\text{ and } x < 2`` -> ``(x > -3) \\cap (x < 2)``: inequalities in one variable
+    joined by "and" hold together, so they describe the intersection of their solution sets
+    (a comma or "or" lists alternatives, a union). Equations (``x = 1 and y = 2``) are left
+    as they are."""
+    if not _AND_RE.search(s) or re.search(r"(?<![A-Za-z])or(?![A-Za-z])|或|\\lor|\\vee|,", s):
+        return s
+    pieces = [p.strip() for p in _AND_RE.split(s)]
+    if len(pieces) < 2 or not all(_INEQ_RE.search(p) and p.count("{") == p.count("}")
+                                  for p in pieces):
+        return s
+    names = set(re.findall(r"(?<![A-Za-z])[A-Za-z](?![A-Za-z])", re.sub(r"\\[A-Za-z]+", " ", s)))
+    if len(names) != 1:
+        return s
+    return r" \cap ".join(f"({p})" for p in pieces)
 
 
 _CURRENCY_RE = re.compile(r"[€£¥元]|\\euro|\bEUR\b|\bUSD\b|\bBRL\b|\bdollars?\b|\beuros?\b|\\\$")

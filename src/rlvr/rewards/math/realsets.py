@@ -98,10 +98,17 @@ def _real_set(node):
         return None if any(v is None for v in vals) else sympy.FiniteSet(*vals)
     if isinstance(node, Relation):
         return _relation_to_set(node)
-    if isinstance(node, Seq) and node.open == "" and all(isinstance(i, Relation) for i in node.items):
-        sets = [_relation_to_set(i) for i in node.items]     # "x < 1 or x > 2"
+    if isinstance(node, Seq) and node.open == "" and all(
+            isinstance(i, (Relation, SetExpr)) or _interval_seq(i) for i in node.items):
+        sets = [_real_set(i) for i in node.items]     # "x < 1 or x > 2", "(0, 1) or (2, 3)"
         return None if any(x is None for x in sets) else sympy.Union(*sets)
     return None
+
+
+def _interval_seq(node) -> bool:
+    """``(a, b)`` / ``[a, b)``...: two values in brackets, read as an interval in a union."""
+    return isinstance(node, Seq) and len(node.items) == 2 and node.open in ("(", "[") \
+        and node.close in (")", "]")
 
 
 def _split_on_command(text: str, cmd: str) -> list[str]:
@@ -162,6 +169,37 @@ def _relation_text(node: Relation) -> str:
     return out
 
 
+_FLIP = {">": "<", r"\ge": r"\le", "<": "<", r"\le": r"\le", r"\ne": r"\ne"}
+
+
+def _as_difference(node: Relation):
+    """``a > b`` -> ``(b - a, "<")``: one relation ``d op 0`` with ``op`` in <, \\le, \\ne
+    (sympy), or ``None``."""
+    if len(node.ops) != 1 or node.ops[0] not in _FLIP:
+        return None
+    lhs, rhs = (symbolic.to_sympy(p) for p in node.parts)
+    if lhs is None or rhs is None:
+        return None
+    try:
+        d = rhs - lhs if node.ops[0] in (">", r"\ge") else lhs - rhs
+    except Exception:
+        return None
+    return d, _FLIP[node.ops[0]]
+
+
+def same_inequality(ref: Relation, resp: Relation) -> bool:
+    """Whether two inequalities sympy cannot solve (two variables, ``2^x > x^2``) state the
+    same thing: written as ``d op 0`` (sides swapped, direction flipped), the differences
+    are equal up to a positive constant factor (any nonzero one for ``\\ne``)."""
+    a, b = _as_difference(ref), _as_difference(resp)
+    if a is None or b is None or a[1] != b[1]:
+        return False
+    ratio = symbolic.constant_ratio(a[0], b[0])
+    if ratio is None:
+        return False
+    return ratio != 0 if a[1] == r"\ne" else ratio > 0
+
+
 def compare_real_sets(ref, resp, policy) -> Outcome:
     """Compare the sets of reals both sides describe (intervals, unions, inequalities, finite
     sets) with sympy; relations sympy cannot read are compared as written."""
@@ -171,6 +209,8 @@ def compare_real_sets(ref, resp, policy) -> Outcome:
     if a is None or b is None:
         if isinstance(ref, Relation) and isinstance(resp, Relation):
             ok = compact(_relation_text(ref)) == compact(_relation_text(resp))
+            if not ok and same_inequality(ref, resp):
+                return yes("inequalities: identical after rearranging")
             return Outcome(ok, "relation string match" if ok else "relations differ")
         return no("set/relation not comparable")
     try:

@@ -19,6 +19,7 @@ import re
 from fractions import Fraction
 
 import mpmath
+import sympy
 
 from . import symbolic
 from .numbers import Num, TooLarge, eval_arith, parse_number
@@ -99,7 +100,8 @@ def _match_with_percent(ref_v, ref_dec, ref_pct, resp_v, resp_dec, resp_pct, pol
 # ---------------------------------------------------------------------------------------------
 # Scalars
 
-_BASE_RE = re.compile(r"^([0-9A-Za-z]+)_\{?(\d+)\}?$")
+# 2516_8, 2516_{8}, (2516)_8, 2516_{(8)}: digits, then the base as a subscript
+_BASE_RE = re.compile(r"^(\()?(?P<digits>[0-9A-Za-z]+)(?(1)\))_\{?(\()?(?P<base>\d+)(?(3)\))\}?$")
 
 
 _PLAIN_NUMBER_RE = re.compile(r"^[-+]?\\?\$?\s*(\d[\d,]*(\.\d*)?|\.\d+)\s*(\\?%)?$")
@@ -151,9 +153,9 @@ def _compare_base(ref: str, resp: str) -> Outcome | None:
     mr, ms = _BASE_RE.match(ref.strip()), _BASE_RE.match(resp.strip())
     if not mr and not ms:
         return None
-    digits_r = mr.group(1) if mr else ref.strip()
-    digits_s = ms.group(1) if ms else resp.strip()
-    if mr and ms and mr.group(2) != ms.group(2):
+    digits_r = mr.group("digits") if mr else ref.strip()
+    digits_s = ms.group("digits") if ms else resp.strip()
+    if mr and ms and mr.group("base") != ms.group("base"):
         return no("base-n: different bases")
     if not re.fullmatch(r"[0-9A-Za-z]+", digits_r + digits_s):
         return None
@@ -173,13 +175,33 @@ def _compare_symbolic(ref: Scalar, resp: Scalar, rn: Num | None, sn: Num | None,
         ok = _match_with_percent(va, rn.decimals if rn else None, ref.percent or bool(rn and rn.percent),
                                  vb, sn.decimals if sn else None, resp.percent or bool(sn and sn.percent),
                                  policy)
+        if ok and _exact_pair(ref, resp, rn, sn) and symbolic.distinct_values(
+                _exact_sympy(a, rn), _exact_sympy(b, sn)):
+            return no("exact values differ beyond the numeric comparison")
         return Outcome(ok, f"numeric value: {'equal' if ok else 'differs'}")
     if a is None or b is None:
+        # an expression identically equal to the number (sin^2 x + cos^2 x - 1 for 0)
+        if _exact_pair(ref, resp, rn, sn) and symbolic.exact_equal(
+                _exact_sympy(a, rn), _exact_sympy(b, sn)) is True:
+            return yes("symbolic: identically equal to the number")
         return no("number vs expression with variables")
     res = symbolic.exact_equal(a, b)
     if res is None:
         return no("symbolic: undecided")
     return Outcome(res, f"symbolic: {'equal' if res else 'differs'}")
+
+
+def _exact_pair(ref: Scalar, resp: Scalar, rn: Num | None, sn: Num | None) -> bool:
+    """Both values written exactly (no decimals, no percent): they must be equal, not close."""
+    return not (ref.percent or resp.percent) and all(
+        n is None or (n.decimals is None and not n.percent) for n in (rn, sn))
+
+
+def _exact_sympy(expr, num: Num | None):
+    """The sympy value of one side: its expression, or its exact number."""
+    if num is None:
+        return expr
+    return sympy.Rational(num.value.numerator, num.value.denominator)
 
 
 def _imag_j(resp: str, ref: str) -> str:

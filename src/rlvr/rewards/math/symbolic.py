@@ -16,6 +16,7 @@ import sympy
 from latex2sympy2_extended import latex2sympy
 from latex2sympy2_extended.latex2sympy2 import ConversionConfig
 from sympy import I, Float, Rational, Symbol
+from sympy.solvers.inequalities import solve_rational_inequalities
 
 from .numbers import TooLarge, eval_arith
 from .normalize import brace_depth, find_group
@@ -24,7 +25,11 @@ MAX_SYMPY_CHARS = 1500
 MAX_DEPTH = 40
 MAX_EXP = 20_000
 _PREC = 40                       # decimal digits used for numeric comparison
-_REL_TOL = Float("1e-25", _PREC)  # exact vs exact: must agree to ~25 digits
+_REL_TOL = Float("1e-25", _PREC)  # exact vs exact: must agree to ~25 digits...
+_CONFIRM_PREC = 100              # ...then again at this many digits (and more for big numbers)
+_CONFIRM_MAX_PREC = 1000
+_MAX_POLY_DEGREE = 60            # rational-function relations solved from their real roots
+_MAX_SOLVESET_DEGREE = 8         # other relations: sympy's solveset only below this degree
 _SAMPLE_TOL = 1e-12              # expressions with variables, compared at sample points
 # Deterministic sample values for free variables (positive, irrational-looking, away from
 # the usual poles 0, 1, pi/2...). Variable k gets _SAMPLES[(j + k) % len] at point j.
@@ -169,8 +174,9 @@ def close(a, b, rel) -> bool:
 
 
 def exact_equal(a, b) -> bool | None:
-    """Whether two sympy values are equal (constants: to ~25 digits; with variables:
-    at 4 deterministic sample points to 1e-12 relative). ``None`` when undecidable."""
+    """Whether two sympy values are equal (constants: to ~25 digits at 40, confirmed by
+    :func:`distinct_values`; with variables: at 4 deterministic sample points to 1e-12
+    relative). ``None`` when undecidable."""
     try:
         if a == b:
             return True
@@ -181,8 +187,40 @@ def exact_equal(a, b) -> bool | None:
         va, vb = numeric_value(a), numeric_value(b)
         if va is None or vb is None:
             return None
-        return bool(close(_to_mp(va), _to_mp(vb), _REL_TOL))
+        return bool(close(_to_mp(va), _to_mp(vb), _REL_TOL)) and not distinct_values(a, b)
     return _sample_equal(a, b, syms)
+
+
+def _confirm_prec(*exprs) -> int:
+    """Digits for :func:`distinct_values`: near-coincidences come from large numbers
+    (``\\sqrt{10^{60}+1}`` is ``10^{30}`` to 60 digits), so the largest integer's length
+    (twice, for the margin) is added to the base precision."""
+    digits = 0
+    for e in exprs:
+        for n in e.atoms(sympy.Rational):
+            digits = max(digits, len(str(abs(n.p))), len(str(n.q)))
+    return min(_CONFIRM_PREC + 2 * digits, _CONFIRM_MAX_PREC)
+
+
+def distinct_values(a, b) -> bool:
+    """Whether two constants that agree at the 40-digit comparison still differ exactly.
+
+    Exact values must be equal, not close: ``e^{\\pi\\sqrt{163}}`` is within 1e-29 (relative)
+    of ``640320^3+744``. Both are evaluated again at ``_CONFIRM_PREC`` digits or more (sympy's
+    evalf is adaptive, so each value is correct to about that many digits) and must agree to
+    all but 15 of them. Cheap (a few ms), unlike ``simplify``; structurally equal values,
+    unevaluated sums and integrals (slow, and their numeric value is approximate) are not
+    re-checked."""
+    try:
+        if a == b or _heavy(a, b) or (a - b) == 0:
+            return False
+        prec = _confirm_prec(a, b)
+        va, vb = sympy.N(a, prec), sympy.N(b, prec)
+        diff = sympy.N(abs(va - vb), 20)
+        scale = sympy.N(sympy.Max(abs(va), abs(vb)), 20)
+        return bool(diff > scale * Float(10, 20) ** (15 - prec))
+    except Exception:
+        return False
 
 
 def _to_mp(v):
@@ -218,7 +256,15 @@ def _sample_equal(a, b, syms) -> bool | None:
         if abs(va - vb) > _SAMPLE_TOL * max(abs(va), abs(vb), 1e-12):
             return False
         agree += 1
-    return True if agree >= 2 else None
+    if agree < 2:
+        return None
+    # the points agree to 1e-12; at the first point taken exactly they must agree exactly
+    # (``x + 10^{-20}`` is not ``x``)
+    exact_point = {s: Rational(_SAMPLES[k % len(_SAMPLES)]) for k, s in enumerate(syms)}
+    try:
+        return not distinct_values(a.xreplace(exact_point), b.xreplace(exact_point))
+    except Exception:
+        return True
 
 
 def proportional(a, b) -> bool | None:
@@ -248,6 +294,25 @@ def proportional(a, b) -> bool | None:
     return all(abs(r - ratios[0]) <= 1e-9 * abs(ratios[0]) for r in ratios)
 
 
+def constant_ratio(a, b) -> float | None:
+    """The real constant ``c`` with ``a = c * b`` (checked at sample points, see
+    :func:`proportional`), or ``None``."""
+    if proportional(a, b) is not True:
+        return None
+    syms = sorted((a.free_symbols | b.free_symbols), key=lambda s: s.name)
+    for j in range(5):
+        point = {s: Float(_SAMPLES[(j + k) % len(_SAMPLES)], 30) for k, s in enumerate(syms)}
+        try:
+            va = complex(sympy.N(a.xreplace(point), 30))
+            vb = complex(sympy.N(b.xreplace(point), 30))
+        except Exception:
+            continue
+        if abs(vb) > 1e-12:
+            r = va / vb
+            return r.real if abs(r.imag) <= 1e-9 * abs(r) else None
+    return None
+
+
 def relation_set(rel):
     """Solution set (a sympy ``Set`` over the reals) of a univariate relation, or ``None``."""
     try:
@@ -256,9 +321,52 @@ def relation_set(rel):
             return None
         (x,) = syms
         xr = Symbol(x.name, real=True)
-        return rel.xreplace({x: xr}).as_set()
+        return _solve_real(rel.xreplace({x: xr}), xr)
     except Exception:
         return None
+
+
+def _solve_real(rel, x):
+    """The set of reals satisfying ``rel`` (a relation, or an And/Or of relations), or ``None``.
+
+    sympy's general ``as_set`` (solveset) computes every complex root of a polynomial and takes
+    tens of seconds on ``x^{17} + 3x^{13} - 2x^5 + x > 0``; a rational function with rational
+    coefficients is solved from its real roots instead (tens of ms, exact: the roots are
+    radicals or ``CRootOf``), and other relations of high degree are not solved at all."""
+    if isinstance(rel, (sympy.And, sympy.Or)):
+        parts = [_solve_real(arg, x) for arg in rel.args]
+        if any(p is None for p in parts):
+            return None
+        return sympy.Intersection(*parts) if isinstance(rel, sympy.And) else sympy.Union(*parts)
+    fast = _rational_relation_set(rel, x)
+    if fast is not None:
+        return fast
+    if _max_degree(rel) > _MAX_SOLVESET_DEGREE:
+        return None
+    solved = rel.as_set()
+    return None if solved.has(sympy.ConditionSet) else solved    # sympy could not solve it
+
+
+def _rational_relation_set(rel, x):
+    """Solution set of ``p(x)/q(x) op 0`` with ``p``, ``q`` over the rationals, else ``None``."""
+    op = getattr(rel, "rel_op", None)
+    if op not in ("<", "<=", ">", ">=", "==", "!="):
+        return None
+    num, den = sympy.fraction(sympy.together(rel.lhs - rel.rhs))
+    if not (num.is_polynomial(x) and den.is_polynomial(x)):
+        return None
+    pn, pd = sympy.Poly(num, x), sympy.Poly(den, x)
+    if not all(p.domain.is_ZZ or p.domain.is_QQ for p in (pn, pd)):
+        return None
+    if max(pn.degree(), pd.degree()) > _MAX_POLY_DEGREE:
+        return None
+    return solve_rational_inequalities([[((pn, pd), op)]])
+
+
+def _max_degree(expr) -> int:
+    """The largest integer exponent in ``expr`` (0 when there is none)."""
+    exps = [p.exp for p in expr.atoms(sympy.Pow) if p.exp.is_Integer]
+    return max((abs(int(e)) for e in exps), default=0)
 
 
 def as_rational(expr) -> Rational | None:
