@@ -227,3 +227,6 @@ def test_default_best_of_logprob_falls_back_to_majority_without_log_probs():
     with_logprobs = EvalSettings()
     _check_aggregators({"logic"}, with_logprobs, has_logprobs=True, has_reranker=False)
     assert with_logprobs.aggregators == {}
+    typo = EvalSettings(aggregators={"mathz": "majority"})
+    with pytest.raises(EvalError, match="--aggregators: task_type 'mathz' has no registered"):
+        _check_aggregators({"math"}, typo, has_logprobs=True, has_reranker=False)

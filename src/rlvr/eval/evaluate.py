@@ -168,7 +168,11 @@ def _check_aggregators(task_types: set[str], settings: EvalSettings, has_logprob
     """Refuse an aggregator these completions cannot feed. A task type left on the default
     best_of_logprob (no ``--aggregators`` entry) gets ``majority`` instead when there are no
     log-probs (a completions file or endpoint without them); ``settings.aggregators`` records
-    that choice, so results.json shows it."""
+    that choice, so results.json shows it. A task type ``--aggregators`` names must have a
+    verifier (a typo would silently leave its default in place)."""
+    known = set(registered_task_types())
+    for named in sorted(set(settings.aggregators) - known - {"*"}):
+        raise EvalError(f"--aggregators: {unknown_task_type(named, known)}")
     for task_type in sorted(task_types):
         name = aggregator_for(task_type, settings.aggregators)
         chosen = task_type in settings.aggregators or "*" in settings.aggregators
