@@ -1,10 +1,11 @@
 """A third labelled set of the shared cases' kinds (tests/rewards/data/math_break.jsonl, in the
 shared cases' format): 581 cases (``X-0001``..) constructed in session 30 by a separate pass that
 read only the labelling policy and MATH-500 / GSM8K reference formats, to find the *kinds* of
-answers the verifier misjudged (173 of them, in 37 kinds), plus 174 cases (``X-P1-``, ``X-P2-``,
-``X-P3-``) written with the fixes, each kind's accepted and still-rejected variants. Cases the verifier still gets wrong are in ``KNOWN_FAILURES`` (strict
-xfail, so a fix is noticed), keyed by id with the failure kind; the verifier has no per-case
-rules.
+answers the verifier misjudged (173 of them, in 37 kinds), plus cases (``X-P1-``, ``X-P2-``,
+``X-P3-``, ``X-P6-``) written with the fixes, each kind's accepted and still-rejected variants.
+Cases the verifier still gets wrong are in ``KNOWN_FAILURES`` (strict xfail, so a fix is
+noticed), keyed by id with the failure kind; the verifier has no per-case rules. A case with a
+``status`` field must get that status exactly.
 """
 
 from __future__ import annotations
@@ -74,3 +75,11 @@ def test_high_degree_inequality_is_solved_from_its_real_roots(monkeypatch) -> No
     wrong = verify_math("\\boxed{x^{23} + 5x^{13} - 2x^{7} + 3x > 0}", "(1, \\infty)")
     assert wrong.status is Status.wrong
 
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if "status" in c], ids=lambda c: c["id"])
+def test_break_case_status(case: dict) -> None:
+    """A case with a ``status`` field must get exactly that status: a non-answer or a cut-off
+    answer is ``unparsed`` (it feeds the parse-failure rate), not ``wrong``."""
+    verdict = verify_math(case["response"], case["reference"])
+    assert verdict.status.value == case["status"], (verdict.extracted, case["note"])

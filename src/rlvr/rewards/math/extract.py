@@ -109,10 +109,12 @@ def _extract_final(final: str, allow_last_number: bool) -> Extraction:
     boxes = find_boxes(final)
     hashes = list(_HASH_RE.finditer(final))
     if hashes and (not boxes or hashes[-1].start() > boxes[-1].end):
-        ans = hashes[-1].group(1).strip()
-        if ans:
-            return Extraction(Status.wrong, ans, "hash", reasoning=final[:hashes[-1].start()])
-        if not final[hashes[-1].end():].strip():  # "####" and nothing after: no answer given
+        # a repeated marker ("#### #### 5") is a stutter before the value, like a repeated box
+        ans = re.sub(r"^(?:#+\s*)+", "", hashes[-1].group(1)).strip()
+        if ans and not _NO_VALUE_RE.fullmatch(ans):
+            return _unless_dangling(Extraction(Status.wrong, ans, "hash",
+                                               reasoning=final[:hashes[-1].start()]))
+        if ans or not final[hashes[-1].end():].strip():  # "####", "#### ???": no answer given
             return Extraction(Status.unparsed, method="hash", reasoning=final[:hashes[-1].start()])
     if boxes:
         ex = from_boxes(final, boxes)
@@ -123,12 +125,27 @@ def _extract_final(final: str, allow_last_number: bool) -> Extraction:
     for finder in (from_markers, from_conclusion, from_bare, from_last_sentence):
         ex = finder(final)
         if ex is not None:
-            return ex
+            # (a bare "81 * 7 =" is read as its expression, like the question's arithmetic)
+            return ex if finder is from_bare else _unless_dangling(ex)
     if allow_last_number:
         ex = last_number(final)
         if ex is not None:
             return ex
     return Extraction(Status.unparsed, method="none", reasoning=final)
+
+
+# An answer of punctuation only ("???", "---") states no value.
+_NO_VALUE_RE = re.compile(r"[\s!-/:-@\[-`{-~]*")
+# An answer after a marker ending in a relation or an operator with nothing after it ("The final
+# answer is 20 + 3*2 = 20 + 6 =") was cut off mid-computation.
+_DANGLING_RE = re.compile(r"(?:[=<>]|\\(?:cdot|times|div|le|ge|leq|geq))\s*$")
+
+
+def _unless_dangling(ex: Extraction) -> Extraction:
+    """``ex``, or ``unparsed`` when its answer stops on a dangling ``=`` (truncated)."""
+    if ex.status is Status.wrong and ex.answer and _DANGLING_RE.search(ex.answer.rstrip(" .$")):
+        return Extraction(Status.unparsed, method=ex.method, reasoning=ex.reasoning)
+    return ex
 
 
 _MIXED_LATEX_RE = re.compile(r"([+-]?)(\d+)\s*\\[dt]?frac\{(\d+)\}\{(\d+)\}")

@@ -77,7 +77,8 @@ def sentence_end(seg: str) -> int:
             i += 2       # an escaped character inside maths (``\$``) toggles nothing
             continue
         if c == "$" and not (i > 0 and seg[i - 1] == "\\"):
-            in_math = not in_math
+            if in_math or not currency_dollar(seg, i):
+                in_math = not in_math
         elif not in_math:
             if seg.startswith("\n\n", i) or c in "。！？" or seg.startswith("I hope", i):
                 return i
@@ -90,6 +91,28 @@ def sentence_end(seg: str) -> int:
     return n
 
 
+# "$18 every day.": a dollar sign before an amount with no closing `$` in its sentence, or whose
+# would-be span holds no maths, is a currency sign, not the start of a maths span.
+_AMOUNT_RE = re.compile(r"\$\s?\d[\d,]*(?:\.\d+)?")
+_MATH_CHARS_RE = re.compile(r"[\\{}^_=+*/<>]")
+_STOP_RE = re.compile(r"[.!?](?=\s|$)|\n")
+
+
+def currency_dollar(seg: str, i: int) -> bool:
+    """Whether the ``$`` at ``seg[i]`` is a currency sign (``"she makes $18."``, ``"$1,000 in
+    total"``) rather than the opening of a maths span (``"$18 + x$"``, ``"$42 + \\frac{"``)."""
+    amount = _AMOUNT_RE.match(seg, i)
+    if not amount:
+        return False
+    rest = seg[amount.end():]
+    close = re.search(r"(?<!\\)\$", rest)
+    stop = _STOP_RE.search(rest)
+    if close and not (stop and stop.start() < close.start()):
+        return False     # closed in the same sentence: a maths span (or two amounts, see above)
+    would_be = rest[:stop.start()] if stop else rest
+    return not _MATH_CHARS_RE.search(would_be)
+
+
 def refine(seg: str) -> str | None:
     """Reduce the text after a marker to the answer itself.
 
@@ -97,7 +120,7 @@ def refine(seg: str) -> str | None:
     pure maths is returned unchanged. ``None`` if prose without a single identifiable value.
     """
     # the rest of a bold marker ("**Final Answer**\n\n$$ 42 $$") is not part of the answer
-    seg = re.sub(r"^[\s:：*]+", "", seg)
+    seg = _drop_discourse(re.sub(r"^[\s:：*]+", "", seg))
     if seg.startswith("$$") or seg.startswith(r"\["):
         close = seg.find("$$", 2) if seg.startswith("$$") else seg.find(r"\]")
         if close > 0:
@@ -124,7 +147,7 @@ def refine(seg: str) -> str | None:
         if seg[:m.start()].count("$") % 2 == 0:
             cop = m
     if cop is not None:
-        after = seg[cop.end():].strip()
+        after = _drop_discourse(seg[cop.end():].strip())
         if after and not is_prose(after):
             if not re.search(r"[\d\\$^=]|[\u4e00-\u9fff]", after) and english_number(after) is None:
                 words = list(dict.fromkeys(english_numbers_in(seg)))
@@ -153,6 +176,21 @@ def refine(seg: str) -> str | None:
     if spans and seg.rstrip(" .").endswith("$"):
         return spans[-1][2]
     return None
+
+
+# Discourse adverbs right after the marker or copula ("The answer is still 25.", "is therefore
+# $x = 3$") say how the value is reached or stated, not what it is. Words that bound or qualify
+# the value ("at least", "about", "not") are not among them and stay with the answer.
+_DISCOURSE_RE = re.compile(
+    r"(?i)^(?:(?:still|now|also|therefore|thus|hence|clearly|simply|indeed|exactly|precisely|"
+    r"actually|just|again|so|then|definitely|certainly|obviously|surely|really|finally)"
+    r"(?:\s*,\s*|\s+))+(?=[-+$\\(\d.]|[A-Za-z]\b|[A-Za-z]{2,}\s*(?:\(|=))")
+
+
+def _drop_discourse(seg: str) -> str:
+    """``seg`` without leading discourse adverbs before its value (``"still 25"`` -> ``"25"``,
+    ``"then $x = 2$"`` -> ``"$x = 2$"``); unchanged when no value-like text follows them."""
+    return _DISCOURSE_RE.sub("", seg, count=1)
 
 
 def _bounded(seg: str) -> bool:
@@ -274,7 +312,10 @@ def looks_cut_off(seg: str) -> bool:
 
 def _unbalanced(t: str) -> bool:
     unescaped = re.sub(r"\\[${}]", "", t)
-    return unescaped.count("$") % 2 == 1 or unescaped.count("{") > unescaped.count("}") or \
+    dollars = [i for i, c in enumerate(unescaped) if c == "$"]
+    if len(dollars) % 2 == 1 and currency_dollar(unescaped, dollars[-1]):
+        dollars.pop()    # "She saved $1,000 in total.": a currency sign, not an open span
+    return len(dollars) % 2 == 1 or unescaped.count("{") > unescaped.count("}") or \
         bool(re.search(r"\\[A-Za-z]*$|[\^_]$", t))
 
 
