@@ -240,17 +240,25 @@ def _heavy(*exprs) -> bool:
         return True
 
 
+def _values_at(a, b, syms, j: int) -> tuple[complex, complex] | None:
+    """``a`` and ``b`` at the ``j``-th sample point (30 digits), or None where either does not
+    evaluate to a number."""
+    point = {s: Float(_SAMPLES[(j + k) % len(_SAMPLES)], 30) for k, s in enumerate(syms)}
+    try:
+        return complex(sympy.N(a.xreplace(point), 30)), complex(sympy.N(b.xreplace(point), 30))
+    except Exception:
+        return None
+
+
 def _sample_equal(a, b, syms) -> bool | None:
     if _heavy(a, b):
         return None
     agree = 0
     for j in range(4):
-        point = {s: Float(_SAMPLES[(j + k) % len(_SAMPLES)], 30) for k, s in enumerate(syms)}
-        try:
-            va = complex(sympy.N(a.xreplace(point), 30))
-            vb = complex(sympy.N(b.xreplace(point), 30))
-        except Exception:
+        values = _values_at(a, b, syms, j)
+        if values is None:
             continue
+        va, vb = values
         if any(map(lambda z: z != z or abs(z) == float("inf"), (va, vb))):
             continue
         if abs(va - vb) > _SAMPLE_TOL * max(abs(va), abs(vb), 1e-12):
@@ -278,12 +286,10 @@ def proportional(a, b) -> bool | None:
         return None
     ratios = []
     for j in range(5):
-        point = {s: Float(_SAMPLES[(j + k) % len(_SAMPLES)], 30) for k, s in enumerate(syms)}
-        try:
-            va = complex(sympy.N(a.xreplace(point), 30))
-            vb = complex(sympy.N(b.xreplace(point), 30))
-        except Exception:
+        values = _values_at(a, b, syms, j)
+        if values is None:
             continue
+        va, vb = values
         if abs(vb) < 1e-12:
             if abs(va) < 1e-12:
                 continue
@@ -301,12 +307,10 @@ def constant_ratio(a, b) -> float | None:
         return None
     syms = sorted((a.free_symbols | b.free_symbols), key=lambda s: s.name)
     for j in range(5):
-        point = {s: Float(_SAMPLES[(j + k) % len(_SAMPLES)], 30) for k, s in enumerate(syms)}
-        try:
-            va = complex(sympy.N(a.xreplace(point), 30))
-            vb = complex(sympy.N(b.xreplace(point), 30))
-        except Exception:
+        values = _values_at(a, b, syms, j)
+        if values is None:
             continue
+        va, vb = values
         if abs(vb) > 1e-12:
             r = va / vb
             return r.real if abs(r.imag) <= 1e-9 * abs(r) else None
