@@ -94,53 +94,6 @@ CASES2 = [json.loads(line) for line in CASE_FILE2.read_text(encoding="utf-8").sp
 
 # id -> failure kind (the comment above each block says what the kind is)
 KNOWN_FAILURES2 = {
-    # YA: formatting wrappers (\underline, \boldsymbol, \bm, \bf, \large/\Large/\huge) not stripped
-    "Y-0025": "YA",
-    "Y-1002": "YA",
-    "Y-1003": "YA",
-    "Y-1007": "YA",
-    "Y-1008": "YA",
-    "Y-1009": "YA",
-    "Y-1014": "YA",
-    "Y-1017": "YA",
-    "Y-1025": "YA",
-    "Y-1026": "YA",
-    "Y-1027": "YA",
-    "Y-3023": "YA",
-    "Y-3024": "YA",
-    "Y-3025": "YA",
-    "Y-3026": "YA",
-    "Y-3027": "YA",
-    "Y-3028": "YA",
-    "Y-3029": "YA",
-    # YB: a repeating decimal marked with \bar{} (`0.\bar{3}`) is not read
-    "Y-0036": "YB",
-    "Y-1028": "YB",
-    "Y-1030": "YB",
-    "Y-1035": "YB",
-    "Y-3020": "YB",
-    "Y-3021": "YB",
-    # YC: thousands separators inside \frac / \sqrt arguments or tuple elements
-    "Y-0045": "YC",
-    "Y-1039": "YC",
-    "Y-1040": "YC",
-    "Y-1041": "YC",
-    "Y-1043": "YC",
-    "Y-1044": "YC",
-    "Y-1052": "YC",
-    # YD: upright / text / italic i and e (`\mathrm{i}`, `\text{i}`, `\mathrm{e}`) are not the constants
-    "Y-0222": "YD",
-    "Y-1053": "YD",
-    "Y-1054": "YD",
-    "Y-1055": "YD",
-    "Y-1059": "YD",
-    "Y-1060": "YD",
-    "Y-1061": "YD",
-    "Y-1063": "YD",
-    "Y-1064": "YD",
-    "Y-1065": "YD",
-    "Y-3017": "YD",
-    "Y-3019": "YD",
     # YE: a hedge after the final box in parentheses or worded 'also valid', 'alternatively 14', '(or 14)'
     "Y-0332": "YE",
     "Y-1070": "YE",
@@ -165,19 +118,7 @@ KNOWN_FAILURES2 = {
     "Y-2009": "YG",
     "Y-3030": "YG",
     "Y-4005": "YG",
-    # YH: null delimiters `\left.` / `\right.` leave a dot that becomes a decimal point
-    "Y-2026": "YH",
-    "Y-3005": "YH",
-    "Y-3006": "YH",
-    "Y-4001": "YH",
-    "Y-4002": "YH",
-    "Y-4003": "YH",
-    # YI: the cent sign ¢ is not a unit
-    "Y-1130": "YI",
-    "Y-3001": "YI",
-    "Y-3002": "YI",
     # disputed: disputed (grading policy; see the probe report)
-    "Y-0014": "disputed",
     "Y-0021": "disputed",
     "Y-0026": "disputed",
     "Y-0041": "disputed",
@@ -220,9 +161,7 @@ KNOWN_FAILURES2 = {
     "Y-2087": "disputed",
     "Y-2090": "disputed",
     "Y-2092": "disputed",
-    "Y-3007": "disputed",
     "Y-3012": "disputed",
-    "Y-3016": "disputed",
 }
 
 
