@@ -94,30 +94,6 @@ CASES2 = [json.loads(line) for line in CASE_FILE2.read_text(encoding="utf-8").sp
 
 # id -> failure kind (the comment above each block says what the kind is)
 KNOWN_FAILURES2 = {
-    # YE: a hedge after the final box in parentheses or worded 'also valid', 'alternatively 14', '(or 14)'
-    "Y-0332": "YE",
-    "Y-1070": "YE",
-    "Y-1071": "YE",
-    "Y-1075": "YE",
-    "Y-3008": "YE",
-    "Y-3009": "YE",
-    "Y-3011": "YE",
-    # YF: a restatement in parentheses/brackets after the box overrides it with the closing bracket kept
-    "Y-1076": "YF",
-    "Y-2001": "YF",
-    "Y-2002": "YF",
-    "Y-2003": "YF",
-    "Y-2005": "YF",
-    # YG: a bold answer after a marker followed by words ('**13** ways') keeps the closing `**`
-    "Y-0347": "YG",
-    "Y-1079": "YG",
-    "Y-1080": "YG",
-    "Y-1081": "YG",
-    "Y-2007": "YG",
-    "Y-2008": "YG",
-    "Y-2009": "YG",
-    "Y-3030": "YG",
-    "Y-4005": "YG",
     # disputed: disputed (grading policy; see the probe report)
     "Y-0021": "disputed",
     "Y-0026": "disputed",
