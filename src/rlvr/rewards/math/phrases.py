@@ -91,7 +91,8 @@ _RETRACT_RE = re.compile(r"(?i)\b(?:wait|actually|correction|oops|on second thou
 # ...") is a second answer; "also valid / acceptable" vouches for one.
 _TAIL_HEDGE_RE = re.compile(r"(?i)\b(?:maybe|possibly|perhaps|not sure|"
                             r"(?:could|might|may) (?:also )?be|(?:is|are) also possible|"
-                            r"also (?:be )?(?:an? )?(?:valid|acceptable|plausible|possible|correct)|"
+                            r"also (?:be )?(?:an? )?"
+                            r"(?:valid|acceptable|plausible|possible|correct)|"
                             r"alternatively(?=[\s,:]*(?:[-$\\\d(]|(?:the answer|it) is\b)))\b|"
                             r"^[\s$(\[*]*or\b(?=[\s,:]*[-$\\\d(])|"
                             r"可能|不确定|也许|或许|或者")
