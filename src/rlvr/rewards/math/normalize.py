@@ -20,6 +20,7 @@ _CHAR_MAP = {
     "°": r"^\circ ", "∪": r"\cup ", "∩": r"\cap ", "∈": r"\in ", "∅": r"\emptyset ",
     "≈": r"\approx ", "ℝ": r"\mathbb{R}", "√": r"\sqrt", "∖": r"\setminus ", "\u00a0": " ",
     "\u200b": "", "\u3000": " ", "ⅈ": "i", "．": ".", "＜": "<", "＞": ">", "⟨": "(", "⟩": ")",
+    "¢": r" \text{ cents}",                                    # 54¢: a unit, like "54 cents"
     **{chr(0xFF10 + d): str(d) for d in range(10)},            # full-width digits
 }
 # Unicode vulgar fractions: "½", and "1½" (a mixed number, written 1\frac{1}{2} in LaTeX).
@@ -66,6 +67,19 @@ _PLAIN_NAMES_RE = re.compile(
     r"(?<![A-Za-z\\])(pi|sqrt|exp|ln|log|sin|cos|tan|cot|csc|arcsin|arccos|arctan|sinh|"
     r"cosh|tanh|theta|alpha|beta|infty)(?![A-Za-z])")
 _PLAIN_INF_RE = re.compile(r"(?<![A-Za-z\\])(?:infinity|inf)(?![A-Za-z])", re.I)
+# Typography only (underline, bold symbols, font size): the wrapped answer is the answer.
+# Wrappers taking a group are unwrapped (``\underline{129}`` -> ``{129}``); declarations
+# (``\bf 10``, ``{\bf 10}``, ``\large 129``) are dropped.
+_WRAPPERS_RE = re.compile(r"\\(?:underline|boldsymbol|bm|pmb)\s*(?=\{)")
+_DECLARATIONS_RE = re.compile(r"\\(?:bf|it|rm|sf|tt|bfseries|mdseries|normalfont|tiny|"
+                              r"scriptsize|footnotesize|small|normalsize|large|Large|LARGE|"
+                              r"huge|Huge)(?![a-zA-Z])\s*")
+# Upright / italic / text i and e (ISO style) are the imaginary unit and Euler's number.
+_CONST_RE = re.compile(r"\\(?:mathrm|mathit|text|textrm|textit|operatorname)\s*\{([ie])\}")
+# A repeating decimal marked with \bar (0.\bar{3}, 0.1\bar{6}) is the \overline notation.
+_BAR_RE = re.compile(r"(\d\.\d*)\\bar\s*(?:\{(\d+)\}|(\d))")
+# A number with thousands separators filling a brace group: \frac{3,840}{289}, \sqrt{1,000}.
+_GROUPED_ARG_RE = re.compile(r"(?<!\\)\{\s*(\d{1,3}(?:,\d{3})+)\s*\}")
 _TEXT_CMDS_RE = re.compile(r"\\(?:textbf|textnormal|textrm|textit|textsf|texttt|mathrm|mathbf|"
                            r"mathit|mathsf|mathtt|mbox|operatorname\*?|emph|hbox)\s*\{")
 
@@ -250,8 +264,16 @@ def clean_latex(s: str) -> str:
     s = re.sub(r"(?<=[\w)}])\s*\*\*\s*(?=[\w({-])", "^", s)   # Python power 9**9
     s = s.replace("**", " ").replace("__", " ").replace('\\"', " ").replace('"', " ")
     s = re.sub(r"(\d)\s*,\\!\s*(?=\d)", r"\1,", s)
+    # 1{,}000 is a thousands separator, never a list comma ((1{,}000, 2{,}000) is a pair)
+    s = re.sub(r"(\d)\s*\{\s*,\s*\}\s*(?=\d{3}(?!\d))", r"\1", s)
     s = re.sub(r"(\d)\s*\{\s*,\s*\}\s*(?=\d)", r"\1,", s)
-    s = _SIZING_RE.sub(lambda m: m.group(1) or "", s)
+    # \left. / \right. are null delimiters: the dot is not a decimal point
+    s = _SIZING_RE.sub(lambda m: "" if m.group(1) in (None, ".") else m.group(1), s)
+    s = _GROUPED_ARG_RE.sub(lambda m: "{" + m.group(1).replace(",", "") + "}", s)
+    s = _WRAPPERS_RE.sub("", s)
+    s = _DECLARATIONS_RE.sub("", s)
+    s = _CONST_RE.sub(r"\1", s)
+    s = _BAR_RE.sub(lambda m: m.group(1) + r"\overline{" + (m.group(2) or m.group(3)) + "}", s)
     s = _SPACING_RE.sub(" ", s)
     s = _iso_intervals(s)
     s = re.sub(r"(?<=[)\]])\s*U\s*(?=[(\[])", r" \\cup ", s)     # (0, 1) U (2, 3): ASCII union

@@ -41,6 +41,19 @@ def _hedged(seg: str) -> bool:
     return bool(_HEDGE_RE.search(seg)) and len(set(re.findall(r"\d+(?:\.\d+)?", seg))) >= 2
 
 
+# "The answer is **13** ways.": the bold span after the marker is the answer.
+_BOLD_VALUE_RE = re.compile(r"[\s:：]*(?:\*\*[\s:：]*)?\*\*(?=\S)([^*\n]+?)(?<=\S)\*\*")
+
+
+def _drop_unopened_close(ans: str | None) -> str | None:
+    """Drop closing brackets that close nothing in the answer: the restatement "(The answer is
+    13.)" ends with the bracket it was written in. ``[0, 1)`` keeps its bracket."""
+    while ans and ans.rstrip(" .")[-1:] in (")", "]") and \
+            ans.count(")") + ans.count("]") > ans.count("(") + ans.count("["):
+        ans = ans.rstrip(" .")[:-1].rstrip()
+    return ans
+
+
 def from_markers(text: str) -> Extraction | None:
     """The answer after a marker phrase ("final answer", "the answer is", 答案是 ...), the last
     of the last few markers that gives one; ``multiple_answers`` for a hedged answer sentence,
@@ -56,7 +69,8 @@ def from_markers(text: str) -> Extraction | None:
         # a hedge in the answer sentence or right after it ("5. Or it might be 6.")
         if _hedged(head) or _hedged(seg[:len(head) + 300]) and _HEDGE_RE.search(seg[len(head):len(head) + 300]):
             return Extraction(Status.multiple_answers, method="phrase", reasoning=text[:m.start()])
-        ans = refine(seg)
+        bold = _BOLD_VALUE_RE.match(seg)
+        ans = _drop_unopened_close(refine(bold.group(1) if bold else seg))
         if ans:
             method = "zh_marker" if re.search(r"[\u4e00-\u9fff]", m.group(0)) else "phrase"
             approx = bool(_APPROX_RE.search(m.group(0)))
@@ -73,8 +87,14 @@ _RETRACT_RE = re.compile(r"(?i)\b(?:wait|actually|correction|oops|on second thou
                          r"(?:it|answer|result|value) should (?:actually )?be|instead)\b|"
                          r"不对|等等|算错|错了|更正|应该是|其实")
 # ("Alternatively, we can plug in ..." offers another method, not another answer.)
+# A different *value* right after "alternatively" or a leading "or" ("(or 14)", "Or 14, if
+# ...") is a second answer; "also valid / acceptable" vouches for one.
 _TAIL_HEDGE_RE = re.compile(r"(?i)\b(?:maybe|possibly|perhaps|not sure|"
-                            r"(?:could|might) (?:also )?be|(?:is|are) also possible)\b|"
+                            r"(?:could|might|may) (?:also )?be|(?:is|are) also possible|"
+                            r"also (?:be )?(?:an? )?"
+                            r"(?:valid|acceptable|plausible|possible|correct)|"
+                            r"alternatively(?=[\s,:]*(?:[-$\\\d(]|(?:the answer|it) is\b)))\b|"
+                            r"^[\s$(\[*]*or\b(?=[\s,:]*[-$\\\d(])|"
                             r"可能|不确定|也许|或许|或者")
 _REVISION_LEAD_RE = re.compile(r"(?i)^[\s,，:：;!.]*(?:no\b[\s,]*)?(?:(?:it|this|that|the\s+\w+)"
                                r"(?:'s|\s+(?:is|was|should\s+be|must\s+be|would\s+be))\s+)?")
