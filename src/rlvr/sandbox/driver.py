@@ -11,7 +11,8 @@ It splits itself in two processes *before* it reads the job:
 - the **supervisor** (this process) makes itself non-dumpable (so the other process cannot
   read its memory, ptrace it or open its file descriptors through ``/proc``), reads the job
   (which carries the run's nonce and any tests that must run inside the sandbox), and writes
-  the one result record, stamped with the nonce, to fd 1;
+  the one result record, authenticated by an HMAC keyed with the nonce, to fd 1 (the nonce
+  itself never leaves: the program can read fd 1 through ``/proc/1/fd/1``);
 - the **candidate** process drops fds 0 and 1 (its stdout goes to fd 2), receives only the
   program, the probe expressions and a list of names, runs the program as ``__main__``,
   evaluates the probes, and then answers remote calls from the supervisor.
@@ -517,11 +518,39 @@ def _cpu_seconds(who):
     return usage.ru_utime + usage.ru_stime
 
 
-def _sweep_children():
-    """Kill every remaining child (orphans were re-parented to us as subreaper)."""
+def _others_alive():
+    """Whether any process but this one and pid 1 is left (zombies reaped by us excepted)."""
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) not in (1, me):
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    stat = f.read()
+                if stat[stat.rindex(b")") + 2 :][:1] != b"Z":
+                    return True
+            except (OSError, ValueError):
+                continue
+    return False
+
+
+def _sweep_children(pidns=False):
+    """Kill every remaining child (orphans were re-parented to us as subreaper).
+
+    With ``pidns`` (the run has its own pid namespace, where we are not init), ``kill(-1)``
+    reaches every process of the run but bwrap's pid 1 and us at once: a chain of processes
+    that forks faster than the loop below kills one generation a round cannot outlive it.
+    Returns whether processes are still alive after the sweep (``pidns`` only).
+    """
     me = str(os.getpid())
-    for _ in range(200):
+    for i in range(1000):
+        if i >= 20:  # a process killed while tearing down much memory takes a while to exit
+            select.select([], [], [], 0.002)
         found = False
+        if pidns:
+            try:
+                os.kill(-1, signal.SIGKILL)
+            except OSError:
+                pass
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
                 continue
@@ -543,8 +572,9 @@ def _sweep_children():
                     break
             except ChildProcessError:
                 break
-        if not found:
-            return
+        if not found and not (pidns and _others_alive()):
+            return False
+    return pidns and _others_alive()
 
 
 def main():
@@ -622,17 +652,28 @@ def main():
         pass
     # Everything is reaped before the record leaves: the host's final CPU reading then finds no
     # process dying half-way through its parent's accounting.
-    _sweep_children()
+    if _sweep_children(bool(limits.get("pidns"))) and record.get("phase") == "done":
+        # Something of the program outlived every kill: it could still act on the channels.
+        record.update(phase="program_exit", why="processes survived the sweep", exit=None)
     if cpu_at_ready is not None:
         total = _cpu_seconds(resource.RUSAGE_SELF) + _cpu_seconds(resource.RUSAGE_CHILDREN)
         record["cpu"] = round(total - cpu_at_ready, 4)
+    nonce = record.pop("nonce", None)
     try:
         line = json.dumps(record)
     except BaseException as e:  # pragma: no cover - every field was checked or made here
-        keep = {k: record[k] for k in ("nonce", "cpu", "handed") if k in record}
+        keep = {k: record[k] for k in ("cpu", "handed") if k in record}
         err = {"type": type(e).__name__, "msg": ""}
         line = json.dumps(keep | {"phase": "driver_error", "error": err})
-    os.write(1, (line + "\n").encode())
+    # The program can read this channel too (it opens bwrap's pid 1's fd 1 for reading), so
+    # the nonce never travels on it: the record is authenticated by an HMAC keyed with it.
+    # The leading newline ends any partial line the program left on the channel.
+    if isinstance(nonce, str):
+        import hmac  # deferred: only the record needs it, after the program is gone
+
+        body = line.encode()
+        mac = hmac.new(nonce.encode(), body, "sha256").hexdigest().encode()
+        os.write(1, b"\n" + mac + b" " + body + b"\n")
     os._exit(0)
 
 

@@ -12,7 +12,7 @@ Tests are planned on the host before anything runs:
   **in-sandbox check** run by the sandbox's trusted supervisor process, which reaches the
   program only through remote calls returning plain data (see ``driver.py``).
 
-A run passes only if the supervisor's record (stamped with the run's secret nonce) says the
+A run passes only if the supervisor's record (authenticated with the run's secret nonce) says the
 program ran to the end and every test passed: exiting early, crashing after a correct
 definition, patching the harness or printing fake result lines all score 0.
 """

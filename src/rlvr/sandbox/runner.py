@@ -37,6 +37,9 @@ def _driver_limits(job: SandboxJob, env: tiers.SandboxEnvironment, tier: Tier) -
         "processes": lim.max_processes if (tier is Tier.rlimit and env.drop_to_nobody) else None,
         # Without bwrap's --die-with-parent, the supervisor must die with this process itself.
         "pdeathsig": tier is Tier.rlimit,
+        # Own pid namespace: the supervisor may kill(-1) everything of the run (never in the
+        # fallback tier, where -1 would reach every process of uid 65534 on the host).
+        "pidns": tier is Tier.bwrap,
     }
     if not env.cgroups and lim.address_space_bytes is not None:
         # No memory cgroup: RLIMIT_AS is the only memory bound left, so make it the real one.

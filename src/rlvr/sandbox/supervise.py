@@ -2,7 +2,7 @@
 then watch its CPU time, the wall clock and its output until the supervisor's record arrives.
 
 The parent never executes anything the program produced; it only reads capped bytes and parses
-the supervisor's one JSON record (which must carry this run's nonce).
+the supervisor's one JSON record (which must carry an HMAC keyed by this run's nonce).
 
 Time limits (see :class:`~rlvr.sandbox.types.SandboxLimits`): the run's clock starts when the
 driver reports ready, which is also when the job is handed over. From then on the parent polls
@@ -15,6 +15,7 @@ CPU (sleep, block), and RLIMIT_CPU is the kernel's hard per-process kill behind 
 
 from __future__ import annotations
 
+import hmac
 import json
 import math
 import os
@@ -85,17 +86,20 @@ def _parse_result_lines(run: Run, nonce: str) -> None:
                 run.ready_at = time.monotonic()
             continue
         if run.record is None:
-            # Anyone in the sandbox can write this channel (bwrap's pid 1 holds it, open to the
-            # program through /proc/1/fd/1), so a line may be anything: deeply nested JSON
-            # (RecursionError), a huge number, ... Only a parsable record with the nonce counts,
-            # and a line without the nonce (which only the supervisor knows) is not even parsed.
-            if nonce.encode() not in line:
+            # Anyone in the sandbox can write this channel, and read it (bwrap's pid 1 holds it,
+            # open to the program through /proc/1/fd/1), so a line may be anything and the
+            # record may be seen by the program: the nonce never travels, the record is
+            # ``<HMAC-SHA256 of the JSON, keyed by the nonce, hex> <JSON>``. A line whose MAC
+            # does not check out is not even parsed.
+            mac, _, body = line.partition(b" ")
+            want = hmac.new(nonce.encode(), body, "sha256").hexdigest().encode()
+            if not hmac.compare_digest(mac, want):
                 continue
             try:
-                rec = json.loads(line)
+                rec = json.loads(body)
             except Exception:
                 continue
-            if isinstance(rec, dict) and rec.get("nonce") == nonce:
+            if isinstance(rec, dict):
                 run.record = rec
 
 
