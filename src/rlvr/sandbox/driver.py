@@ -379,7 +379,14 @@ def _remote_exception(type_name, msg):
     # A test may expect e.g. ValueError from the candidate: mirror builtin exception types
     # (by name only; no object from the candidate is ever rebuilt).
     base = getattr(builtins, type_name, None)
-    if isinstance(base, type) and issubclass(base, Exception) and base is not Exception:
+    # StopIteration / StopAsyncIteration are not mirrored: raised inside ``map(candidate, xs)``
+    # they would end the check's loop silently, so a program raising one would pass its asserts.
+    if (
+        isinstance(base, type)
+        and issubclass(base, Exception)
+        and base is not Exception
+        and not issubclass(base, (StopIteration, StopAsyncIteration))
+    ):
         cls = type(type_name, (CandidateError, base), {})
         return cls(msg)
     return CandidateError(f"{type_name}: {msg}")
