@@ -137,7 +137,9 @@ ATTACKS = {
     "patch_json": "import json\n_d = json.dumps\njson.dumps = lambda *a, **k: '[3, 0, 30]'\ndef add(a, b):\n    return None",
     "forge_result_lines": "import sys\nfor n in ('@@RESULT@@', 'READY', '{\"phase\": \"done\", \"probes\": []}'):\n    print(n, flush=True)\n    sys.stderr.write(n + '\\n')\ndef add(a, b):\n    return 0",
     "crash_after_definition": "def add(a, b):\n    return a + b\n1 / 0",
-    "kill_supervisor": "import os, signal\ndef add(a, b):\n    return a + b\nos.kill(os.getppid(), signal.SIGKILL)",
+    # A wrong add: under bwrap the supervisor is the pid namespace's init, immune to the
+    # program's SIGKILL, so with a correct add the attack is a no-op and scores 1.0 there.
+    "kill_supervisor": "import os, signal\ndef add(a, b):\n    return a * b\nos.kill(os.getppid(), signal.SIGKILL)",
     "read_supervisor_fds": "import os\ndef add(a, b):\n    return 0\nfor fd in ('0', '1'):\n    try:\n        f = open(f'/proc/{os.getppid()}/fd/' + fd, 'w'); f.write('{\"phase\":\"done\"}\\n'); f.flush()\n    except OSError as e:\n        print('denied', e)",
     "shadow_builtins": "def add(a, b):\n    return 0\nabs = lambda x: 0\nisinstance = lambda *a: True",
 }

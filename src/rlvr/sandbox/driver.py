@@ -12,7 +12,8 @@ It splits itself in two processes *before* it reads the job:
   read its memory, ptrace it or open its file descriptors through ``/proc``), reads the job
   (which carries the run's nonce and any tests that must run inside the sandbox), and writes
   the one result record, authenticated by an HMAC keyed with the nonce, to fd 1 (the nonce
-  itself never leaves: the program can read fd 1 through ``/proc/1/fd/1``);
+  itself never leaves, in case the program can reach fd 1; under bwrap this process is the pid
+  namespace's init, so ``/proc/1/fd`` is closed to the program and its SIGKILL does not reach us);
 - the **candidate** process drops fds 0 and 1 (its stdout goes to fd 2), receives only the
   program, the probe expressions and a list of names, runs the program as ``__main__``,
   evaluates the probes, and then answers remote calls from the supervisor.
@@ -543,9 +544,9 @@ def _others_alive():
 def _sweep_children(pidns=False):
     """Kill every remaining child (orphans were re-parented to us as subreaper).
 
-    With ``pidns`` (the run has its own pid namespace, where we are not init), ``kill(-1)``
-    reaches every process of the run but bwrap's pid 1 and us at once: a chain of processes
-    that forks faster than the loop below kills one generation a round cannot outlive it.
+    With ``pidns`` (the run has its own pid namespace), ``kill(-1)`` reaches every process of
+    the run but pid 1 (us under bwrap --as-pid-1) and us at once: a chain of processes that
+    forks faster than the loop below kills one generation a round cannot outlive it.
     Returns whether processes are still alive after the sweep (``pidns`` only).
     """
     me = str(os.getpid())
@@ -610,6 +611,9 @@ def main():
     os.close(devnull)
     record = {"phase": "driver_error"}
     cpu_at_ready = None
+    # As the pid namespace's init (bwrap --as-pid-1) only signals we handle reach us from the
+    # program: Python's SIGINT handler would let it raise KeyboardInterrupt here at will.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         _prctl(PR_SET_DUMPABLE, 0)
         cpu_at_ready = _cpu_seconds(resource.RUSAGE_SELF)
@@ -672,8 +676,9 @@ def main():
         keep = {k: record[k] for k in ("cpu", "handed") if k in record}
         err = {"type": type(e).__name__, "msg": ""}
         line = json.dumps(keep | {"phase": "driver_error", "error": err})
-    # The program can read this channel too (it opens bwrap's pid 1's fd 1 for reading), so
-    # the nonce never travels on it: the record is authenticated by an HMAC keyed with it.
+    # Should the program reach this channel (it could read it through /proc/1/fd/1 while bwrap's
+    # dumpable reaper was pid 1), the nonce must not travel on it: the record is authenticated
+    # by an HMAC keyed with it.
     # The leading newline ends any partial line the program left on the channel.
     if isinstance(nonce, str):
         import hmac  # deferred: only the record needs it, after the program is gone

@@ -86,9 +86,10 @@ def _parse_result_lines(run: Run, nonce: str) -> None:
                 run.ready_at = time.monotonic()
             continue
         if run.record is None:
-            # Anyone in the sandbox can write this channel, and read it (bwrap's pid 1 holds it,
-            # open to the program through /proc/1/fd/1), so a line may be anything and the
-            # record may be seen by the program: the nonce never travels, the record is
+            # Assume the program can write this channel and read it (a dumpable holder of it,
+            # such as bwrap's own pid 1 before --as-pid-1, opens it to the program through
+            # /proc/<pid>/fd), so a line may be anything and the record may be seen by the
+            # program: the nonce never travels, the record is
             # ``<HMAC-SHA256 of the JSON, keyed by the nonce, hex> <JSON>``. A line whose MAC
             # does not check out is not even parsed.
             mac, _, body = line.partition(b" ")

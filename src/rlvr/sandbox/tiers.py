@@ -117,6 +117,11 @@ def bwrap_base_args(env: SandboxEnvironment, tmpfs_bytes: int) -> list[str]:
         "--unshare-user",
         "--disable-userns",
         "--die-with-parent",
+        # The driver's supervisor is pid 1 itself, no bwrap reaper above it: a reaper would be
+        # dumpable, so the program could open the result channel it holds (/proc/1/fd/1) for
+        # reading and writing, and ptrace it; the non-dumpable supervisor as pid 1 hides its
+        # fds and, as init, ignores SIGKILL / SIGSTOP sent from inside the sandbox.
+        "--as-pid-1",
         "--new-session",
         "--cap-drop", "ALL",
         "--uid", str(NOBODY),
