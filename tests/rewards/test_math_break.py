@@ -157,3 +157,61 @@ def test_break2_case(case: dict) -> None:
     assert (verdict.status is Status.correct) == case["expected"], (
         f"{case['category']}: {verdict.status.value} extracted={verdict.extracted!r} "
         f"detail={verdict.detail!r} note={case['note']}")
+
+
+# A third probe (session 30): cases (``Z-0001``..) in tests/rewards/data/math_break3.jsonl,
+# constructed from the labelling policy, MATH-500 reference shapes and the ways real models
+# write answers (think blocks, display boxes, Minerva / Llama / MetaMath closings, GSM8K '####',
+# Chinese), plus reward-hacking attempts.
+CASE_FILE3 = Path(__file__).with_name("data") / "math_break3.jsonl"
+CASES3 = [json.loads(line) for line in CASE_FILE3.read_text(encoding="utf-8").splitlines()
+          if line.strip()]
+
+# id -> failure kind (the comment above each block says what the kind is)
+KNOWN_FAILURES3 = {
+    # ZA: a retraction after a stated option letter ('The answer is B. Actually no, C.') is
+    # not honoured for letters (it is for numbers)
+    "Z-0363": "ZA",
+    # ZB: a conditional or general alternative after the final answer ('(or any multiple of
+    # 2 pi)', 'if the question asks for ..., it would be 21') is a second answer
+    "Z-0239": "ZB",
+    "Z-0313": "ZB",
+    # ZC: a Chinese negation before the value ('答案：不是6') is read as the answer
+    "Z-0351": "ZC",
+    # ZD: colour wrappers (\color{red}{42}, \textcolor{blue}{42}) are not unwrapped
+    "Z-0319": "ZD",
+    # ZE: a congruence modulus after the value (42 \pmod{100}) is read as a second answer
+    "Z-0323": "ZE",
+    # ZF: a vector written with unit vectors i, j, k against a column vector
+    "Z-0049": "ZF",
+    # disputed (grading policy): radians for a degree reference, dollars for cents, an option
+    # letter before a text answer, a one-element set, struck-out values, a linear equation for
+    # its root, a Python base prefix, spaced digits
+    "Z-0123": "disputed",
+    "Z-0172": "disputed",
+    "Z-0183": "disputed",
+    "Z-0220": "disputed",
+    "Z-0303": "disputed",
+    "Z-0321": "disputed",
+    "Z-0322": "disputed",
+    "Z-0330": "disputed",
+    "Z-0395": "disputed",
+}
+
+
+def _params3():
+    for case in CASES3:
+        marks = ()
+        if case["id"] in KNOWN_FAILURES3:
+            kind = KNOWN_FAILURES3[case["id"]]
+            reason = "disputed" if kind == "disputed" else f"kind {kind}"
+            marks = (pytest.mark.xfail(strict=True, reason=reason),)
+        yield pytest.param(case, id=case["id"], marks=marks)
+
+
+@pytest.mark.parametrize("case", list(_params3()))
+def test_break3_case(case: dict) -> None:
+    verdict = verify_math(case["response"], case["reference"])
+    assert (verdict.status is Status.correct) == case["expected"], (
+        f"{case['category']}: {verdict.status.value} extracted={verdict.extracted!r} "
+        f"detail={verdict.detail!r} note={case['note']}")
