@@ -95,7 +95,6 @@ CASES2 = [json.loads(line) for line in CASE_FILE2.read_text(encoding="utf-8").sp
 # id -> failure kind (the comment above each block says what the kind is)
 KNOWN_FAILURES2 = {
     # disputed: disputed (grading policy; see the probe report)
-    "Y-0021": "disputed",
     "Y-0026": "disputed",
     "Y-0041": "disputed",
     "Y-0085": "disputed",
@@ -169,19 +168,11 @@ CASES3 = [json.loads(line) for line in CASE_FILE3.read_text(encoding="utf-8").sp
 
 # id -> failure kind (the comment above each block says what the kind is)
 KNOWN_FAILURES3 = {
-    # ZA: a retraction after a stated option letter ('The answer is B. Actually no, C.') is
-    # not honoured for letters (it is for numbers)
-    "Z-0363": "ZA",
-    # ZB: a conditional or general alternative after the final answer ('(or any multiple of
-    # 2 pi)', 'if the question asks for ..., it would be 21') is a second answer
-    "Z-0239": "ZB",
-    "Z-0313": "ZB",
-    # ZC: a Chinese negation before the value ('答案：不是6') is read as the answer
-    "Z-0351": "ZC",
-    # ZD: colour wrappers (\color{red}{42}, \textcolor{blue}{42}) are not unwrapped
-    "Z-0319": "ZD",
-    # ZE: a congruence modulus after the value (42 \pmod{100}) is read as a second answer
-    "Z-0323": "ZE",
+    # fixed: ZA (a retraction after an option letter names the letter that counts), ZB (a
+    # conditional or general alternative after the answer is a second answer), ZC (a value
+    # denied after the marker, 答案不是6, is no answer), ZD (colour wrappers are typography), ZE
+    # (a modulus after a residue, 42 \pmod{100}, is not a second value), ZG (a value denied
+    # after the answer, '6, not 7' / 答案是6，不是7, is neither the answer nor a second one)
     # ZF: a vector written with unit vectors i, j, k against a column vector
     "Z-0049": "ZF",
     # disputed (grading policy): radians for a degree reference, dollars for cents, an option

@@ -118,6 +118,9 @@ def _extract_final(final: str, allow_last_number: bool) -> Extraction:
             return Extraction(Status.unparsed, method="hash", reasoning=final[:hashes[-1].start()])
     if boxes:
         ex = from_boxes(final, boxes)
+        hedged = revised(ex, final[boxes[-1].end:])
+        if hedged.status is Status.multiple_answers:
+            return hedged
         later = from_markers(final[boxes[-1].end:]) if ex.status is Status.wrong else None
         if later is not None and later.answer and re.search(r"[\d\\]", later.answer):
             return later

@@ -71,6 +71,13 @@ _PLAIN_INF_RE = re.compile(r"(?<![A-Za-z\\])(?:infinity|inf)(?![A-Za-z])", re.I)
 # Wrappers taking a group are unwrapped (``\underline{129}`` -> ``{129}``); declarations
 # (``\bf 10``, ``{\bf 10}``, ``\large 129``) are dropped.
 _WRAPPERS_RE = re.compile(r"\\(?:underline|boldsymbol|bm|pmb)\s*(?=\{)")
+# Colour is typography too: \color{red}{42}, \textcolor{blue}{42}, {\color{red} 42}.
+_COLOR_RE = re.compile(r"\\(?:textcolor|color|colorbox)\s*(?:\[[a-zA-Z]*\]\s*)?\{[\w!.,\s]*\}\s*")
+# A residue's modulus written after it (42 \pmod{100}, 42 (mod 100)) names the modulus, not a
+# second value: the residue is the answer.
+_MOD_SUFFIX_RE = re.compile(r"(?:\s|\\[ ,;:!])*(?:\\pmod\s*(?:\{\s*\d+\s*\}|\d+)|"
+                            r"\(\s*(?:\\text\s*\{\s*)?mod\s*\}?\s*\d+\s*\)|"
+                            r"\\b?mod\s*(?:\{\s*\d+\s*\}|\d+))\s*$")
 _DECLARATIONS_RE = re.compile(r"\\(?:bf|it|rm|sf|tt|bfseries|mdseries|normalfont|tiny|"
                               r"scriptsize|footnotesize|small|normalsize|large|Large|LARGE|"
                               r"huge|Huge)(?![a-zA-Z])\s*")
@@ -271,6 +278,8 @@ def clean_latex(s: str) -> str:
     s = _SIZING_RE.sub(lambda m: "" if m.group(1) in (None, ".") else m.group(1), s)
     s = _GROUPED_ARG_RE.sub(lambda m: "{" + m.group(1).replace(",", "") + "}", s)
     s = _WRAPPERS_RE.sub("", s)
+    s = _COLOR_RE.sub("", s)
+    s = _MOD_SUFFIX_RE.sub("", s)
     s = _DECLARATIONS_RE.sub("", s)
     s = _CONST_RE.sub(r"\1", s)
     s = _BAR_RE.sub(lambda m: m.group(1) + r"\overline{" + (m.group(2) or m.group(3)) + "}", s)

@@ -69,6 +69,11 @@ def from_markers(text: str) -> Extraction | None:
         # a hedge in the answer sentence or right after it ("5. Or it might be 6.")
         if _hedged(head) or _hedged(seg[:len(head) + 300]) and _HEDGE_RE.search(seg[len(head):len(head) + 300]):
             return Extraction(Status.multiple_answers, method="phrase", reasoning=text[:m.start()])
+        if m is not matches[0] and _conditional_lead(text, m.start()):
+            continue     # "42. If order matters, the answer is 84.": a hedge on the answer before
+        if _NEG_LEAD_RE.match(seg):     # 答案不是6: a value denied is no answer given
+            return Extraction(Status.wrong, head.strip(" :：*$"), "phrase",
+                              reasoning=text[:m.start()])
         bold = _BOLD_VALUE_RE.match(seg)
         ans = _drop_unopened_close(refine(bold.group(1) if bold else seg))
         if ans:
@@ -96,6 +101,18 @@ _TAIL_HEDGE_RE = re.compile(r"(?i)\b(?:maybe|possibly|perhaps|not sure|"
                             r"alternatively(?=[\s,:]*(?:[-$\\\d(]|(?:the answer|it) is\b)))\b|"
                             r"^[\s$(\[*]*or\b(?=[\s,:]*[-$\\\d(])|"
                             r"可能|不确定|也许|或许|或者")
+# A conditional alternative after the answer ("If order matters, the answer is 84.", "Note: if
+# it asks for odd numbers, it would be 21.") offers a second answer for another reading; so does
+# a generalisation ("or any multiple of 2 pi").
+_CONDITIONAL_RE = re.compile(r"(?i)^[\s(*]*(?:(?:note|remark|but|however)\b[\s*:,]*)?"
+                             r"(?:if|in case|unless|assuming)\b[^.!?]*?\b(?:(?:it|this|that|the "
+                             r"(?:answer|result|value|count|total))(?:'d| would)(?: instead)? "
+                             r"(?:be|become)|we(?:'d| would)(?: instead)? (?:get|have)|"
+                             r"the answer (?:is|becomes))\b")
+_GENERAL_RE = re.compile(r"(?i)\b(?:or|plus) (?:any|some|an?) (?:\w+ )?multiples? of\b")
+_CONDITIONAL_START_RE = re.compile(r"(?i)^[\s(*]*(?:(?:note|remark|but|however)\b[\s*:,]*)?"
+                                   r"(?:if|in case|unless|assuming)\b")
+_NEG_LEAD_RE = re.compile(r"^[\s:：*$]*(?:不是|并非|并不是|不为|不等于|不可能是)")
 _REVISION_LEAD_RE = re.compile(r"(?i)^[\s,，:：;!.]*(?:no\b[\s,]*)?(?:(?:it|this|that|the\s+\w+)"
                                r"(?:'s|\s+(?:is|was|should\s+be|must\s+be|would\s+be))\s+)?")
 _REVISION_CHARS = 600     # a revision follows the answer closely
@@ -109,12 +126,17 @@ def revised(ex: Extraction, tail: str) -> Extraction:
     if ex.status is not Status.wrong or not ex.answer or not tail.strip():
         return ex
     pending = False      # "Wait! I made an error. The correct value is 4.": the next sentence
+    letter = bool(_LETTER_RE.fullmatch(ex.answer.strip()))
     for sent in _first_sentences(_without_pleasantries(tail)):
-        hedge, retract = _TAIL_HEDGE_RE.search(sent), _RETRACT_RE.search(sent)
+        if _GENERAL_RE.search(sent):
+            return Extraction(Status.multiple_answers, method=ex.method, reasoning=ex.reasoning)
+        hedge = _TAIL_HEDGE_RE.search(sent) or _CONDITIONAL_RE.search(sent)
+        retract = _RETRACT_RE.search(sent)
         marker = hedge or retract
         if not (marker or pending):
             continue
-        value = _stated_value(sent[marker.end():] if marker else sent, sent, hedge is not None)
+        value = _stated_value(sent[marker.end():] if marker else sent, sent, hedge is not None,
+                              letter)
         if value is None:
             pending = retract is not None
             continue
@@ -127,6 +149,15 @@ def revised(ex: Extraction, tail: str) -> Extraction:
     return ex
 
 
+_LETTER_RE = re.compile(r"\(?[A-E]\)?")
+
+
+def _conditional_lead(text: str, pos: int) -> bool:
+    """Whether the sentence holding ``pos`` opens with a condition ("If order matters, ...")."""
+    start = max(text.rfind(c, 0, pos) for c in ".!?\n")
+    return bool(_CONDITIONAL_START_RE.match(text[start + 1:pos]))
+
+
 def _first_sentences(text: str) -> list[str]:
     out, rest = [], text[:_REVISION_CHARS]
     while rest.strip() and len(out) < _REVISION_SENTENCES:
@@ -137,12 +168,15 @@ def _first_sentences(text: str) -> list[str]:
     return out
 
 
-def _stated_value(after: str, sent: str, hedge: bool) -> str | None:
+def _stated_value(after: str, sent: str, hedge: bool, letter: bool = False) -> str | None:
     """The value a revising sentence states: what follows its marker ("it should be 4"), else,
-    for a hedge, its only value ("though 4 is also possible"); None when it states none."""
+    for a hedge, its only value ("though 4 is also possible"); None when it states none. With
+    ``letter`` (the answer revised is an option letter) a lone option letter is a value too."""
     value = refine(_REVISION_LEAD_RE.sub("", after))
     if value and re.search(r"[\d\\]", value) and not _words_in(value):
         return value
+    if value and letter and _LETTER_RE.fullmatch(value.strip()):
+        return value      # "The answer is B. Actually no, C."
     if not hedge:
         return None      # a retraction must name its value ("Wait, x must be positive" does not)
     sent = drop_justification(sent)
