@@ -112,8 +112,6 @@ KNOWN_FAILURES2 = {
     "Y-0368": "disputed",
     "Y-0388": "disputed",
     "Y-1010": "disputed",
-    "Y-1015": "disputed",
-    "Y-1016": "disputed",
     "Y-1024": "disputed",
     "Y-1031": "disputed",
     "Y-1032": "disputed",
@@ -172,7 +170,9 @@ KNOWN_FAILURES3 = {
     # conditional or general alternative after the answer is a second answer), ZC (a value
     # denied after the marker, 答案不是6, is no answer), ZD (colour wrappers are typography), ZE
     # (a modulus after a residue, 42 \pmod{100}, is not a second value), ZG (a value denied
-    # after the answer, '6, not 7' / 答案是6，不是7, is neither the answer nor a second one)
+    # after the answer, '6, not 7' / 答案是6，不是7, is neither the answer nor a second one), ZH
+    # (a retraction or hedge after the GSM8K '####' line; 'Wait, actually it is 20.'), ZI
+    # (another value named a solution too after the answer, 'Also, x = -5 is a solution.')
     # ZF: a vector written with unit vectors i, j, k against a column vector
     "Z-0049": "ZF",
     # disputed (grading policy): radians for a degree reference, dollars for cents, an option

@@ -71,7 +71,9 @@ def from_markers(text: str) -> Extraction | None:
             return Extraction(Status.multiple_answers, method="phrase", reasoning=text[:m.start()])
         if m is not matches[0] and _conditional_lead(text, m.start()):
             continue     # "42. If order matters, the answer is 84.": a hedge on the answer before
-        if _NEG_LEAD_RE.match(seg):     # 答案不是6: a value denied is no answer given
+        # 答案不是6: a value denied is no answer given (答案不是5，而是6 names one)
+        neg = _NEG_LEAD_RE.match(seg)
+        if neg and not re.search(r"(?:而|但|应该?|[，,])\s*是", head[neg.end():]):
             return Extraction(Status.wrong, head.strip(" :：*$"), "phrase",
                               reasoning=text[:m.start()])
         bold = _BOLD_VALUE_RE.match(seg)
@@ -108,12 +110,24 @@ _CONDITIONAL_RE = re.compile(r"(?i)^[\s(*]*(?:(?:note|remark|but|however)\b[\s*:
                              r"(?:if|in case|unless|assuming)\b[^.!?]*?\b(?:(?:it|this|that|the "
                              r"(?:answer|result|value|count|total))(?:'d| would)(?: instead)? "
                              r"(?:be|become)|we(?:'d| would)(?: instead)? (?:get|have)|"
-                             r"the answer (?:is|becomes))\b")
+                             r"the answer (?:is|becomes))\b|"
+                             # a contrast ("However, if repetition is allowed, we get 100.")
+                             r"^[\s(*]*(?:however|but|alternatively)\b[\s,]*(?:if|when)\b[^.!?]*?"
+                             r"\b(?:we|you) (?:would )?(?:get|obtain)\b")
+# Another value named a solution too ("Also, x = -5 is a solution.", "-5 also satisfies the
+# equation") unless the sentence rejects it ("..., but it is extraneous").
+_ALSO_RE = re.compile(r"(?i)\b(?:is|are) also (?:a |another )?(?:valid )?"
+                      r"(?:solution|root|answer)s?|\balso (?:satisfies|solves|works)|"
+                      r"^[\s(*]*also(?=[^.!?]*\b(?:is|are) "
+                      r"(?:a |another )?(?:valid )?(?:solution|root|answer))")
+_REJECTED_RE = re.compile(r"(?i)\b(?:reject\w*|extraneous|discard\w*|invalid|not (?:valid|allowed|"
+                          r"acceptable|possible)|excluded|ruled out|but)\b")
 _GENERAL_RE = re.compile(r"(?i)\b(?:or|plus) (?:any|some|an?) (?:\w+ )?multiples? of\b")
 _CONDITIONAL_START_RE = re.compile(r"(?i)^[\s(*]*(?:(?:note|remark|but|however)\b[\s*:,]*)?"
                                    r"(?:if|in case|unless|assuming)\b")
 _NEG_LEAD_RE = re.compile(r"^[\s:：*$]*(?:不是|并非|并不是|不为|不等于|不可能是)")
-_REVISION_LEAD_RE = re.compile(r"(?i)^[\s,，:：;!.]*(?:no\b[\s,]*)?(?:(?:it|this|that|the\s+\w+)"
+_REVISION_LEAD_RE = re.compile(r"(?i)^[\s,，:：;!.]*(?:no\b[\s,]*)?(?:actually\b[\s,]*)?"
+                               r"(?:(?:it|this|that|the\s+\w+)"
                                r"(?:'s|\s+(?:is|was|should\s+be|must\s+be|would\s+be))\s+)?")
 _REVISION_CHARS = 600     # a revision follows the answer closely
 _REVISION_SENTENCES = 4
@@ -130,7 +144,8 @@ def revised(ex: Extraction, tail: str) -> Extraction:
     for sent in _first_sentences(_without_pleasantries(tail)):
         if _GENERAL_RE.search(sent):
             return Extraction(Status.multiple_answers, method=ex.method, reasoning=ex.reasoning)
-        hedge = _TAIL_HEDGE_RE.search(sent) or _CONDITIONAL_RE.search(sent)
+        hedge = _TAIL_HEDGE_RE.search(sent) or _CONDITIONAL_RE.search(sent) or (
+            None if _REJECTED_RE.search(sent) else _ALSO_RE.search(sent))
         retract = _RETRACT_RE.search(sent)
         marker = hedge or retract
         if not (marker or pending):
