@@ -173,8 +173,8 @@ KNOWN_FAILURES3 = {
     # after the answer, '6, not 7' / 答案是6，不是7, is neither the answer nor a second one), ZH
     # (a retraction or hedge after the GSM8K '####' line; 'Wait, actually it is 20.'), ZI
     # (another value named a solution too after the answer, 'Also, x = -5 is a solution.')
-    # ZF: a vector written with unit vectors i, j, k against a column vector
-    "Z-0049": "ZF",
+    # fixed: ZF (a vector written with unit vectors i, j, k is compared with a column vector by
+    # its components), ZJ (bold unit vectors were dropped as unit text: -7i + 16j + 5k was 14)
     # disputed (grading policy): radians for a degree reference, dollars for cents, an option
     # letter before a text answer, a one-element set, struck-out values, a linear equation for
     # its root, a Python base prefix, spaced digits

@@ -71,6 +71,10 @@ _PLAIN_INF_RE = re.compile(r"(?<![A-Za-z\\])(?:infinity|inf)(?![A-Za-z])", re.I)
 # Wrappers taking a group are unwrapped (``\underline{129}`` -> ``{129}``); declarations
 # (``\bf 10``, ``{\bf 10}``, ``\large 129``) are dropped.
 _WRAPPERS_RE = re.compile(r"\\(?:underline|boldsymbol|bm|pmb)\s*(?=\{)")
+# Unit vectors (bold, hatted or arrowed i, j, k) are one notation, \hat{i}: not a unit text to
+# drop (``-7\mathbf{i} + 16\mathbf{j}`` is a vector, never the number 9).
+_UNIT_VECTOR_RE = re.compile(r"\\(?:mathbf|hat|vec|boldsymbol|bm|textbf)\s*"
+                             r"\{\s*\\?([ijk])(?:math)?\s*\}")
 # Colour is typography too: \color{red}{42}, \textcolor{blue}{42}, {\color{red} 42}.
 _COLOR_RE = re.compile(r"\\(?:textcolor|color|colorbox)\s*(?:\[[a-zA-Z]*\]\s*)?\{[\w!.,\s]*\}\s*")
 # A residue's modulus written after it (42 \pmod{100}, 42 (mod 100)) names the modulus, not a
@@ -277,6 +281,7 @@ def clean_latex(s: str) -> str:
     # \left. / \right. are null delimiters: the dot is not a decimal point
     s = _SIZING_RE.sub(lambda m: "" if m.group(1) in (None, ".") else m.group(1), s)
     s = _GROUPED_ARG_RE.sub(lambda m: "{" + m.group(1).replace(",", "") + "}", s)
+    s = _UNIT_VECTOR_RE.sub(r"\\hat{\1}", s)
     s = _WRAPPERS_RE.sub("", s)
     s = _COLOR_RE.sub("", s)
     s = _MOD_SUFFIX_RE.sub("", s)
