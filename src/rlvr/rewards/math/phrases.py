@@ -6,6 +6,7 @@ answer-only response, and (only if configured) the last number. Hedges make seve
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 from rlvr.rewards.types import Extraction, Status
 
@@ -139,6 +140,8 @@ def revised(ex: Extraction, tail: str) -> Extraction:
     else ``ex`` (a restatement of the same value, a justification, closing courtesies)."""
     if ex.status is not Status.wrong or not ex.answer or not tail.strip():
         return ex
+    if _misrestated(ex.answer, tail):
+        return Extraction(Status.multiple_answers, method=ex.method, reasoning=ex.reasoning)
     pending = False      # "Wait! I made an error. The correct value is 4.": the next sentence
     letter = bool(_LETTER_RE.fullmatch(ex.answer.strip()))
     for sent in _first_sentences(_without_pleasantries(tail)):
@@ -165,6 +168,29 @@ def revised(ex: Extraction, tail: str) -> Extraction:
 
 
 _LETTER_RE = re.compile(r"\(?[A-E]\)?")
+# "\boxed{\frac14}, i.e. 25%": a restatement right after the answer, in another form.
+_RESTATE_RE = re.compile(r"(?i)^[\s,;:$)]*(?:i\.\s?e\.|that is|namely|in other words)[\s,:$]*")
+
+
+def _misrestated(answer: str, tail: str) -> bool:
+    """Whether a restatement right after the answer ("..., i.e. 20%", "that is, 13 after
+    rounding") gives a number the answer does not round to: two different values. A
+    restatement in decimals needs only to be the answer rounded (``1/3, i.e. 0.33``)."""
+    m = _RESTATE_RE.match(tail)
+    said = NUMBER_RE.match(tail[m.end():]) if m else None
+    if said is None or re.match(r"\s*[-+*/^\\{(×÷=]", tail[m.end() + said.end():]):
+        return False     # an expression ("i.e. 1/4", "i.e. 2 \cdot 6"), not one number
+    try:
+        a = parse_number(clean_latex(strip_math_delims(answer)).strip().rstrip("."))
+        b = parse_number(said.group(0).strip(" .,;$"))
+    except (TooLarge, ValueError, ZeroDivisionError):
+        return False
+    if a is None or b is None or a.percent:
+        return False
+    value, decimals = (b.value / 100, (b.decimals or 0) + 2) if b.percent else (b.value, b.decimals)
+    if decimals is None:
+        return value != a.value
+    return abs(value - a.value) > Fraction(1, 2 * 10 ** decimals)
 
 
 def _conditional_lead(text: str, pos: int) -> bool:
