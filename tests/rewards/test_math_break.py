@@ -175,7 +175,8 @@ KNOWN_FAILURES3 = {
     # (another value named a solution too after the answer, 'Also, x = -5 is a solution.')
     # fixed: ZF (a vector written with unit vectors i, j, k is compared with a column vector by
     # its components), ZJ (bold unit vectors were dropped as unit text: -7i + 16j + 5k was 14),
-    # ZK (a restatement right after the answer, 'i.e. 20%', that the answer does not round to)
+    # ZK (a restatement right after the answer, 'i.e. 20%', that the answer does not round to),
+    # ZM (a hedge in Chinese brackets, 答案：3（或4）, was dropped as a note; 3（不是4） read 4)
     # disputed (grading policy): radians for a degree reference, dollars for cents, an option
     # letter before a text answer, a one-element set, struck-out values, a linear equation for
     # its root, a Python base prefix, spaced digits

@@ -115,7 +115,8 @@ def currency_dollar(seg: str, i: int) -> bool:
 
 # "6, not 7" / 6，不是7 / 6而不是7: the value denied after the answer is not a second answer
 # (nor, after the copula 是, the answer itself).
-_DENIED_TAIL_RE = re.compile(r"(?:\s*[,，;；]\s*(?:and |but |而)?|\s+(?:and |but )|\s*而\s*)"
+_DENIED_TAIL_RE = re.compile(r"(?:\s*[,，;；]\s*(?:and |but |而)?|\s+(?:and |but )|\s*而\s*|"
+                             r"\s*[(（]\s*)"
                              r"(?:(?<![A-Za-z])not\b|不是|并非|并不是)[^。!?]*$")
 
 
