@@ -19,6 +19,7 @@ from .sentences import (NUMBER_RE, drop_justification, is_prose, looks_cut_off, 
 _MARKER_RE = re.compile(
     r"(?i)(?:\b(?:the\s+)?final\s+answer\b(?:\s+is\b|\s*[:：])?"
     r"|\b(?:the\s+)?(?:correct\s+)?answer\s+(?:is|would\s+be|should\s+be)\b"
+    r"|\b(?:the\s+)?(?:correct|right|best)\s+(?:answer\s+)?(?:option|choice)\s+is\b"
     r"|\banswer\s*[:：]|\banswer\b(?=\s*(?:\$|\\\(|\\\[))"
     r"|最终答案\s*(?:是|为|：|:)?|答案\s*(?:约为|约等于|应为|是|为|：|:)?|(?<![回解])答\s*[:：]"
     r"|(?:结果|结论)\s*(?:是|为)|约为|约等于)")
