@@ -177,11 +177,12 @@ KNOWN_FAILURES3 = {
     # its components), ZJ (bold unit vectors were dropped as unit text: -7i + 16j + 5k was 14),
     # ZK (a restatement right after the answer, 'i.e. 20%', that the answer does not round to),
     # ZM (a hedge in Chinese brackets, 答案：3（或4）, was dropped as a note; 3（不是4） read 4),
-    # ZP ('The correct option is B.' closing a longer response was no marker)
-    # ZN: a point's name before its coordinates (P(1,2) for (1,2)) is read as a function call
+    # ZP ('The correct option is B.' closing a longer response was no marker), ZO (\log_e is
+    # the natural logarithm)
+    # ZN: a point's name before its coordinates (P(1,2) for (1,2)) is read as a function call;
+    # dropping a capital letter before a pair would reject an option letter with its value
+    # ('B(1,2)' for B), which cannot be told apart without the reference's shape
     "Z-0483": "ZN",
-    # ZO: \log_e is not read as \ln
-    "Z-0484": "ZO",
     # disputed (grading policy): radians for a degree reference, dollars for cents, an option
     # letter before a text answer, a one-element set, struck-out values, a linear equation for
     # its root, a Python base prefix, spaced digits

@@ -87,6 +87,8 @@ _DECLARATIONS_RE = re.compile(r"\\(?:bf|it|rm|sf|tt|bfseries|mdseries|normalfont
                               r"huge|Huge)(?![a-zA-Z])\s*")
 # Upright / italic / text i and e (ISO style) are the imaginary unit and Euler's number.
 _CONST_RE = re.compile(r"\\(?:mathrm|mathit|text|textrm|textit|operatorname)\s*\{([ie])\}")
+# The logarithm to base e is the natural logarithm: \log_e 2, \log_{e} 2 -> \ln 2.
+_LOG_E_RE = re.compile(r"\\log\s*_\s*(?:e|\{\s*e\s*\})(?![a-zA-Z])")
 # A repeating decimal marked with \bar (0.\bar{3}, 0.1\bar{6}) is the \overline notation.
 _BAR_RE = re.compile(r"(\d\.\d*)\\bar\s*(?:\{(\d+)\}|(\d))")
 # A number with thousands separators filling a brace group: \frac{3,840}{289}, \sqrt{1,000}.
@@ -287,6 +289,7 @@ def clean_latex(s: str) -> str:
     s = _MOD_SUFFIX_RE.sub("", s)
     s = _DECLARATIONS_RE.sub("", s)
     s = _CONST_RE.sub(r"\1", s)
+    s = _LOG_E_RE.sub(r"\\ln", s)
     s = _BAR_RE.sub(lambda m: m.group(1) + r"\overline{" + (m.group(2) or m.group(3)) + "}", s)
     s = _SPACING_RE.sub(" ", s)
     s = _iso_intervals(s)
