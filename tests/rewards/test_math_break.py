@@ -156,10 +156,12 @@ def test_break2_case(case: dict) -> None:
         f"detail={verdict.detail!r} note={case['note']}")
 
 
-# A third probe (session 30): cases (``Z-0001``..) in tests/rewards/data/math_break3.jsonl,
+# A third probe (session 30): 488 cases (``Z-0001``..) in tests/rewards/data/math_break3.jsonl,
 # constructed from the labelling policy, MATH-500 reference shapes and the ways real models
 # write answers (think blocks, display boxes, Minerva / Llama / MetaMath closings, GSM8K '####',
-# Chinese), plus reward-hacking attempts.
+# Chinese), plus reward-hacking attempts; the first 398 are the probe, the rest (``Z-0399``..)
+# each fixed kind's accepted and still-rejected variants. Before the fixes 59 were misjudged
+# (50 not disputed), in 14 kinds ZA-ZP; now 10 (ZN and 9 disputed).
 CASE_FILE3 = Path(__file__).with_name("data") / "math_break3.jsonl"
 CASES3 = [json.loads(line) for line in CASE_FILE3.read_text(encoding="utf-8").splitlines()
           if line.strip()]
