@@ -156,12 +156,12 @@ def test_break2_case(case: dict) -> None:
         f"detail={verdict.detail!r} note={case['note']}")
 
 
-# A third probe (session 30): 488 cases (``Z-0001``..) in tests/rewards/data/math_break3.jsonl,
+# A third probe (session 30): 494 cases (``Z-0001``..) in tests/rewards/data/math_break3.jsonl,
 # constructed from the labelling policy, MATH-500 reference shapes and the ways real models
 # write answers (think blocks, display boxes, Minerva / Llama / MetaMath closings, GSM8K '####',
 # Chinese), plus reward-hacking attempts; the first 398 are the probe, the rest (``Z-0399``..)
-# each fixed kind's accepted and still-rejected variants. Before the fixes 59 were misjudged
-# (50 not disputed), in 14 kinds ZA-ZP; now 10 (ZN and 9 disputed).
+# each fixed kind's accepted and still-rejected variants. Before the fixes 62 were misjudged
+# (53 not disputed), in 15 kinds ZA-ZQ; now 10 (ZN and 9 disputed).
 CASE_FILE3 = Path(__file__).with_name("data") / "math_break3.jsonl"
 CASES3 = [json.loads(line) for line in CASE_FILE3.read_text(encoding="utf-8").splitlines()
           if line.strip()]
@@ -180,7 +180,8 @@ KNOWN_FAILURES3 = {
     # ZK (a restatement right after the answer, 'i.e. 20%', that the answer does not round to),
     # ZM (a hedge in Chinese brackets, 答案：3（或4）, was dropped as a note; 3（不是4） read 4),
     # ZP ('The correct option is B.' closing a longer response was no marker), ZO (\log_e is
-    # the natural logarithm)
+    # the natural logarithm), ZQ (a hedge after the box in other words: '8 is another
+    # possibility', "8 can't be ruled out", '(also 8 works)')
     # ZN: a point's name before its coordinates (P(1,2) for (1,2)) is read as a function call;
     # dropping a capital letter before a pair would reject an option letter with its value
     # ('B(1,2)' for B), which cannot be told apart without the reference's shape

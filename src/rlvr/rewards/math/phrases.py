@@ -104,6 +104,7 @@ _TAIL_HEDGE_RE = re.compile(r"(?i)\b(?:maybe|possibly|perhaps|not sure|"
                             r"(?:valid|acceptable|plausible|possible|correct)|"
                             r"alternatively(?=[\s,:]*(?:[-$\\\d(]|(?:the answer|it) is\b)))\b|"
                             r"^[\s$(\[*]*or\b(?=[\s,:]*[-$\\\d(])|"
+                            r"another possibility|(?:can(?:no|')?t|could ?n[o']t) be ruled out|"
                             r"可能|不确定|也许|或许|或者")
 # A conditional alternative after the answer ("If order matters, the answer is 84.", "Note: if
 # it asks for odd numbers, it would be 21.") offers a second answer for another reading; so does
@@ -119,7 +120,8 @@ _CONDITIONAL_RE = re.compile(r"(?i)^[\s(*]*(?:(?:note|remark|but|however)\b[\s*:
 # Another value named a solution too ("Also, x = -5 is a solution.", "-5 also satisfies the
 # equation") unless the sentence rejects it ("..., but it is extraneous").
 _ALSO_RE = re.compile(r"(?i)\b(?:is|are) also (?:a |another )?(?:valid )?"
-                      r"(?:solution|root|answer)s?|\balso (?:satisfies|solves|works)|"
+                      r"(?:solution|root|answer)s?|\balso (?:satisfies|solves)|"
+                      r"\balso [-$\\\d]\S* works|"
                       r"^[\s(*]*also(?=[^.!?]*\b(?:is|are) "
                       r"(?:a |another )?(?:valid )?(?:solution|root|answer))")
 _REJECTED_RE = re.compile(r"(?i)\b(?:reject\w*|extraneous|discard\w*|invalid|not (?:valid|allowed|"
