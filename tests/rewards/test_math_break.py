@@ -95,7 +95,6 @@ CASES2 = [json.loads(line) for line in CASE_FILE2.read_text(encoding="utf-8").sp
 # id -> failure kind (the comment above each block says what the kind is)
 KNOWN_FAILURES2 = {
     # disputed: disputed (grading policy; see the probe report)
-    "Y-0021": "disputed",
     "Y-0026": "disputed",
     "Y-0041": "disputed",
     "Y-0085": "disputed",
@@ -113,8 +112,6 @@ KNOWN_FAILURES2 = {
     "Y-0368": "disputed",
     "Y-0388": "disputed",
     "Y-1010": "disputed",
-    "Y-1015": "disputed",
-    "Y-1016": "disputed",
     "Y-1024": "disputed",
     "Y-1031": "disputed",
     "Y-1032": "disputed",
@@ -153,6 +150,69 @@ def _params2():
 
 @pytest.mark.parametrize("case", list(_params2()))
 def test_break2_case(case: dict) -> None:
+    verdict = verify_math(case["response"], case["reference"])
+    assert (verdict.status is Status.correct) == case["expected"], (
+        f"{case['category']}: {verdict.status.value} extracted={verdict.extracted!r} "
+        f"detail={verdict.detail!r} note={case['note']}")
+
+
+# A third probe (session 30): 494 cases (``Z-0001``..) in tests/rewards/data/math_break3.jsonl,
+# constructed from the labelling policy, MATH-500 reference shapes and the ways real models
+# write answers (think blocks, display boxes, Minerva / Llama / MetaMath closings, GSM8K '####',
+# Chinese), plus reward-hacking attempts; the first 398 are the probe, the rest (``Z-0399``..)
+# each fixed kind's accepted and still-rejected variants. Before the fixes 62 were misjudged
+# (53 not disputed), in 15 kinds ZA-ZQ; now 10 (ZN and 9 disputed).
+CASE_FILE3 = Path(__file__).with_name("data") / "math_break3.jsonl"
+CASES3 = [json.loads(line) for line in CASE_FILE3.read_text(encoding="utf-8").splitlines()
+          if line.strip()]
+
+# id -> failure kind (the comment above each block says what the kind is)
+KNOWN_FAILURES3 = {
+    # fixed: ZA (a retraction after an option letter names the letter that counts), ZB (a
+    # conditional or general alternative after the answer is a second answer), ZC (a value
+    # denied after the marker, 答案不是6, is no answer), ZD (colour wrappers are typography), ZE
+    # (a modulus after a residue, 42 \pmod{100}, is not a second value), ZG (a value denied
+    # after the answer, '6, not 7' / 答案是6，不是7, is neither the answer nor a second one), ZH
+    # (a retraction or hedge after the GSM8K '####' line; 'Wait, actually it is 20.'), ZI
+    # (another value named a solution too after the answer, 'Also, x = -5 is a solution.')
+    # fixed: ZF (a vector written with unit vectors i, j, k is compared with a column vector by
+    # its components), ZJ (bold unit vectors were dropped as unit text: -7i + 16j + 5k was 14),
+    # ZK (a restatement right after the answer, 'i.e. 20%', that the answer does not round to),
+    # ZM (a hedge in Chinese brackets, 答案：3（或4）, was dropped as a note; 3（不是4） read 4),
+    # ZP ('The correct option is B.' closing a longer response was no marker), ZO (\log_e is
+    # the natural logarithm), ZQ (a hedge after the box in other words: '8 is another
+    # possibility', "8 can't be ruled out", '(also 8 works)')
+    # ZN: a point's name before its coordinates (P(1,2) for (1,2)) is read as a function call;
+    # dropping a capital letter before a pair would reject an option letter with its value
+    # ('B(1,2)' for B), which cannot be told apart without the reference's shape
+    "Z-0483": "ZN",
+    # disputed (grading policy): radians for a degree reference, dollars for cents, an option
+    # letter before a text answer, a one-element set, struck-out values, a linear equation for
+    # its root, a Python base prefix, spaced digits
+    "Z-0123": "disputed",
+    "Z-0172": "disputed",
+    "Z-0183": "disputed",
+    "Z-0220": "disputed",
+    "Z-0303": "disputed",
+    "Z-0321": "disputed",
+    "Z-0322": "disputed",
+    "Z-0330": "disputed",
+    "Z-0395": "disputed",
+}
+
+
+def _params3():
+    for case in CASES3:
+        marks = ()
+        if case["id"] in KNOWN_FAILURES3:
+            kind = KNOWN_FAILURES3[case["id"]]
+            reason = "disputed" if kind == "disputed" else f"kind {kind}"
+            marks = (pytest.mark.xfail(strict=True, reason=reason),)
+        yield pytest.param(case, id=case["id"], marks=marks)
+
+
+@pytest.mark.parametrize("case", list(_params3()))
+def test_break3_case(case: dict) -> None:
     verdict = verify_math(case["response"], case["reference"])
     assert (verdict.status is Status.correct) == case["expected"], (
         f"{case['category']}: {verdict.status.value} extracted={verdict.extracted!r} "

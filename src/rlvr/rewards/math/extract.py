@@ -112,12 +112,16 @@ def _extract_final(final: str, allow_last_number: bool) -> Extraction:
         # a repeated marker ("#### #### 5") is a stutter before the value, like a repeated box
         ans = re.sub(r"^(?:#+\s*)+", "", hashes[-1].group(1)).strip()
         if ans and not _NO_VALUE_RE.fullmatch(ans):
-            return _unless_dangling(Extraction(Status.wrong, ans, "hash",
-                                               reasoning=final[:hashes[-1].start()]))
+            found = Extraction(Status.wrong, ans, "hash", reasoning=final[:hashes[-1].start()])
+            # a retraction or hedge after the line counts as after any answer ("Wait, ... 20.")
+            return revised(_unless_dangling(found), final[hashes[-1].end():])
         if ans or not final[hashes[-1].end():].strip():  # "####", "#### ???": no answer given
             return Extraction(Status.unparsed, method="hash", reasoning=final[:hashes[-1].start()])
     if boxes:
         ex = from_boxes(final, boxes)
+        hedged = revised(ex, final[boxes[-1].end:])
+        if hedged.status is Status.multiple_answers:
+            return hedged
         later = from_markers(final[boxes[-1].end:]) if ex.status is Status.wrong else None
         if later is not None and later.answer and re.search(r"[\d\\]", later.answer):
             return later

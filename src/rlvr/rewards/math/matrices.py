@@ -5,6 +5,8 @@ with the caller's ``compare``), or as values of matrix expressions evaluated by 
 
 from __future__ import annotations
 
+import re
+
 import sympy
 
 from . import symbolic
@@ -113,4 +115,25 @@ def _vector_entries(node):
         return None
     if isinstance(node, Seq) and node.open in ("(", "[", "") and len(node.items) > 1:
         return list(node.items)
+    if isinstance(node, Scalar) and "\\hat{" in node.text:
+        return _unit_vector_entries(node.text)
     return None
+
+
+_UNIT_TERM_RE = re.compile(r"\s*([+-]?)\s*([^+\-]*?)\s*\\hat\{([ijk])\}")
+
+
+def _unit_vector_entries(text: str):
+    """``-7\\hat{i} + 16\\hat{j} + 5\\hat{k}`` (unit vectors, see normalize) -> its components
+    as scalars (``\\hat{k}`` only when written); ``None`` unless the text is only such terms."""
+    coeffs, pos = {}, 0
+    for m in _UNIT_TERM_RE.finditer(text):
+        if m.start() != pos or m.group(3) in coeffs:
+            return None
+        coeff = re.sub(r"\\(?:cdot|times)\s*$", "", m.group(2).strip()).strip() or "1"
+        coeffs[m.group(3)] = Scalar(("-" if m.group(1) == "-" else "") + coeff)
+        pos = m.end()
+    if text[pos:].strip() or not coeffs:
+        return None
+    axes = "ijk" if "k" in coeffs else "ij"
+    return [coeffs.get(a, Scalar("0")) for a in axes]

@@ -71,11 +71,24 @@ _PLAIN_INF_RE = re.compile(r"(?<![A-Za-z\\])(?:infinity|inf)(?![A-Za-z])", re.I)
 # Wrappers taking a group are unwrapped (``\underline{129}`` -> ``{129}``); declarations
 # (``\bf 10``, ``{\bf 10}``, ``\large 129``) are dropped.
 _WRAPPERS_RE = re.compile(r"\\(?:underline|boldsymbol|bm|pmb)\s*(?=\{)")
+# Unit vectors (bold, hatted or arrowed i, j, k) are one notation, \hat{i}: not a unit text to
+# drop (``-7\mathbf{i} + 16\mathbf{j}`` is a vector, never the number 9).
+_UNIT_VECTOR_RE = re.compile(r"\\(?:mathbf|hat|vec|boldsymbol|bm|textbf)\s*"
+                             r"\{\s*\\?([ijk])(?:math)?\s*\}")
+# Colour is typography too: \color{red}{42}, \textcolor{blue}{42}, {\color{red} 42}.
+_COLOR_RE = re.compile(r"\\(?:textcolor|color|colorbox)\s*(?:\[[a-zA-Z]*\]\s*)?\{[\w!.,\s]*\}\s*")
+# A residue's modulus written after it (42 \pmod{100}, 42 (mod 100)) names the modulus, not a
+# second value: the residue is the answer.
+_MOD_SUFFIX_RE = re.compile(r"(?:\s|\\[ ,;:!])*(?:\\pmod\s*(?:\{\s*\d+\s*\}|\d+)|"
+                            r"\(\s*(?:\\text\s*\{\s*)?mod\s*\}?\s*\d+\s*\)|"
+                            r"\\b?mod\s*(?:\{\s*\d+\s*\}|\d+))\s*$")
 _DECLARATIONS_RE = re.compile(r"\\(?:bf|it|rm|sf|tt|bfseries|mdseries|normalfont|tiny|"
                               r"scriptsize|footnotesize|small|normalsize|large|Large|LARGE|"
                               r"huge|Huge)(?![a-zA-Z])\s*")
 # Upright / italic / text i and e (ISO style) are the imaginary unit and Euler's number.
 _CONST_RE = re.compile(r"\\(?:mathrm|mathit|text|textrm|textit|operatorname)\s*\{([ie])\}")
+# The logarithm to base e is the natural logarithm: \log_e 2, \log_{e} 2 -> \ln 2.
+_LOG_E_RE = re.compile(r"\\log\s*_\s*(?:e|\{\s*e\s*\})(?![a-zA-Z])")
 # A repeating decimal marked with \bar (0.\bar{3}, 0.1\bar{6}) is the \overline notation.
 _BAR_RE = re.compile(r"(\d\.\d*)\\bar\s*(?:\{(\d+)\}|(\d))")
 # A number with thousands separators filling a brace group: \frac{3,840}{289}, \sqrt{1,000}.
@@ -270,9 +283,13 @@ def clean_latex(s: str) -> str:
     # \left. / \right. are null delimiters: the dot is not a decimal point
     s = _SIZING_RE.sub(lambda m: "" if m.group(1) in (None, ".") else m.group(1), s)
     s = _GROUPED_ARG_RE.sub(lambda m: "{" + m.group(1).replace(",", "") + "}", s)
+    s = _UNIT_VECTOR_RE.sub(r"\\hat{\1}", s)
     s = _WRAPPERS_RE.sub("", s)
+    s = _COLOR_RE.sub("", s)
+    s = _MOD_SUFFIX_RE.sub("", s)
     s = _DECLARATIONS_RE.sub("", s)
     s = _CONST_RE.sub(r"\1", s)
+    s = _LOG_E_RE.sub(r"\\ln", s)
     s = _BAR_RE.sub(lambda m: m.group(1) + r"\overline{" + (m.group(2) or m.group(3)) + "}", s)
     s = _SPACING_RE.sub(" ", s)
     s = _iso_intervals(s)

@@ -6,6 +6,7 @@ answer-only response, and (only if configured) the last number. Hedges make seve
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 
 from rlvr.rewards.types import Extraction, Status
 
@@ -18,6 +19,7 @@ from .sentences import (NUMBER_RE, drop_justification, is_prose, looks_cut_off, 
 _MARKER_RE = re.compile(
     r"(?i)(?:\b(?:the\s+)?final\s+answer\b(?:\s+is\b|\s*[:：])?"
     r"|\b(?:the\s+)?(?:correct\s+)?answer\s+(?:is|would\s+be|should\s+be)\b"
+    r"|\b(?:the\s+)?(?:correct|right|best)\s+(?:answer\s+)?(?:option|choice)\s+is\b"
     r"|\banswer\s*[:：]|\banswer\b(?=\s*(?:\$|\\\(|\\\[))"
     r"|最终答案\s*(?:是|为|：|:)?|答案\s*(?:约为|约等于|应为|是|为|：|:)?|(?<![回解])答\s*[:：]"
     r"|(?:结果|结论)\s*(?:是|为)|约为|约等于)")
@@ -69,6 +71,13 @@ def from_markers(text: str) -> Extraction | None:
         # a hedge in the answer sentence or right after it ("5. Or it might be 6.")
         if _hedged(head) or _hedged(seg[:len(head) + 300]) and _HEDGE_RE.search(seg[len(head):len(head) + 300]):
             return Extraction(Status.multiple_answers, method="phrase", reasoning=text[:m.start()])
+        if m is not matches[0] and _conditional_lead(text, m.start()):
+            continue     # "42. If order matters, the answer is 84.": a hedge on the answer before
+        # 答案不是6: a value denied is no answer given (答案不是5，而是6 names one)
+        neg = _NEG_LEAD_RE.match(seg)
+        if neg and not re.search(r"(?:而|但|应该?|[，,])\s*是", head[neg.end():]):
+            return Extraction(Status.wrong, head.strip(" :：*$"), "phrase",
+                              reasoning=text[:m.start()])
         bold = _BOLD_VALUE_RE.match(seg)
         ans = _drop_unopened_close(refine(bold.group(1) if bold else seg))
         if ans:
@@ -95,8 +104,34 @@ _TAIL_HEDGE_RE = re.compile(r"(?i)\b(?:maybe|possibly|perhaps|not sure|"
                             r"(?:valid|acceptable|plausible|possible|correct)|"
                             r"alternatively(?=[\s,:]*(?:[-$\\\d(]|(?:the answer|it) is\b)))\b|"
                             r"^[\s$(\[*]*or\b(?=[\s,:]*[-$\\\d(])|"
+                            r"another possibility|(?:can(?:no|')?t|could ?n[o']t) be ruled out|"
                             r"可能|不确定|也许|或许|或者")
-_REVISION_LEAD_RE = re.compile(r"(?i)^[\s,，:：;!.]*(?:no\b[\s,]*)?(?:(?:it|this|that|the\s+\w+)"
+# A conditional alternative after the answer ("If order matters, the answer is 84.", "Note: if
+# it asks for odd numbers, it would be 21.") offers a second answer for another reading; so does
+# a generalisation ("or any multiple of 2 pi").
+_CONDITIONAL_RE = re.compile(r"(?i)^[\s(*]*(?:(?:note|remark|but|however)\b[\s*:,]*)?"
+                             r"(?:if|in case|unless|assuming)\b[^.!?]*?\b(?:(?:it|this|that|the "
+                             r"(?:answer|result|value|count|total))(?:'d| would)(?: instead)? "
+                             r"(?:be|become)|we(?:'d| would)(?: instead)? (?:get|have)|"
+                             r"the answer (?:is|becomes))\b|"
+                             # a contrast ("However, if repetition is allowed, we get 100.")
+                             r"^[\s(*]*(?:however|but|alternatively)\b[\s,]*(?:if|when)\b[^.!?]*?"
+                             r"\b(?:we|you) (?:would )?(?:get|obtain)\b")
+# Another value named a solution too ("Also, x = -5 is a solution.", "-5 also satisfies the
+# equation") unless the sentence rejects it ("..., but it is extraneous").
+_ALSO_RE = re.compile(r"(?i)\b(?:is|are) also (?:a |another )?(?:valid )?"
+                      r"(?:solution|root|answer)s?|\balso (?:satisfies|solves)|"
+                      r"\balso [-$\\\d]\S* works|"
+                      r"^[\s(*]*also(?=[^.!?]*\b(?:is|are) "
+                      r"(?:a |another )?(?:valid )?(?:solution|root|answer))")
+_REJECTED_RE = re.compile(r"(?i)\b(?:reject\w*|extraneous|discard\w*|invalid|not (?:valid|allowed|"
+                          r"acceptable|possible)|excluded|ruled out|but)\b")
+_GENERAL_RE = re.compile(r"(?i)\b(?:or|plus) (?:any|some|an?) (?:\w+ )?multiples? of\b")
+_CONDITIONAL_START_RE = re.compile(r"(?i)^[\s(*]*(?:(?:note|remark|but|however)\b[\s*:,]*)?"
+                                   r"(?:if|in case|unless|assuming)\b")
+_NEG_LEAD_RE = re.compile(r"^[\s:：*$]*(?:不是|并非|并不是|不为|不等于|不可能是)")
+_REVISION_LEAD_RE = re.compile(r"(?i)^[\s,，:：;!.]*(?:no\b[\s,]*)?(?:actually\b[\s,]*)?"
+                               r"(?:(?:it|this|that|the\s+\w+)"
                                r"(?:'s|\s+(?:is|was|should\s+be|must\s+be|would\s+be))\s+)?")
 _REVISION_CHARS = 600     # a revision follows the answer closely
 _REVISION_SENTENCES = 4
@@ -108,13 +143,21 @@ def revised(ex: Extraction, tail: str) -> Extraction:
     else ``ex`` (a restatement of the same value, a justification, closing courtesies)."""
     if ex.status is not Status.wrong or not ex.answer or not tail.strip():
         return ex
+    if _misrestated(ex.answer, tail):
+        return Extraction(Status.multiple_answers, method=ex.method, reasoning=ex.reasoning)
     pending = False      # "Wait! I made an error. The correct value is 4.": the next sentence
+    letter = bool(_LETTER_RE.fullmatch(ex.answer.strip()))
     for sent in _first_sentences(_without_pleasantries(tail)):
-        hedge, retract = _TAIL_HEDGE_RE.search(sent), _RETRACT_RE.search(sent)
+        if _GENERAL_RE.search(sent):
+            return Extraction(Status.multiple_answers, method=ex.method, reasoning=ex.reasoning)
+        hedge = _TAIL_HEDGE_RE.search(sent) or _CONDITIONAL_RE.search(sent) or (
+            None if _REJECTED_RE.search(sent) else _ALSO_RE.search(sent))
+        retract = _RETRACT_RE.search(sent)
         marker = hedge or retract
         if not (marker or pending):
             continue
-        value = _stated_value(sent[marker.end():] if marker else sent, sent, hedge is not None)
+        value = _stated_value(sent[marker.end():] if marker else sent, sent, hedge is not None,
+                              letter)
         if value is None:
             pending = retract is not None
             continue
@@ -127,6 +170,38 @@ def revised(ex: Extraction, tail: str) -> Extraction:
     return ex
 
 
+_LETTER_RE = re.compile(r"\(?[A-E]\)?")
+# "\boxed{\frac14}, i.e. 25%": a restatement right after the answer, in another form.
+_RESTATE_RE = re.compile(r"(?i)^[\s,;:$)]*(?:i\.\s?e\.|that is|namely|in other words)[\s,:$]*")
+
+
+def _misrestated(answer: str, tail: str) -> bool:
+    """Whether a restatement right after the answer ("..., i.e. 20%", "that is, 13 after
+    rounding") gives a number the answer does not round to: two different values. A
+    restatement in decimals needs only to be the answer rounded (``1/3, i.e. 0.33``)."""
+    m = _RESTATE_RE.match(tail)
+    said = NUMBER_RE.match(tail[m.end():]) if m else None
+    if said is None or re.match(r"\s*[-+*/^\\{(×÷=]", tail[m.end() + said.end():]):
+        return False     # an expression ("i.e. 1/4", "i.e. 2 \cdot 6"), not one number
+    try:
+        a = parse_number(clean_latex(strip_math_delims(answer)).strip().rstrip("."))
+        b = parse_number(said.group(0).strip(" .,;$"))
+    except (TooLarge, ValueError, ZeroDivisionError):
+        return False
+    if a is None or b is None or a.percent:
+        return False
+    value, decimals = (b.value / 100, (b.decimals or 0) + 2) if b.percent else (b.value, b.decimals)
+    if decimals is None:
+        return value != a.value
+    return abs(value - a.value) > Fraction(1, 2 * 10 ** decimals)
+
+
+def _conditional_lead(text: str, pos: int) -> bool:
+    """Whether the sentence holding ``pos`` opens with a condition ("If order matters, ...")."""
+    start = max(text.rfind(c, 0, pos) for c in ".!?\n")
+    return bool(_CONDITIONAL_START_RE.match(text[start + 1:pos]))
+
+
 def _first_sentences(text: str) -> list[str]:
     out, rest = [], text[:_REVISION_CHARS]
     while rest.strip() and len(out) < _REVISION_SENTENCES:
@@ -137,12 +212,15 @@ def _first_sentences(text: str) -> list[str]:
     return out
 
 
-def _stated_value(after: str, sent: str, hedge: bool) -> str | None:
+def _stated_value(after: str, sent: str, hedge: bool, letter: bool = False) -> str | None:
     """The value a revising sentence states: what follows its marker ("it should be 4"), else,
-    for a hedge, its only value ("though 4 is also possible"); None when it states none."""
+    for a hedge, its only value ("though 4 is also possible"); None when it states none. With
+    ``letter`` (the answer revised is an option letter) a lone option letter is a value too."""
     value = refine(_REVISION_LEAD_RE.sub("", after))
     if value and re.search(r"[\d\\]", value) and not _words_in(value):
         return value
+    if value and letter and _LETTER_RE.fullmatch(value.strip()):
+        return value      # "The answer is B. Actually no, C."
     if not hedge:
         return None      # a retraction must name its value ("Wait, x must be positive" does not)
     sent = drop_justification(sent)

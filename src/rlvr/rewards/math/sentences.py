@@ -113,6 +113,13 @@ def currency_dollar(seg: str, i: int) -> bool:
     return not _MATH_CHARS_RE.search(would_be)
 
 
+# "6, not 7" / 6，不是7 / 6而不是7: the value denied after the answer is not a second answer
+# (nor, after the copula 是, the answer itself).
+_DENIED_TAIL_RE = re.compile(r"(?:\s*[,，;；]\s*(?:and |but |而)?|\s+(?:and |but )|\s*而\s*|"
+                             r"\s*[(（]\s*)"
+                             r"(?:(?<![A-Za-z])not\b|不是|并非|并不是)[^。!?]*$")
+
+
 def refine(seg: str) -> str | None:
     """Reduce the text after a marker to the answer itself.
 
@@ -127,6 +134,7 @@ def refine(seg: str) -> str | None:
             return seg[2:close].strip() or None
     end = sentence_end(seg)
     seg = drop_justification(seg[:end].strip().strip("*").strip())
+    seg = _DENIED_TAIL_RE.sub("", seg) or seg
     if not seg:
         return None
     yes_no = _YES_NO_RE.match(seg)

@@ -157,7 +157,9 @@ def _strip_units(s: str) -> tuple[str, bool, str]:
     ``(text, percent, unit words removed from the end)``."""
     percent, removed = False, []
     s = re.sub(r"[€£¥元]|\\euro|\bUSD\b|\bdollars?\b|\bcents?\b", " ", s).strip()
-    s = re.sub(r"[（(][^()（）]*[\u4e00-\u9fff][^()（）]*[)）]", " ", s).strip()
+    # a Chinese note in brackets (（个）, （单位：米）) is dropped; a hedge (（或4）) is not a note
+    s = re.sub(r"[（(](?![^()（）]*(?:或|可能|也许|还是))[^()（）]*[\u4e00-\u9fff][^()（）]*[)）]",
+               " ", s).strip()
     m = re.search(r"\s*(?:%|\bpercent\b|\bper cent\b|\bpct\b)\s*$", s)
     if m:
         percent, s = True, s[:m.start()].strip()
