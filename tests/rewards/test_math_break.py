@@ -18,9 +18,15 @@ import pytest
 from rlvr.rewards.math.verifier import verify_math
 from rlvr.rewards.types import Status
 
-CASE_FILE = Path(__file__).with_name("data") / "math_break.jsonl"
-CASES = [json.loads(line) for line in CASE_FILE.read_text(encoding="utf-8").splitlines()
-         if line.strip()]
+DATA = Path(__file__).with_name("data")
+
+
+def _load(name: str) -> list[dict]:
+    text = (DATA / name).read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+CASES = _load("math_break.jsonl")
 
 # id -> failure kind (the comment above each block says what the kind is)
 KNOWN_FAILURES = {
@@ -43,21 +49,6 @@ KNOWN_FAILURES = {
 }
 
 
-def _params():
-    for case in CASES:
-        marks = ()
-        if case["id"] in KNOWN_FAILURES:
-            reason = f"kind {KNOWN_FAILURES[case['id']]}"
-            marks = (pytest.mark.xfail(strict=True, reason=reason),)
-        yield pytest.param(case, id=case["id"], marks=marks)
-
-
-@pytest.mark.parametrize("case", list(_params()))
-def test_break_case(case: dict) -> None:
-    verdict = verify_math(case["response"], case["reference"])
-    assert (verdict.status is Status.correct) == case["expected"], (
-        f"{case['category']}: {verdict.status.value} extracted={verdict.extracted!r} "
-        f"detail={verdict.detail!r} note={case['note']}")
 
 
 def test_high_degree_inequality_is_solved_from_its_real_roots(monkeypatch) -> None:
@@ -88,9 +79,7 @@ def test_break_case_status(case: dict) -> None:
 # A second probe (session 30): 702 cases (``Y-0001``..) in tests/rewards/data/math_break2.jsonl,
 # constructed from the labelling policy and MATH-500 / GSM8K answer formats (formatting
 # wrappers, unicode, repeating decimals, hedges in parentheses, null delimiters, ...).
-CASE_FILE2 = Path(__file__).with_name("data") / "math_break2.jsonl"
-CASES2 = [json.loads(line) for line in CASE_FILE2.read_text(encoding="utf-8").splitlines()
-          if line.strip()]
+CASES2 = _load("math_break2.jsonl")
 
 # id -> failure kind (the comment above each block says what the kind is)
 KNOWN_FAILURES2 = {
@@ -138,23 +127,6 @@ KNOWN_FAILURES2 = {
 }
 
 
-def _params2():
-    for case in CASES2:
-        marks = ()
-        if case["id"] in KNOWN_FAILURES2:
-            kind = KNOWN_FAILURES2[case["id"]]
-            reason = "disputed" if kind == "disputed" else f"kind {kind}"
-            marks = (pytest.mark.xfail(strict=True, reason=reason),)
-        yield pytest.param(case, id=case["id"], marks=marks)
-
-
-@pytest.mark.parametrize("case", list(_params2()))
-def test_break2_case(case: dict) -> None:
-    verdict = verify_math(case["response"], case["reference"])
-    assert (verdict.status is Status.correct) == case["expected"], (
-        f"{case['category']}: {verdict.status.value} extracted={verdict.extracted!r} "
-        f"detail={verdict.detail!r} note={case['note']}")
-
 
 # A third probe (session 30): 494 cases (``Z-0001``..) in tests/rewards/data/math_break3.jsonl,
 # constructed from the labelling policy, MATH-500 reference shapes and the ways real models
@@ -162,9 +134,7 @@ def test_break2_case(case: dict) -> None:
 # Chinese), plus reward-hacking attempts; the first 398 are the probe, the rest (``Z-0399``..)
 # each fixed kind's accepted and still-rejected variants. Before the fixes 62 were misjudged
 # (53 not disputed), in 15 kinds ZA-ZQ; now 10 (ZN and 9 disputed).
-CASE_FILE3 = Path(__file__).with_name("data") / "math_break3.jsonl"
-CASES3 = [json.loads(line) for line in CASE_FILE3.read_text(encoding="utf-8").splitlines()
-          if line.strip()]
+CASES3 = _load("math_break3.jsonl")
 
 # id -> failure kind (the comment above each block says what the kind is)
 KNOWN_FAILURES3 = {
@@ -201,18 +171,21 @@ KNOWN_FAILURES3 = {
 }
 
 
-def _params3():
-    for case in CASES3:
+def _params(cases: list[dict], known: dict[str, str]):
+    """Each case, a strict xfail (reason: its failure kind, or "disputed") where listed."""
+    for case in cases:
         marks = ()
-        if case["id"] in KNOWN_FAILURES3:
-            kind = KNOWN_FAILURES3[case["id"]]
+        if case["id"] in known:
+            kind = known[case["id"]]
             reason = "disputed" if kind == "disputed" else f"kind {kind}"
             marks = (pytest.mark.xfail(strict=True, reason=reason),)
         yield pytest.param(case, id=case["id"], marks=marks)
 
 
-@pytest.mark.parametrize("case", list(_params3()))
-def test_break3_case(case: dict) -> None:
+@pytest.mark.parametrize("case", [*_params(CASES, KNOWN_FAILURES),
+                                  *_params(CASES2, KNOWN_FAILURES2),
+                                  *_params(CASES3, KNOWN_FAILURES3)])
+def test_break_case(case: dict) -> None:
     verdict = verify_math(case["response"], case["reference"])
     assert (verdict.status is Status.correct) == case["expected"], (
         f"{case['category']}: {verdict.status.value} extracted={verdict.extracted!r} "
