@@ -115,6 +115,11 @@ class RewardConfig(BaseModel):
                 f"weights: non-outcome components sum to {others:g} >= outcome {outcome:g}; "
                 "a wrong answer in perfect format would tie or beat a right one (R2)"
             )
+        return weights
+
+    @field_validator("weights")
+    @classmethod
+    def _no_misspelt_component(cls, weights: dict[str, float]) -> dict[str, float]:
         for name in weights:
             # a verifier's own components may have any name; one a letter or two away from a
             # built-in one is a typo that would silently weigh nothing
