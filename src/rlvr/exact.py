@@ -147,12 +147,13 @@ INTEGER = Grammar(
     max_literal_digits=30,
 )
 
-#: Non-negative integers, binary ``+ - * /`` (true division), parentheses; no signs.
+#: Non-negative integers, binary ``+ - * /`` (true division; also written ``× · ⋅ ÷`` and the
+#: minus signs ``− –``), parentheses; no signs.
 COUNTDOWN = Grammar(
     "countdown",
     number=r"[0-9]+",
     literal=int,
-    operators=_BASIC,
+    operators={**_BASIC, "×": "*", "·": "*", "⋅": "*", "÷": "/", "−": "-", "–": "-"},
     unary=False,
     max_chars=200,
     max_nesting=50,

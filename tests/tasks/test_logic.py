@@ -123,7 +123,7 @@ def test_countdown_wrong(reference, answer, why):
         "The answer is 50 + 25.",
         "#### ",
         "#### 50 - (-25)",  # unary minus is not allowed
-        "#### 50 + 25 = 75",
+        "#### 75 = 50 + 25",  # policy: only "expr = N" carries a claim, not the reverse
         "#### (50 + 25",
     ],
 )
@@ -248,8 +248,10 @@ def test_kk_one_role_flipped_is_wrong(answer):
         "#### Alice: knight, Bob: knave",  # Carol missing
         "#### Alice: knight, Alice: knight, Bob: knave, Carol: knave",  # duplicate
         "#### Alice: knight, Bob: knave, Carol: knave, Dave: knight",  # not in the puzzle
-        "#### Alice: liar, Bob: knave, Carol: knave",
-        "#### Alice is a knight, Bob: knave, Carol: knave",
+        # ("liar" and "Alice is a knight" are read since the reward probe: policy in
+        # rlvr.rewards.logic; a role word outside ROLE_WORDS or a negation is not)
+        "#### Alice: scoundrel, Bob: knave, Carol: knave",
+        "#### Alice is not a knave, Bob: knave, Carol: knave",
         "#### " + "Alice: knight, " * 300,
     ],
 )

@@ -353,3 +353,13 @@ def last_number(text: str) -> Extraction | None:
     if not nums:
         return None
     return Extraction(Status.wrong, nums[-1].group(0).strip(), "last_number")
+
+
+def withdraws(tail: str) -> bool:
+    """Whether ``tail``, the text after a final answer line, retracts or hedges it ("Wait,
+    that's wrong.", "Actually ...", "... could also be ...", "Maybe ..."): the markers
+    :func:`revised` looks for, without reading a value. For verifiers whose answers are not
+    values (the logic tasks' expressions and assignments), where a withdrawn answer is no
+    answer."""
+    return any(_RETRACT_RE.search(sent) or _TAIL_HEDGE_RE.search(sent)
+               for sent in _first_sentences(_without_pleasantries(tail)))
