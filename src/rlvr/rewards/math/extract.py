@@ -140,6 +140,12 @@ def _extract_final(final: str, allow_last_number: bool) -> Extraction:
 
 # An answer of punctuation only ("???", "---") states no value.
 _NO_VALUE_RE = re.compile(r"[\s!-/:-@\[-`{-~]*")
+
+
+def states_no_value(answer: str) -> bool:
+    """Whether ``answer`` is empty or ASCII punctuation only (``"???"``, ``"."``, ``"{}"``): a
+    marked answer that states nothing (the extractor's and the format rules' test)."""
+    return bool(_NO_VALUE_RE.fullmatch(answer))
 # An answer after a marker ending in a relation or an operator with nothing after it ("The final
 # answer is 20 + 3*2 = 20 + 6 =") was cut off mid-computation.
 _DANGLING_RE = re.compile(r"(?:[=<>]|\\(?:cdot|times|div|le|ge|leq|geq))\s*$")
