@@ -63,8 +63,10 @@ that is read here (algebra, ``27(1/3)=9``) and 1 scores less because the referen
 reference errors (``2*8 = 24``, ``70 + 40 = 100``), unit changes (``$1 / 2 = 50``), floor
 division, ranges (``Weeks 1-2 = 96 - 70``) and ``14 / 1 / 4 = 14 * 4``.
 
-Limits: only what is written is judged; a completion may write one easy right step and
-compute the rest in prose. Keep the ``process`` weight small (the outcome-dominance check of
+Farming: a calculation repeated counts once, and steps after the end of the turn do not
+count (:func:`process_score`). Limits: only what is written is judged, and whether it is
+relevant is not (the score never sees the question): a completion may write one easy right
+step, or right but irrelevant arithmetic, and compute the rest in prose. Keep the ``process`` weight small (the outcome-dominance check of
 ``RewardConfig.weights`` enforces outcome > format + process).
 
 Bounds (the score runs in the trainer's process, without the verifier pool's timeout): at most
@@ -79,7 +81,9 @@ from __future__ import annotations
 
 from .bounds import (MAX_ANNOTATION_CHARS, MAX_DEPTH, MAX_DIGITS, MAX_LINKS, MAX_SIDE_CHARS,
                      MAX_STEPS)
-from .steps import Step, calculation_steps
+from rlvr.rewards.math.extract import end_of_turn
+
+from .steps import Step, calculation_steps, step_key
 
 __all__ = [
     "MAX_ANNOTATION_CHARS",
@@ -95,20 +99,26 @@ __all__ = [
 
 
 def process_score(text: str) -> float | None:
-    """Share of the calculations in ``text`` that are right, in [0, 1].
+    """Share of the distinct calculations in ``text`` that are right, in [0, 1].
+
+    Only the completion's own turn counts (:func:`~rlvr.rewards.math.extract.end_of_turn`:
+    right steps written after an end-of-turn token do not dilute a wrong one), and a
+    calculation written several times counts once (:func:`~.steps.step_key`): repeating
+    ``1 + 1 = 2`` fifty times next to one wrong step scores 1/2, not 50/51.
 
     Args:
         text: a completion or a reference solution.
 
     Returns:
-        ``correct steps / steps`` over :func:`calculation_steps`, or None when the text
-        writes no calculation (the reward pipeline scores that 0.0, so that leaving the
-        work out cannot earn the process reward).
+        ``correct distinct steps / distinct steps`` over :func:`calculation_steps`, or None
+        when the text writes no calculation (the reward pipeline scores that 0.0, so that
+        leaving the work out cannot earn the process reward).
 
     Raises:
         Nothing for any string.
     """
-    steps = calculation_steps(text)
+    steps = calculation_steps(end_of_turn(text))
     if not steps:
         return None
-    return sum(step.correct for step in steps) / len(steps)
+    distinct = {step_key(step): step.correct for step in steps}
+    return sum(distinct.values()) / len(distinct)

@@ -65,10 +65,14 @@ def evaluate(expression: str) -> Fraction:
 
 
 def matches(value: Fraction, claimed: Fraction, decimals: int = 0) -> bool:
-    """``claimed`` is ``value``: exactly, within 1e-6 relative, or rounded to ``decimals``
-    (> 0) places."""
+    """``claimed`` is ``value``: exactly; or, for a claim written with ``decimals`` (> 0)
+    places, within 1e-6 relative or rounded to that many places. An integer claim must be
+    exact at any size (``1000000 / 3 = 333333`` is floor division, wrong, though within
+    1e-6 relative)."""
     if value == claimed:
         return True
+    if decimals == 0 and claimed.denominator == 1:
+        return False
     if abs(value - claimed) <= _REL_TOL * max(abs(value), abs(claimed)):
         return True
     return decimals > 0 and abs(value - claimed) * 2 * 10**decimals <= 1

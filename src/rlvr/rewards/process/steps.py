@@ -223,6 +223,13 @@ def _canon_text(expression: str) -> str:
     return re.sub(r"[\s$,]", "", expression).translate(CANON)
 
 
+def step_key(step: Step) -> tuple[str, Fraction | None]:
+    """What makes two steps the same calculation: the expression without spaces, ``$`` and
+    thousands commas, operators in one spelling, and the claimed value (``48 / 2 = 24`` and
+    ``48/2 = $24`` are one step)."""
+    return _canon_text(step.expression), step.claimed_value
+
+
 def _line_steps(line: str, budget: _Budget) -> list[Step]:
     """Steps of one line: its annotations, then the equations of its visible text (the line
     with the annotations removed), less the visible restatements of annotations."""

@@ -15,7 +15,8 @@ _TOKEN = re.compile(
 )
 _GROUPED = re.compile(r"\d{1,3}(?: \d{3})*")
 # Characters after which an expression may start (besides whitespace and line start).
-_CLEAN_BEFORE = frozenset("\"'`([{\\*—")
+# ">" ends a tag: "<think>48/2 = 24" starts a calculation.
+_CLEAN_BEFORE = frozenset("\"'`([{\\*—>")
 
 
 @dataclass
