@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -36,9 +37,10 @@ class RewardConfig(BaseModel):
     weights: dict[str, float] = Field(
         default_factory=lambda: {"outcome": 1.0, "format": 0.1},
         description=(
-            "Weight of each reward component in the aggregated reward. `outcome` (R3, 1.0/0.0) "
-            "must outweigh all other positive weights together, so that a wrong answer in "
-            "perfect format always scores below a right answer in any format. `format` (R2) "
+            "Weight of each reward component in the aggregated reward (finite numbers). "
+            "`outcome` (R3, 1.0/0.0) must outweigh all other weights together in absolute "
+            "value, so that a wrong answer in perfect format always scores below a right "
+            "answer in any format. `format` (R2) "
             "defaults to 0.1 (the documents' range is 0.05-0.2). `process` (R4, off by "
             "default) is the share of the completion's written calculation steps that are "
             "right, in [0, 1] (`48/2 = 24`, GSM8K `<<48/2=24>>`; math tasks only; see "
@@ -106,14 +108,19 @@ class RewardConfig(BaseModel):
     @field_validator("weights")
     @classmethod
     def _outcome_dominates(cls, weights: dict[str, float]) -> dict[str, float]:
+        for name, w in weights.items():
+            if not math.isfinite(w):
+                raise ValueError(f"weights.{name}: {w!r} is not a finite number")
         outcome = weights.get("outcome", 0.0)
         if outcome <= 0:
             raise ValueError("weights.outcome must be > 0: the outcome reward is the signal")
-        others = sum(w for name, w in weights.items() if name != "outcome" and w > 0)
+        # A negative weight moves the reward as much as a positive one: format -5 makes a
+        # right answer in perfect format score below a wrong one without it.
+        others = sum(abs(w) for name, w in weights.items() if name != "outcome")
         if others >= outcome:
             raise ValueError(
-                f"weights: non-outcome components sum to {others:g} >= outcome {outcome:g}; "
-                "a wrong answer in perfect format would tie or beat a right one (R2)"
+                f"weights: non-outcome components sum to {others:g} in absolute value >= "
+                f"outcome {outcome:g}; a wrong answer could tie or beat a right one (R2)"
             )
         return weights
 

@@ -22,7 +22,7 @@ from rlvr.rewards.registry import (
     get_format_rule,
     get_verifier,
 )
-from rlvr.rewards.types import RewardResult, Verdict
+from rlvr.rewards.types import RewardResult, Status, Verdict
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class ScoreRequest:
 
 class RewardPipeline:
     """Scores completions: verifier outcome + format rule, aggregated with configured weights.
+    A verifier ``error`` or ``timeout`` gets reward 0.0 (its components are still logged).
 
     Verifier calls run in a :class:`VerifierPool` (``config.workers`` processes) so each is
     bounded by ``config.timeout_for(task_type)`` seconds; format rules are cheap, bounded regexes
@@ -138,8 +139,11 @@ class RewardPipeline:
             # "no opinion": otherwise leaving the work out would be free while a wrong step
             # costs. Bounded work, so it runs here like the format rule.
             components["process"] = process_score(request.completion) or 0.0
+        # A verifier error or timeout is no judgement of the completion: it scores 0 whatever
+        # its format (Status docs), and is reported as what it was.
+        failed = verdict.status in (Status.error, Status.timeout)
         return RewardResult(
-            reward=self._aggregate(components, self.config.weights),
+            reward=0.0 if failed else self._aggregate(components, self.config.weights),
             components=components,
             status=verdict.status,
             extracted=verdict.extracted,

@@ -68,8 +68,8 @@ def run_verifier(job: VerifyJob) -> tuple[Verdict, float]:
 def checked_verdict(value: Any, verifier: str) -> Verdict:
     """``value`` if it is a well-formed :class:`Verdict`, else an ``error`` verdict naming the
     verifier and what it returned: ``None`` or another type, a status that is not a
-    :class:`Status`, a ``score`` that is not a finite number in [0, 1], or ``components``
-    that are not finite numbers by name. Such a row is then
+    :class:`Status`, a ``score`` that is not a finite number in [0, 1], a ``score`` on an
+    ``error`` or ``timeout`` status, or ``components`` that are not finite numbers by name. Such a row is then
     counted as a verifier error (and left out of GRPO's group statistics), never scored."""
     if not isinstance(value, Verdict):
         return Verdict(Status.error, detail=f"verifier {verifier!r} returned "
@@ -81,6 +81,11 @@ def checked_verdict(value: Any, verifier: str) -> Verdict:
         return Verdict(Status.error, extracted=value.extracted, method=value.method,
                        detail=f"verifier {verifier!r} returned components "
                        f"{value.components!r}, expected finite numbers by name"[:500])
+    if value.status in (Status.error, Status.timeout) and value.score is not None:
+        # a failed call must never score: not even its own status may carry a score
+        return Verdict(Status.error, extracted=value.extracted, method=value.method,
+                       detail=f"verifier {verifier!r} returned status {value.status} with "
+                       f"score {value.score!r}; an {value.status} scores nothing"[:500])
     if value.score is not None:
         try:
             score = float(value.score)
