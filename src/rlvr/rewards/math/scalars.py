@@ -114,11 +114,27 @@ def unevaluated_arithmetic(answer: str, reference: str) -> bool:
     """True when the reference is a plain number but the answer is arithmetic still to be
     done (``81 * 7`` for ``567``, ``48+24`` for ``72``): repeating the question's operation
     must not earn the reward. A single fraction (``1/2``, ``\\frac{1}{2}``) and scientific
-    notation (``3 \\times 10^5``) are values, not unevaluated work."""
+    notation (``3 \\times 10^5``) are values, not unevaluated work; but a fraction whose
+    value is an integer (``1134/2``, ``\\frac{6}{2}``, ``567/1``) is a division still to be
+    done (the arithmetic tasks' ``What is 1134 / 2?``)."""
     if not _PLAIN_NUMBER_RE.match(reference.strip()):
         return False
     text = answer.strip().rstrip("=").strip()
+    if _integer_fraction(text):
+        return True
     return bool(_BINARY_OP_RE.search(text)) and not _SCIENTIFIC_RE.match(text)
+
+
+_FRACTION_RE = re.compile(r"[-+]?\s*(?:(\d+)\s*/\s*(\d+)|\\[dt]?frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\})")
+
+
+def _integer_fraction(text: str) -> bool:
+    """``text`` is one fraction of integers whose denominator divides its numerator."""
+    m = _FRACTION_RE.fullmatch(text.strip().strip("$").strip())
+    if not m:
+        return False
+    num, den = (m[1], m[2]) if m[1] is not None else (m[3], m[4])
+    return int(den) != 0 and int(num) % int(den) == 0
 
 
 def _same_spelling(a: str, b: str) -> bool:
