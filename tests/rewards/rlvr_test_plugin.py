@@ -57,3 +57,10 @@ def slow_starting_worker(conn) -> None:
 def worker_that_dies_at_start(conn) -> None:
     """A verifier worker process that exits before it is ready."""
     os._exit(4)
+
+
+@register_verifier("test_scored")
+def scored(completion: str, reference, **options) -> Verdict:
+    """Returns the status the completion's last line names, with score 1.0: a verifier that
+    scores a failed call or a non-answer (the reward probe's kind W)."""
+    return Verdict(Status(completion.strip().splitlines()[-1]), score=1.0)

@@ -209,7 +209,9 @@ def test_step_is_frozen():
 def test_steps_are_capped():
     text = "1 + 1 = 2\n" * 200
     assert len(calculation_steps(text)) == MAX_STEPS
-    assert process_score(text) == 1.0
+    # past the bounds the later steps go unjudged, so the text scores 0 (reward probe, kind P)
+    assert process_score(text) == 0.0
+    assert process_score("1 + 1 = 2\n" * 20) == 1.0  # repeats count once, within the bounds
 
 
 # ----------------------------------------------------------------------------- adversarial

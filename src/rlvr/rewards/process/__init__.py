@@ -74,7 +74,8 @@ Bounds (the score runs in the trainer's process, without the verifier pool's tim
 :data:`MAX_SIDE_CHARS` characters, parentheses nested at most :data:`MAX_DEPTH` deep,
 literals of at most :data:`MAX_DIGITS` digits, annotations of at most
 :data:`MAX_ANNOTATION_CHARS` characters. Anything beyond a bound is skipped, never an error:
-a 100,000-character line or 10,000 ``=`` signs take milliseconds.
+a 100,000-character line or 10,000 ``=`` signs take milliseconds; a text whose reading a step or
+link bound stopped scores 0.0 (:func:`process_score`).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ from .bounds import (MAX_ANNOTATION_CHARS, MAX_DEPTH, MAX_DIGITS, MAX_LINKS, MAX
                      MAX_STEPS)
 from rlvr.rewards.math.extract import end_of_turn
 
-from .steps import Step, calculation_steps, step_key
+from .steps import Step, calculation_steps, scan_steps, step_key
 
 __all__ = [
     "MAX_ANNOTATION_CHARS",
@@ -104,20 +105,25 @@ def process_score(text: str) -> float | None:
     Only the completion's own turn counts (:func:`~rlvr.rewards.math.extract.end_of_turn`:
     right steps written after an end-of-turn token do not dilute a wrong one), and a
     calculation written several times counts once (:func:`~.steps.step_key`): repeating
-    ``1 + 1 = 2`` fifty times next to one wrong step scores 1/2, not 50/51.
+    ``1 + 1 = 2`` fifty times next to one wrong step scores 1/2, not 50/51. A text with more
+    calculation than the bounds read (:data:`MAX_STEPS` steps, :data:`MAX_LINKS` links)
+    scores 0.0: the steps past them are never judged, so filling the bounds with right ones
+    would hide the wrong ones.
 
     Args:
         text: a completion or a reference solution.
 
     Returns:
-        ``correct distinct steps / distinct steps`` over :func:`calculation_steps`, or None
-        when the text writes no calculation (the reward pipeline scores that 0.0, so that
+        ``correct distinct steps / distinct steps`` over :func:`calculation_steps`, 0.0 past
+        the bounds, or None when the text writes no calculation (the reward pipeline scores that 0.0, so that
         leaving the work out cannot earn the process reward).
 
     Raises:
         Nothing for any string.
     """
-    steps = calculation_steps(end_of_turn(text))
+    steps, complete = scan_steps(end_of_turn(text))
+    if not complete:
+        return 0.0  # right steps spent the bounds so that later ones went unjudged
     if not steps:
         return None
     distinct = {step_key(step): step.correct for step in steps}

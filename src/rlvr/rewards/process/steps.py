@@ -292,11 +292,20 @@ def calculation_steps(text: str) -> list[Step]:
     Raises:
         Nothing for any string: what cannot be read is not a step.
     """
+    return scan_steps(text)[0]
+
+
+def scan_steps(text: str) -> tuple[list[Step], bool]:
+    """``(calculation_steps(text), complete)``: ``complete`` is False when a bound
+    (:data:`MAX_STEPS`, :data:`MAX_LINKS`) stopped the reading before the text's last ``=``,
+    so later calculations were never judged."""
     budget = _Budget()
     steps: list[Step] = []
-    for line in text.splitlines():
+    lines = text.splitlines()
+    for k, line in enumerate(lines):
         if "=" in line:
             steps.extend(_line_steps(line, budget))
             if len(steps) >= MAX_STEPS or budget.spent():
-                break
-    return steps[:MAX_STEPS]
+                rest = any("=" in later for later in lines[k + 1:])
+                return steps[:MAX_STEPS], not (rest or budget.spent())
+    return steps, True
