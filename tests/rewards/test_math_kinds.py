@@ -213,6 +213,17 @@ KINDS = {
         ("7", "The answer is \\boxed{7}<|end|><|user|>\\boxed{8}", True),
         ("8", "The answer is \\boxed{7}<|end|><|user|>\\boxed{8}", False),
     ],
+    # A sentence rejecting the answer names the new value in a later clause: that value counts;
+    # a bare "wait" before a check of the answer revises nothing.
+    "retraction_later_clause": [
+        ("567", "#### 567\nWait, that's wrong, it is 568.", False),
+        ("568", "#### 567\nWait, that's wrong, it is 568.", True),
+        ("3", "\\boxed{3} That is incorrect; the correct value is 4.", False),
+        ("4", "The answer is 3. I made a mistake, so the answer is 4.", True),
+        ("567", "#### 567\nWait, let me double-check: 80 * 7 = 560, plus 7 is 567.", True),
+        ("567", "#### 567\nWait, let me check: 81 * 7 = 567, yes.", True),
+        ("3", "\\boxed{3}\n\nI made an error in step 2, but the final answer is still 3.", True),
+    ],
 }
 
 CASES = [pytest.param(ref, resp, exp, id=f"{kind}-{k}")

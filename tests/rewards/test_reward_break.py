@@ -60,10 +60,6 @@ KNOWN_FAILURES = {
     # W: a verifiers-environment rubric may score a row its parser reads nothing from;
     # forcing unparsed to 0 changes that environment's rewards: its owner's decision.
     "R-W-004": "W: an unparsed verdict carrying a score keeps it",
-    # A: the math extractor reads a retraction's new value only in the sentence after the
-    # marker ("Wait, that's wrong. It is 568." is read); in the same sentence after a comma
-    # it keeps the old answer. The extractor is the math verifier's (probed separately).
-    "R-A-017": "A: a retraction with its value in the same sentence is not read",
 }
 
 

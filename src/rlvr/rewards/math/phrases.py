@@ -92,7 +92,7 @@ def from_markers(text: str) -> Extraction | None:
 # names the answer that counts; a hedge ("But it could also be 4.", "though 4 is also possible")
 # offers a second one. Justifications ("because 3 × 4 = 12") and courtesies are neither.
 _RETRACT_RE = re.compile(r"(?i)\b(?:wait|actually|correction|oops|on second thought|scratch that|"
-                         r"I made an? (?:\w+ )?(?:error|mistake)|that'?s (?:wrong|incorrect)|"
+                         r"I made an? (?:\w+ )?(?:error|mistake)|that(?:'?s| is) (?:wrong|incorrect)|"
                          r"(?:it|answer|result|value) should (?:actually )?be|instead)\b|"
                          r"不对|等等|算错|错了|更正|应该是|其实")
 # ("Alternatively, we can plug in ..." offers another method, not another answer.)
@@ -158,6 +158,8 @@ def revised(ex: Extraction, tail: str) -> Extraction:
             continue
         value = _stated_value(sent[marker.end():] if marker else sent, sent, hedge is not None,
                               letter)
+        if value is None and retract is not None and _REJECTION_RE.search(sent):
+            value = _later_clause_value(sent[retract.end():], letter)
         if value is None:
             pending = retract is not None
             continue
@@ -168,6 +170,26 @@ def revised(ex: Extraction, tail: str) -> Extraction:
                               candidates=(ex.answer, value))
         return Extraction(Status.wrong, value, "revision", reasoning=ex.reasoning)
     return ex
+
+
+# An explicit rejection of the answer, as opposed to a bare "wait" / "actually" before a check.
+_REJECTION_RE = re.compile(r"(?i)\b(?:that'?s|this is|it'?s|that is) (?:wrong|incorrect|not right)\b|"
+                           r"\bI made an? (?:\w+ )?(?:error|mistake)\b|\bcorrection\b|不对|错了")
+# A clause that names the new value with a subject and verb ("it is 568", "the answer is 568").
+_CLAUSE_LEAD_RE = re.compile(r"(?i)^\s*(?:so\s+|and\s+)?(?:it|this|that|the\s+(?:correct\s+)?"
+                             r"\w+)(?:'s|\s+(?:is|should\s+be|must\s+be))\s+")
+
+
+def _later_clause_value(after: str, letter: bool) -> str | None:
+    """The value a later clause of a sentence rejecting the answer names ("Wait, that's wrong,
+    it is 568."): the first clause after a comma, semicolon or colon that opens with a subject
+    and verb and states one value (a check such as "80 * 7 = 560" is no such clause)."""
+    for clause in re.split(r"[,;:]", after)[1:]:
+        lead = _CLAUSE_LEAD_RE.match(clause)
+        value = _stated_value(clause[lead.end():], clause, False, letter) if lead else None
+        if value is not None:
+            return value
+    return None
 
 
 _LETTER_RE = re.compile(r"\(?[A-E]\)?")
