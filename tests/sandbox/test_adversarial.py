@@ -144,11 +144,7 @@ BREAK_FILE = Path(__file__).with_name("data") / "sandbox_break.jsonl"
 BREAK_CASES = [json.loads(line) for line in BREAK_FILE.read_text().splitlines() if line.strip()]
 # id -> kind of the failure still open (strict xfail, so a fix is noticed). Kinds whose failure
 # costs a minute a case (K12) are not run while listed.
-BREAK_KNOWN = {
-    "SBX-28": "K9",
-    "SBX-29": "K9",
-    "SBX-30": "K9",
-}
+BREAK_KNOWN: dict[str, str] = {}
 SLOW_WHILE_FAILING = {"K12"}
 
 
