@@ -70,9 +70,13 @@ def _enc(x, depth: int, budget: list, ref=None) -> object:
     if isinstance(x, list):
         return [_enc(i, d, budget, ref) for i in list.copy(x)]
     if isinstance(x, tuple):
-        return {"#": "tuple", "v": [_enc(i, d, budget, ref) for i in tuple.__getitem__(x, slice(None))]}
+        items = tuple.__getitem__(x, slice(None))
+        return {"#": "tuple", "v": [_enc(i, d, budget, ref) for i in items]}
     if isinstance(x, dict):
-        return {"#": "dict", "v": [[_enc(k, d, budget, ref), _enc(v, d, budget, ref)] for k, v in dict.items(x)]}
+        return {
+            "#": "dict",
+            "v": [[_enc(k, d, budget, ref), _enc(v, d, budget, ref)] for k, v in dict.items(x)],
+        }
     if isinstance(x, frozenset):
         return {"#": "frozenset", "v": [_enc(i, d, budget, ref) for i in frozenset.copy(x)]}
     if isinstance(x, set):
@@ -153,7 +157,8 @@ def _dec(o, depth: int, budget: list, ref=None) -> object:
     if kind == "tuple":
         return tuple(_dec(i, d, budget, ref) for i in _seq(v))
     if kind == "dict":
-        pairs = [(_dec(k, d, budget, ref), _dec(x, d, budget, ref)) for k, x in (_seq(p, 2) for p in _seq(v))]
+        raw = (_seq(p, 2) for p in _seq(v))
+        pairs = [(_dec(k, d, budget, ref), _dec(x, d, budget, ref)) for k, x in raw]
         _few_equal_hashes(k for k, _ in pairs)
         return dict(pairs)
     if kind in ("set", "frozenset"):

@@ -96,7 +96,9 @@ for _name, _fn in _BINARY.items():
     _OPS[_name] = _fn
     if _name in _REFLECTED:
         _OPS["r" + _name] = lambda obj, other, _fn=_fn: _fn(other, obj)
-_MUTABLE = (list, dict, set, bytearray, tuple)  # argument types whose changes are written back
+# The argument types whose in-place changes come back (a tuple of lists is left out:
+# encoding every tuple argument twice would cost more than it serves).
+_MUTABLE_ARGS = (list, dict, set, bytearray)
 
 
 def _safe_str(e):
@@ -197,10 +199,10 @@ class Server:
         return out + (',"m":[' + ",".join(changed) + "]" if changed else "")
 
     def _snapshot(self, args, kwargs):
-        # Only mutable builtin containers can change in place under the call (a tuple only
-        # through a list inside it); their encodings before the call are compared after it.
-        items = [(i, a) for i, a in enumerate(args) if type(a) in _MUTABLE]
-        items += [(k, a) for k, a in kwargs.items() if type(a) in _MUTABLE]
+        # Only mutable builtin containers can change in place under the call; their encodings
+        # before the call are compared after it.
+        items = [(i, a) for i, a in enumerate(args) if type(a) in _MUTABLE_ARGS]
+        items += [(k, a) for k, a in kwargs.items() if type(a) in _MUTABLE_ARGS]
         return [(key, a, codec.encode(a, self.ref_out)) for key, a in items]
 
     def _changes(self, before):
@@ -501,7 +503,7 @@ class Client:
                 new = codec.decode(json.dumps(enc), self.ref_in)
             except Exception:
                 raise self._error("undecodable argument change") from None
-            if type(new) not in _MUTABLE or not isinstance(target, type(new)):
+            if type(new) not in _MUTABLE_ARGS or not isinstance(target, type(new)):
                 raise self._error("argument change of another type")
             _merge(target, new, 0)
 
