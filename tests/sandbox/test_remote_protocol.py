@@ -193,3 +193,18 @@ def test_handle_table_is_bounded(monkeypatch):
     s = remote.Server({}, lambda t: None, lambda: None)
     with pytest.raises(codec.EncodeError):
         codec.encode([object() for _ in range(4)], s.ref_out)
+
+
+def test_callback_exception_is_mirrored_in_the_candidate(pairs):
+    p = _pair(
+        "def safe(f, x):\n    try:\n        return f(x)\n    except ValueError as e:\n"
+        "        return 'bad: ' + str(e)\n    except RuntimeError as e:\n        return 'rt: ' + str(e)\n",
+        pairs,
+    )
+    assert p.fn("safe")(int, "12") == 12
+    assert p.fn("safe")(int, "x").startswith("bad: invalid literal")
+
+    def odd(x):
+        raise UnicodeDecodeError("utf-8", b"x", 0, 1, "no")
+
+    assert p.fn("safe")(odd, 1).startswith("rt: UnicodeDecodeError")

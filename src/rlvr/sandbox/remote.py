@@ -301,9 +301,14 @@ class Server:
         if "v" in msg:
             return codec.decode(json.dumps(msg["v"]), self.ref_in)
         base = getattr(builtins, str(msg.get("e")), None)
+        text = str(msg.get("msg", ""))
         if not (isinstance(base, type) and issubclass(base, BaseException)):
             base = RuntimeError
-        raise base(str(msg.get("msg", "")))
+        try:
+            err = base(text)
+        except Exception:  # a type whose constructor wants more (UnicodeDecodeError, ...)
+            err = RuntimeError(f"{base.__name__}: {text}")
+        raise err
 
 
 # ---------------------------------------------------------------------------- supervisor side
