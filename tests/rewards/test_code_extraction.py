@@ -128,3 +128,42 @@ def test_future_import_is_hoisted_above_the_prompt():
     assert _program("x = 1\n", {}) == "x = 1\n"
     legal = '"""doc"""\nfrom __future__ import annotations\nx = 1\n'
     assert _program(legal, {}) == legal
+
+
+def test_ipython_block_is_python():
+    e = extract_code("```ipython\ndef f(x):\n    return x + 1\n```")
+    assert e.method == "fenced" and e.code == "def f(x):\n    return x + 1\n"
+    # magics / shell lines keep a cell from parsing: they are dropped
+    e = extract_code("```ipython\n%timeit f(3)\n!pip list\ndef f(x):\n    return x\n```")
+    assert e.code == "def f(x):\n    return x\n"
+    # a cell that parses keeps every line (``%`` is an operator in a continued expression)
+    e = extract_code("```ipython\nx = (7\n% 3)\n```")
+    assert e.code == "x = (7\n% 3)\n"
+
+
+def test_pycon_transcript_prompts_stripped_output_dropped():
+    text = (
+        "```pycon\n>>> def add(a, b):\n...     return a + b\n...\n>>> add(1, 2)\n3\n"
+        ">>> print('x')\nx\n```"
+    )
+    e = extract_code(text, entry_point="add")
+    assert e.method == "fenced"
+    assert e.code == "def add(a, b):\n    return a + b\n\nadd(1, 2)\nprint('x')\n"
+
+
+def test_pycon_example_after_python_block_is_not_the_program():
+    text = "```python\ndef add(a, b):\n    return a + b\n```\n```pycon\n>>> add(1, 2)\n3\n```"
+    assert extract_code(text).code == "def add(a, b):\n    return a + b\n"
+    assert extract_code(text, entry_point="add").code == "def add(a, b):\n    return a + b\n"
+
+
+def test_python_block_holding_a_transcript():
+    text = "```python\n>>> def sq(x):\n...     return x * x\n>>> sq(3)\n9\n```"
+    assert extract_code(text).code == "def sq(x):\n    return x * x\nsq(3)\n"
+    # only a block that starts with a prompt and does not parse is read as a transcript
+    assert extract_code("```python\nx = 1 \\\n>>> 1\n```").code == "x = 1 \\\n>>> 1\n"
+
+
+def test_format_rule_still_wants_a_python_tag():
+    assert code_block_format("```pycon\n>>> x = 1\n```") == 0.0
+    assert code_block_format("```python\nx = 1\n```") == 1.0

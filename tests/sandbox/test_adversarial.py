@@ -136,7 +136,9 @@ def test_adversarial_fallback_tier(case, host_probe, listener, monkeypatch):
 
 # A second set of the same kinds and beyond (35 cases, SBX-), constructed in session 30 by a
 # separate pass: escapes (host sysctls), crashes of the host-side grader, checks fooled by
-# shadowed builtins, correct programs scored 0, a host-side decode made quadratic.
+# shadowed builtins, correct programs scored 0, a host-side decode made quadratic; then the
+# K9 cases (SBX-K9-NN): correct programs that need callbacks, remote handles or in-place
+# write-back, and programs attacking those (lying operators, forged protocol messages).
 # ``expected_status_not``: a status the verdict must not have (an infrastructure ``error`` is left
 # out of GRPO's groups, so a program must not be able to force one); ``max_grade_seconds``: a bound
 # on the host's grading time, with a wide margin over the case's 3 s CPU / 6 s wall limits.
@@ -144,11 +146,7 @@ BREAK_FILE = Path(__file__).with_name("data") / "sandbox_break.jsonl"
 BREAK_CASES = [json.loads(line) for line in BREAK_FILE.read_text().splitlines() if line.strip()]
 # id -> kind of the failure still open (strict xfail, so a fix is noticed). Kinds whose failure
 # costs a minute a case (K12) are not run while listed.
-BREAK_KNOWN = {
-    "SBX-28": "K9",
-    "SBX-29": "K9",
-    "SBX-30": "K9",
-}
+BREAK_KNOWN: dict[str, str] = {}
 SLOW_WHILE_FAILING = {"K12"}
 
 

@@ -1,7 +1,8 @@
 """Code tasks: extract the program from a completion and grade it in the sandbox.
 
 - Extraction (:func:`extract_code`): the last fenced python block (```` ```python ```` / ``py``
-  / ``python3``) by default (``block="first"`` for the first one), else the last untagged
+  / ``python3``, ``ipython``; a ``pycon`` transcript's typed lines when there is no python
+  block) by default (``block="first"`` for the first one), else the last untagged
   fenced block, else the whole completion when it is plain Python code (or, with a HumanEval
   prompt, when prompt + completion is); otherwise nothing, which is scored ``unparsed``. With
   the tests' entry point known, the block taken is the last one that defines it (a later
@@ -42,6 +43,12 @@ from rlvr.sandbox.grading import (
 )
 
 PYTHON_TAGS = frozenset({"python", "py", "python3", "py3"})
+# IPython cells are Python (their ``%magic`` / ``!shell`` lines are dropped when the cell does
+# not parse with them); a ``pycon`` block is an interactive transcript (``>>> `` / ``... ``
+# prompts stripped, output lines dropped). Both are programs for extraction; the
+# ``code_block`` format rule still asks for a python tag.
+IPYTHON_TAGS = frozenset({"ipython", "ipython3"})
+PYCON_TAGS = frozenset({"pycon", "python-repl", "pyrepl"})
 _OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([A-Za-z0-9_+.-]*)[^\n]*$")
 
 
@@ -91,7 +98,9 @@ def fenced_blocks(text: str) -> list[FencedBlock]:
         if end is None:
             blocks.append(FencedBlock(lang, _join(lines[start:]), False))
             break
-        if (lang in PYTHON_TAGS or not lang) and not _parses(_join(lines[start:end])):
+        if (lang in PYTHON_TAGS or lang in IPYTHON_TAGS or not lang) and not _parses(
+            _join(lines[start:end])
+        ):
             for _, later in zip(range(_MAX_FENCE_EXTENSIONS), ends):
                 if _parses(_join(lines[start:later])):
                     end = later
@@ -99,6 +108,36 @@ def fenced_blocks(text: str) -> list[FencedBlock]:
         blocks.append(FencedBlock(lang, _join(lines[start:end]), True))
         i = end + 1
     return blocks
+
+
+def transcript_source(text: str) -> str:
+    """The code typed in an interactive transcript (``pycon``): lines after a ``>>> `` or
+    ``... `` prompt, prompts removed; every other line (the interpreter's output) dropped."""
+    out = []
+    for line in text.splitlines():
+        s = line.lstrip()
+        if s.startswith((">>> ", "... ")) or s in (">>>", "..."):
+            out.append(s[4:])
+    return _join(out)
+
+
+def _without_magics(code: str) -> str:
+    """An IPython cell without its ``%magic`` / ``%%cell magic`` / ``!shell`` lines."""
+    return _join([ln for ln in code.splitlines() if not ln.lstrip().startswith(("%", "!"))])
+
+
+def _as_program(b: FencedBlock) -> FencedBlock:
+    """``b`` with its code as the program it holds: a pycon transcript's typed code, an
+    IPython cell without magics (when they keep it from parsing), a python block that is a
+    transcript (starts with ``>>>`` and does not parse) as one."""
+    code = b.code
+    if b.lang in PYCON_TAGS:
+        code = transcript_source(code)
+    elif b.lang in IPYTHON_TAGS and not _parses(code):
+        code = _without_magics(code)
+    elif code.lstrip().startswith(">>>") and not _parses(code):
+        code = transcript_source(code)
+    return FencedBlock(b.lang, code, b.closed) if code is not b.code else b
 
 
 def _parse(code: str) -> ast.Module:
@@ -267,10 +306,18 @@ def extract_code(
         raise ValueError(f"block must be 'last' or 'first', not {block!r}")
     if not isinstance(entry_point, str):
         entry_point = None
-    blocks = fenced_blocks(completion)
-    py = [b for b in blocks if b.closed and b.lang in PYTHON_TAGS and b.code.strip()]
+    blocks = [_as_program(b) for b in fenced_blocks(completion)]
+    py = [
+        b
+        for b in blocks
+        if b.closed and (b.lang in PYTHON_TAGS or b.lang in IPYTHON_TAGS) and b.code.strip()
+    ]
     if py:
         return CodeExtraction(_pick_block(py, block, entry_point), "fenced")
+    # A transcript is a usage example when a python block exists: taken only without one.
+    pycon = [b for b in blocks if b.closed and b.lang in PYCON_TAGS and b.code.strip()]
+    if pycon:
+        return CodeExtraction(_pick_block(pycon, block, entry_point), "fenced")
     untagged = [b for b in blocks if b.closed and not b.lang and b.code.strip()]
     if untagged:
         return CodeExtraction(_pick_block(untagged, block, entry_point), "fenced_untagged")

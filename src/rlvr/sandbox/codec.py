@@ -29,13 +29,17 @@ _BIG_INT = 10**600
 MAX_INT_HEX = 1 << 16
 MAX_DECIMAL_CHARS = 10_000
 MAX_SAME_HASH = 16
+# Reference tags of the sandbox's remote protocol (``remote.py``), understood only where a
+# ``ref`` hook is given: "h" an object kept in the candidate process (a handle id), "cb" / "ci"
+# a callable / iterator kept in the supervisor (a callback id), "fn" a program function by name.
+REF_TAGS = frozenset({"h", "cb", "ci", "fn"})
 
 
 class EncodeError(ValueError):
     """A value cannot be encoded (unsupported type, too deep, too large, cyclic)."""
 
 
-def _enc(x, depth: int, budget: list) -> object:
+def _enc(x, depth: int, budget: list, ref=None) -> object:
     budget[0] -= 1
     if budget[0] < 0:
         raise EncodeError("value too large")
@@ -64,15 +68,19 @@ def _enc(x, depth: int, budget: list) -> object:
         return str.__str__(x)
     d = depth + 1
     if isinstance(x, list):
-        return [_enc(i, d, budget) for i in list.copy(x)]
+        return [_enc(i, d, budget, ref) for i in list.copy(x)]
     if isinstance(x, tuple):
-        return {"#": "tuple", "v": [_enc(i, d, budget) for i in tuple.__getitem__(x, slice(None))]}
+        items = tuple.__getitem__(x, slice(None))
+        return {"#": "tuple", "v": [_enc(i, d, budget, ref) for i in items]}
     if isinstance(x, dict):
-        return {"#": "dict", "v": [[_enc(k, d, budget), _enc(v, d, budget)] for k, v in dict.items(x)]}
+        return {
+            "#": "dict",
+            "v": [[_enc(k, d, budget, ref), _enc(v, d, budget, ref)] for k, v in dict.items(x)],
+        }
     if isinstance(x, frozenset):
-        return {"#": "frozenset", "v": [_enc(i, d, budget) for i in frozenset.copy(x)]}
+        return {"#": "frozenset", "v": [_enc(i, d, budget, ref) for i in frozenset.copy(x)]}
     if isinstance(x, set):
-        return {"#": "set", "v": [_enc(i, d, budget) for i in set.copy(x)]}
+        return {"#": "set", "v": [_enc(i, d, budget, ref) for i in set.copy(x)]}
     if isinstance(x, (bytes, bytearray)):
         return {"#": "bytes" if isinstance(x, bytes) else "bytearray", "v": bytes(x).hex()}
     if isinstance(x, complex):
@@ -85,11 +93,17 @@ def _enc(x, depth: int, budget: list) -> object:
         if len(v) > MAX_DECIMAL_CHARS:
             raise EncodeError("Decimal too long")
         return {"#": "decimal", "v": v}
+    if ref is not None:  # the sandbox's remote protocol: a reference tag (see REF_TAGS)
+        return ref(x)
     raise EncodeError(f"cannot encode value of type {name}")
 
 
-def encode(x) -> str:
+def encode(x, ref=None) -> str:
     """Encode a plain value as one line of JSON text.
+
+    ``ref`` (the sandbox driver's remote protocol only): called with each value the codec
+    cannot encode; it returns a reference tag ``{"#": <one of REF_TAGS>, "v": ...}`` or raises
+    EncodeError. Without it such a value raises EncodeError.
 
     Raises:
         EncodeError: unsupported type (anything but None, bool, int, float, str, list,
@@ -98,7 +112,7 @@ def encode(x) -> str:
             ``MAX_ITEMS`` values in total.
     """
     try:
-        return json.dumps(_enc(x, 0, [MAX_ITEMS]), separators=(",", ":"), allow_nan=False)
+        return json.dumps(_enc(x, 0, [MAX_ITEMS], ref), separators=(",", ":"), allow_nan=False)
     except RecursionError:
         raise EncodeError("value too deeply nested") from None
 
@@ -126,7 +140,7 @@ def _few_equal_hashes(keys) -> None:
             raise ValueError("too many members with equal hashes")
 
 
-def _dec(o, depth: int, budget: list) -> object:
+def _dec(o, depth: int, budget: list, ref=None) -> object:
     budget[0] -= 1
     if budget[0] < 0:
         raise ValueError("value too large")
@@ -136,18 +150,19 @@ def _dec(o, depth: int, budget: list) -> object:
         return o
     d = depth + 1
     if isinstance(o, list):
-        return [_dec(i, d, budget) for i in o]
+        return [_dec(i, d, budget, ref) for i in o]
     if not isinstance(o, dict) or set(o) != {"#", "v"}:
         raise ValueError("malformed encoded value")
     kind, v = o["#"], o["v"]
     if kind == "tuple":
-        return tuple(_dec(i, d, budget) for i in _seq(v))
+        return tuple(_dec(i, d, budget, ref) for i in _seq(v))
     if kind == "dict":
-        pairs = [(_dec(k, d, budget), _dec(x, d, budget)) for k, x in (_seq(p, 2) for p in _seq(v))]
+        raw = (_seq(p, 2) for p in _seq(v))
+        pairs = [(_dec(k, d, budget, ref), _dec(x, d, budget, ref)) for k, x in raw]
         _few_equal_hashes(k for k, _ in pairs)
         return dict(pairs)
     if kind in ("set", "frozenset"):
-        items = [_dec(i, d, budget) for i in _seq(v)]
+        items = [_dec(i, d, budget, ref) for i in _seq(v)]
         _few_equal_hashes(items)
         return set(items) if kind == "set" else frozenset(items)
     if kind == "int":
@@ -163,7 +178,7 @@ def _dec(o, depth: int, budget: list) -> object:
     if kind == "bytearray":
         return bytearray.fromhex(v)
     if kind == "complex":
-        re, im = (_dec(x, d, budget) for x in _seq(v, 2))
+        re, im = (_dec(x, d, budget, ref) for x in _seq(v, 2))
         if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (re, im)):
             raise ValueError("malformed complex")
         return complex(re, im)
@@ -172,7 +187,7 @@ def _dec(o, depth: int, budget: list) -> object:
         # interpreter, which loads this file at every run; only a Fraction value needs it
         from fractions import Fraction
 
-        num, den = (_int(_dec(x, d, budget)) for x in _seq(v, 2))
+        num, den = (_int(_dec(x, d, budget, ref)) for x in _seq(v, 2))
         if den == 0:
             raise ValueError("malformed fraction")
         return Fraction(num, den)
@@ -186,11 +201,17 @@ def _dec(o, depth: int, budget: list) -> object:
         if x.is_snan():  # a signaling NaN raises when compared: never built here
             raise ValueError("malformed decimal")
         return x
+    if ref is not None and kind in REF_TAGS:
+        return ref(kind, v)
     raise ValueError(f"unknown tag {kind[:40]!r}" if isinstance(kind, str) else "malformed tag")
 
 
-def decode(text: str | bytes) -> object:
+def decode(text: str | bytes, ref=None) -> object:
     """Decode text produced by :func:`encode` into plain Python values.
+
+    ``ref`` (the sandbox driver's remote protocol only): called as ``ref(tag, payload)`` for a
+    reference tag (``REF_TAGS``); it returns the object the reference stands for or raises
+    ValueError. Without it (the host, probes, names) a reference tag is malformed input.
 
     Only builtin types (and Fraction / Decimal) are ever built, so comparing the result with
     ``==`` runs no code chosen by the sender. Total on untrusted text: whatever it holds,
@@ -205,7 +226,7 @@ def decode(text: str | bytes) -> object:
             ``MAX_SAME_HASH`` members of one hash value).
     """
     try:
-        return _dec(json.loads(text), 0, [MAX_ITEMS])
+        return _dec(json.loads(text), 0, [MAX_ITEMS], ref)
     except ValueError:
         raise
     except Exception as e:  # RecursionError, ArithmeticError, MemoryError, ...: never escapes

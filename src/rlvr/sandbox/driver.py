@@ -1,4 +1,5 @@
-"""The driver that runs INSIDE the sandbox (standalone: standard library + ``codec.py`` only).
+"""The driver that runs INSIDE the sandbox (standalone: standard library + ``codec.py``, and
+``remote.py`` when a test runs in the supervisor).
 
 Started as ``python3 -I -S driver.py '<limits json>'`` with:
 
@@ -18,10 +19,21 @@ It splits itself in two processes *before* it reads the job:
   program, the probe expressions and a list of names, runs the program as ``__main__``,
   evaluates the probes, and then answers remote calls from the supervisor.
 
+The remote protocol (``remote.py``, which describes it in full) carries plain codec data plus
+references: a callable or iterator a check passes as an argument stays in the supervisor (a
+*callback*: the candidate's calls of it come back as requests, and the supervisor runs the
+trusted object on plain-data arguments); an object of the program the codec cannot encode stays
+in the candidate (a *handle*: the supervisor's proxy forwards attribute reads, calls, ``len``,
+``str``, truth value, iteration, and operators only between two handles; ``==`` with plain data
+is False, ordering a TypeError); mutable arguments a call changed are sent back and written
+into the check's own objects. Both wait loops serve nested requests, bounded in depth.
+
 So nothing the program does (exit early, patch ``json``, print fake records, return objects with
 a lying ``__eq__``, walk frames) can produce a passing record: probe values are compared by the
-host on decoded plain data, in-sandbox tests run in the supervisor on plain data returned by
-remote calls, and only the supervisor knows the nonce and the expected values.
+host on decoded plain data, in-sandbox tests run in the supervisor on plain data (or proxies that
+never let a program object meet plain data in a comparison) returned by remote calls, the
+supervisor decodes nothing but codec data and runs no code the program chose, and only the
+supervisor knows the nonce and the expected values.
 
 Time: the driver keeps no timers (a per-test timer would be wall time, which load stretches).
 It writes ``READY`` once it is up; the host takes the run's CPU baseline then, sends the job,
@@ -53,7 +65,6 @@ MAX_PROBE_BYTES = 4 << 20
 # Free fds the candidate must have left after the program for its run to count as not having
 # exhausted RLIMIT_NOFILE: one would not do (os.pipe() takes fds in pairs and leaves one free).
 FD_HEADROOM = 8
-MAX_ITERATED = 100_000  # items of an iterator returned by a remote call that are sent back
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
@@ -198,10 +209,19 @@ def _candidate(r_job, w_res, devnull):
             items.append('{"v":' + codec.encode(value) + "}")
         except BaseException as e:
             items.append(json.dumps({"e": type(e).__name__, "msg": _safe_str(e)}))
+    server = []  # the remote-protocol server (remote.py), made when first needed
+
+    def get_server():
+        if not server:
+            import remote  # deferred: a run of probes alone never needs it
+
+            server.append(remote.Server(pg, send, lambda: _read_message(rfile)))
+        return server[0]
+
     names = {}
     for name in job.get("names", []):
         if name in g:
-            names[name] = _describe(g[name])
+            names[name] = _describe(g[name], get_server)
     fds_ok = True
     spare = []
     try:
@@ -214,19 +234,16 @@ def _candidate(r_job, w_res, devnull):
     head = json.dumps({"phase": "done", "names": names, "fds_ok": fds_ok})
     send(head[:-1] + ',"probes":[' + ",".join(items) + "]}")
 
-    while True:  # remote calls from the supervisor
-        line = _read_line_blocking(rfile)
-        if not line:
-            os._exit(0)
-        req = json.loads(line)
-        try:
-            fn = pg[req["f"]]
-            args = codec.decode(json.dumps(req["a"]))
-            kwargs = codec.decode(json.dumps(req["k"]))
-            reply = _encode_result(fn(*args, **kwargs))
-        except BaseException as e:
-            reply = json.dumps({"e": type(e).__name__, "msg": _safe_str(e)})
-        send(reply)
+    first = _read_message(rfile)  # the first remote call from the supervisor (None at EOF)
+    if first is None:
+        os._exit(0)
+    get_server().serve(first)
+
+
+def _read_message(rfile):
+    """The supervisor's next message (a dict), or None at EOF."""
+    line = rfile.readline()
+    return json.loads(line) if line else None
 
 
 # Wraps a top-level ``if __name__ == "__main__":`` block (see ``_compile_program``).
@@ -287,29 +304,6 @@ def _compile_program(source, path):
     return compile(tree, path, "exec")
 
 
-def _encode_result(value):
-    """A remote call's reply for ``value``. An iterator the codec cannot carry (a generator,
-    ``map``, ...) is run to the end here (at most ``MAX_ITERATED`` items) and sent as its items,
-    flagged ``"it"``: the supervisor then hands the check an iterator over them, so a check that
-    iterates the result works. Only data crosses, as for any other result.
-
-    Raises:
-        codec.EncodeError: neither the value nor (for an iterator) its items can be encoded.
-    """
-    try:
-        return '{"v":' + codec.encode(value) + "}"
-    except codec.EncodeError:
-        cls = type(value)
-        if not (hasattr(cls, "__next__") and hasattr(cls, "__iter__")):
-            raise
-    items = []
-    for item in value:
-        if len(items) >= MAX_ITERATED:
-            raise codec.EncodeError("returned iterator too long")
-        items.append(item)
-    return '{"v":' + codec.encode(items) + ',"it":true}'
-
-
 def _read_line_blocking(rfile):
     """One newline-terminated line from the supervisor (b"" at EOF)."""
     return rfile.readline()
@@ -330,7 +324,9 @@ def _safe_str(e):
         return "?"
 
 
-def _describe(value):
+def _describe(value, get_server):
+    """What the supervisor learns of a name the checks use: a module (by name), a function,
+    a value (plain data; an object the codec cannot encode is a handle, see remote.py)."""
     if isinstance(value, types.ModuleType):
         return {"k": "module", "m": getattr(value, "__name__", "")}
     if callable(value):
@@ -338,42 +334,14 @@ def _describe(value):
     try:
         return {"k": "value", "v": json.loads(codec.encode(value))}
     except BaseException:
+        pass
+    try:
+        return {"k": "value", "v": json.loads(codec.encode(value, get_server().ref_out))}
+    except BaseException:
         return {"k": "opaque"}
 
 
 # ---------------------------------------------------------------------------- supervisor side
-
-
-class _Rpc:
-    def __init__(self, w_job, lines):
-        self.w, self.lines = w_job, lines
-
-    def call(self, name, args, kwargs):
-        try:
-            payload = '{"f":' + json.dumps(name) + ',"a":' + codec.encode(list(args))
-            payload += ',"k":' + codec.encode(dict(kwargs)) + "}\n"
-        except codec.EncodeError as e:
-            raise CandidateError(f"argument not encodable: {e}") from None
-        data = payload.encode()
-        try:
-            while data:
-                data = data[os.write(self.w, data) :]
-        except OSError:
-            raise CandidateGone("closed") from None
-        try:
-            reply = json.loads(self.lines.readline())
-        except Exception:  # ValueError, RecursionError (deeply nested), MemoryError, ...
-            raise CandidateGone("protocol") from None
-        if not isinstance(reply, dict):
-            raise CandidateGone("protocol")
-        if "v" in reply:
-            try:
-                value = codec.decode(json.dumps(reply["v"]))
-            except Exception:  # json.dumps can hit RecursionError; decode raises ValueError
-                raise CandidateError("undecodable result") from None
-            # the items of an iterator the program returned (see _encode_result)
-            return iter(value) if reply.get("it") is True and isinstance(value, list) else value
-        raise _remote_exception(_text(reply.get("e"), 60), _text(reply.get("msg", ""), 300))
 
 
 def _remote_exception(type_name, msg):
@@ -393,25 +361,37 @@ def _remote_exception(type_name, msg):
     return CandidateError(f"{type_name}: {msg}")
 
 
-class _Remote:
-    """Stands for a function defined by the program; calling it calls it in the candidate."""
-
-    def __init__(self, rpc, name):
-        self._rpc, self._name = rpc, name
-
-    def __call__(self, *args, **kwargs):
-        return self._rpc.call(self._name, args, kwargs)
-
-    def __repr__(self):
-        return f"<remote {self._name}>"
-
-
 def _text(x, n):
     """A string field of a candidate message, cut to ``n`` characters (anything else: "?")."""
     return x[:n] if isinstance(x, str) else "?"
 
 
-def _run_checks(job, cand, rpc):
+def _client(w_job, lines):
+    """The supervisor's side of the remote protocol (remote.py) over the candidate's pipes."""
+    import remote  # deferred: a run of probes alone never needs it
+
+    def send(text):
+        data = text.encode()
+        try:
+            while data:
+                data = data[os.write(w_job, data) :]
+        except OSError:
+            raise CandidateGone("closed") from None
+
+    def recv():
+        try:
+            msg = json.loads(lines.readline())
+        except Exception:  # ValueError, RecursionError (deeply nested), MemoryError, ...
+            raise CandidateGone("protocol") from None
+        if not isinstance(msg, dict):
+            raise CandidateGone("protocol")
+        return msg
+
+    return remote, remote.Client(send, recv, CandidateGone, _remote_exception, CandidateError)
+
+
+def _run_checks(job, cand, w_job, lines):
+    remote, client = _client(w_job, lines)
     ns = {"__name__": "__rlvr_check__", "__builtins__": builtins}
     # The trusted prompt (its helpers, e.g. HumanEval/32's ``poly``, and its imports) runs here,
     # in the supervisor, before the checks: what it defines is never taken from the program.
@@ -433,7 +413,7 @@ def _run_checks(job, cand, rpc):
             continue
         kind = info.get("k") if isinstance(info, dict) else None
         if kind == "func":
-            ns[name] = _Remote(rpc, name)
+            ns[name] = remote.Function(client, name)
         elif kind == "module":
             mod = str(info.get("m", ""))
             if mod.partition(".")[0] in sys.stdlib_module_names:  # never import program files
@@ -447,7 +427,7 @@ def _run_checks(job, cand, rpc):
                     pass
         elif kind == "value":
             try:
-                ns[name] = codec.decode(json.dumps(info["v"]))
+                ns[name] = codec.decode(json.dumps(info["v"]), client.ref_in)
             except Exception:  # KeyError, RecursionError, ValueError: the name stays unbound
                 pass
     results = []
@@ -462,7 +442,7 @@ def _run_checks(job, cand, rpc):
         try:
             exec(compile(chk["src"], "<check>", "exec"), ns)
             if chk.get("kind") == "check":
-                ns["check"](_Remote(rpc, job["entry_point"]))
+                ns["check"](remote.Function(client, job["entry_point"]))
             results.append({"ok": True})
         except CandidateGone:
             gone = True
@@ -646,7 +626,7 @@ def main():
                     phase="done",
                     probes=_clean_probes(cand.get("probes")),
                     fds_ok=cand.get("fds_ok") is True and not _fds_exhausted(pid),
-                    checks=_run_checks(job, cand, _Rpc(w_job, lines)) if job.get("checks") else [],
+                    checks=_run_checks(job, cand, w_job, lines) if job.get("checks") else [],
                 )
             elif phase in ("program_error", "setup_error"):
                 err = cand.get("error")

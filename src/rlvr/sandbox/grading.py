@@ -10,7 +10,12 @@ Tests are planned on the host before anything runs:
   ``assert not f(x)`` send the same ``not not (f(x))``: its truth value, whatever the type.
 - Anything else (``abs(f(x) - y) < 1e-6``, loops, HumanEval checks with helpers) becomes an
   **in-sandbox check** run by the sandbox's trusted supervisor process, which reaches the
-  program only through remote calls returning plain data (see ``driver.py``).
+  program only through remote calls that exchange plain data and references (see
+  ``remote.py``): a callable or iterator the check passes is a callback the candidate calls
+  back; an object of the program (an instance of its class, a closure) stays in the candidate
+  as a handle whose attributes, methods and dunders are remote calls, and which never equals
+  plain data (a lying ``__eq__`` is never reached); arguments the call changed in place are
+  written back into the check's objects.
 
 A run passes only if the supervisor's record (authenticated with the run's secret nonce) says the
 program ran to the end and every test passed: exiting early, crashing after a correct
