@@ -380,8 +380,16 @@ def last_number(text: str) -> Extraction | None:
 def withdraws(tail: str) -> bool:
     """Whether ``tail``, the text after a final answer line, retracts or hedges it ("Wait,
     that's wrong.", "Actually ...", "... could also be ...", "Maybe ..."): the markers
-    :func:`revised` looks for, without reading a value. For verifiers whose answers are not
-    values (the logic tasks' expressions and assignments), where a withdrawn answer is no
-    answer."""
-    return any(_RETRACT_RE.search(sent) or _TAIL_HEDGE_RE.search(sent)
+    :func:`revised` looks for, without reading a value (a bare "wait" / "actually" opening a
+    check of the answer, "Wait, let me double-check: ...", is none). For verifiers whose
+    answers are not values (the logic tasks' expressions and assignments), where a withdrawn
+    answer is no answer."""
+    return any(_TAIL_HEDGE_RE.search(sent) or _REJECTION_RE.search(sent)
+               or (_RETRACT_RE.search(sent) and not _CHECK_RE.search(sent))
                for sent in _first_sentences(_without_pleasantries(tail)))
+
+
+# "Wait, let me double-check: ..." opens a check of the answer, not a retraction of it.
+_CHECK_RE = re.compile(r"(?i)\b(?:let me|let's|let us|I'll|I will|to) (?:quickly )?"
+                       r"(?:double[- ]?)?(?:check|verify|confirm|re-?check)\b|"
+                       r"\b(?:checking|verifying|double[- ]checking)\b")
