@@ -92,7 +92,8 @@ def from_markers(text: str) -> Extraction | None:
 # names the answer that counts; a hedge ("But it could also be 4.", "though 4 is also possible")
 # offers a second one. Justifications ("because 3 × 4 = 12") and courtesies are neither.
 _RETRACT_RE = re.compile(r"(?i)\b(?:wait|actually|correction|oops|on second thought|scratch that|"
-                         r"I made an? (?:\w+ )?(?:error|mistake)|that(?:'?s| is) (?:wrong|incorrect)|"
+                         r"I made an? (?:\w+ )?(?:error|mistake)|"
+                         r"that(?:'?s| is) (?:wrong|incorrect)|"
                          r"(?:it|answer|result|value) should (?:actually )?be|instead)\b|"
                          r"不对|等等|算错|错了|更正|应该是|其实")
 # ("Alternatively, we can plug in ..." offers another method, not another answer.)
@@ -173,8 +174,10 @@ def revised(ex: Extraction, tail: str) -> Extraction:
 
 
 # An explicit rejection of the answer, as opposed to a bare "wait" / "actually" before a check.
-_REJECTION_RE = re.compile(r"(?i)\b(?:that'?s|this is|it'?s|that is) (?:wrong|incorrect|not right)\b|"
-                           r"\bI made an? (?:\w+ )?(?:error|mistake)\b|\bcorrection\b|不对|错了")
+_REJECTION_RE = re.compile(r"(?i)\b(?:that'?s|this is|it'?s|that is) "
+                           r"(?:wrong|incorrect|not right)\b|"
+                           r"\bI made an? (?:\w+ )?(?:error|mistake)\b|\bcorrection\b|"
+                           r"不对|错了")
 # A clause that names the new value with a subject and verb ("it is 568", "the answer is 568").
 _CLAUSE_LEAD_RE = re.compile(r"(?i)^\s*(?:so\s+|and\s+)?(?:it|this|that|the\s+(?:correct\s+)?"
                              r"\w+)(?:'s|\s+(?:is|should\s+be|must\s+be))\s+")
