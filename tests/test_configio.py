@@ -3,6 +3,7 @@
 import re
 
 import pytest
+import yaml
 
 from rlvr.configio import ConfigError, apply_overrides, load_config, parse_override
 from rlvr.rewards.config import RewardConfig
@@ -222,3 +223,60 @@ def test_tier_weights_are_checked(value, message):
 
     with pytest.raises(ConfigError, match=re.escape(f"data.tier_weights: {message}")):
         load_config(RunConfig, None, [f"data.tier_weights={value}"])
+
+
+# A boolean is not a number: pydantic's lax mode read `--set grpo.steps=true` as one step
+# (probe, session 31). Refused for every numeric field of every config model
+# (rlvr.configio.ConfigModel), through --set and a YAML file alike, naming the field.
+BOOL_FOR_NUMBER = [
+    ("grpo.steps", "true", "grpo.steps"),                       # int
+    ("grpo.learning_rate", "false", "grpo.learning_rate"),      # float
+    ("grpo.micro_batch_tokens", "true", "grpo.micro_batch_tokens"),  # int | None
+    ("algo.tis_cap", "true", "algo.tis_cap"),                   # float | None
+    ("reward.timeout_s", "yes", "reward.timeout_s"),            # YAML 1.1 yes is a boolean
+    ("reward.weights", "{outcome: 1.0, format: true}", "reward.weights: format"),
+    ("reward.timeout_overrides_s", "{code: true}", "reward.timeout_overrides_s: code"),
+    ("data.tier_weights", "{easy: true}", "data.tier_weights: easy"),
+    ("data.sources", "[{source: arithmetic, weight: true}]", "data.sources.0.weight"),
+    ("health.kl_spike.max_kl", "true", "health.kl_spike.max_kl"),
+    ("env.max_turns", "true", "env.max_turns"),
+    ("logging.tensorboard", "1", None),                         # a bool field reads 1 as true
+    ("grpo.steps", "'5'", None),                                # a number as a string is read
+    ("grpo.learning_rate", "'1e-6'", None),
+]
+
+
+@pytest.mark.parametrize("key, value, field", BOOL_FOR_NUMBER)
+@pytest.mark.parametrize("via", ["set", "yaml"])
+def test_a_boolean_is_not_a_number(tmp_path, key, value, field, via):
+    from rlvr.train.config import RunConfig
+
+    overrides = [f"{key}={value}"] + (["env.name=tool"] if key.startswith("env.") else [])
+    path = None
+    if via == "yaml":
+        data = apply_overrides({}, overrides)
+        path = tmp_path / "run.yaml"
+        path.write_text(yaml.safe_dump(data))
+        overrides = []
+    if field is None:
+        load_config(RunConfig, path, overrides)
+        return
+    source = re.escape(f"--set '{key}={value}'") if via == "set" else r".*run\.yaml"
+    with pytest.raises(ConfigError, match=rf"{source}: {re.escape(field)}: expected a number, "
+                                          r"not a boolean \(got "):
+        load_config(RunConfig, path, overrides)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("grpo.steps", "1.5", "fractional part"),           # lax mode: 1.5 is not an int
+    ("reward.timeout_s", "fast", "valid number"),
+    ("grpo.learning_rate", ".inf", "finite number"),    # passed gt=0 before
+    ("model.lora_alpha", "inf", "finite number"),
+    ("algo.kl_coef", ".nan", "finite number"),
+    ("reward.weights", "{outcome: .inf}", "finite number"),
+])
+def test_wrong_numbers_are_refused(key, value, message):
+    from rlvr.train.config import RunConfig
+
+    with pytest.raises(ConfigError, match=rf"{re.escape(key)}.*{message}"):
+        load_config(RunConfig, None, [f"{key}={value}"])

@@ -6,8 +6,9 @@ import dataclasses
 import difflib
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from rlvr.configio import ConfigModel
 from rlvr.rewards.registry import (AGGREGATORS, DEFAULT_TIMEOUT_S, FORMAT_RULES,
                                    VERIFIER_OPTIONS, VERIFIERS, _load_builtins, load_plugins)
 
@@ -20,7 +21,7 @@ def _did_you_mean(name: str, known) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-class RewardConfig(BaseModel):
+class RewardConfig(ConfigModel):
     """How completions are scored (R1-R3, R8).
 
     Example (YAML, under ``reward:`` in a run config)::
