@@ -280,3 +280,29 @@ def test_wrong_numbers_are_refused(key, value, message):
 
     with pytest.raises(ConfigError, match=rf"{re.escape(key)}.*{message}"):
         load_config(RunConfig, None, [f"{key}={value}"])
+
+
+# The clip fields mean what the chosen loss reads them as (its registered options): refused
+# where wrong for that loss, naming both fields and their values; never for cispo, whose
+# clip_eps_high is an importance-weight cap (and which reads no clip_eps).
+@pytest.mark.parametrize("overrides, message", [
+    (["algo.policy_loss=clip_higher", "algo.clip_eps_high=0.1"],
+     "algo.clip_eps_high: 0.1 < clip_eps 0.2 with policy_loss clip_higher"),
+    (["algo.policy_loss=clip_higher", "algo.clip_eps=0.3"],
+     "algo.clip_eps_high: 0.28 < clip_eps 0.3 with policy_loss clip_higher"),
+    (["algo.clip_eps=1.5"], "algo.clip_eps: 1.5 with policy_loss clip"),
+    (["algo.policy_loss=dual_clip", "algo.clip_eps=1"], "algo.clip_eps: 1 with policy_loss "
+                                                         "dual_clip"),
+    (["algo.policy_loss=clip_higher", "algo.clip_eps_high=0.2"], None),  # equal: symmetric
+    (["algo.policy_loss=cispo", "algo.clip_eps_high=0.1"], None),
+    (["algo.policy_loss=cispo", "algo.clip_eps_high=5", "algo.clip_eps=1.5"], None),
+    (["algo.clip_eps_high=0.1"], None),  # the clip loss does not read clip_eps_high
+])
+def test_clip_ranges_are_checked_for_the_chosen_loss(overrides, message):
+    from rlvr.train.config import RunConfig
+
+    if message is None:
+        load_config(RunConfig, None, overrides)
+        return
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(RunConfig, None, overrides)

@@ -9,6 +9,7 @@ live with their packages: ``data`` (:mod:`rlvr.tasks.config`), ``reward``
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
@@ -268,6 +269,31 @@ class AlgoConfig(ConfigSection):
             raise PydanticCustomError("unregistered", "{message}",
                                       {"message": table.unknown_message(name)})
         return name
+
+    @model_validator(mode="after")
+    def _clip_range(self) -> "AlgoConfig":
+        # What the clip fields mean depends on the loss: its registered options say which it
+        # reads as what (clip / dual_clip: eps = clip_eps; clip_higher: eps_low = clip_eps,
+        # eps_high = clip_eps_high; cispo: eps_high = clip_eps_high alone, an importance-weight
+        # cap where any value > 0 is sound). A loss whose options read more than this section
+        # (a plugin's) is not checked here.
+        try:
+            options = registry.POLICY_LOSSES.options(self.policy_loss, SimpleNamespace(algo=self))
+        except (AttributeError, KeyError, TypeError):
+            return self
+        low = options.get("eps_low", options.get("eps"))
+        if isinstance(low, float) and low >= 1:
+            raise ValueError(f"clip_eps: {low:g} with policy_loss {self.policy_loss}: the ratio's "
+                             f"lower clip 1 - clip_eps must stay above 0; use a value in (0, 1) "
+                             f"(0.2 is usual)")
+        high = options.get("eps_high")
+        if isinstance(low, float) and isinstance(high, float) and high < low:
+            raise ValueError(
+                f"clip_eps_high: {high:g} < clip_eps {low:g} with policy_loss "
+                f"{self.policy_loss}: clip-higher widens the upper clip (DAPO: eps_low 0.2, "
+                f"eps_high 0.28); eps_high below eps_low clips improvements harder than "
+                f"regressions. Set clip_eps_high >= clip_eps (equal: the symmetric clip)")
+        return self
 
     @model_validator(mode="after")
     def _kl_settings(self) -> "AlgoConfig":
