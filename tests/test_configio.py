@@ -306,3 +306,107 @@ def test_clip_ranges_are_checked_for_the_chosen_loss(overrides, message):
         return
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_config(RunConfig, None, overrides)
+
+
+def _numeric_fields() -> list[str]:
+    """Every int / float field of the run config (sections walked, as docs/config.md lists
+    them), e.g. grpo.steps, algo.tis_cap, health.kl_spike.max_kl, reward.weights."""
+    from rlvr.configio import _bool_for_number, _model_in
+    from rlvr.train.config import RunConfig
+
+    out = []
+
+    def walk(model, prefix):
+        for name, field in model.model_fields.items():
+            sub = _model_in(field.annotation)
+            if sub is not None:
+                walk(sub, f"{prefix}{name}.")
+            elif _bool_for_number(True, field.annotation) == "" or _bool_for_number(
+                    {"x": True}, field.annotation):
+                out.append(prefix + name)
+
+    walk(RunConfig, "")
+    return out
+
+
+@pytest.mark.parametrize("key", _numeric_fields())
+def test_every_numeric_field_refuses_a_boolean(key):
+    from rlvr.train.config import RunConfig
+
+    value = "true" if not key.startswith(("reward.weights", "reward.timeout_overrides_s",
+                                          "data.tier_weights")) else "{outcome: true}"
+    overrides = [f"{key}={value}"] + (["env.name=tool"] if key.startswith("env.") else [])
+    with pytest.raises(ConfigError, match=rf"{re.escape(key)}:.*expected a number, not a "
+                                          r"boolean"):
+        load_config(RunConfig, None, overrides)
+
+
+def test_the_numeric_field_sweep_covers_every_section():
+    sections = {key.split(".")[0] for key in _numeric_fields()}
+    assert {"model", "data", "sft", "grpo", "algo", "rollout", "reward", "env", "eval",
+            "checkpoint", "health", "threads", "seed"} <= sections
+
+
+# The sweep over docs/config.md (probe, session 31): out-of-range values and inconsistent
+# combinations, each refused naming its field (and, for a combination, the other one).
+@pytest.mark.parametrize("overrides, message", [
+    # out of range
+    (["grpo.top_p=0"], "grpo.top_p: Input should be greater than 0"),
+    (["grpo.top_p=1.5"], "grpo.top_p: Input should be less than or equal to 1"),
+    (["grpo.temperature=0"], "grpo.temperature: Input should be greater than 0"),
+    (["eval.temperature=-0.1"], "eval.temperature: Input should be greater than or equal to 0"),
+    (["grpo.steps=-1"], "grpo.steps: Input should be greater than or equal to 0"),
+    (["grpo.group_size=1"], "grpo.group_size: Input should be greater than or equal to 2"),
+    (["sft.examples=0"], "sft.examples: Input should be greater than or equal to 1"),
+    (["grpo.ema_decay=1"], "grpo.ema_decay: Input should be less than 1"),
+    (["health.zero_variance.max_fraction=1.5"], "health.zero_variance.max_fraction: Input "
+                                                "should be less than or equal to 1"),
+    (["health.rollback_lr_factor=0"], "health.rollback_lr_factor: Input should be greater"),
+    (["reward.workers=-1"], "reward.workers: Input should be greater than or equal to 0"),
+    (["reward.timeout_s=0"], "reward.timeout_s: Input should be greater than 0"),
+    (["reward.timeout_overrides_s={code: 0}"], "reward.timeout_overrides_s: code: expected "
+                                               "seconds > 0, got 0"),
+    (["data.tier_weights={easy: -1}"], "data.tier_weights: easy: expected a finite weight"),
+    (["data.sources=[{source: arithmetic, weight: 0}]"], "data.sources.0.weight: Input should "
+                                                         "be greater than 0"),
+    (["env.name=tool", "env.tool_output_bytes=10"], "env.tool_output_bytes: Input should be "
+                                                    "greater than or equal to 256"),
+    # wrong type
+    (["grpo.steps=many"], "grpo.steps: Input should be a valid integer"),
+    (["grpo.top_p=[0.9]"], "grpo.top_p: Input should be a valid number"),
+    (["model.name=[a]"], "model.name: Input should be a valid string"),
+    (["algo.kl_in=both"], "algo.kl_in: Input should be 'loss' or 'reward'"),
+    (["reward.weights=0.1"], "reward.weights: Input should be a valid dictionary"),
+    # a task type that does not exist: its setting would apply to nothing
+    (["reward.timeout_overrides_s={mathz: 3}"], "reward.timeout_overrides_s.mathz: no verifier "
+                                                "is registered for task type 'mathz'; did you "
+                                                "mean 'math'?"),
+    (["reward.format_rule={mathz: boxed}"], "reward.format_rule.mathz: no verifier"),
+    (["reward.format_options={mathz: {a: 1}}"], "reward.format_options.mathz: no verifier"),
+    (["reward.verifiers={mathz: math}"], "reward.verifiers.mathz: no verifier"),
+    # inconsistent combinations
+    (["eval.temperature=0"], "eval.temperature: 0 (greedy) with pass_at_k_samples 16"),
+    (["grpo.prompts_per_step=2", "grpo.group_size=2", "grpo.update_processes=5"],
+     "grpo.update_processes: 5 processes for 4 completions a step"),
+    (["algo.kl_coef=0", "algo.kl_controller=adaptive"], "kl_controller: adaptive needs "
+                                                        "kl_coef > 0"),
+    (["rollout.quantization=int8", "model.precision=bf16"], "rollout.quantization: int8 runs "
+                                                            "fp32 activations"),
+    # legitimately valid
+    (["eval.temperature=0", "eval.pass_at_k_samples=0"], None),
+    (["eval.temperature=0", "eval.pass_at_k_samples=1"], None),
+    (["eval.every=50", "grpo.steps=5"], None),          # validates at the start and the end
+    (["checkpoint.every=50", "grpo.steps=5"], None),    # checkpoints at the end
+    (["grpo.micro_batch_size=5"], None),                # 64 rows: micro-batches 5, ..., 4
+    (["reward.weights={outcome: 1.0, format: -0.2}"], None),  # a penalty
+])
+def test_the_config_sweep(overrides, message):
+    from rlvr.train.config import RunConfig
+
+    if message is None:
+        load_config(RunConfig, None, overrides)
+        return
+    with pytest.raises(ConfigError) as info:
+        load_config(RunConfig, None, overrides)
+    assert message in str(info.value)
+    assert str(info.value).startswith("--set '")

@@ -129,6 +129,14 @@ class RewardConfig(ConfigModel):
                 raise ValueError(f"weights.{name}: not a reward component{hint}")
         return weights
 
+    @field_validator("timeout_overrides_s")
+    @classmethod
+    def _positive_timeouts(cls, timeouts: dict[str, float]) -> dict[str, float]:
+        for task_type, seconds in timeouts.items():
+            if seconds <= 0:  # as timeout_s (gt=0): 0 s would time every call out
+                raise ValueError(f"{task_type}: expected seconds > 0, got {seconds:g}")
+        return timeouts
+
     @model_validator(mode="after")
     def _names_exist(self) -> "RewardConfig":
         _load_builtins()
@@ -144,6 +152,13 @@ class RewardConfig(ConfigModel):
             if name not in VERIFIERS:
                 raise ValueError(f"verifiers.{task_type}: {name!r} is not a registered verifier; "
                                  f"registered: {sorted(VERIFIERS)}")
+        for field in ("format_rule", "format_options", "verifiers", "timeout_overrides_s"):
+            for task_type in getattr(self, field):
+                # a task type with no verifier is a typo: its setting would apply to nothing
+                if task_type not in VERIFIERS:
+                    raise ValueError(f"{field}.{task_type}: no verifier is registered for task "
+                                     f"type {task_type!r}{_did_you_mean(task_type, VERIFIERS)} "
+                                     f"(registered: {sorted(VERIFIERS)})")
         for task_type, options in self.verifier_options.items():
             _check_verifier_options(task_type, self.verifiers.get(task_type, task_type), options)
         for task_type, rule in self.format_rule.items():

@@ -187,6 +187,18 @@ class GRPOConfig(ConfigSection):
                                          "`dropped_groups` logged). 0 = off.")
 
 
+    @model_validator(mode="after")
+    def _update_shards(self) -> "GRPOConfig":
+        rows = self.prompts_per_step * self.group_size
+        if self.update_processes > rows:
+            # each process trains a contiguous shard of the step's rows: some would get none
+            raise ValueError(f"update_processes: {self.update_processes} processes for "
+                             f"{rows} completions a step (prompts_per_step "
+                             f"{self.prompts_per_step} x group_size {self.group_size}); use at "
+                             f"most {rows}")
+        return self
+
+
 class AlgoConfig(ConfigSection):
     """The GRPO-family choices (rlvr.algo registries; formulas and papers in each function's
     docstring and in docs/algorithms.md)."""
@@ -366,6 +378,18 @@ class EvalConfig(ConfigSection):
                                    "`max_new_tokens`: the `no tool` row of the results table "
                                    "(results.json `no_tool`, `gain_over_no_tool`). Done once, "
                                    "saved as RUN/no_tool_validation.json (a resume reuses it).")
+
+
+    @model_validator(mode="after")
+    def _sampled_pass_at_k(self) -> "EvalConfig":
+        if self.temperature == 0 and self.pass_at_k_samples > 1:
+            # greedy decoding gives n copies of one completion: pass@k = pass@1 at n times
+            # the cost, a curve that means nothing
+            raise ValueError(f"temperature: 0 (greedy) with pass_at_k_samples "
+                             f"{self.pass_at_k_samples}: every sample would be the same "
+                             f"completion; set temperature > 0 (0.6-0.8) or pass_at_k_samples "
+                             f"0 (greedy validation is always run)")
+        return self
 
 
 class CheckpointConfig(ConfigSection):
