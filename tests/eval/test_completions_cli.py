@@ -158,6 +158,16 @@ def test_malformed_lines_exit_2_naming_line_and_field(tmp_path, line, message):
     (["--aggregators", "math=mode"], "--aggregators: unknown aggregator 'mode'"),
     (["--aggregators", "best_of_reranker"], "best_of_reranker needs --reranker"),
     (["--model", "tiny-random"], "give either a completions file or --model"),
+    # probe, session 31: flags with wrong values
+    (["--saturation-threshold", "2"], "--saturation-threshold"),  # accuracy: 2 = 200 points
+    (["--saturation-threshold", "-1"], "--saturation-threshold"),
+    (["--n", "0"], "--n"),
+    (["--temperature", "-0.5"], "--temperature"),
+    (["--top-p", "1.5"], "--top-p"),
+    (["--k", "0"], "--k: every k must be in [1, n = 4], got 0"),
+    (["--workers", "0"], "--workers"),
+    (["--timeout", "0"], "--timeout"),
+    (["--aggregators", "foo=majority"], "'foo' has no registered verifier"),
 ])
 def test_bad_options_exit_2(completions, tmp_path, args, message):
     result = runner.invoke(app, ["eval", "--completions", str(completions),
