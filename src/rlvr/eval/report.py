@@ -300,5 +300,5 @@ def pass_at_k_table(results: dict):
     return table
 
 
-__all__ = ["PLOTS", "REPORT_FILES", "combine", "figures", "markdown", "pass_at_k_table", "plot", "short_names",
-           "write_report"]
+__all__ = ["PLOTS", "REPORT_FILES", "combine", "figures", "markdown", "pass_at_k_table", "plot",
+           "short_names", "write_report"]
