@@ -3,6 +3,7 @@
 import re
 
 import pytest
+import yaml
 
 from rlvr.configio import ConfigError, apply_overrides, load_config, parse_override
 from rlvr.rewards.config import RewardConfig
@@ -222,3 +223,190 @@ def test_tier_weights_are_checked(value, message):
 
     with pytest.raises(ConfigError, match=re.escape(f"data.tier_weights: {message}")):
         load_config(RunConfig, None, [f"data.tier_weights={value}"])
+
+
+# A boolean is not a number: pydantic's lax mode read `--set grpo.steps=true` as one step
+# (probe, session 31). Refused for every numeric field of every config model
+# (rlvr.configio.ConfigModel), through --set and a YAML file alike, naming the field.
+BOOL_FOR_NUMBER = [
+    ("grpo.steps", "true", "grpo.steps"),                       # int
+    ("grpo.learning_rate", "false", "grpo.learning_rate"),      # float
+    ("grpo.micro_batch_tokens", "true", "grpo.micro_batch_tokens"),  # int | None
+    ("algo.tis_cap", "true", "algo.tis_cap"),                   # float | None
+    ("reward.timeout_s", "yes", "reward.timeout_s"),            # YAML 1.1 yes is a boolean
+    ("reward.weights", "{outcome: 1.0, format: true}", "reward.weights: format"),
+    ("reward.timeout_overrides_s", "{code: true}", "reward.timeout_overrides_s: code"),
+    ("data.tier_weights", "{easy: true}", "data.tier_weights: easy"),
+    ("data.sources", "[{source: arithmetic, weight: true}]", "data.sources.0.weight"),
+    ("health.kl_spike.max_kl", "true", "health.kl_spike.max_kl"),
+    ("env.max_turns", "true", "env.max_turns"),
+    ("logging.tensorboard", "1", None),                         # a bool field reads 1 as true
+    ("grpo.steps", "'5'", None),                                # a number as a string is read
+    ("grpo.learning_rate", "'1e-6'", None),
+]
+
+
+@pytest.mark.parametrize("key, value, field", BOOL_FOR_NUMBER)
+@pytest.mark.parametrize("via", ["set", "yaml"])
+def test_a_boolean_is_not_a_number(tmp_path, key, value, field, via):
+    from rlvr.train.config import RunConfig
+
+    overrides = [f"{key}={value}"] + (["env.name=tool"] if key.startswith("env.") else [])
+    path = None
+    if via == "yaml":
+        data = apply_overrides({}, overrides)
+        path = tmp_path / "run.yaml"
+        path.write_text(yaml.safe_dump(data))
+        overrides = []
+    if field is None:
+        load_config(RunConfig, path, overrides)
+        return
+    source = re.escape(f"--set '{key}={value}'") if via == "set" else r".*run\.yaml"
+    with pytest.raises(ConfigError, match=rf"{source}: {re.escape(field)}: expected a number, "
+                                          r"not a boolean \(got "):
+        load_config(RunConfig, path, overrides)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("grpo.steps", "1.5", "fractional part"),           # lax mode: 1.5 is not an int
+    ("reward.timeout_s", "fast", "valid number"),
+    ("grpo.learning_rate", ".inf", "finite number"),    # passed gt=0 before
+    ("model.lora_alpha", "inf", "finite number"),
+    ("algo.kl_coef", ".nan", "finite number"),
+    ("reward.weights", "{outcome: .inf}", "finite number"),
+])
+def test_wrong_numbers_are_refused(key, value, message):
+    from rlvr.train.config import RunConfig
+
+    with pytest.raises(ConfigError, match=rf"{re.escape(key)}.*{message}"):
+        load_config(RunConfig, None, [f"{key}={value}"])
+
+
+# The clip fields mean what the chosen loss reads them as (its registered options): refused
+# where wrong for that loss, naming both fields and their values; never for cispo, whose
+# clip_eps_high is an importance-weight cap (and which reads no clip_eps).
+@pytest.mark.parametrize("overrides, message", [
+    (["algo.policy_loss=clip_higher", "algo.clip_eps_high=0.1"],
+     "algo.clip_eps_high: 0.1 < clip_eps 0.2 with policy_loss clip_higher"),
+    (["algo.policy_loss=clip_higher", "algo.clip_eps=0.3"],
+     "algo.clip_eps_high: 0.28 < clip_eps 0.3 with policy_loss clip_higher"),
+    (["algo.clip_eps=1.5"], "algo.clip_eps: 1.5 with policy_loss clip"),
+    (["algo.policy_loss=dual_clip", "algo.clip_eps=1"], "algo.clip_eps: 1 with policy_loss "
+                                                         "dual_clip"),
+    (["algo.policy_loss=clip_higher", "algo.clip_eps_high=0.2"], None),  # equal: symmetric
+    (["algo.policy_loss=cispo", "algo.clip_eps_high=0.1"], None),
+    (["algo.policy_loss=cispo", "algo.clip_eps_high=5", "algo.clip_eps=1.5"], None),
+    (["algo.clip_eps_high=0.1"], None),  # the clip loss does not read clip_eps_high
+])
+def test_clip_ranges_are_checked_for_the_chosen_loss(overrides, message):
+    from rlvr.train.config import RunConfig
+
+    if message is None:
+        load_config(RunConfig, None, overrides)
+        return
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(RunConfig, None, overrides)
+
+
+def _numeric_fields() -> list[str]:
+    """Every int / float field of the run config (sections walked, as docs/config.md lists
+    them), e.g. grpo.steps, algo.tis_cap, health.kl_spike.max_kl, reward.weights."""
+    from rlvr.configio import _bool_for_number, _model_in
+    from rlvr.train.config import RunConfig
+
+    out = []
+
+    def walk(model, prefix):
+        for name, field in model.model_fields.items():
+            sub = _model_in(field.annotation)
+            if sub is not None:
+                walk(sub, f"{prefix}{name}.")
+            elif _bool_for_number(True, field.annotation) == "" or _bool_for_number(
+                    {"x": True}, field.annotation):
+                out.append(prefix + name)
+
+    walk(RunConfig, "")
+    return out
+
+
+@pytest.mark.parametrize("key", _numeric_fields())
+def test_every_numeric_field_refuses_a_boolean(key):
+    from rlvr.train.config import RunConfig
+
+    value = "true" if not key.startswith(("reward.weights", "reward.timeout_overrides_s",
+                                          "data.tier_weights")) else "{outcome: true}"
+    overrides = [f"{key}={value}"] + (["env.name=tool"] if key.startswith("env.") else [])
+    with pytest.raises(ConfigError, match=rf"{re.escape(key)}:.*expected a number, not a "
+                                          r"boolean"):
+        load_config(RunConfig, None, overrides)
+
+
+def test_the_numeric_field_sweep_covers_every_section():
+    sections = {key.split(".")[0] for key in _numeric_fields()}
+    assert {"model", "data", "sft", "grpo", "algo", "rollout", "reward", "env", "eval",
+            "checkpoint", "health", "threads", "seed"} <= sections
+
+
+# The sweep over docs/config.md (probe, session 31): out-of-range values and inconsistent
+# combinations, each refused naming its field (and, for a combination, the other one).
+@pytest.mark.parametrize("overrides, message", [
+    # out of range
+    (["grpo.top_p=0"], "grpo.top_p: Input should be greater than 0"),
+    (["grpo.top_p=1.5"], "grpo.top_p: Input should be less than or equal to 1"),
+    (["grpo.temperature=0"], "grpo.temperature: Input should be greater than 0"),
+    (["eval.temperature=-0.1"], "eval.temperature: Input should be greater than or equal to 0"),
+    (["grpo.steps=-1"], "grpo.steps: Input should be greater than or equal to 0"),
+    (["grpo.group_size=1"], "grpo.group_size: Input should be greater than or equal to 2"),
+    (["sft.examples=0"], "sft.examples: Input should be greater than or equal to 1"),
+    (["grpo.ema_decay=1"], "grpo.ema_decay: Input should be less than 1"),
+    (["health.zero_variance.max_fraction=1.5"], "health.zero_variance.max_fraction: Input "
+                                                "should be less than or equal to 1"),
+    (["health.rollback_lr_factor=0"], "health.rollback_lr_factor: Input should be greater"),
+    (["reward.workers=-1"], "reward.workers: Input should be greater than or equal to 0"),
+    (["reward.timeout_s=0"], "reward.timeout_s: Input should be greater than 0"),
+    (["reward.timeout_overrides_s={code: 0}"], "reward.timeout_overrides_s: code: expected "
+                                               "seconds > 0, got 0"),
+    (["data.tier_weights={easy: -1}"], "data.tier_weights: easy: expected a finite weight"),
+    (["data.sources=[{source: arithmetic, weight: 0}]"], "data.sources.0.weight: Input should "
+                                                         "be greater than 0"),
+    (["env.name=tool", "env.tool_output_bytes=10"], "env.tool_output_bytes: Input should be "
+                                                    "greater than or equal to 256"),
+    # wrong type
+    (["grpo.steps=many"], "grpo.steps: Input should be a valid integer"),
+    (["grpo.top_p=[0.9]"], "grpo.top_p: Input should be a valid number"),
+    (["model.name=[a]"], "model.name: Input should be a valid string"),
+    (["algo.kl_in=both"], "algo.kl_in: Input should be 'loss' or 'reward'"),
+    (["reward.weights=0.1"], "reward.weights: Input should be a valid dictionary"),
+    # a task type that does not exist: its setting would apply to nothing
+    (["reward.timeout_overrides_s={mathz: 3}"], "reward.timeout_overrides_s.mathz: no verifier "
+                                                "is registered for task type 'mathz'; did you "
+                                                "mean 'math'?"),
+    (["reward.format_rule={mathz: boxed}"], "reward.format_rule.mathz: no verifier"),
+    (["reward.format_options={mathz: {a: 1}}"], "reward.format_options.mathz: no verifier"),
+    (["reward.verifiers={mathz: math}"], "reward.verifiers.mathz: no verifier"),
+    # inconsistent combinations
+    (["eval.temperature=0"], "eval.temperature: 0 (greedy) with pass_at_k_samples 16"),
+    (["grpo.prompts_per_step=2", "grpo.group_size=2", "grpo.update_processes=5"],
+     "grpo.update_processes: 5 processes for 4 completions a step"),
+    (["algo.kl_coef=0", "algo.kl_controller=adaptive"], "kl_controller: adaptive needs "
+                                                        "kl_coef > 0"),
+    (["rollout.quantization=int8", "model.precision=bf16"], "rollout.quantization: int8 runs "
+                                                            "fp32 activations"),
+    # legitimately valid
+    (["eval.temperature=0", "eval.pass_at_k_samples=0"], None),
+    (["eval.temperature=0", "eval.pass_at_k_samples=1"], None),
+    (["eval.every=50", "grpo.steps=5"], None),          # validates at the start and the end
+    (["checkpoint.every=50", "grpo.steps=5"], None),    # checkpoints at the end
+    (["grpo.micro_batch_size=5"], None),                # 64 rows: micro-batches 5, ..., 4
+    (["reward.weights={outcome: 1.0, format: -0.2}"], None),  # a penalty
+])
+def test_the_config_sweep(overrides, message):
+    from rlvr.train.config import RunConfig
+
+    if message is None:
+        load_config(RunConfig, None, overrides)
+        return
+    with pytest.raises(ConfigError) as info:
+        load_config(RunConfig, None, overrides)
+    assert message in str(info.value)
+    assert str(info.value).startswith("--set '")

@@ -8,12 +8,94 @@ import re
 import types
 import typing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 M = TypeVar("M", bound=BaseModel)
+
+
+def _takes_bool(annotation: Any) -> bool:
+    """Whether a field of type ``annotation`` is meant to hold a boolean (``bool``, ``Any``,
+    a union with ``bool`` in it, a ``Literal`` of booleans): only those keep pydantic's lax
+    reading of ``true`` / ``false``."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _takes_bool(typing.get_args(annotation)[0])
+    if annotation is bool or annotation is Any:
+        return True
+    if origin is typing.Literal:
+        return any(isinstance(a, bool) for a in typing.get_args(annotation))
+    if origin in (typing.Union, types.UnionType):
+        return any(_takes_bool(a) for a in typing.get_args(annotation))
+    return False
+
+
+def _numeric(annotation: Any) -> bool:
+    """Whether ``annotation`` is a number (``int``, ``float``, optional or annotated ones)."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _numeric(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return any(_numeric(a) for a in typing.get_args(annotation))
+    return annotation in (int, float)
+
+
+def _bool_for_number(value: Any, annotation: Any) -> str | None:
+    """Where in ``value`` a boolean stands for a number of ``annotation`` (``""`` for the
+    value itself, ``"[format]"`` for a dict's entry, ``"[2]"`` for a list's item), else None."""
+    if isinstance(value, bool):
+        return "" if _numeric(annotation) and not _takes_bool(annotation) else None
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Annotated:
+        return _bool_for_number(value, args[0])
+    if origin in (typing.Union, types.UnionType):
+        for arg in args:
+            if typing.get_origin(arg) in (dict, list) or arg in (int, float):
+                where = _bool_for_number(value, arg)
+                if where is not None:
+                    return where
+        return None
+    if origin is dict and isinstance(value, dict) and len(args) == 2:
+        for key, item in value.items():
+            where = _bool_for_number(item, args[1])
+            if where is not None:
+                return f"[{key}]{where}"
+    if origin is list and isinstance(value, list) and args:
+        for i, item in enumerate(value):
+            where = _bool_for_number(item, args[0])
+            if where is not None:
+                return f"[{i}]{where}"
+    return None
+
+
+class ConfigModel(BaseModel):
+    """Base of every config model (the run config's sections, the reward, env, health and
+    logging configs): numbers are numbers.
+
+    Pydantic's lax mode reads ``true`` as 1 for an ``int`` or ``float`` field, so
+    ``--set grpo.steps=true`` silently ran one step; here a boolean given for a number (also
+    inside a ``dict[str, float]`` or a list) is refused, naming the field and the value. A
+    number written as a string (``"5"``, ``"1e-6"``) is still read, and fractional values for
+    an ``int`` field or words for a ``float`` stay refused as pydantic refuses them. ``inf``
+    and ``nan`` are refused for every float field (``allow_inf_nan``): no setting has a
+    meaning for them, and ``.inf`` passes a ``gt=0`` bound."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        where = None if field is None else _bool_for_number(value, field.annotation)
+        if where is not None:  # the error's "(got ...)" shows the value
+            inside = where.strip("[]").replace("][", ".")
+            raise PydanticCustomError("bool_for_number",
+                                      "{inside}expected a number, not a boolean",
+                                      {"inside": f"{inside}: " if inside else ""})
+        return value
 
 
 class ConfigError(ValueError):

@@ -154,3 +154,24 @@ def test_unknown_split_and_unknown_task_type_exit_2_naming_them(tmp_path):
         result = runner.invoke(app, cmd)
         assert result.exit_code == 2, result.output
         assert f"{odd}:1: task_type 'chemistry' has no verifier" in " ".join(result.output.split())
+
+
+# probe, session 31: the data commands' flags with wrong values exit 2 naming the option,
+# before any file is read (the task files below need not exist)
+@pytest.mark.parametrize("args, option", [
+    (["dedup", "--train", "t.jsonl", "--eval", "e.jsonl", "--threshold", "1.5"], "--threshold"),
+    (["dedup", "--train", "t.jsonl", "--eval", "e.jsonl", "--threshold", "-0.1"],
+     "--threshold"),
+    (["generate", "arithmetic", "-n", "0"], "-n"),
+    (["generate", "arithmetic", "-n", "true"], "-n"),
+    (["stratify", "-t", "t.jsonl", "-n", "0"], "-n"),
+    (["stratify", "-t", "t.jsonl", "--temperature", "-1"], "--temperature"),
+    (["stratify", "-t", "t.jsonl", "--easy", "1.5"], "easy=1.5"),
+    (["stratify", "-t", "t.jsonl", "--easy", "0.2", "--hard", "0.5"], "hard=0.5, easy=0.2"),
+    (["variants", "-t", "t.jsonl", "--per-task", "0"], "--per-task"),
+    (["check", "-t", "t.jsonl", "--workers", "0"], "--workers"),
+])
+def test_bad_flag_values_exit_2_naming_the_option(tmp_path, args, option):
+    result = runner.invoke(app, ["data", *args])
+    assert result.exit_code == 2, result.output
+    assert option in " ".join(result.output.split())

@@ -158,6 +158,16 @@ def test_malformed_lines_exit_2_naming_line_and_field(tmp_path, line, message):
     (["--aggregators", "math=mode"], "--aggregators: unknown aggregator 'mode'"),
     (["--aggregators", "best_of_reranker"], "best_of_reranker needs --reranker"),
     (["--model", "tiny-random"], "give either a completions file or --model"),
+    # probe, session 31: flags with wrong values
+    (["--saturation-threshold", "2"], "--saturation-threshold"),  # accuracy: 2 = 200 points
+    (["--saturation-threshold", "-1"], "--saturation-threshold"),
+    (["--n", "0"], "--n"),
+    (["--temperature", "-0.5"], "--temperature"),
+    (["--top-p", "1.5"], "--top-p"),
+    (["--k", "0"], "--k: every k must be in [1, n = 4], got 0"),
+    (["--workers", "0"], "--workers"),
+    (["--timeout", "0"], "--timeout"),
+    (["--aggregators", "foo=majority"], "'foo' has no registered verifier"),
 ])
 def test_bad_options_exit_2(completions, tmp_path, args, message):
     result = runner.invoke(app, ["eval", "--completions", str(completions),
@@ -230,3 +240,26 @@ def test_default_best_of_logprob_falls_back_to_majority_without_log_probs():
     typo = EvalSettings(aggregators={"mathz": "majority"})
     with pytest.raises(EvalError, match="--aggregators: task_type 'mathz' has no registered"):
         _check_aggregators({"math"}, typo, has_logprobs=True, has_reranker=False)
+
+
+def test_an_eval_into_an_earlier_eval_directory_leaves_no_stale_files(completions, tmp_path):
+    # probe, session 31: a --completions eval into an earlier model eval's directory left its
+    # accuracy_vs_tokens.png (and completions) behind, read as this eval's
+    from rlvr.eval.report import REPORT_FILES
+
+    out = tmp_path / "o"
+    out.mkdir()
+    for name in (*REPORT_FILES, "notes.txt"):
+        (out / name).write_text("stale")
+    (out / "plots").mkdir()
+    (out / "plots" / "accuracy_vs_k.png").write_text("a user's")
+    path = tmp_path / "c.jsonl"  # no token counts: no accuracy_vs_tokens plot
+    path.write_text("".join(json.dumps({k: v for k, v in line.items() if k != "tokens"}) + "\n"
+                            for line in LINES))
+    result = runner.invoke(app, ["eval", "--completions", str(path), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    for name in REPORT_FILES:
+        assert not (out / name).exists() or (out / name).read_bytes() != b"stale", name
+    assert (out / "results.json").exists()
+    assert (out / "notes.txt").read_text() == "stale"  # not an eval's file: kept
+    assert (out / "plots" / "accuracy_vs_k.png").read_text() == "a user's"

@@ -240,10 +240,10 @@ def dedup(
     evaluation: list[Path] = typer.Option(..., "--eval", help="Evaluation task JSONL file(s)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the training "
                                           "tasks that are not contaminated here."),
-    threshold: float = typer.Option(0.25, help="Near-duplicate threshold: Jaccard similarity "
-                                    "of word 3-gram shingles with numbers masked (0.25 catches "
-                                    "paraphrases; unrelated GSM8K pairs are below 0.17 at the "
-                                    "99th percentile, see rlvr.data.dedup)."),
+    threshold: float = typer.Option(0.25, min=0.0, max=1.0, help="Near-duplicate threshold: "
+                                    "Jaccard similarity of word 3-gram shingles with numbers "
+                                    "masked (0.25 catches paraphrases; unrelated GSM8K pairs are "
+                                    "below 0.17 at the 99th percentile, see rlvr.data.dedup)."),
 ) -> None:
     """Exact and near-duplicate detection between training and evaluation items (R25);
     reports each contaminated training item with its closest evaluation item."""

@@ -112,7 +112,7 @@ def eval_(
     one_shot: Optional[bool] = typer.Option(None, "--one-shot/--no-one-shot", help="Prepend "
                                             "a worked example (default: the config's, else "
                                             "the checkpoint's)."),
-    saturation_threshold: float = typer.Option(0.01, "--saturation-threshold", min=0.0,
+    saturation_threshold: float = typer.Option(0.01, "--saturation-threshold", min=0.0, max=1.0,
                                                help="A curve is saturated when k -> 2k gains "
                                                "less than this (accuracy, 0.01 = 1 point)."),
     request_timeout: float = typer.Option(60.0, "--request-timeout", min=0.001, help="Seconds "

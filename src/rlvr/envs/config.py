@@ -10,15 +10,16 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from rlvr.configio import ConfigModel
 from rlvr.envs.registry import ENVIRONMENTS, load_builtin_envs
 from rlvr.rewards.registry import load_plugins
 from rlvr.tools.registry import require_tool
 from rlvr.tools.types import DEFAULT_OUTPUT_BYTES, DEFAULT_TIMEOUT_S
 
 
-class EnvConfig(BaseModel):
+class EnvConfig(ConfigModel):
     """How episodes are played: which environment, its limits and its tools.
 
     Example (YAML, the ``env:`` section of a run config)::

@@ -19,6 +19,8 @@ from rich.table import Table
 from rlvr.io import OutputError, atomic_write, json_text, write_json
 
 PLOTS = ("accuracy_vs_k.png", "accuracy_vs_tokens.png")
+#: Every file :func:`write_report` may write into an eval directory.
+REPORT_FILES = ("results.json", "results.md", "completions.jsonl", *PLOTS)
 
 
 def combine(summaries: dict[str, dict], settings: dict, wall_seconds: float) -> dict:
@@ -260,7 +262,19 @@ def write_report(results: dict, out_dir: Path, completion_rows: Sequence[dict] =
             for row in completion_rows:
                 f.write(json_text(row) + "\n")
         written.append(out_dir / "completions.jsonl")
-    return written + plot(results, out_dir)
+    written += plot(results, out_dir)
+    # An earlier eval into the same directory may have written files this one does not (a
+    # plot a --completions eval cannot draw, completions of a model run): left there they
+    # would be read as this eval's. Only this report's own kinds of files are removed, and only
+    # once every new one is written.
+    for name in REPORT_FILES:
+        stale = out_dir / name
+        if stale not in written and stale.is_file():
+            try:
+                stale.unlink()
+            except OSError as exc:
+                raise OutputError(stale, exc) from exc
+    return written
 
 
 def pass_at_k_table(results: dict):
@@ -286,5 +300,5 @@ def pass_at_k_table(results: dict):
     return table
 
 
-__all__ = ["PLOTS", "combine", "figures", "markdown", "pass_at_k_table", "plot", "short_names",
-           "write_report"]
+__all__ = ["PLOTS", "REPORT_FILES", "combine", "figures", "markdown", "pass_at_k_table", "plot",
+           "short_names", "write_report"]

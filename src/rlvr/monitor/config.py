@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from rlvr.configio import ConfigModel
 
 Action = Literal["warn", "stop", "rollback"]
 
 
-class _Section(BaseModel):
+class _Section(ConfigModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 

@@ -19,7 +19,9 @@ import warnings
 from pathlib import Path
 from typing import Any, Mapping, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from rlvr.configio import ConfigModel
 
 #: Leading name segments that already say which section a metric belongs to.
 SECTIONS = ("train", "val", "eval", "test", "health", "system")
@@ -285,7 +287,7 @@ class SinkGroup:
                 warnings.warn(f"{type(sink).__name__}.close failed ({e!r})", stacklevel=2)
 
 
-class LoggingConfig(BaseModel):
+class LoggingConfig(ConfigModel):
     """Where training metrics go. Field docs are the user documentation."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)

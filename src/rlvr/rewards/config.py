@@ -7,8 +7,9 @@ import difflib
 import math
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from rlvr.configio import ConfigModel
 from rlvr.rewards.registry import (AGGREGATORS, DEFAULT_TIMEOUT_S, FORMAT_RULES,
                                    VERIFIER_OPTIONS, VERIFIERS, _load_builtins, load_plugins)
 
@@ -21,7 +22,7 @@ def _did_you_mean(name: str, known) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-class RewardConfig(BaseModel):
+class RewardConfig(ConfigModel):
     """How completions are scored (R1-R3, R8).
 
     Example (YAML, under ``reward:`` in a run config)::
@@ -135,6 +136,14 @@ class RewardConfig(BaseModel):
                 raise ValueError(f"weights.{name}: not a reward component{hint}")
         return weights
 
+    @field_validator("timeout_overrides_s")
+    @classmethod
+    def _positive_timeouts(cls, timeouts: dict[str, float]) -> dict[str, float]:
+        for task_type, seconds in timeouts.items():
+            if seconds <= 0:  # as timeout_s (gt=0): 0 s would time every call out
+                raise ValueError(f"{task_type}: expected seconds > 0, got {seconds:g}")
+        return timeouts
+
     @model_validator(mode="after")
     def _names_exist(self) -> "RewardConfig":
         _load_builtins()
@@ -150,6 +159,13 @@ class RewardConfig(BaseModel):
             if name not in VERIFIERS:
                 raise ValueError(f"verifiers.{task_type}: {name!r} is not a registered verifier; "
                                  f"registered: {sorted(VERIFIERS)}")
+        for field in ("format_rule", "format_options", "verifiers", "timeout_overrides_s"):
+            for task_type in getattr(self, field):
+                # a task type with no verifier is a typo: its setting would apply to nothing
+                if task_type not in VERIFIERS:
+                    raise ValueError(f"{field}.{task_type}: no verifier is registered for task "
+                                     f"type {task_type!r}{_did_you_mean(task_type, VERIFIERS)} "
+                                     f"(registered: {sorted(VERIFIERS)})")
         for task_type, options in self.verifier_options.items():
             _check_verifier_options(task_type, self.verifiers.get(task_type, task_type), options)
         for task_type, rule in self.format_rule.items():

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator,
+from pydantic import (AfterValidator, ConfigDict, Field, ValidationInfo, field_validator,
                       model_validator)
 from pydantic_core import PydanticCustomError
 
+from rlvr.configio import ConfigModel
 from rlvr.tasks.registry import is_source, source_names, task_source
 
 DEFAULT_INSTRUCTION = (
@@ -68,7 +69,7 @@ def _registered_source(name: str) -> str:
     return name
 
 
-class ConfigSection(BaseModel):
+class ConfigSection(ConfigModel):
     """A run-config section: unknown keys are errors, and assignments are validated."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)

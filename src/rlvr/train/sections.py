@@ -9,6 +9,7 @@ live with their packages: ``data`` (:mod:`rlvr.tasks.config`), ``reward``
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
@@ -186,6 +187,18 @@ class GRPOConfig(ConfigSection):
                                          "`dropped_groups` logged). 0 = off.")
 
 
+    @model_validator(mode="after")
+    def _update_shards(self) -> "GRPOConfig":
+        rows = self.prompts_per_step * self.group_size
+        if self.update_processes > rows:
+            # each process trains a contiguous shard of the step's rows: some would get none
+            raise ValueError(f"update_processes: {self.update_processes} processes for "
+                             f"{rows} completions a step (prompts_per_step "
+                             f"{self.prompts_per_step} x group_size {self.group_size}); use at "
+                             f"most {rows}")
+        return self
+
+
 class AlgoConfig(ConfigSection):
     """The GRPO-family choices (rlvr.algo registries; formulas and papers in each function's
     docstring and in docs/algorithms.md)."""
@@ -270,6 +283,31 @@ class AlgoConfig(ConfigSection):
         return name
 
     @model_validator(mode="after")
+    def _clip_range(self) -> "AlgoConfig":
+        # What the clip fields mean depends on the loss: its registered options say which it
+        # reads as what (clip / dual_clip: eps = clip_eps; clip_higher: eps_low = clip_eps,
+        # eps_high = clip_eps_high; cispo: eps_high = clip_eps_high alone, an importance-weight
+        # cap where any value > 0 is sound). A loss whose options read more than this section
+        # (a plugin's) is not checked here.
+        try:
+            options = registry.POLICY_LOSSES.options(self.policy_loss, SimpleNamespace(algo=self))
+        except (AttributeError, KeyError, TypeError):
+            return self
+        low = options.get("eps_low", options.get("eps"))
+        if isinstance(low, float) and low >= 1:
+            raise ValueError(f"clip_eps: {low:g} with policy_loss {self.policy_loss}: the ratio's "
+                             f"lower clip 1 - clip_eps must stay above 0; use a value in (0, 1) "
+                             f"(0.2 is usual)")
+        high = options.get("eps_high")
+        if isinstance(low, float) and isinstance(high, float) and high < low:
+            raise ValueError(
+                f"clip_eps_high: {high:g} < clip_eps {low:g} with policy_loss "
+                f"{self.policy_loss}: clip-higher widens the upper clip (DAPO: eps_low 0.2, "
+                f"eps_high 0.28); eps_high below eps_low clips improvements harder than "
+                f"regressions. Set clip_eps_high >= clip_eps (equal: the symmetric clip)")
+        return self
+
+    @model_validator(mode="after")
     def _kl_settings(self) -> "AlgoConfig":
         if self.kl_controller == "adaptive" and self.kl_coef <= 0:
             raise ValueError("kl_controller: adaptive needs kl_coef > 0 (its starting value)")
@@ -340,6 +378,18 @@ class EvalConfig(ConfigSection):
                                    "`max_new_tokens`: the `no tool` row of the results table "
                                    "(results.json `no_tool`, `gain_over_no_tool`). Done once, "
                                    "saved as RUN/no_tool_validation.json (a resume reuses it).")
+
+
+    @model_validator(mode="after")
+    def _sampled_pass_at_k(self) -> "EvalConfig":
+        if self.temperature == 0 and self.pass_at_k_samples > 1:
+            # greedy decoding gives n copies of one completion: pass@k = pass@1 at n times
+            # the cost, a curve that means nothing
+            raise ValueError(f"temperature: 0 (greedy) with pass_at_k_samples "
+                             f"{self.pass_at_k_samples}: every sample would be the same "
+                             f"completion; set temperature > 0 (0.6-0.8) or pass_at_k_samples "
+                             f"0 (greedy validation is always run)")
+        return self
 
 
 class CheckpointConfig(ConfigSection):
