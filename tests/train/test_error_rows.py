@@ -84,15 +84,15 @@ def test_a_sandbox_error_row_is_left_out_of_its_groups_statistics(
     assert statuses == [Status.correct, Status.wrong, Status.correct] + [Status.error] * 5
     for r in batch.results[3:]:
         assert parse_detail(r.detail)["sandbox"] == "sandbox_error", r.detail
-    # reward = 1.0 * outcome + 0.1 * format (every completion is one fenced block): the error
-    # rows still carry 0.1 of format reward, so counting them would move the statistics
-    torch.testing.assert_close(batch.rewards, torch.tensor([1.1, 0.1, 1.1] + [0.1] * 5))
+    # reward = 1.0 * outcome + 0.1 * format (every completion is one fenced block); an error
+    # row scores 0 whatever its format (the pipeline), and counting it would move the statistics
+    torch.testing.assert_close(batch.rewards, torch.tensor([1.1, 0.1, 1.1] + [0.0] * 5))
 
     # Group 0 by hand, valid rows only: R = 1.1, 0.1, 1.1; mean = 2.3 / 3 = 0.766667;
     # deviations +1/3, -2/3, +1/3; sample variance (1/9 + 4/9 + 1/9) / 2 = 1/3;
     # std = 1/sqrt(3) = 0.5773503; A = dev / (0.5773503 + 1e-6) = +0.5773493, -1.1546986.
-    # (Scored 0 and counted, the error row would make R = 1.1, 0.1, 1.1, 0.1: mean 0.6, std
-    # 0.5773503, A = +-0.8660239.) The error row: advantage 0.
+    # (Counted, the error row would make R = 1.1, 0.1, 1.1, 0.0: mean 0.575, std 0.6075909,
+    # A = +0.8641, -0.7818, +0.8641, -0.9464.) The error row: advantage 0.
     # Group 1, only error rows: nothing to compare, advantage 0 everywhere.
     expected = torch.tensor([0.5773493, -1.1546986, 0.5773493, 0.0, 0.0, 0.0, 0.0, 0.0])
     torch.testing.assert_close(batch.advantages, expected, atol=1e-6, rtol=0)
