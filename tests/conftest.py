@@ -8,11 +8,15 @@
   (tests/sandbox/sandbox_test_helpers.py).
 - A wide terminal for rich, so that messages are not wrapped at paths whose length depends on
   the worker's temp directory.
+- The Hugging Face hub offline: no test downloads anything, and on a machine without network a
+  model name the hub is asked about (a test's deliberately missing model) costs ~50 s of
+  connection retries before the error the test expects.
 """
 
 import os
 
 os.environ.setdefault("COLUMNS", "200")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"
