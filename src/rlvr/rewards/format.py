@@ -18,7 +18,7 @@ import json
 import re
 
 from rlvr.rewards.math.boxes import find_boxes
-from rlvr.rewards.math.extract import end_of_turn, states_no_value
+from rlvr.rewards.math.extract import end_of_turn, split_reasoning, states_no_value
 from rlvr.rewards.registry import register_format_rule
 
 # A completion longer than this is judged on its tail only: every rule here looks at the end of
@@ -35,13 +35,11 @@ _WORD = re.compile(r"\w")
 
 
 def _parts(text: str) -> tuple[str, str]:
-    """``(reasoning inside <think>, answer part after the last </think>)`` of the completion's
-    own turn, as the extractor splits it; a ``<think>`` never closed leaves no answer part."""
-    text = end_of_turn(text)
-    k = text.rfind("</think>")
-    if k >= 0:
-        return text[:k], text[k + len("</think>"):]
-    return (text, "") if "<think>" in text else ("", text)
+    """``(reasoning inside <think>, answer part after the last </think>)``, as the extractor
+    splits them (:func:`~rlvr.rewards.math.extract.split_reasoning`); a ``<think>`` never
+    closed leaves no answer part."""
+    answer, reasoning = split_reasoning(text)
+    return reasoning or "", answer or ""
 
 
 def _tail(text: str) -> str:

@@ -46,7 +46,7 @@ from fractions import Fraction
 from typing import Any
 
 from rlvr import exact
-from rlvr.rewards.math.extract import end_of_turn
+from rlvr.rewards.math.extract import split_reasoning
 from rlvr.rewards.math.phrases import withdraws
 from rlvr.rewards.types import Status, Verdict
 
@@ -82,10 +82,7 @@ def answer_region(completion: str) -> str | None:
     """The part of ``completion`` where its answer may be: its own turn
     (:func:`~rlvr.rewards.math.extract.end_of_turn`) after the last ``</think>``; ``None``
     when a ``<think>`` is never closed (the output was cut off inside its reasoning)."""
-    text = end_of_turn(completion)
-    if "</think>" in text:
-        return text[text.rfind("</think>") + len("</think>"):]
-    return None if "<think>" in text else text
+    return split_reasoning(completion)[0]
 
 
 def final_answer(completion: str) -> tuple[str | None, str]:

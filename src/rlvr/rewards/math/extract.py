@@ -51,14 +51,19 @@ def end_of_turn(text: str) -> str:
     return text[:m.start()] if m else text
 
 
-def _final_part(text: str) -> tuple[str, str | None]:
-    """Split off reasoning: returns (final text, reasoning or None)."""
+def split_reasoning(text: str) -> tuple[str | None, str | None]:
+    """``(answer part, reasoning)`` of the completion's own turn (:func:`end_of_turn`): the
+    text after the last ``</think>`` and the text before it (``<think>`` tags dropped). The
+    answer part is ``None`` when a ``<think>`` never closes (the output was cut off inside its
+    reasoning, which is then the whole turn); the reasoning is ``None`` when there is no
+    ``<think>`` block. Where the answer extractor, the format rules and the logic verifier
+    look for an answer."""
     text = end_of_turn(text)
     if "</think>" in text:
         k = text.rfind("</think>")
         return text[k + len("</think>"):], text[:k].replace("<think>", "")
     if "<think>" in text:
-        return "", text      # reasoning never closed: the output was cut off
+        return None, text
     return text, None
 
 
@@ -76,8 +81,8 @@ def extract_answer(completion: str, allow_last_number: bool = False,
         return Extraction(Status.unparsed)
     if len(completion) > max_input_chars:
         return Extraction(Status.unparsed, method="none", reasoning=None)
-    final, reasoning = _final_part(map_chars_safe(completion))
-    if not final.strip():
+    final, reasoning = split_reasoning(map_chars_safe(completion))
+    if final is None or not final.strip():
         return Extraction(Status.unparsed, reasoning=reasoning)
     ex = _extract_final(final, allow_last_number)
     if reasoning is not None:
