@@ -91,11 +91,14 @@ def from_markers(text: str) -> Extraction | None:
 # After the final answer: a retraction ("No wait, it's 4.", "Correction: 4.", 不对，应该是4)
 # names the answer that counts; a hedge ("But it could also be 4.", "though 4 is also possible")
 # offers a second one. Justifications ("because 3 × 4 = 12") and courtesies are neither.
-_RETRACT_RE = re.compile(r"(?i)\b(?:wait|actually|correction|oops|on second thought|scratch that|"
-                         r"I made an? (?:\w+ )?(?:error|mistake)|"
-                         r"that(?:'?s| is) (?:wrong|incorrect)|"
+# An explicit rejection of the answer ("that's wrong", "I made a mistake"), as opposed to a bare
+# "wait" / "actually" that may open a check of it: one kind of retraction marker.
+_REJECTION = (r"\b(?:(?:that'?s|this is|it'?s|that is) (?:wrong|incorrect|not right)|"
+              r"I made an? (?:\w+ )?(?:error|mistake)|correction)\b|不对|错了")
+_REJECTION_RE = re.compile("(?i)" + _REJECTION)
+_RETRACT_RE = re.compile(r"(?i)\b(?:wait|actually|oops|on second thought|scratch that|"
                          r"(?:it|answer|result|value) should (?:actually )?be|instead)\b|"
-                         r"不对|等等|算错|错了|更正|应该是|其实")
+                         + _REJECTION + r"|等等|算错|更正|应该是|其实")
 # ("Alternatively, we can plug in ..." offers another method, not another answer.)
 # A different *value* right after "alternatively" or a leading "or" ("(or 14)", "Or 14, if
 # ...") is a second answer; "also valid / acceptable" vouches for one.
@@ -173,11 +176,6 @@ def revised(ex: Extraction, tail: str) -> Extraction:
     return ex
 
 
-# An explicit rejection of the answer, as opposed to a bare "wait" / "actually" before a check.
-_REJECTION_RE = re.compile(r"(?i)\b(?:that'?s|this is|it'?s|that is) "
-                           r"(?:wrong|incorrect|not right)\b|"
-                           r"\bI made an? (?:\w+ )?(?:error|mistake)\b|\bcorrection\b|"
-                           r"不对|错了")
 # A clause that names the new value with a subject and verb ("it is 568", "the answer is 568").
 _CLAUSE_LEAD_RE = re.compile(r"(?i)^\s*(?:so\s+|and\s+)?(?:it|this|that|the\s+(?:correct\s+)?"
                              r"\w+)(?:'s|\s+(?:is|should\s+be|must\s+be))\s+")
