@@ -570,70 +570,33 @@ class Handle:
             raise AttributeError(name)
         return self._k9("getattr", name)
 
-    def __setattr__(self, name, value):
-        self._k9("setattr", name, value)
-
-    def __delattr__(self, name):
-        self._k9("delattr", name)
-
-    def __call__(self, *args, **kwargs):
-        return self._k9("call", *args, **kwargs)
-
-    def __repr__(self):
-        return self._k9("repr")
-
-    def __str__(self):
-        return self._k9("str")
-
-    def __bool__(self):
-        return self._k9("bool")  # the program object's own truth value, never the default True
-
-    def __len__(self):
-        return self._k9("len")
-
-    def __int__(self):
-        return self._k9("int")
-
-    def __float__(self):
-        return self._k9("float")
-
-    def __index__(self):
-        return self._k9("index")
-
-    def __getitem__(self, key):
-        return self._k9("getitem", key)
-
-    def __setitem__(self, key, value):
-        self._k9("setitem", key, value)
-
-    def __delitem__(self, key):
-        self._k9("delitem", key)
-
     def __iter__(self):
         it = self._k9("iter")  # the items of a generator, or a handle (a program iterator)
         return it if type(it) is Handle else iter(it)
-
-    def __next__(self):
-        return self._k9("next")
 
     def __contains__(self, item):
         # Never sent to the program (an expected value would enter it, and a lying
         # ``__contains__`` would answer True): its items come back and are compared here.
         return any(x is item or x == item for x in self)
 
-    def __neg__(self):
-        return self._k9("neg")
-
-    def __pos__(self):
-        return self._k9("pos")
-
-    def __abs__(self):
-        return self._k9("abs")
-
-    def __invert__(self):
-        return self._k9("invert")
-
     __hash__ = object.__hash__  # identity: one proxy per handle id, one id per object
+
+
+def _forward(name, op):
+    def method(self, *args, **kwargs):
+        return self._k9(op, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+# Dunders answered by the program object itself, as remote calls. ``bool`` among them: the
+# object's own truth value, never a proxy's default True (``assert candidate(x)`` must not pass
+# for any object returned).
+_FORWARDED = ("setattr", "delattr", "call", "repr", "str", "bool", "len", "int", "float",
+              "index", "getitem", "setitem", "delitem", "next", "neg", "pos", "abs", "invert")
+for _op in _FORWARDED:
+    setattr(Handle, f"__{_op}__", _forward(f"__{_op}__", _op))
 
 
 def _same_client(a, b):
