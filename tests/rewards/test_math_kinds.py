@@ -1,4 +1,4 @@
-"""Answer kinds the verifier must handle by a rule, not by example (issue 16).
+"""Answer kinds the verifier must handle by a rule, not by example.
 
 Each table is one kind of answer: named tuples and solution lists, matrices in other
 environments and matrix expressions, plain-text maths, Chinese and English number words,
