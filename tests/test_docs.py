@@ -119,3 +119,27 @@ def test_no_requirement_ids_in_what_users_read():
     hits = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in user_facing
             for m in _REQUIREMENT_ID.finditer(p.read_text(encoding="utf-8"))]
     assert not hits, hits
+
+
+def _module_exists(dotted: str) -> bool:
+    """``rlvr.a.b`` is a module or package under src/, or ``rlvr.a.b.Name[.attr]`` a class
+    (and its attribute) in one."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        base = ROOT / "src" / Path(*parts[:cut])
+        if base.with_suffix(".py").is_file() or (base / "__init__.py").is_file():
+            rest = parts[cut:]
+            return not rest or rest[0][:1].isupper()
+    return False
+
+
+def test_the_step_diagrams_name_real_modules():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    step = readme[readme.index("## One training step"):readme.index("## How rlvr compares")]
+    concepts = (ROOT / "docs" / "concepts.md").read_text(encoding="utf-8")
+    names = set(re.findall(r"\brlvr(?:\.[A-Za-z_]+)+", step + concepts))
+    assert len(names) > 15
+    missing = sorted(n for n in names if not _module_exists(n))
+    assert not missing, missing
+    assert not _module_exists("rlvr.train.no_such_module")
+    assert _module_exists("rlvr.train.grpo.GRPOStep.run") and _module_exists("rlvr.rollout")
