@@ -45,7 +45,7 @@ def _commands() -> list[str]:
 def _run(args: list[str], cwd: Path, timeout: int) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "rlvr.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "rlvr.cli", *args], cwd=cwd, env=env, check=False,
                           capture_output=True, text=True, timeout=timeout)
 
 
