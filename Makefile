@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RLVR := $(VENV)/bin/rlvr
 SHARED ?= ../shared
 
-.PHONY: setup demo verify-demo test test-slow bench clean
+.PHONY: setup demo verify-demo test test-slow docs wheel-check bench clean
 
 setup: $(VENV)/.rlvr-installed
 
@@ -26,6 +26,16 @@ TEST_WORKERS ?= auto
 
 test: setup
 	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile
+	$(MAKE) docs
+
+# The documentation site (mkdocs.yml, docs/) into site/; --strict fails on a broken link, a
+# missing page or a page left out of the navigation.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
+
+# A wheel and an sdist, the wheel installed into a fresh virtual environment and run there.
+wheel-check: setup
+	bash scripts/wheel_check.sh $(PY)
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow
@@ -41,4 +51,4 @@ bench: setup
 	$(PY) benchmarks/sft_step.py --quick
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache site

@@ -99,9 +99,17 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def _text(text: str) -> str:
+    """A table cell of plain text: ``<name>`` stays visible (escaped) outside code spans."""
+    out = []
+    for i, part in enumerate(_cell(text).split("`")):
+        out.append(part if i % 2 else part.replace("<", "&lt;").replace(">", "&gt;"))
+    return "`".join(out)
+
+
 def _row(path: str, field: FieldInfo) -> str:
-    return (f"| `{path}` | `{_cell(type_name(field.annotation))}` | "
-            f"`{_cell(default_text(field))}` | {_cell(field.description or '')} |")
+    return (f"| `{path}` | {_text(type_name(field.annotation))} | "
+            f"`{_cell(default_text(field))}` | {_text(field.description or '')} |")
 
 
 _TABLE = ["| field | type | default | description |", "|---|---|---|---|"]

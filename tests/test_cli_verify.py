@@ -154,7 +154,7 @@ def _refuse_constant(name):
 
 
 def test_nan_scores_from_a_plugin_are_error_rows_and_every_output_is_standard_json(tmp_path):
-    """issue 17 item 6: a plugin returning NaN scores got status correct, reward NaN, a
+    """a plugin returning NaN scores got status correct, reward NaN, a
     '100% correct' summary and NaN literals in the output. The plugin is a module written
     here, next to the config, as a user would (the process runs in that directory)."""
     (tmp_path / "nan_score_plugin.py").write_text(NAN_PLUGIN)
@@ -208,7 +208,7 @@ def _no_space(*_args, **_kwargs):
 
 def test_a_full_disk_while_writing_exits_1_with_the_previous_output_intact(tmp_path,
                                                                           monkeypatch):
-    """issue 17 item 3: ENOSPC while writing -o was a traceback (the old file survived)."""
+    """ENOSPC while writing -o was a traceback (the old file survived)."""
     from rlvr import io as records_io
 
     inp = write_jsonl(tmp_path / "in.jsonl", [{"task_type": "math", "completion": "#### 4",
@@ -242,7 +242,7 @@ def test_an_unwritable_output_directory_exits_2_before_any_scoring(tmp_path, mon
 
 
 def test_verify_plugins_option_registers_a_task_type(tmp_path):
-    # issue 17 tour: rlvr verify took plugins only through --config; --plugins as in eval
+    # rlvr verify took plugins only through --config; --plugins as in eval
     (tmp_path / "nan_score_plugin.py").write_text(NAN_PLUGIN)
     write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "task_type": "nan_score", "reference": "x",
                                           "completion": "fine"}])

@@ -129,7 +129,7 @@ def test_verify_code_partial_credit_from_config(tmp_path):
          "in.jsonl:3: field 'reference': expected dict, got list"),
         ({"task_type": "code", "completion": fenced("def f(): pass")},
          "in.jsonl:3: missing required field 'reference'"),
-        # issue 17 item 10: these were scored as error rows with an internal AttributeError
+        # these were scored as error rows with an internal AttributeError
         ({"task_type": "code", "completion": fenced("def f(): pass"),
           "reference": {"entry_point": "f", "tests": [1, 2]}},
          "in.jsonl:3: field 'reference.tests[0]': expected a string, got int 1"),

@@ -41,7 +41,7 @@ def test_typo_names_the_closest_valid_key(tmp_path):
 
 @pytest.mark.parametrize("text", ["", "# just a comment\n", "{}\n"])
 def test_a_config_file_without_settings_is_refused(tmp_path, text):
-    # session 30 tour: an empty file silently ran the built-in defaults (not the default preset)
+    # an empty file silently ran the built-in defaults (not the default preset)
     path = tmp_path / "empty.yaml"
     path.write_text(text)
     with pytest.raises(ConfigError, match=r"empty.yaml: holds no settings"):
@@ -92,7 +92,7 @@ def test_a_problem_from_an_override_names_the_override_not_the_file(tmp_path):
 
 
 def test_a_check_of_the_whole_config_is_one_line_naming_its_field(tmp_path):
-    # issue 17 item 10: a jsonl source without a path named data.path but dumped the whole
+    # a jsonl source without a path named data.path but dumped the whole
     # config dict after it ("(got {'name': ..., 'model': ...})")
     from rlvr.train.config import RunConfig
 
@@ -226,7 +226,7 @@ def test_tier_weights_are_checked(value, message):
 
 
 # A boolean is not a number: pydantic's lax mode read `--set grpo.steps=true` as one step
-# (probe, session 31). Refused for every numeric field of every config model
+#. Refused for every numeric field of every config model
 # (rlvr.configio.ConfigModel), through --set and a YAML file alike, naming the field.
 BOOL_FOR_NUMBER = [
     ("grpo.steps", "true", "grpo.steps"),                       # int
@@ -347,7 +347,7 @@ def test_the_numeric_field_sweep_covers_every_section():
             "checkpoint", "health", "threads", "seed"} <= sections
 
 
-# The sweep over docs/config.md (probe, session 31): out-of-range values and inconsistent
+# The sweep over docs/config.md: out-of-range values and inconsistent
 # combinations, each refused naming its field (and, for a combination, the other one).
 @pytest.mark.parametrize("overrides, message", [
     # out of range

@@ -1,4 +1,4 @@
-"""The import contracts of pyproject.toml (``[tool.importlinter]``, issue 18): layers, and the
+"""The import contracts of pyproject.toml (``[tool.importlinter]``): layers, and the
 forbidden edges (tasks register nothing, distributed does not import train, eval imports
 neither train nor serve). ``lint-imports`` (import-linter, the ``dev`` extra) checks them on the
 source; these tests run it and fail when a contract breaks."""

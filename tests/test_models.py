@@ -32,7 +32,7 @@ def test_tiny_model_is_deterministic_by_seed():
 
 
 def test_missing_model_path_raises_a_clear_error(tmp_path):
-    # issue 17 item 10: it read "Repo id must be in the form 'repo_name' or ..." (the hub's
+    # it read "Repo id must be in the form 'repo_name' or ..." (the hub's
     # answer to a path it cannot take for a repo id)
     for name in (str(tmp_path / "no-such-model"), "runs/x/sft_model", "./sft_model"):
         with pytest.raises(ModelLoadError) as err:
@@ -41,7 +41,7 @@ def test_missing_model_path_raises_a_clear_error(tmp_path):
 
 
 def test_a_directory_without_a_model_names_the_models_of_a_run_in_it(tmp_path):
-    # session 30 tour: a run directory given as --model failed with transformers' advice to
+    # a run directory given as --model failed with transformers' advice to
     # install sentencepiece / tiktoken
     run = tmp_path / "run"
     for sub in ("sft_model", "checkpoints/step-000002", "checkpoints/step-000010",

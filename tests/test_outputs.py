@@ -1,4 +1,4 @@
-"""Output paths (issue 17 item 3): every output of rlvr train / sft / eval / data is checked
+"""Output paths: every output of rlvr train / sft / eval / data is checked
 before any work (exit 2 naming the option and the path), and a full disk while writing is one
 line and exit 1 with the previous content of the file intact."""
 

@@ -156,7 +156,7 @@ def test_unknown_split_and_unknown_task_type_exit_2_naming_them(tmp_path):
         assert f"{odd}:1: task_type 'chemistry' has no verifier" in " ".join(result.output.split())
 
 
-# probe, session 31: the data commands' flags with wrong values exit 2 naming the option,
+# the data commands' flags with wrong values exit 2 naming the option,
 # before any file is read (the task files below need not exist)
 @pytest.mark.parametrize("args, option", [
     (["dedup", "--train", "t.jsonl", "--eval", "e.jsonl", "--threshold", "1.5"], "--threshold"),

@@ -43,7 +43,7 @@ def test_tier_weights_draw_mostly_medium(tmp_path):
     path = _write(tmp_path / "tiered.jsonl", tasks)
     run, results = _run(tmp_path, "data.source=jsonl", f"data.path={path}",
                         "data.train_size=280", "grpo.steps=6", "grpo.prompts_per_step=8",
-                        "data.tiers=labels")  # dataset labels as tiers: asked for (issue 17 item 16)
+                        "data.tiers=labels")  # dataset labels as tiers: asked for
     mix = results["data_mixture"]
     assert {k: v["target"] for k, v in mix.items()} == pytest.approx(
         {"easy": 0.1, "medium": 0.8, "hard": 0.1})

@@ -1,5 +1,5 @@
 """Tools and an environment for the environment tests, loaded through ``EnvConfig.plugins``
-(the README's examples, and tools that misbehave)."""
+(the environments guide's examples, and tools that misbehave)."""
 
 import re
 import threading

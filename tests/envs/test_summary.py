@@ -13,10 +13,13 @@ from rlvr.tools import ToolOutcome, ToolStatus
 TASK = Task(id="t", prompt="q", reference="1", task_type="math", source="test")
 
 
+TURN_TEXTS = ("first turn", "second turn", "third turn")
+
+
 def _episode(reward, reason, calls=(), turns=1):
     messages = [{"role": "user", "content": "q"}]
     for k in range(turns):
-        messages.append({"role": "assistant", "content": f"turn {k}"})
+        messages.append({"role": "assistant", "content": TURN_TEXTS[k]})
         if k < turns - 1:
             messages.append({"role": "tool", "content": f"obs {k}"})
     episode = Episode(TASK, messages, 1, 4, turns=turns)
@@ -60,9 +63,9 @@ def test_trajectory_segments_and_token_counts():
     episode = _episode(1.0, FinishReason.stop, [(ToolStatus.ok, 0.1)], 2)
     mask = [True] * 4 + [False] * 6 + [True] * 3
     assert trajectory(episode, mask) == [
-        {"role": "assistant", "text": "turn 0", "trained": True, "tokens": 4},
+        {"role": "assistant", "text": "first turn", "trained": True, "tokens": 4},
         {"role": "tool", "text": "obs 0", "trained": False, "tokens": 6},
-        {"role": "assistant", "text": "turn 1", "trained": True, "tokens": 3}]
+        {"role": "assistant", "text": "second turn", "trained": True, "tokens": 3}]
     # a mask that does not line up with the messages gives no counts rather than wrong ones
     assert all("tokens" not in s for s in trajectory(episode, [True] * 5))
     record = episode_record(episode, mask)

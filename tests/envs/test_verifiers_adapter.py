@@ -158,7 +158,7 @@ def test_the_environments_max_turns_and_final_env_response(pipeline):
     state = verifiers_rollout(env.vf_env, task.reference["row"], ["1", "1"])
     assert episode.turns == 2 and results[-1].finish_reason is FinishReason.stop
     assert episode.state["stop_condition"] == "max_turns_reached" == state["stop_condition"]
-    # not solved; env_response ran once (after turn 1), one guess: 0.3 * 1 / 1
+    # not solved; env_response ran once (after the first turn), one guess: 0.3 * 1 / 1
     assert results[-1].reward.reward == pytest.approx(state["reward"]) == pytest.approx(0.3)
 
     config, train = tasks_of(guess_env(n=20, kind="final"))

@@ -158,7 +158,7 @@ def test_malformed_lines_exit_2_naming_line_and_field(tmp_path, line, message):
     (["--aggregators", "math=mode"], "--aggregators: unknown aggregator 'mode'"),
     (["--aggregators", "best_of_reranker"], "best_of_reranker needs --reranker"),
     (["--model", "tiny-random"], "give either a completions file or --model"),
-    # probe, session 31: flags with wrong values
+    # flags with wrong values
     (["--saturation-threshold", "2"], "--saturation-threshold"),  # accuracy: 2 = 200 points
     (["--saturation-threshold", "-1"], "--saturation-threshold"),
     (["--n", "0"], "--n"),
@@ -203,7 +203,7 @@ def test_user_reranker(completions, tmp_path, monkeypatch):
 
 
 def test_a_training_run_directory_is_refused_as_the_output(completions, tmp_path):
-    # session 30 tour: `rlvr eval -o RUN` replaced the run's results.json (baseline vs trained)
+    # `rlvr eval -o RUN` replaced the run's results.json (baseline vs trained)
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.yaml").write_text("seed: 0\n")
@@ -216,7 +216,7 @@ def test_a_training_run_directory_is_refused_as_the_output(completions, tmp_path
 
 
 def test_top_p_zero_is_refused_before_the_model_loads(tmp_path):
-    # session 30 tour: --top-p 0 passed the option's range and crashed after the model loaded
+    # --top-p 0 passed the option's range and crashed after the model loaded
     result = runner.invoke(app, ["eval", "--model", "tiny-random", "--tasks", "arithmetic",
                                  "--top-p", "0", "-o", str(tmp_path / "o")])
     assert result.exit_code == 2
@@ -225,7 +225,7 @@ def test_top_p_zero_is_refused_before_the_model_loads(tmp_path):
 
 
 def test_default_best_of_logprob_falls_back_to_majority_without_log_probs():
-    # session 30 tour: a completions file of logic tasks (no log-probs) was refused by default
+    # a completions file of logic tasks (no log-probs) was refused by default
     from rlvr.eval.evaluate import EvalError, EvalSettings, _check_aggregators
 
     settings = EvalSettings()
@@ -243,7 +243,7 @@ def test_default_best_of_logprob_falls_back_to_majority_without_log_probs():
 
 
 def test_an_eval_into_an_earlier_eval_directory_leaves_no_stale_files(completions, tmp_path):
-    # probe, session 31: a --completions eval into an earlier model eval's directory left its
+    # a --completions eval into an earlier model eval's directory left its
     # accuracy_vs_tokens.png (and completions) behind, read as this eval's
     from rlvr.eval.report import REPORT_FILES
 

@@ -443,7 +443,7 @@ def test_a_checkpoint_saved_before_the_prompt_file_uses_its_runs_config(trained_
 
 
 def test_code_sources_get_a_code_instruction_not_the_math_one(tmp_path, user_turns):
-    # session 30 tour: `rlvr eval --tasks mbpp` put "give the final answer on a last line of
+    # `rlvr eval --tasks mbpp` put "give the final answer on a last line of
     # the form '#### <answer>'" after prompts asking for one ```python block
     from rlvr.tasks.builtin_sources import CODE_INSTRUCTION
     from rlvr.tasks.config import default_instruction

@@ -21,7 +21,7 @@ def test_hand_worked_five_problems():
 
 
 def test_interval_matches_the_normal_interval_of_the_differences():
-    """200 problems, 54 fixed and 12 broken (the default preset's seed-0 run, session 21):
+    """200 problems, 54 fixed and 12 broken (a seed-0 run of an earlier default preset):
     the Wald interval equals mean(d) -/+ 1.96 * sqrt(var_pop(d) / n) of the d_i themselves."""
     before = [False] * 54 + [True] * 12 + [True] * 80 + [False] * 54
     after = [True] * 54 + [False] * 12 + [True] * 80 + [False] * 54

@@ -329,7 +329,7 @@ def _healthy(monitor, step):
 
 
 def test_a_repeated_rollback_to_the_same_state_stops_the_run(tmp_path):
-    """Item 7 of issue 17: the policy breaks at step 2, is rolled back to step-000000 with the
+    """the policy breaks at step 2, is rolled back to step-000000 with the
     learning rate halved, breaks again at step 4; a rollback now would restore step-000000
     again (or step-000002, written after the rollback: no newer state), so the run stops
     and says why, instead of cooling down and ending with exit 0."""

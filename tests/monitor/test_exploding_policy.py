@@ -1,4 +1,4 @@
-"""An exploding policy (issue 17 item 7): `--set grpo.learning_rate=1e3` on the smoke preset
+"""An exploding policy: `--set grpo.learning_rate=1e3` on the smoke preset
 breaks the policy at its first update. The health checks that need no KL (format collapse,
 entropy jump, validation collapse) catch it at step 2, the run rolls back to step-000000 with
 the learning rate halved, and when the policy breaks again from that same state the run stops

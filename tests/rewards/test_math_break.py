@@ -1,5 +1,5 @@
 """A third labelled set of the shared cases' kinds (tests/rewards/data/math_break.jsonl, in the
-shared cases' format): 581 cases (``X-0001``..) constructed in session 30 by a separate pass that
+shared cases' format): 581 cases (``X-0001``..) constructed by a separate pass that
 read only the labelling policy and MATH-500 / GSM8K reference formats, to find the *kinds* of
 answers the verifier misjudged (173 of them, in 37 kinds), plus cases (``X-P1-``, ``X-P2-``,
 ``X-P3-``, ``X-P6-``) written with the fixes, each kind's accepted and still-rejected variants.
@@ -76,7 +76,7 @@ def test_break_case_status(case: dict) -> None:
     assert verdict.status.value == case["status"], (verdict.extracted, case["note"])
 
 
-# A second probe (session 30): 702 cases (``Y-0001``..) in tests/rewards/data/math_break2.jsonl,
+# A second probe: 702 cases (``Y-0001``..) in tests/rewards/data/math_break2.jsonl,
 # constructed from the labelling policy and MATH-500 / GSM8K answer formats (formatting
 # wrappers, unicode, repeating decimals, hedges in parentheses, null delimiters, ...).
 CASES2 = _load("math_break2.jsonl")
@@ -128,7 +128,7 @@ KNOWN_FAILURES2 = {
 
 
 
-# A third probe (session 30): 494 cases (``Z-0001``..) in tests/rewards/data/math_break3.jsonl,
+# A third probe: 494 cases (``Z-0001``..) in tests/rewards/data/math_break3.jsonl,
 # constructed from the labelling policy, MATH-500 reference shapes and the ways real models
 # write answers (think blocks, display boxes, Minerva / Llama / MetaMath closings, GSM8K '####',
 # Chinese), plus reward-hacking attempts; the first 398 are the probe, the rest (``Z-0399``..)

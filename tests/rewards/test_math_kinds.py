@@ -1,4 +1,4 @@
-"""Answer kinds the verifier must handle by a rule, not by example (issue 16).
+"""Answer kinds the verifier must handle by a rule, not by example.
 
 Each table is one kind of answer: named tuples and solution lists, matrices in other
 environments and matrix expressions, plain-text maths, Chinese and English number words,
@@ -6,7 +6,7 @@ units and currency, approximation signs, truncated completions, clock times, equ
 bare expressions, chat-template debris, references written in words. The cases are our own
 construction in the styles of the public graders' tests (Math-Verify ``tests/test_all.py``, the
 Qwen2.5-Math grader, PRM800K's grader, lm-eval's minerva_math, the requirements' 约为 example),
-each labelled by the policy the README states under "How math answers are judged".
+each labelled by the policy docs/guides/rewards.md states under "How math answers are judged".
 """
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ def test_unknown_task_type_names_the_known_ones(pipeline):
         ({"plugins": ["no_such_module_xyz"]}, "plugins: cannot import"),
         ({"timeout_s": 0}, "greater than 0"),
         ({"wieghts": {}}, "Extra inputs are not permitted"),
-        # session 30 tour: these loaded, then every call (or the format reward) silently failed
+        # these loaded, then every call (or the format reward) silently failed
         ({"weights": {"outcome": 1.0, "formatt": 0.1}},
          "weights.formatt: not a reward component; did you mean 'format'"),
         ({"verifier_options": {"math": {"allow_last_numbr": True}}},

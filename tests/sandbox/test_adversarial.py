@@ -134,7 +134,7 @@ def test_adversarial_fallback_tier(case, host_probe, listener, monkeypatch):
     _check_host(host_probe, listener, [g.verdict.detail, g.grade.run.output])
 
 
-# A second set of the same kinds and beyond (35 cases, SBX-), constructed in session 30 by a
+# A second set of the same kinds and beyond (35 cases, SBX-), constructed by a
 # separate pass: escapes (host sysctls), crashes of the host-side grader, checks fooled by
 # shadowed builtins, correct programs scored 0, a host-side decode made quadratic; then the
 # K9 cases (SBX-K9-NN): correct programs that need callbacks, remote handles or in-place

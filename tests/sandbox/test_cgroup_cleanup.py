@@ -1,4 +1,4 @@
-"""Code-task runs leave no sandbox cgroup directories behind (issue 17 item 10): neither the
+"""Code-task runs leave no sandbox cgroup directories behind: neither the
 pre-started sandbox of a verifier worker that is stopped at the end of a run (multiprocessing
 children skip atexit, so its pool was never closed), nor the run of a worker killed at its
 verifier deadline. Both used to stay until the next start's ``reap_stale``."""

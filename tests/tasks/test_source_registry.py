@@ -1,4 +1,4 @@
-"""Task sources come from a registry (rlvr.tasks.registry, issue 18): a source registered in
+"""Task sources come from a registry (rlvr.tasks.registry): a source registered in
 a test is accepted by the config without a data path, loads its tasks and trains; unknown
 names get the same error as before (a Literal's), now listing the registered sources."""
 

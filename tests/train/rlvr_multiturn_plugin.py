@@ -29,7 +29,7 @@ if CHARS not in VERIFIERS:
 
 @register_env
 class FirstCallEnv(ToolEnv):
-    """Turn 1: ``<calculator>2 + 3</calculator>`` whatever was sampled (a turn the engine cut
+    """The first turn: ``<calculator>2 + 3</calculator>`` whatever was sampled (a turn the engine cut
     counts as ended, so the call is made); later turns: the ``tool`` environment's rules."""
 
     name = "test_first_call"

@@ -1,4 +1,4 @@
-"""LoRA runs (issue 17 item 19): with `model.lora_rank` set, SFT trains the full weights
+"""LoRA runs: with `model.lora_rank` set, SFT trains the full weights
 (`sft.full_finetune`, default), so the tiny smoke model learns the answer format; GRPO then
 trains fresh adapters only, on top of `sft_model/` (the KL reference), and checkpoints,
 `--resume` and `rlvr serve` load the adapters onto that SFT model. `sft.full_finetune: false`

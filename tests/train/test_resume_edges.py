@@ -1,4 +1,4 @@
-"""Resume edges (issue 17 item 8): (a) a run killed during SFT resumes its SFT from
+"""Resume edges: (a) a run killed during SFT resumes its SFT from
 `sft_checkpoint.pt` (`sft.checkpoint_every`) and ends as an uninterrupted run; one killed after
 SFT but before GRPO's first checkpoint reuses `sft_model/`; (b) the temp dirs / files an
 interrupted save leaves (`checkpoints/.step-N.<tmp>` ...) are removed when a run starts or

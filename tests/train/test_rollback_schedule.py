@@ -1,5 +1,5 @@
 """A rollback re-creates the LR schedule from its scale at the restored position
-(rlvr.train.schedule.warmup_schedule, issue 18) instead of patching ``scheduler.base_lrs``:
+(rlvr.train.schedule.warmup_schedule) instead of patching ``scheduler.base_lrs``:
 the learning rates after one or two rollbacks are exactly those of the patching code."""
 
 import pytest
@@ -40,7 +40,7 @@ def _lrs(grpo, rollbacks, factor, steps, rebuild):
             scale *= factor
             if rebuild:
                 scheduler = warmup_schedule(optimizer, grpo, scale, scheduler.last_epoch)
-            else:  # what rlvr.train.run.Run._rollback did before issue 18
+            else:  # what rlvr.train.run.Run._rollback did before the warm-up schedule
                 scheduler.base_lrs = [grpo.learning_rate * scale for _ in scheduler.base_lrs]
                 lam = scheduler.lr_lambdas[0](scheduler.last_epoch)
                 for group, base in zip(optimizer.param_groups, scheduler.base_lrs):

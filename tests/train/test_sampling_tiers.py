@@ -1,4 +1,4 @@
-"""Which `difficulty` values become sampling tiers (issue 17 item 16, `data.tiers`): by default
+"""Which `difficulty` values become sampling tiers (`data.tiers`): by default
 only tiers measured by `rlvr data stratify` (tasks with a `pass_rate`); a dataset's own easy /
 medium / hard labels are ignored, and the run says so; `data.tiers: labels` uses them, `off`
 none. Whenever tiers are used the run logs where they came from, the task counts and the draw

@@ -1,4 +1,4 @@
-"""SFT and `sft.max_length` (issue 17 item 13): examples cut at the limit are counted and
+"""SFT and `sft.max_length`: examples cut at the limit are counted and
 reported (log line, SFTReport / results); examples left without any answer token are dropped;
 when no example keeps an answer token SFT refuses (exit 2 naming sft.max_length) instead of
 "training" at loss 0.0000."""

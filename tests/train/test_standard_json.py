@@ -1,4 +1,4 @@
-"""Every JSON file a run writes is standard JSON (issue 17 item 6): a NaN / inf value (a NaN
+"""Every JSON file a run writes is standard JSON: a NaN / inf value (a NaN
 loss, an infinite KL) is written as null and named under "nonfinite", never as the NaN /
 Infinity literals other JSON readers reject."""
 

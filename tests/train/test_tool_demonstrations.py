@@ -1,4 +1,4 @@
-"""Tool-use SFT demonstrations (issue 19): their tool outputs are the calculator's, only those
+"""Tool-use SFT demonstrations: their tool outputs are the calculator's, only those
 whose answer verifies are kept, their tokens are the episode's (prompt, sampled turns, the ids
 the environment inserts), and the SFT loss has zero gradient on everything but the assistant
 tokens."""

@@ -178,7 +178,7 @@ def test_resume_without_a_checkpoint_exits_2(tmp_path):
     assert result.exit_code == 2, result.output
     message = " ".join(result.output.split())
     assert "has no complete checkpoint" in message
-    # the restart it suggests keeps the run's own settings (session 30 tour: it dropped them)
+    # the restart it suggests keeps the run's own settings (it dropped them)
     assert f"rlvr train -c {run / 'config.yaml'} -o {run} --overwrite" in message
 
 
@@ -324,7 +324,7 @@ def test_overwrite_clears_the_run_directory_first(tmp_path):
 
 
 def test_overwrite_refuses_a_directory_holding_files_no_run_writes(tmp_path):
-    # session 30 tour: `-o . --overwrite` in a project folder deleted the user's own files
+    # `-o . --overwrite` in a project folder deleted the user's own files
     project = tmp_path / "project"
     (project / "data").mkdir(parents=True)
     (project / "data" / "x.csv").write_text("1,2\n")
@@ -371,7 +371,7 @@ def test_config_summary_names_a_files_tasks_not_the_presets_sizes():
 
 
 def test_a_run_refused_for_bad_input_leaves_its_new_directory_empty(tmp_path):
-    # issue 17 tour: a start refused with exit 2 (here: every SFT example cut at
+    # a start refused with exit 2 (here: every SFT example cut at
     # sft.max_length) left config.yaml and logs behind, so the corrected command was refused
     run = tmp_path / "run"
     bad = runner.invoke(app, ["train", "--config", SMOKE, "-o", str(run),

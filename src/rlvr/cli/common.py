@@ -55,9 +55,12 @@ def precision_choice(value: str):
 
 def default_preset() -> Optional[Path]:
     """The default run config: ``./configs/arithmetic.yaml``, else the one beside the source
-    tree (a checkout's ``configs/``); None when neither exists."""
+    tree (a checkout's ``configs/``), else the copy an installed wheel ships
+    (``rlvr/presets/``); None when none exists."""
+    package = Path(__file__).resolve().parents[1]
     candidates = [Path("configs/arithmetic.yaml"),
-                  Path(__file__).resolve().parents[3] / "configs" / "arithmetic.yaml"]
+                  package.parents[1] / "configs" / "arithmetic.yaml",
+                  package / "presets" / "arithmetic.yaml"]
     return next((c for c in candidates if c.is_file()), None)
 
 

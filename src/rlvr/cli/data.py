@@ -140,7 +140,7 @@ def check(
     workers: int = typer.Option(2, min=1, help="Verifier worker processes."),
 ) -> None:
     """Every reference must verify against itself, and every worked solution against its
-    reference (R27). Prints counts per source and lists the failures; exits 1 if any fail."""
+    reference. Prints counts per source and lists the failures; exits 1 if any fail."""
     _check_output(output)
     loaded = [t for path in tasks for t in _read(path)]
     with _pipeline(workers) as rewards:
@@ -183,7 +183,7 @@ def stratify(
                                   "where the CPU computes it natively, else fp32), bf16 or fp32."),
 ) -> None:
     """Measure each problem's pass rate under the model and label it easy / medium / hard
-    (R24); prints the histogram."""
+    (a histogram is printed)."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.eval.engine_sampler import load_engine_sampler
     from rlvr.eval.sampling import sample_batched
@@ -245,7 +245,7 @@ def dedup(
                                     "masked (0.25 catches paraphrases; unrelated GSM8K pairs are "
                                     "below 0.17 at the 99th percentile, see rlvr.data.dedup)."),
 ) -> None:
-    """Exact and near-duplicate detection between training and evaluation items (R25);
+    """Exact and near-duplicate detection between training and evaluation items;
     reports each contaminated training item with its closest evaluation item."""
     _check_output(output)
     train_tasks = _read(train)
@@ -271,7 +271,7 @@ def variants(
     per_task: int = typer.Option(1, min=1, help="Variants per task."),
     seed: int = typer.Option(0),
 ) -> None:
-    """"Similar but different" variants: numbers changed, answers recomputed (R32)."""
+    """"Similar but different" variants: numbers changed, answers recomputed."""
     _check_output(output)
     made, report = make_variants(_read(tasks), per_task=per_task, seed=seed)
     write_tasks(output, made)

@@ -83,7 +83,7 @@ def eval_(
                                               "names: majority, any_passes, best_of_oracle, "
                                               "best_of_logprob, best_of_reranker."),
     temperature: float = typer.Option(0.7, "--temperature", min=0.0, help="Eval sampling "
-                                      "temperature (R18: 0.6-0.8)."),
+                                      "temperature (0.6-0.8 is usual)."),
     top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0, help="Nucleus sampling: "
                                 "keep the smallest set of tokens whose probability reaches it, "
                                 "in (0, 1]; 1 keeps every token."),
@@ -99,7 +99,7 @@ def eval_(
                                             "what finished in time (reported as fallback)."),
     chunk: int = typer.Option(4, "--chunk", min=1, help="Samples per call under --timeout."),
     probe: Optional[str] = typer.Option(None, "--probe", help="sycophancy: also ask each "
-                                        "problem with a wrong hint from the user (R33)."),
+                                        "problem with a wrong hint from the user."),
     reranker: Optional[str] = typer.Option(None, "--reranker", help="module:function "
                                            "scoring (prompt, completion) without the reference, "
                                            "for best-of-k."),

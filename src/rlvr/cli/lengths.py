@@ -27,7 +27,7 @@ def lengths(
                                             "JSON here."),
 ) -> None:
     """Completion-length distribution, recommended inference cap (P90 x 1.2) and the
-    truncation rate at the current cap (R19)."""
+    truncation rate at the current cap."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.eval.lengths import LengthsError, histogram, length_report, load_lengths
 

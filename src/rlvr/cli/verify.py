@@ -31,7 +31,7 @@ def verify(
                                           "unless --summary is given."),
     workers: int = typer.Option(1, "--workers", "-w", min=1, help="Verifier processes."),
     summary: bool = typer.Option(False, "--summary", help="Print reward statistics per "
-                                 "category / source (R10)."),
+                                 "category / source."),
     summary_json: Optional[Path] = typer.Option(None, "--summary-json", help="Also write the "
                                                 "summary as JSON here."),
     timeout: float = typer.Option(2.0, "--timeout", min=0.001, help="Seconds per verifier call."),

@@ -1,4 +1,4 @@
-"""Environments: multi-turn episodes over tasks (issue 19).
+"""Environments: multi-turn episodes over tasks.
 
 An environment starts an episode from a task (its messages in OpenAI chat format) and answers
 each sampled assistant turn with an observation message or "done" plus the reward pipeline's

@@ -1,4 +1,4 @@
-"""Configuration of an environment (issue 19). The field docs are the user documentation.
+"""Configuration of an environment. The field docs are the user documentation.
 
 A run config's ``env`` section (:class:`rlvr.train.config.RunConfig`, like ``reward:``,
 :class:`rlvr.rewards.config.RewardConfig`): with it, ``rlvr train`` and ``rlvr eval --config``

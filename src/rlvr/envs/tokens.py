@@ -1,7 +1,7 @@
 """The token ids an observation inserts into an episode, from the chat template itself.
 
-An episode is one token sequence: ``[prompt ids] + [sampled turn 1] + [inserted 1] + [sampled
-turn 2] + ...``. The sampled ids are the policy's own (never re-tokenised: re-encoding the
+An episode is one token sequence: ``[prompt ids] + [sampled] + [inserted] + [sampled] +
+...``, turn after turn. The sampled ids are the policy's own (never re-tokenised: re-encoding the
 decoded text can give other ids than the ones sampled, and the trained tokens must be the
 sampled ones). Only what the environment adds is tokenised here: the chat template's text for
 the new message(s), plus the next assistant header (the generation prompt), minus what the

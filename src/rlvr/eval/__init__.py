@@ -1,4 +1,4 @@
-"""Evaluation and test-time compute (issue 5): ``rlvr eval``.
+"""Evaluation and test-time compute: ``rlvr eval``.
 
 - :mod:`rlvr.eval.metrics`: pass@k, maj@k, best-of-k, aggregators, saturation.
 - :mod:`rlvr.eval.records`: scored samples and problems; the ``--completions`` file format.

@@ -1,4 +1,4 @@
-"""Sampling episodes for evaluation (issue 19): :class:`EpisodeSampler` plays ``n`` episodes
+"""Sampling episodes for evaluation: :class:`EpisodeSampler` plays ``n`` episodes
 per task of an environment through a rollout engine, so pass@k / maj@k count episodes.
 
 Each episode becomes one :class:`EpisodeGenerated`: its ``text`` is the turn the verdict

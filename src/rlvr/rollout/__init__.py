@@ -1,4 +1,4 @@
-"""Rollout engines behind one protocol (issue 8): ``create_engine(name, model)`` then
+"""Rollout engines behind one protocol: ``create_engine(name, model)`` then
 ``engine.generate(prompt_ids, SamplingParams(...)) -> RolloutOutput``.
 
 Engines: ``torch`` (CPU default, :mod:`rlvr.rollout.torch_engine`), ``hf`` (transformers

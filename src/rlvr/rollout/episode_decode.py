@@ -1,4 +1,4 @@
-"""Multi-turn episodes in one decode loop of the ``torch`` engine (issue 19: "the KV cache
+"""Multi-turn episodes in one decode loop of the ``torch`` engine ("the KV cache
 continues across turns"): :meth:`TorchEngine.play_episodes
 <rlvr.rollout.torch_engine.TorchEngine.play_episodes>`.
 

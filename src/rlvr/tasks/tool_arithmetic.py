@@ -1,4 +1,4 @@
-"""Arithmetic a small model cannot do in its head but can with a calculator (issue 19): the
+"""Arithmetic a small model cannot do in its head but can with a calculator: the
 ``tool_arithmetic`` task source.
 
 Five kinds of problem (the source's levels; a mixture spec such as

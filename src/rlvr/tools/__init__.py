@@ -1,4 +1,4 @@
-"""Tools a policy calls in a multi-turn episode (issue 19): a registry of functions from
+"""Tools a policy calls in a multi-turn episode: a registry of functions from
 arguments to text, each with a time bound, and a runner that bounds every call's time and
 output.
 

@@ -1,8 +1,8 @@
 """The ``python`` tool: run the model's code in the sandbox and show what it printed.
 
 The code runs in :mod:`rlvr.sandbox` (never in this process): no network, its own namespaces,
-a CPU-time budget, a wall-clock backstop, memory, process and output limits (README "Code
-tasks"). Each call is a fresh program (nothing carries over between calls: define what you
+a CPU-time budget, a wall-clock backstop, memory, process and output limits (docs/guides/
+code-sandbox.md). Each call is a fresh program (nothing carries over between calls: define what you
 use in the same call). Like a notebook cell, the value of a last line that is an expression
 is printed (``123 * 456`` shows ``56088``) unless it is None. A fenced block inside the call
 (```` ```python ... ``` ````) is unwrapped first.

@@ -1,4 +1,4 @@
-"""Tool-use demonstrations for the SFT cold start (issue 19, ``sft.demonstrations: tool``).
+"""Tool-use demonstrations for the SFT cold start (``sft.demonstrations: tool``).
 
 A demonstration is a whole episode of the run's environment, played with scripted assistant
 turns instead of sampled ones::

@@ -1,5 +1,5 @@
 """The pieces of a GRPO step that differ for multi-turn episodes (a run config with an
-``env:`` section, issue 19); the episodes themselves are played by
+``env:`` section); the episodes themselves are played by
 :class:`rlvr.envs.runner.EpisodeRunner`.
 
 - Rewards: each episode's verdict (the environment scored it as it ended); advantages are

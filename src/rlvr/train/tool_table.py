@@ -1,4 +1,4 @@
-"""The "no tool" row of a tool-use run (issue 19): the three-row table on the same held-out
+"""The "no tool" row of a tool-use run: the three-row table on the same held-out
 problems.
 
 A run with an environment (``env.name`` other than ``single_turn``) validates its policy
