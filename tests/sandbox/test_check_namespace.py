@@ -217,3 +217,44 @@ def volume_cone(r, h):
     g = grade_code(program, task.reference, pool=pool)
     assert g.verdict.outcome == 0.0
     assert "EXPECTED [] CONTROL True" in g.grade.run.output, g.grade.run.output[-500:]
+
+
+def test_namespace_takes_only_program_functions_from_the_candidate():
+    # The supervisor's namespace, built without a sandbox: the candidate's report ("names")
+    # is whatever the program made it, and only its "func" entries for names the checks read
+    # (and that no trusted source binds) are used, as remote functions.
+    import math
+    import sys
+
+    from rlvr.sandbox import checks, remote_client
+
+    client = object()  # no call is made while the namespace is built
+    job = {
+        "names": ["area", "math", "sys", "abs", "K", "helper", "poly", "this", "json"],
+        "entry_point": "area",
+        "check_prelude": "def poly(x):\n    return x + 1\n",
+        "setup": "import math\nK = 2\ndef helper():\n    return 7\n",
+    }
+    report = {
+        "area": {"k": "func"}, "math": {"k": "func"}, "sys": {"k": "module", "m": "os"},
+        "abs": {"k": "func"}, "K": {"k": "value", "v": 5}, "helper": {"k": "func"},
+        "poly": {"k": "func"}, "json": {"k": "value", "v": {"#": "h", "v": 1}},
+    }
+    ns, error = checks.namespace(job, {"names": report}, remote_client, client)
+    assert error is None
+    assert type(ns["area"]) is remote_client.Function and ns["area"]._name == "area"
+    assert ns["math"] is math and ns["sys"] is sys  # the supervisor's own modules
+    assert "abs" not in ns and ns["poly"](1) == 2 and ns["helper"]() == 7 and ns["K"] == 2
+    assert "this" not in ns  # never imported (its import prints)
+    assert ns["json"] is sys.modules["json"]  # a stdlib name read by a check: our own module
+    # Without the setup's import, a program callable named math is a remote function, which
+    # has no isclose: the check fails instead of using the program's.
+    job = {"names": ["math", "area"], "entry_point": "area"}
+    ns, error = checks.namespace(job, {"names": report}, remote_client, client)
+    assert error is None and type(ns["math"]) is remote_client.Function
+    with pytest.raises(AttributeError):
+        ns["math"].isclose  # noqa: B018
+    # A broken setup fails every check with its error.
+    job = {"names": ["area"], "entry_point": "area", "setup": "x = undefined_name"}
+    _, error = checks.namespace(job, {"names": report}, remote_client, client)
+    assert error == "setup failed: NameError: name 'undefined_name' is not defined"
