@@ -8,8 +8,8 @@ function, called by name) and :class:`Handle` (an object of the program kept in 
 
 Neither :class:`Function` nor :class:`Handle` gives the check anything of the program but what a
 remote call answers: plain data or further handles. A :class:`Function` has no attributes of the
-program (a program that binds a name a check reads as a module, ``math = Fake()``, gives the
-check a function, and ``math.isclose`` raises AttributeError); a :class:`Handle` never equals
+program (a program class bound to a name a check reads, ``class math: isclose = ...``, is a
+Function there, and ``math.isclose`` raises AttributeError); a :class:`Handle` never equals
 plain data and never receives it through an operator.
 """
 
