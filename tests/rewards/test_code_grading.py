@@ -37,6 +37,38 @@ def test_plan_builtin_truthiness_is_not_judged_outside():
     assert plan_assert_tests(["assert isinstance(f(1), int)"]).tests[0].mode == "check"
 
 
+def test_plan_probes_only_the_programs_own_output():
+    # The candidate may evaluate only calls of program functions on test data: trusted code
+    # (a builtin, a stdlib module, a name the setup binds) and operators or comparisons applied
+    # to what the program returned run in the supervisor, where the program cannot replace them.
+    setup = "from math import isclose\nimport math\nroot = [1, [2]]\ndef helper(x):\n    return x\n"
+    tests = [
+        "assert f(3 * 19, 'ab' + 'c') == 5",  # operators on test data alone: inputs
+        "assert f(root) == 2",  # a setup value as an argument: an input
+        "assert f(g(1))[0] == 2",  # a program call in an argument, an index of its result
+        "assert sum(1, 2) == 3",  # the entry point shadows a builtin: the program's own
+        "assert isclose(f(1), 2.0) is True",  # a setup import called on the program's output
+        "assert math.isclose(f(1), 2.0) == True",  # a module attribute called
+        "assert helper(f(1)) == 1",  # a setup helper
+        "assert int(f(1)) == 3",  # a builtin
+        "assert f(1) - 3.14 == 0",  # the literal would meet the program's __sub__
+        "assert isclose(f(1), 2.0)",  # truthiness of a trusted call
+        "assert f(root)",  # truthiness of a program call
+    ]
+    plan = plan_assert_tests(tests, setup_code=setup, entry_point="sum")
+    modes = [t.mode for t in plan.tests]
+    assert modes == ["probe"] * 4 + ["check"] * 6 + ["probe"]
+    assert plan.probes == ("f(3 * 19, 'ab' + 'c')", "f(root)", "f(g(1))[0]", "sum(1, 2)",
+                           "not not (f(root))")
+    # without the entry point known, a builtin name is trusted code
+    assert plan_assert_tests(["assert sum(1, 2) == 3"]).tests[0].mode == "check"
+    # a prompt helper of a HumanEval check is trusted too
+    src = "def check(candidate):\n    assert candidate(poly([1], 2)) == 1\n"
+    assert plan_check_function(src, prelude="def poly(xs, x):\n    return 1\n").tests[0].mode \
+        == "check"
+    assert plan_check_function(src).tests[0].mode == "probe"
+
+
 def test_plan_humaneval_check():
     src = "METADATA = {}\n\ndef check(candidate):\n    assert candidate(1) == 2\n    assert True\n"
     plan = plan_check_function(src)

@@ -134,11 +134,14 @@ def test_adversarial_fallback_tier(case, host_probe, listener, monkeypatch):
     _check_host(host_probe, listener, [g.verdict.detail, g.grade.run.output])
 
 
-# A second set of the same kinds and beyond (35 cases, SBX-), constructed by a
-# separate pass: escapes (host sysctls), crashes of the host-side grader, checks fooled by
-# shadowed builtins, correct programs scored 0, a host-side decode made quadratic; then the
-# K9 cases (SBX-K9-NN): correct programs that need callbacks, remote handles or in-place
-# write-back, and programs attacking those (lying operators, forged protocol messages).
+# A second set of the same kinds and beyond (SBX-): escapes (host sysctls), crashes of the
+# host-side grader, checks fooled by shadowed builtins, correct programs scored 0, a host-side
+# decode made quadratic; the K9 cases (SBX-K9-NN): correct programs that need callbacks, remote
+# handles or in-place write-back, and programs attacking those (lying operators, forged protocol
+# messages); the check-namespace cases (SBX-NS-NN): programs that replace what a check reads
+# (a fake math in sys.modules, patched builtins, names rebound by trace / profile hooks or by
+# walking gc objects and frames, setup-defined expected values) and correct programs whose
+# checks read standard-library modules or setup values built with the program's classes.
 # ``expected_status_not``: a status the verdict must not have (an infrastructure ``error`` is left
 # out of GRPO's groups, so a program must not be able to force one); ``max_grade_seconds``: a bound
 # on the host's grading time, with a wide margin over the case's 3 s CPU / 6 s wall limits.

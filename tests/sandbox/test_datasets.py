@@ -1,7 +1,8 @@
 """HumanEval / MBPP reference solutions through the code verifier.
 
 Fast: a fixed sample of 20 HumanEval problems (canonical passes; ``pass`` / ``return None``
-bodies fail). Slow (``-m slow``): all 164 HumanEval problems and all 974 MBPP problems.
+bodies fail). Slow (``-m slow``): all 164 HumanEval problems, all 974 MBPP problems, and all 427
+sanitized-MBPP problems as the task loader builds them (``test_imports`` as setup code).
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import pytest
 
 from rlvr.rewards.code import grade_code
 from rlvr.rewards.types import Status
+from rlvr.tasks.code import load_mbpp
 
 from sandbox_test_helpers import shared_path
 
 HUMANEVAL = shared_path("data", "humaneval", "HumanEval.jsonl")
 MBPP = shared_path("data", "mbpp", "mbpp.jsonl")
+MBPP_SANITIZED = shared_path("data", "mbpp", "sanitized-mbpp.json")
 
 
 def _load(path):
@@ -83,4 +86,16 @@ def test_mbpp_all_reference_solutions():
     print(f"MBPP reference solutions passing: {len(records) - len(failures)}/{len(records)}")
     for tid, why in failures.items():
         print(f"  task {tid}: {why}")
+    assert not failures, failures
+
+
+@pytest.mark.slow
+def test_mbpp_sanitized_all_reference_solutions():
+    if not MBPP_SANITIZED.exists():
+        pytest.skip(f"{MBPP_SANITIZED} not found (shared data absent)")
+    tasks = load_mbpp(MBPP_SANITIZED)
+    assert len(tasks) == 427
+    res = _grade_all(tasks, lambda t: grade_code(t.solution, t.reference))
+    failures = {t.metadata["task_id"]: (g.verdict.detail, g.grade.failures[:2] if g.grade else ())
+                for t, g in zip(tasks, res) if g.verdict.status is not Status.correct}
     assert not failures, failures

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import multiprocessing as mp
 import os
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +22,7 @@ from rlvr.sandbox import (
     Tier,
     environment,
     run_job,
+    tiers,
 )
 
 from sandbox_test_helpers import assert_no_leftovers
@@ -31,6 +36,35 @@ def _check(r):
     assert [p.value for p in r.probes[:2]] == [3, (1, 2)]
     assert not r.probes[2].ok and r.probes[2].error == "TypeError"
     assert r.output == "hello\n"
+
+
+def test_stage_holds_every_driver_module_precompiled():
+    # The sandbox runs driver.py from a staged copy: every sibling module it imports (directly
+    # or through another staged module, also inside functions) must be staged, byte for byte,
+    # and precompiled (the stage is read-only to the sandbox); nothing else is staged.
+    here = Path(tiers.__file__).parent
+    # (a staged file named like a stdlib module would shadow it: the package's types.py is not one)
+    siblings = {p.stem for p in here.glob("*.py")} - sys.stdlib_module_names
+    reached, todo = set(), ["driver.py"]
+    while todo:
+        name = todo.pop()
+        reached.add(name)
+        for node in ast.walk(ast.parse((here / name).read_text())):
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                mods = [node.module or ""]
+            else:
+                continue
+            todo += [m + ".py" for m in mods if m in siblings and m + ".py" not in reached]
+    assert reached == set(tiers._DRIVER_FILES)
+    assert not {name[:-3] for name in reached} & sys.stdlib_module_names
+    assert {"procs.py", "candidate.py", "checks.py", "remote_client.py"} <= reached
+    stage = Path(tiers._stage_driver())
+    for name in reached:
+        assert (stage / name).read_bytes() == (here / name).read_bytes(), name
+        if name != "driver.py":  # run as a script, never from a cache
+            assert os.path.exists(importlib.util.cache_from_source(str(stage / name))), name
 
 
 def test_run_job_default_tier():

@@ -1,5 +1,6 @@
-"""The K9 remote protocol (``rlvr.sandbox.remote``) without a sandbox: a supervisor ``Client``
-and a candidate ``Server`` joined by in-memory queues, and a ``Client`` facing forged messages.
+"""The remote protocol (``rlvr.sandbox.remote``, ``rlvr.sandbox.remote_client``) without a
+sandbox: a supervisor ``Client`` and a candidate ``Server`` joined by in-memory queues, and a
+``Client`` facing forged messages.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import threading
 
 import pytest
 
-from rlvr.sandbox import codec, remote
+from rlvr.sandbox import codec, remote, remote_client
 
 
 class Gone(BaseException):
@@ -38,7 +39,9 @@ class _Pair:
         self.to_server: queue.Queue = queue.Queue()
         self.to_client: queue.Queue = queue.Queue()
         self.server = remote.Server(ns, self.to_client.put, self._server_recv)
-        self.client = remote.Client(self.to_server.put, self._client_recv, Gone, _mirror, Err)
+        self.client = remote_client.Client(
+            self.to_server.put, self._client_recv, Gone, _mirror, Err
+        )
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
@@ -62,7 +65,7 @@ class _Pair:
         self.thread.join(5)
 
     def fn(self, name):
-        return remote.Function(self.client, name)
+        return remote_client.Function(self.client, name)
 
 
 @pytest.fixture
@@ -90,7 +93,7 @@ def test_callback_and_handle_roundtrip(pairs):
     )
     assert p.fn("apply")(lambda x: x * 3, 5) == 15
     a, b = p.fn("Box")(1), p.fn("Box")(2)
-    assert type(a) is remote.Handle
+    assert type(a) is remote_client.Handle
     assert (a + b).v == 3
     assert a == b  # two handles: the program's own __eq__ is tested
     assert not (a == 1) and a != 1 and 1 != a  # plain data: never forwarded
@@ -120,7 +123,7 @@ def test_merge_keeps_check_objects():
     old = [[1], [2], bytearray(b"x"), {3}]
     keep = list(old)
     new = [[1, 1], [2], bytearray(b"yz"), {4}, 5]
-    assert remote._merge(old, new, 0) is old
+    assert remote_client._merge(old, new, 0) is old
     assert old == [[1, 1], [2], bytearray(b"yz"), {4}, 5]
     assert all(a is b for a, b in zip(old, keep))
 
@@ -140,22 +143,22 @@ def _client(messages):
             raise Gone("closed")
         return messages.pop(0)
 
-    return remote.Client(sent.append, recv, Gone, _mirror, Err), sent
+    return remote_client.Client(sent.append, recv, Gone, _mirror, Err), sent
 
 
 def test_forged_callback_id_and_wrong_kind_end_the_run():
     c, _ = _client([{"c": 7, "o": "call", "a": [], "k": {"#": "dict", "v": []}}])
     with pytest.raises(Gone):
-        remote.Function(c, "f")(lambda: 1)  # callback id 1 exists, 7 was never given out
+        remote_client.Function(c, "f")(lambda: 1)  # callback id 1 exists, 7 was never given out
     c, _ = _client([{"c": 1, "o": "next", "a": [], "k": {"#": "dict", "v": []}}])
     with pytest.raises(Gone):
-        remote.Function(c, "f")(lambda: 1)  # a callable used as an iterator
+        remote_client.Function(c, "f")(lambda: 1)  # a callable used as an iterator
 
 
 def test_reply_numbered_for_another_request():
     c, _ = _client([{"n": 5, "v": 1}])
     with pytest.raises(Gone):
-        remote.Function(c, "f")()
+        remote_client.Function(c, "f")()
 
 
 def test_reference_of_other_kind_or_malformed_is_undecodable():
@@ -163,7 +166,7 @@ def test_reference_of_other_kind_or_malformed_is_undecodable():
               {"#": "h", "v": 1 << 40}, {"#": "h", "v": "1"}):
         c, _ = _client([{"n": 1, "v": v}])
         with pytest.raises(Err, match="undecodable"):
-            remote.Function(c, "f")(len)  # callback 1 is a callable ("cb")
+            remote_client.Function(c, "f")(len)  # callback 1 is a callable ("cb")
 
 
 def test_callback_nesting_is_bounded(pairs):

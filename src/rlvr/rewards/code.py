@@ -346,13 +346,17 @@ def code_block_format(completion: str, **options) -> float:
 
 
 def _plan(reference: dict) -> TestPlan:
+    entry = reference.get("entry_point")
+    entry = entry if isinstance(entry, str) else None
     if reference.get("tests") is not None:
         tests = reference["tests"]
         if isinstance(tests, str):
             tests = [tests]
-        return plan_assert_tests(list(tests))
+        return plan_assert_tests(list(tests), setup_code=reference.get("setup_code") or "",
+                                 entry_point=entry)
     if reference.get("test") is not None:
-        return plan_check_function(str(reference["test"]))
+        return plan_check_function(str(reference["test"]), prelude=reference.get("prompt") or "",
+                                   entry_point=entry)
     raise ValueError("code reference needs 'tests' (list of asserts) or 'test' (check source)")
 
 

@@ -26,10 +26,17 @@ from __future__ import annotations
 
 import ast
 import builtins
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlvr.sandbox.types import InSandboxCheck, SandboxJob, SandboxLimits, SandboxResult, SandboxStatus
+from rlvr.sandbox.types import (
+    InSandboxCheck,
+    SandboxJob,
+    SandboxLimits,
+    SandboxResult,
+    SandboxStatus,
+)
 
 _MISSING = object()
 
@@ -108,18 +115,97 @@ def _literal(node: ast.AST) -> Any:
         return _MISSING
 
 
-def _direct_call(node: ast.AST) -> bool:
-    # A direct call of a program function (not a builtin): its value is exactly what the
-    # program returns, so judging its truthiness here gives the program no extra power.
-    return (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and not hasattr(builtins, node.func.id)
-    )
+class _ProgramNames:
+    """Which names a probe may call in the candidate: the program's own functions.
+
+    Not a builtin (unless it is the entry point, e.g. an MBPP task's own ``sum``), not a name
+    the trusted setup code or prompt binds, not a standard-library module: those are trusted
+    code, and trusted code never runs in the candidate, where the program can replace it
+    (a fake ``math`` in ``sys.modules``, a patched ``builtins``, a trace hook rebinding names).
+    """
+
+    def __init__(self, trusted_source: str = "", entry_point: str | None = None) -> None:
+        self.entry_point = entry_point
+        self.trusted = _bound_names(trusted_source)
+
+    def __call__(self, name: str) -> bool:
+        if name == self.entry_point:
+            return True
+        return not (
+            hasattr(builtins, name) or name in self.trusted or name in sys.stdlib_module_names
+        )
 
 
-def _convert(stmt: ast.Assert, src: str) -> tuple[str, str, Any] | None:
-    """(op, probe source, expected) for a convertible assert, else None."""
+def _bound_names(source: str) -> frozenset[str]:
+    """Every name ``source`` binds anywhere (assignments, definitions, imports, arguments);
+    unparsable source binds nothing (its tests then fail on their own)."""
+    if not source.strip():
+        return frozenset()
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return frozenset()
+    out: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            out.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            out |= {(a.asname or a.name).partition(".")[0] for a in n.names}
+        elif isinstance(n, ast.arg):
+            out.add(n.arg)
+    return frozenset(out)
+
+
+def _calls(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) for n in ast.walk(node))
+
+
+def _pure(node: ast.AST, prog: _ProgramNames) -> bool:
+    """Whether evaluating ``node`` in the candidate runs no trusted code on the program's
+    output: the only calls are of program functions, and values the program returned meet no
+    operator, comparison or trusted function there (an operand such as ``f(x) - 3.14`` would
+    hand test data to the program's ``__sub__``). Arguments, indices and operators on test
+    data alone (``f(3 * 19)``, ``f(root)``) are inputs: the program may see them."""
+    if isinstance(node, (ast.Constant, ast.Name)):
+        return True
+    if isinstance(node, ast.Call):
+        return (
+            isinstance(node.func, ast.Name)
+            and prog(node.func.id)
+            and all(_pure(a, prog) for a in node.args)
+            and all(_pure(k.value, prog) for k in node.keywords)
+        )
+    if isinstance(node, (ast.BinOp, ast.UnaryOp)):
+        return not _calls(node)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return all(_pure(e, prog) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(_pure(x, prog) for x in node.keys + node.values if x is not None)
+    if isinstance(node, ast.Starred):
+        return _pure(node.value, prog)
+    if isinstance(node, ast.Attribute):
+        return _pure(node.value, prog)
+    if isinstance(node, ast.Subscript):
+        return _pure(node.value, prog) and not _calls(node.slice) and _pure(node.slice, prog)
+    if isinstance(node, ast.Slice):
+        return all(x is None or not _calls(x) for x in (node.lower, node.upper, node.step))
+    return False
+
+
+def _direct_call(node: ast.AST, prog: _ProgramNames) -> bool:
+    # A direct call of a program function: its value is exactly what the program returns, so
+    # judging its truthiness here gives the program no extra power.
+    return isinstance(node, ast.Call) and _pure(node, prog)
+
+
+def _convert(stmt: ast.Assert, src: str, prog: _ProgramNames) -> tuple[str, str, Any] | None:
+    """(op, probe source, expected) for a convertible assert, else None.
+
+    Convertible: one side a literal (the hidden expected value), the other a pure expression
+    (:func:`_pure`) whose value the candidate computes; or a truth test of a program call.
+    """
     t = stmt.test
 
     def seg(node):
@@ -130,21 +216,21 @@ def _convert(stmt: ast.Assert, src: str) -> tuple[str, str, Any] | None:
         lv, rv = _literal(left), _literal(right)
         if isinstance(op, (ast.Eq, ast.NotEq)):
             name = "eq" if isinstance(op, ast.Eq) else "ne"
-            if rv is not _MISSING and lv is _MISSING:
+            if rv is not _MISSING and lv is _MISSING and _pure(left, prog):
                 return name, seg(left), rv
-            if lv is not _MISSING and rv is _MISSING:
+            if lv is not _MISSING and rv is _MISSING and _pure(right, prog):
                 return name, seg(right), lv
         if isinstance(op, (ast.Is, ast.IsNot)) and rv is not _MISSING and lv is _MISSING:
-            if rv is None or rv is True or rv is False:
+            if (rv is None or rv is True or rv is False) and _pure(left, prog):
                 return ("is" if isinstance(op, ast.Is) else "is_not"), seg(left), rv
         return None
     # Truthiness tests probe the truth value, not the value: ``re.search`` and friends return
     # objects the codec cannot carry. ``not not`` is an operator (no name the program could
     # shadow) and always yields a real bool. Both ops send the same probe, so the sandbox cannot
     # tell whether a truthy or a falsy answer is expected; there is no expected value to hide.
-    if _direct_call(t):
+    if _direct_call(t, prog):
         return "truthy", f"not not ({seg(t)})", None
-    if isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not) and _direct_call(t.operand):
+    if isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not) and _direct_call(t.operand, prog):
         return "falsy", f"not not ({seg(t.operand)})", None
     return None
 
@@ -171,15 +257,22 @@ class _Planner:
             self.names |= _names(tree)
 
     def plan(self) -> TestPlan:
-        return TestPlan(tuple(self.tests), tuple(self.probes), tuple(self.checks), tuple(sorted(self.names)))
+        return TestPlan(
+            tuple(self.tests), tuple(self.probes), tuple(self.checks), tuple(sorted(self.names))
+        )
 
 
-def plan_assert_tests(tests: list[str]) -> TestPlan:
+def plan_assert_tests(
+    tests: list[str], *, setup_code: str = "", entry_point: str | None = None
+) -> TestPlan:
     """Plan MBPP-style tests: one ``assert ...`` statement per string.
 
+    ``setup_code``: the trusted code the tests run after (its names are never called in the
+    candidate, see :class:`_ProgramNames`); ``entry_point``: the function under test.
     Unparsable test text becomes an in-sandbox check (which then fails with SyntaxError).
     """
     p = _Planner()
+    prog = _ProgramNames(setup_code, entry_point)
     for text in tests:
         src = text.strip()
         try:
@@ -193,7 +286,7 @@ def plan_assert_tests(tests: list[str]) -> TestPlan:
             if _literal(body[0].test) is not _MISSING:
                 p.tests.append(PlannedTest(src, "const", expected=bool(_literal(body[0].test))))
                 continue
-            conv = _convert(body[0], src)
+            conv = _convert(body[0], src, prog)
         if conv is not None:
             p.probe(src, conv[0], conv[1], conv[2])
         else:
@@ -201,15 +294,19 @@ def plan_assert_tests(tests: list[str]) -> TestPlan:
     return p.plan()
 
 
-def plan_check_function(test_source: str) -> TestPlan:
+def plan_check_function(
+    test_source: str, *, prelude: str = "", entry_point: str | None = None
+) -> TestPlan:
     """Plan a HumanEval-style test: source defining ``check(candidate)``.
 
     When ``check`` is only convertible asserts (plus docstrings / ``pass``) and the rest of the
     source is only literal assignments (``METADATA = {...}``), each assert becomes a probe with
     ``candidate`` bound to the entry point. Otherwise the whole source runs as one in-sandbox
-    check.
+    check. ``prelude``: the trusted prompt (its helpers are never called in the candidate);
+    ``entry_point``: the function under test.
     """
     p = _Planner()
+    prog = _ProgramNames(prelude, entry_point)
     try:
         tree = ast.parse(test_source)
     except SyntaxError:
@@ -236,7 +333,7 @@ def plan_check_function(test_source: str) -> TestPlan:
             if _literal(stmt.test) is not _MISSING:
                 converted.append(("const", text, bool(_literal(stmt.test))))
                 continue
-            conv = _convert(stmt, test_source)
+            conv = _convert(stmt, test_source, prog)
             if conv is None:
                 converted = []
                 break
@@ -265,11 +362,17 @@ def build_job(
     """The :class:`SandboxJob` that runs ``program`` against ``plan`` (no expected values in it).
 
     ``check_prelude``: trusted source (a HumanEval prompt) whose definitions the in-sandbox
-    checks use instead of the program's (see :class:`SandboxJob`).
+    checks use instead of the program's (see :class:`SandboxJob`). ``setup_code`` runs in the
+    candidate (for the probes) and, with checks, in the supervisor too (for them).
     """
     names = set(plan.names)
     if entry_point:
         names.add(entry_point)
+    if plan.checks and setup_code:
+        try:
+            names |= _names(ast.parse(setup_code))  # e.g. a program class the setup uses
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            pass  # the setup then fails in both processes
     return SandboxJob(
         program=program,
         entry_point=entry_point,

@@ -28,7 +28,11 @@ from rlvr.sandbox.types import Tier
 log = logging.getLogger("rlvr.sandbox")
 
 NOBODY = 65534
-_DRIVER_FILES = ("driver.py", "codec.py", "remote.py")
+# The in-sandbox driver: the script and the modules it imports from its own directory.
+_DRIVER_FILES = (
+    "driver.py", "procs.py", "codec.py", "candidate.py", "checks.py", "remote.py",
+    "remote_client.py",
+)
 
 
 @dataclass(frozen=True)
@@ -43,8 +47,8 @@ class SandboxEnvironment:
         cgroups: per-run cgroups (pids + memory) are usable.
         drop_to_nobody: the fallback tier runs the program as uid/gid 65534 (we are root and
             ``setpriv`` exists).
-        stage_dir: read-only directory holding the driver files (``driver.py``, ``codec.py``,
-            ``remote.py``).
+        stage_dir: read-only directory holding the driver files (``driver.py`` and the modules
+            it imports, ``_DRIVER_FILES``).
         reason: why the tier was chosen, for the log and for test skip messages.
         cpu_accounting: how a run's CPU time (its budget) is measured: ``"cgroup"`` (a
             cpuacct group per run: exact) or ``"proc"`` (sums over ``/proc``; see
@@ -112,7 +116,8 @@ def _stage_driver() -> str:
 
 
 def _precompile(stage: str) -> None:
-    """Byte-compile the modules the driver imports (``codec.py``, ``remote.py``) into the stage.
+    """Byte-compile the modules the driver imports (every driver file but ``driver.py``) into
+    the stage.
 
     The stage is read-only to the sandbox, so without this every run's fresh interpreter
     compiles them again (about 4 ms each, per process). The cache is tagged with this

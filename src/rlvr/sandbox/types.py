@@ -174,15 +174,18 @@ class SandboxJob:
     Attributes:
         program: the untrusted Python source; executed as ``__main__`` from ``/work/prog.py``.
         entry_point: the function under test (also bound as ``candidate`` for probes).
-        setup_code: trusted code run in the program's namespace after the program.
+        setup_code: trusted code run in the program's namespace after the program (for the
+            probes) and, when there are checks, in the supervisor's check namespace too (for
+            them: what it imports and defines there is never the program's).
         probes: expressions evaluated in the program's namespace after it ran; their values
             come back encoded with :mod:`rlvr.sandbox.codec` and are compared by the caller.
             Expected values never enter the sandbox.
         checks: tests that run inside the sandbox's supervisor (see :class:`InSandboxCheck`).
-        names: identifiers the checks use; the program's definitions of these are made
-            reachable from the checks (functions by remote call, stdlib modules by import,
-            plain values by copy), except builtins and what ``check_prelude`` defines, which
-            always stay the trusted ones (the entry point is always the program's).
+        names: identifiers the checks (and the setup code) use. Those the program binds to
+            functions or classes are reachable from the checks by remote call, except
+            builtins and what ``check_prelude`` or ``setup_code`` defines, which always stay
+            the trusted ones (the entry point is always the program's); standard-library
+            module names are the supervisor's own imports; nothing else of the program is.
         check_prelude: trusted source (e.g. a HumanEval prompt with helpers such as ``poly``)
             run in the supervisor before the checks, never in the program's process.
         env: extra environment variables for the program (the environment is otherwise empty).
