@@ -5,7 +5,7 @@ answers, in process and through the verifier worker pool."""
 import pytest
 
 from rlvr.rewards.config import RewardConfig
-from rlvr.rewards.gym import extract_gym_answer, looks_like_code
+from rlvr.rewards.gym import extract_gym_answer
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
 from rlvr.rewards.types import Status
 
@@ -22,13 +22,6 @@ from rlvr.rewards.types import Status
 def test_extraction_reads_answer_tags_then_a_hash_line(completion, status, answer, method):
     found = extract_gym_answer(completion)
     assert (found.status, found.answer, found.method) == (status, answer, method)
-
-
-def test_code_like_answers_are_recognised_and_prose_is_not():
-    assert looks_like_code("__import__('os').system('x')")
-    assert looks_like_code("os.system ('ls')") and looks_like_code("eval('1')")
-    assert not looks_like_code("25 * 4 - (7 + 3) / 2")
-    assert not looks_like_code("Alice is a knight. Bob is a knave, the door is open.")
 
 
 rg = pytest.importorskip("reasoning_gym")
