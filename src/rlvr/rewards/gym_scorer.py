@@ -4,7 +4,8 @@ sandbox program, followed by one line that calls :func:`main` with the batch).
 
 Importing this module runs nothing. :func:`main` imports only the dataset's own module of
 reasoning-gym (its parent packages are stand-ins with the right ``__path__``, so the
-package's ``__init__`` files, which import all 106 datasets and matplotlib, never run), builds
+package's ``__init__`` files, which import all 106 datasets and matplotlib, never run; the
+few modules that need them get the whole package), builds
 the dataset once, and scores every answer of the batch in a fresh child process of its own:
 
 - the child's stdin, stdout and stderr are ``/dev/null`` and every other descriptor but its
@@ -13,7 +14,7 @@ the dataset once, and scores every answer of the batch in a fresh child process 
 - an audit hook (PEP 578) ends it the moment the evaluated text does something no scorer
   does: run a command, fork, signal, open a socket, write / create / remove a file, read a
   file outside the interpreter's and the packages' directories, load native code, walk
-  frames or the garbage collector, change a class, or import a module that serves such things.
+  frames or the garbage collector, or import a module that serves such things.
   The answer then scores 0 (``trip``); the hook is a tripwire for the reward, the sandbox
   around it is the boundary that protects the host;
 - it reports ``<nonce> ok <score>`` on its pipe; the nonce is a local of the parent's and the
@@ -40,8 +41,7 @@ _DENY_EXACT = frozenset({
     "sys._getframe", "sys._current_frames", "sys._current_exceptions", "sys.settrace",
     "sys.setprofile", "sys.addaudithook", "sys.unraisablehook", "sys.excepthook",
     "builtins.input", "builtins.breakpoint", "code.__new__", "function.__new__",
-    "object.__getattr__", "object.__setattr__", "object.__delattr__", "marshal.loads",
-    "marshal.load", "pickle.find_class", "resource.setrlimit", "resource.prlimit",
+    "pickle.find_class", "resource.setrlimit", "resource.prlimit",
     "os.chdir", "os.fchdir", "os.putenv", "os.unsetenv", "setopencodehook",
     "cpython.PyInterpreterState_Clear", "cpython.run_command", "cpython.run_file",
 })
@@ -92,6 +92,11 @@ def _guard(read_roots, pipe_fd):
             if not any(real == root or real.startswith(root + os.sep) for root in read_roots):
                 trip("open")
             return
+        if event == "object.__getattr__":  # sympy reads __code__; frames are what is denied
+            name = str(args[1]) if len(args) > 1 else ""
+            if name.startswith("f_") or name.endswith("_frame"):
+                trip("frame access")
+            return
         if event in deny_exact or event.startswith(deny_prefix):
             trip(event)
 
@@ -100,7 +105,7 @@ def _guard(read_roots, pipe_fd):
 
 def _guard_wrote(text):
     """Whether ``text`` is an event name :func:`_guard` reports."""
-    if text == "open" or text in _DENY_EXACT:
+    if text in ("open", "frame access") or text in _DENY_EXACT:
         return True
     if text.startswith("import "):
         module = text[len("import "):]
@@ -214,7 +219,13 @@ def main(batch):
     site_dirs = list(batch["site_dirs"])
     sys.path[:0] = site_dirs
     _stand_in_packages(batch["module"], site_dirs)
-    importlib.import_module(batch["module"])
+    try:
+        importlib.import_module(batch["module"])
+    except ImportError:  # a module that needs its packages' __init__ (e.g. a circular import)
+        for name in [m for m in sys.modules if m.partition(".")[0] == "reasoning_gym"]:
+            del sys.modules[name]
+        importlib.import_module("reasoning_gym")
+        importlib.import_module(batch["module"])
     factory = importlib.import_module("reasoning_gym.factory")
     dataset = factory.create_dataset(batch["dataset"], **batch["config"], seed=0, size=1)
     limits = dict(batch["limits"])
