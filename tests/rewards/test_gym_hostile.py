@@ -85,7 +85,7 @@ def test_each_delivery_reaches_the_scorers_evaluation_in_process(tmp_path):
 POISON = ("(exec)('import rlvr.rewards.registry as r\\n"
           "from rlvr.rewards.types import Verdict, Status\\n"
           "def f(*a, **k):\\n return Verdict(Status.correct, score=1.0)\\n"
-          "r.VERIFIERS[\"math\"] = f\\nr.VERIFIERS[\"reasoning_gym\"] = f')")
+          "r.VERIFIERS[\"math\"] = f\\nr.VERIFIERS[\"reasoning_gym\"] = f', {})")
 
 
 def test_the_poisoning_answer_poisons_a_process_that_evaluates_it():
@@ -94,6 +94,7 @@ def test_the_poisoning_answer_poisons_a_process_that_evaluates_it():
     script = textwrap.dedent(f"""
         import reasoning_gym as rg
         from rlvr.rewards.registry import get_verifier
+        assert str(get_verifier("math")("#### 4", "5").status) == "wrong"  # as in a worker
         ds = rg.create_dataset("n_queens", seed=3, size=1)
         ds.score_answer({POISON!r}, ds[0])
         print(get_verifier("math")("#### 4", "5").status)
@@ -125,22 +126,28 @@ def listener():
     server.close()
 
 
+def _exec(source: str) -> str:
+    """An expression that runs ``source`` (double quotes only), spelled the way an answer
+    would spell it: no dunder, no ``name.attr(`` call outside the string."""
+    return f"(exec)({source!r}, {{}})"
+
+
 def _hostile(tmp_path: Path, port: int, secret_name: str, marker: str) -> dict[str, str]:
     files = {k: str(tmp_path / k) for k in ("open", "pathlib", "shell", "popen", "leak")}
     return {
         "file write": f"(open)({files['open']!r}, 'w').write('pwned')",
         "file write (pathlib)":
             f"__import__('pathlib').Path({files['pathlib']!r}).write_text('pwned')",
-        "shell command": f"__import__('os').system('touch {files['shell']}')",
+        "shell command": _exec(f'import os as o\n(o).system("touch {files["shell"]}")'),
         "subprocess": f"__import__('subprocess').run(['touch', {files['popen']!r}])",
-        "secret to a file": f"(open)({files['leak']!r}, 'w').write("
-                            f"__import__('os').environ.get({secret_name!r}, 'none'))",
-        "secret in an error": f"(exec)('raise ValueError(__import__(\"os\").environ.get("
-                              f"\"{secret_name}\", \"none\"))')",
-        "socket": f"__import__('socket').create_connection(('127.0.0.1', {port}), 5)",
+        "secret to a file": _exec(f'import os as o\n(open)("{files["leak"]}", "w")'
+                                  f'.write((o).environ.get("{secret_name}", "none"))'),
+        "secret in an error": _exec(f'import os as o\nraise ValueError((o).environ.get('
+                                    f'"{secret_name}", "none"))'),
+        "socket": _exec(f'import socket as s\n(s).create_connection(("127.0.0.1", {port}), 5)'),
         "memory": "len(b'x' * (1500 << 20))",
-        "orphan": f"__import__('subprocess').Popen(['/bin/sh', '-c', 'sleep 120; : {marker}'],"
-                  f" start_new_session=True)",
+        "orphan": _exec(f'import subprocess as p\n(p).Popen(["/bin/sh", "-c", '
+                        f'"sleep 120; : {marker}"], start_new_session=True)'),
         "orphan (fork)": f"__import__('os').fork() or __import__('os').system("
                          f"'sleep 120; : {marker}')",
         "registry poison": POISON,
@@ -175,12 +182,6 @@ def test_hostile_answers_leave_the_host_and_later_rewards_alone(tmp_path, listen
             + [ScoreRequest("no answer here", r.reference, "reasoning_gym") for r, _ in honest]
             + [ScoreRequest(completion("0"), r.reference, "reasoning_gym") for r, _ in honest]
             + [r for r, _ in honest])
-    hostile, honest_now = results[:len(requests)], results[len(requests):]
-    for result, request in zip(hostile, requests):
-        assert result.status in (Status.wrong, Status.error, Status.timeout), request
-        assert result.components["outcome"] == 0.0 and result.reward <= 0.1, result
-        shown = json.dumps([result.detail, result.extracted, result.method])
-        assert secret not in shown
     assert sorted(os.listdir(tmp_path)) == []  # no file, no leaked secret
     with pytest.raises(BlockingIOError):
         listener.accept()
@@ -188,6 +189,7 @@ def test_hostile_answers_leave_the_host_and_later_rewards_alone(tmp_path, listen
     # the 1.5 GB never existed: no process of the runs (all reaped, so counted) got near it
     if peak_before < (1 << 20):
         assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < (1 << 20)
+    hostile, honest_now = results[:len(requests)], results[len(requests):]
     n = len(honest)
     assert [r.status for r in later[:2]] == [Status.wrong, Status.correct]
     assert all(r.status is Status.unparsed for r in later[2:2 + n])
@@ -198,3 +200,10 @@ def test_hostile_answers_leave_the_host_and_later_rewards_alone(tmp_path, listen
         entry = request.reference["entry"]
         ds = rg.create_dataset(request.reference["dataset"], seed=3, size=1)
         assert result.components["outcome"] == pytest.approx(ds.score_answer("0", entry))
+    for result, request in zip(hostile, requests):
+        assert result.status in (Status.wrong, Status.error, Status.timeout), request
+        # 0, or what the scorer gives any unusable answer (countdown: 0.01) where the payload
+        # only raised in the sandbox (its environment holds no secret)
+        assert result.components["outcome"] <= 0.01 and result.reward <= 0.11, result
+        shown = json.dumps([result.detail, result.extracted, result.method])
+        assert secret not in shown
