@@ -96,3 +96,28 @@ def test_the_worker_pool_gives_the_same_scores_within_its_time_bound(tasks):
     assert [r.components for r in there] == [r.components for r in here]
     assert [r.status for r in there] == [r.status for r in here]
     assert all(r.status is not Status.timeout for r in there)
+
+
+def test_a_batch_run_that_fails_as_a_whole_is_scored_answer_by_answer(tasks, monkeypatch):
+    from dataclasses import replace
+
+    from rlvr.rewards import gym_sandbox
+
+    countdown = [t for t in tasks if t.category == "countdown"][:3]
+    real_build = gym_sandbox.build_job
+    sizes = []
+
+    def broken_batches(dataset, config, items):
+        sizes.append(len(items))
+        job = real_build(dataset, config, items)
+        return replace(job, program="raise SystemExit(3)") if len(items) > 1 else job
+
+    monkeypatch.setattr(gym_sandbox, "build_job", broken_batches)
+    items = [(t.reference["entry"]["answer"], t.reference["entry"]) for t in countdown]
+    items.append(("12", countdown[0].reference["entry"]))
+    scored = gym_sandbox.score_untrusted([("countdown", countdown[0].reference["config"],
+                                           items)])[0]
+    ds = rg.create_dataset("countdown", **countdown[0].reference["config"])
+    assert sizes == [4, 1, 1, 1, 1]  # the batch, then each answer on its own
+    assert [s.kind for s in scored] == ["ok"] * 4
+    assert [s.value for s in scored] == [ds.score_answer(a, e) for a, e in items]

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-MAX_BATCH = 32  # answers per sandbox run
+MAX_BATCH = 64  # answers per sandbox run (one interpreter start and import for all)
 ANSWER_CPU_S = 5  # RLIMIT_CPU of one answer's scoring process, CPU seconds
 ANSWER_WALL_S = 30.0  # wall-clock bound of one answer's scoring process, seconds
 ANSWER_MEMORY_BYTES = 256 << 20  # address space one answer may add to the scorer's
