@@ -50,16 +50,19 @@ def _candidates(task):
 
 def test_outcome_equals_score_answer_on_the_original_entries(tasks):
     pipeline = RewardPipeline(RewardConfig(workers=0))
+    cases = [(task, completion, answer) for task in tasks
+             for completion, answer in _candidates(task)]
+    # one batch: countdown's answers go to the sandbox together
+    results = pipeline.score_batch([ScoreRequest(c, t.reference, "reasoning_gym")
+                                    for t, c, _ in cases])
     seen = set()
-    for task in tasks:
+    for (task, completion, answer), result in zip(cases, results):
         entry = rebuild_entry(task.metadata)  # the item as reasoning-gym made it, no JSON
         ds = rg.create_dataset(task.metadata["dataset"], **task.metadata["config"])
-        for completion, answer in _candidates(task):
-            result = pipeline.score(completion, task.reference, "reasoning_gym")
-            expected = ds.score_answer(answer, entry)
-            assert result.components["outcome"] == pytest.approx(expected), (completion, task.id)
-            assert result.status == (Status.correct if expected >= 1 else Status.wrong)
-            seen.add((task.category, expected >= 1, 0 < expected < 1))
+        expected = ds.score_answer(answer, entry)
+        assert result.components["outcome"] == pytest.approx(expected), (completion, task.id)
+        assert result.status == (Status.correct if expected >= 1 else Status.wrong)
+        seen.add((task.category, expected >= 1, 0 < expected < 1))
     # right and wrong answers on every dataset, and partial credit (countdown 0.05 / 0.01)
     assert {(c, True) for c in ("countdown", "knights_knaves", "basic_arithmetic")} <= \
         {(c, ok) for c, ok, _ in seen}
