@@ -124,3 +124,14 @@ def test_a_batch_run_that_fails_as_a_whole_is_scored_answer_by_answer(tasks, mon
     assert sizes == [4, 1, 1, 1, 1]  # the batch, then each answer on its own
     assert [s.kind for s in scored] == ["ok"] * 4
     assert [s.value for s in scored] == [ds.score_answer(a, e) for a, e in items]
+
+
+def test_a_bad_reference_fails_its_own_item_and_not_its_batch(tasks):
+    countdown = next(t for t in tasks if t.category == "countdown")
+    unknown = {**countdown.reference, "dataset": "no_such_dataset"}
+    bad_option = {**countdown.reference, "config": {"min_numbers": "three"}}
+    with RewardPipeline(RewardConfig(workers=0)) as pipeline:
+        results = pipeline.score_batch([ScoreRequest(countdown.solution, ref, "reasoning_gym")
+                                        for ref in (unknown, countdown.reference, bad_option)])
+    assert [r.status for r in results] == [Status.error, Status.correct, Status.error]
+    assert "no_such_dataset" in results[0].detail

@@ -195,6 +195,14 @@ def verify_gym_batch(items: list[tuple[str, Any, dict]], *, in_process: bool = F
                 out[i] = _scored(name, found, score, options)
         else:
             key = (name, json.dumps(config, sort_keys=True))
+            try:  # an unknown dataset or bad options fail this item, not its batch
+                _dataset(*key)
+            except ImportError:
+                raise
+            except Exception as exc:  # reasoning-gym's ValueError, TypeError, AssertionError
+                out[i] = Verdict(Status.error, method=found.method,
+                                 detail=f"{type(exc).__name__}: {exc}"[:500])
+                continue
             groups.setdefault(key, []).append((i, found, entry))
     if groups:
         keys = list(groups)
@@ -232,6 +240,10 @@ def _sandbox_verdict(name: str, found: Extraction, outcome, options: dict) -> Ve
     if kind == "timeout":
         return Verdict(Status.timeout, extracted=shown, method=method,
                        detail=f"{name}: scoring exceeded its CPU or wall-time limit")
+    if kind == "error" and value in ("SystemExit", "KeyboardInterrupt", "GeneratorExit"):
+        # raised by code the answer ran (no scorer raises these): its doing, like a trip
+        return Verdict(Status.wrong, extracted=shown, method=method, score=0.0,
+                       detail=f"{name}: the answer made the scorer raise {value}")
     if kind == "error":
         return Verdict(Status.error, extracted=shown, method=method,
                        detail=f"{name}: score_answer raised {value}")
