@@ -187,8 +187,9 @@ def build_job(dataset: str, config: dict, items: Sequence[tuple[str, dict]]):
         ValueError: more than :data:`MAX_BATCH` items, or an unknown dataset.
         ImportError: reasoning-gym is not installed.
     """
-    from rlvr.sandbox import SandboxJob
     from reasoning_gym.factory import DATASETS
+
+    from rlvr.sandbox import SandboxJob
 
     if len(items) > MAX_BATCH:
         raise ValueError(f"at most {MAX_BATCH} answers per sandbox run, got {len(items)}")
