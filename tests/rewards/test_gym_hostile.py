@@ -207,3 +207,19 @@ def test_hostile_answers_leave_the_host_and_later_rewards_alone(tmp_path, listen
         assert result.components["outcome"] <= 0.01 and result.reward <= 0.11, result
         shown = json.dumps([result.detail, result.extracted, result.method])
         assert secret not in shown
+
+
+def test_an_answer_that_closes_its_pipe_and_lingers_is_a_timeout(monkeypatch):
+    from rlvr.rewards import gym_sandbox
+
+    monkeypatch.setattr(gym_sandbox, "ANSWER_WALL_S", 3.0)
+    answer, entry = deliver("n_queens", _exec("import os as o\nimport time as t\n"
+                                              "(o).closerange(0, 1000)\n(t).sleep(3600)"))
+    honest = _entry("n_queens")
+    with RewardPipeline(RewardConfig(workers=0)) as pipeline:
+        lingering, after = pipeline.score_batch(
+            [ScoreRequest(completion(answer), reference("n_queens", entry), "reasoning_gym"),
+             ScoreRequest(completion(honest["answer"]), reference("n_queens", honest),
+                          "reasoning_gym")])
+    assert lingering.status is Status.timeout and lingering.reward == 0.0
+    assert after.status is Status.correct

@@ -175,6 +175,18 @@ def _read_until(fd, deadline):
             data = (data + chunk)[:4096]
 
 
+def _reap(pid, deadline):
+    """``(wait status, killed)`` of child ``pid``, SIGKILLed if alive at ``deadline``."""
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status, False
+        if time.monotonic() >= deadline:
+            os.kill(pid, signal.SIGKILL)
+            return os.waitpid(pid, 0)[1], True
+        time.sleep(0.002)
+
+
 def score_one(dataset, answer, entry, limits):
     """``[kind, value]`` for one answer, scored in a child process (module docs)."""
     nonce = os.urandom(16).hex()
@@ -184,13 +196,13 @@ def score_one(dataset, answer, entry, limits):
         os.close(read_fd)
         _child(dataset, answer, entry, write_fd, nonce, limits)
     os.close(write_fd)
+    deadline = time.monotonic() + float(limits["wall_s"])
     try:
-        data = _read_until(read_fd, time.monotonic() + float(limits["wall_s"]))
+        data = _read_until(read_fd, deadline)
     finally:
         os.close(read_fd)
-    if data is None:
-        os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
+    # the child may close its pipe and linger: it is killed at the same deadline
+    status, killed = _reap(pid, deadline if data is not None else 0.0)
     if data is None:
         return ["timeout", None]
     text = data.decode("ascii", "replace")
@@ -203,7 +215,8 @@ def score_one(dataset, answer, entry, limits):
             return ["memory", None]
         if kind == "error":
             return ["error", value[:60]]
-    if os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL):
+    if killed or (os.WIFSIGNALED(status) and
+                  os.WTERMSIG(status) in (signal.SIGXCPU, signal.SIGKILL)):
         return ["timeout", None]
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == TRIP_EXIT:
         # the event name is the guard's, but the child could have written anything there:
