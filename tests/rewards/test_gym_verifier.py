@@ -5,7 +5,7 @@ answers, in process and through the verifier worker pool."""
 import pytest
 
 from rlvr.rewards.config import RewardConfig
-from rlvr.rewards.gym import extract_gym_answer, looks_like_code
+from rlvr.rewards.gym import extract_gym_answer
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
 from rlvr.rewards.types import Status
 
@@ -22,13 +22,6 @@ from rlvr.rewards.types import Status
 def test_extraction_reads_answer_tags_then_a_hash_line(completion, status, answer, method):
     found = extract_gym_answer(completion)
     assert (found.status, found.answer, found.method) == (status, answer, method)
-
-
-def test_code_like_answers_are_recognised_and_prose_is_not():
-    assert looks_like_code("__import__('os').system('x')")
-    assert looks_like_code("os.system ('ls')") and looks_like_code("eval('1')")
-    assert not looks_like_code("25 * 4 - (7 + 3) / 2")
-    assert not looks_like_code("Alice is a knight. Bob is a knave, the door is open.")
 
 
 rg = pytest.importorskip("reasoning_gym")
@@ -57,16 +50,19 @@ def _candidates(task):
 
 def test_outcome_equals_score_answer_on_the_original_entries(tasks):
     pipeline = RewardPipeline(RewardConfig(workers=0))
+    cases = [(task, completion, answer) for task in tasks
+             for completion, answer in _candidates(task)]
+    # one batch: countdown's answers go to the sandbox together
+    results = pipeline.score_batch([ScoreRequest(c, t.reference, "reasoning_gym")
+                                    for t, c, _ in cases])
     seen = set()
-    for task in tasks:
+    for (task, completion, answer), result in zip(cases, results):
         entry = rebuild_entry(task.metadata)  # the item as reasoning-gym made it, no JSON
         ds = rg.create_dataset(task.metadata["dataset"], **task.metadata["config"])
-        for completion, answer in _candidates(task):
-            result = pipeline.score(completion, task.reference, "reasoning_gym")
-            expected = ds.score_answer(answer, entry)
-            assert result.components["outcome"] == pytest.approx(expected), (completion, task.id)
-            assert result.status == (Status.correct if expected >= 1 else Status.wrong)
-            seen.add((task.category, expected >= 1, 0 < expected < 1))
+        expected = ds.score_answer(answer, entry)
+        assert result.components["outcome"] == pytest.approx(expected), (completion, task.id)
+        assert result.status == (Status.correct if expected >= 1 else Status.wrong)
+        seen.add((task.category, expected >= 1, 0 < expected < 1))
     # right and wrong answers on every dataset, and partial credit (countdown 0.05 / 0.01)
     assert {(c, True) for c in ("countdown", "knights_knaves", "basic_arithmetic")} <= \
         {(c, ok) for c, ok, _ in seen}
@@ -103,3 +99,39 @@ def test_the_worker_pool_gives_the_same_scores_within_its_time_bound(tasks):
     assert [r.components for r in there] == [r.components for r in here]
     assert [r.status for r in there] == [r.status for r in here]
     assert all(r.status is not Status.timeout for r in there)
+
+
+def test_a_batch_run_that_fails_as_a_whole_is_scored_answer_by_answer(tasks, monkeypatch):
+    from dataclasses import replace
+
+    from rlvr.rewards import gym_sandbox
+
+    countdown = [t for t in tasks if t.category == "countdown"][:3]
+    real_build = gym_sandbox.build_job
+    sizes = []
+
+    def broken_batches(dataset, config, items):
+        sizes.append(len(items))
+        job = real_build(dataset, config, items)
+        return replace(job, program="raise SystemExit(3)") if len(items) > 1 else job
+
+    monkeypatch.setattr(gym_sandbox, "build_job", broken_batches)
+    items = [(t.reference["entry"]["answer"], t.reference["entry"]) for t in countdown]
+    items.append(("12", countdown[0].reference["entry"]))
+    scored = gym_sandbox.score_untrusted([("countdown", countdown[0].reference["config"],
+                                           items)])[0]
+    ds = rg.create_dataset("countdown", **countdown[0].reference["config"])
+    assert sizes == [4, 1, 1, 1, 1]  # the batch, then each answer on its own
+    assert [s.kind for s in scored] == ["ok"] * 4
+    assert [s.value for s in scored] == [ds.score_answer(a, e) for a, e in items]
+
+
+def test_a_bad_reference_fails_its_own_item_and_not_its_batch(tasks):
+    countdown = next(t for t in tasks if t.category == "countdown")
+    unknown = {**countdown.reference, "dataset": "no_such_dataset"}
+    bad_option = {**countdown.reference, "config": {"min_numbers": "three"}}
+    with RewardPipeline(RewardConfig(workers=0)) as pipeline:
+        results = pipeline.score_batch([ScoreRequest(countdown.solution, ref, "reasoning_gym")
+                                        for ref in (unknown, countdown.reference, bad_option)])
+    assert [r.status for r in results] == [Status.error, Status.correct, Status.error]
+    assert "no_such_dataset" in results[0].detail

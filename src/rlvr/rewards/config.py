@@ -88,8 +88,9 @@ class RewardConfig(ConfigModel):
         default_factory=lambda: {"code": 75.0},
         description="Task type -> verifier wall-time bound in seconds, overriding `timeout_s`. "
         "Task types whose verifier registers its own bound keep it unless listed here: "
-        "`reasoning_gym` 20 s and `verifiers` 60 s (a worker's first call imports the library, "
-        "1-3 s / ~6 s, and loads the environment).",
+        "`reasoning_gym` 60 s and `verifiers` 60 s (a worker's first call imports the library, "
+        "1-7 s / ~6 s, and loads the environment; a reasoning-gym call outside the reward "
+        "pipeline's batches may also start a sandbox).",
     )
     workers: int = Field(
         1,

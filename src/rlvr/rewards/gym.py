@@ -19,12 +19,18 @@ never passed to ``score_answer``: reasoning-gym's own loop would score ``None``,
 datasets give 0.01 for). ``reasoning_gym`` is an optional dependency (``pip install
 'rlvr[gym]'``), imported on the first call.
 
-Safety: some scorers evaluate the answer as Python (countdown, puzzle24, basic_arithmetic
-... call sympy's ``parse_expr``, which runs ``eval``: measured, countdown's scorer runs
-``__import__('os').system(...)``, and ``9**9**9`` hangs it). The worker's time bound stops
-the hang; answers that look like code (:func:`looks_like_code`: dunders, calls of
-``eval`` / ``exec`` / ``open`` ..., attribute calls such as ``os.system(``) are scored
-``unparsed`` without reaching the scorer. That is a guard, not a sandbox.
+Safety: reasoning-gym's scorers are third-party code whose input is the model's answer, and
+some evaluate it as Python (countdown and puzzle24 through sympy's ``parse_expr``, n_queens
+and spiral_matrix through ``eval`` ...; the list and how it was found are in
+:mod:`rlvr.rewards.gym_sandbox`). So an answer is scored in the verifier process only for the
+datasets whose scorer rlvr has proven pure (:func:`rlvr.rewards.gym_sandbox.pure_scorer`, a
+short allow-list pinned to the scorer's source); every other dataset's answers are scored in
+the sandbox (:mod:`rlvr.sandbox`: no network, no writable host path, an empty environment,
+memory and CPU limits), a fresh process per answer, batched per dataset by
+:func:`verify_gym_batch`, which the reward pipeline calls before its worker pool. An answer
+that makes the scorer run commands, open files or sockets, fork or walk frames is stopped
+there and scores 0 (``detail`` names what it tried). Nothing an answer does reaches the
+verifier worker, so it cannot change how later completions are scored.
 """
 
 from __future__ import annotations
@@ -87,20 +93,6 @@ def extract_gym_answer(completion: str) -> Extraction:
     return Extraction(Status.unparsed)
 
 
-_CODE = re.compile(
-    r"__|\b(?:eval|exec|compile|open|getattr|setattr|delattr|globals|locals|vars|input|"
-    r"breakpoint|help|exit|quit|print)\s*\(|\blambda\b[^:]*:"
-    r"|[A-Za-z_]\w*\s*\.\s*[A-Za-z_]\w*\s*\(")
-
-
-def looks_like_code(answer: str) -> bool:
-    """Whether ``answer`` holds Python that an ``eval``-based scorer would run: a dunder
-    (``__import__``), a call of a dangerous builtin (``eval(``, ``exec(``, ``open(``,
-    ``getattr(`` ...), a ``lambda``, or an attribute call (``os.system(``). Prose using
-    those words without a call ("the door is open") passes."""
-    return _CODE.search(answer) is not None
-
-
 @lru_cache(maxsize=64)
 def _dataset(name: str, config_json: str):
     # One instance per (dataset, options) and process: scoring needs the dataset object
@@ -137,7 +129,10 @@ def verify_gym(completion: str, reference: dict, *, partial_credit: bool = True,
 
     The answer is found by :func:`extract_gym_answer`; none (or several that disagree) ->
     ``unparsed`` / ``multiple_answers``, score 0. Otherwise ``s = score_answer(answer,
-    entry)``: ``correct`` iff ``s >= 1``, else ``wrong``.
+    entry)``, in this process for a pure scorer, else in the sandbox (module docs):
+    ``correct`` iff ``s >= 1``, else ``wrong``. An answer stopped in the sandbox for what it
+    tried to run, or for its memory, scores 0 (``wrong``); one that outlives its CPU or wall
+    limit is a ``timeout``; a scorer that raises, or a sandbox that fails, is an ``error``.
 
     Args:
         completion: the model's whole output.
@@ -154,18 +149,103 @@ def verify_gym(completion: str, reference: dict, *, partial_credit: bool = True,
         ValueError: a malformed reference. ImportError: reasoning-gym missing. The pipeline
             reports either as status ``error``.
     """
-    name, config, entry = _reference_parts(reference)
-    found = extract_gym_answer(completion)
-    if not found.found:
-        why = "answers disagree" if found.status is Status.multiple_answers else "no answer"
-        return Verdict(found.status, method=found.method,
-                       detail=f"{name}: {why} (<answer>...</answer> or '#### ...')")
-    if looks_like_code(found.answer):
-        return Verdict(Status.unparsed, extracted=found.answer[:200], method=found.method,
-                       detail=f"{name}: the answer looks like code; not passed to score_answer")
-    score = float(score_entry(name, config, found.answer, entry))
+    verdict = verify_gym_batch([(completion, reference, {"partial_credit": partial_credit})],
+                               in_process=True)[0]
+    assert verdict is not None  # in_process: every item gets its verdict
+    return verdict
+
+
+def verify_gym_batch(items: list[tuple[str, Any, dict]], *, in_process: bool = False
+                     ) -> list[Verdict | None]:
+    """:func:`verify_gym` for many ``(completion, reference, options)`` items at once: the
+    answers of untrusted datasets go to the sandbox in batches of one dataset and options
+    (:func:`rlvr.rewards.gym_sandbox.score_untrusted`).
+
+    Args:
+        items: what :func:`verify_gym` takes, as tuples.
+        in_process: also score the answers of pure datasets here; ``False`` (the reward
+            pipeline's batch hook) leaves them ``None``, for the verifier pool to score with
+            its time bound.
+
+    Returns:
+        One :class:`Verdict` (or ``None``, see ``in_process``) per item. A malformed
+        reference is an ``error`` verdict of that item.
+
+    Raises:
+        ImportError: reasoning-gym is missing.
+    """
+    from rlvr.rewards import gym_sandbox
+
+    out: list[Verdict | None] = [None] * len(items)
+    groups: dict[tuple[str, str], list[tuple[int, str, dict]]] = {}
+    for i, (completion, reference, options) in enumerate(items):
+        try:
+            name, config, entry = _reference_parts(reference)
+        except ValueError as exc:
+            out[i] = Verdict(Status.error, detail=f"ValueError: {exc}")
+            continue
+        found = extract_gym_answer(completion)
+        if not found.found:
+            why = "answers disagree" if found.status is Status.multiple_answers else "no answer"
+            out[i] = Verdict(found.status, method=found.method,
+                             detail=f"{name}: {why} (<answer>...</answer> or '#### ...')")
+        elif gym_sandbox.pure_scorer(name):
+            if in_process:
+                score = float(score_entry(name, config, found.answer, entry))
+                out[i] = _scored(name, found, score, options)
+        else:
+            key = (name, json.dumps(config, sort_keys=True))
+            try:  # an unknown dataset or bad options fail this item, not its batch
+                _dataset(*key)
+            except ImportError:
+                raise
+            except Exception as exc:  # reasoning-gym's ValueError, TypeError, AssertionError
+                out[i] = Verdict(Status.error, method=found.method,
+                                 detail=f"{type(exc).__name__}: {exc}"[:500])
+                continue
+            groups.setdefault(key, []).append((i, found, entry))
+    if groups:
+        keys = list(groups)
+        results = gym_sandbox.score_untrusted(
+            [(name, json.loads(cfg), [(f.answer, e) for _, f, e in groups[(name, cfg)]])
+             for name, cfg in keys])
+        for key, scored in zip(keys, results):
+            for (i, found, _), outcome in zip(groups[key], scored):
+                out[i] = _sandbox_verdict(key[0], found, outcome, items[i][2])
+    return out
+
+
+def _shown(answer: str) -> str:
+    return answer if len(answer) <= 200 else answer[:200] + "..."
+
+
+def _scored(name: str, found: Extraction, score: float, options: dict) -> Verdict:
     status = Status.correct if score >= 1.0 else Status.wrong
-    shown = found.answer if len(found.answer) <= 200 else found.answer[:200] + "..."
-    outcome = score if partial_credit and math.isfinite(score) else None
-    return Verdict(status, extracted=shown, method=found.method,
+    outcome = score if options.get("partial_credit", True) and math.isfinite(score) else None
+    return Verdict(status, extracted=_shown(found.answer), method=found.method,
                    detail=f"{name}: score_answer = {score:g}", score=outcome)
+
+
+def _sandbox_verdict(name: str, found: Extraction, outcome, options: dict) -> Verdict:
+    shown, method = _shown(found.answer), found.method
+    kind, value = outcome.kind, outcome.value
+    if kind == "ok":
+        return _scored(name, found, value, options)
+    if kind in ("trip", "memory", "crash"):
+        why = {"trip": f"the answer made the scorer run code it may not ({value}); stopped",
+               "memory": "the answer's scoring exceeded its memory limit",
+               "crash": "the scoring process ended without a score"}[kind]
+        return Verdict(Status.wrong, extracted=shown, method=method, detail=f"{name}: {why}",
+                       score=0.0)
+    if kind == "timeout":
+        return Verdict(Status.timeout, extracted=shown, method=method,
+                       detail=f"{name}: scoring exceeded its CPU or wall-time limit")
+    if kind == "error" and value in ("SystemExit", "KeyboardInterrupt", "GeneratorExit"):
+        # raised by code the answer ran (no scorer raises these): its doing, like a trip
+        return Verdict(Status.wrong, extracted=shown, method=method, score=0.0,
+                       detail=f"{name}: the answer made the scorer raise {value}")
+    if kind == "error":
+        return Verdict(Status.error, extracted=shown, method=method,
+                       detail=f"{name}: score_answer raised {value}")
+    return Verdict(Status.error, extracted=shown, method=method,
+                   detail=f"{name}: the scorer's sandbox failed ({value})")

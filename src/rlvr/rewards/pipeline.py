@@ -10,13 +10,15 @@ Usage::
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from rlvr.rewards.config import RewardConfig
-from rlvr.rewards.pool import VerifierPool, VerifyJob, run_verifier
+from rlvr.rewards.pool import VerifierPool, VerifyJob, checked_verdict, run_verifier
 from rlvr.rewards.process import process_score
 from rlvr.rewards.registry import (
+    BATCH_VERIFIERS,
     DEFAULT_FORMAT_RULE,
     get_aggregator,
     get_format_rule,
@@ -45,9 +47,11 @@ class RewardPipeline:
     A verifier ``error`` or ``timeout`` gets reward 0.0 (its components are still logged).
 
     Verifier calls run in a :class:`VerifierPool` (``config.workers`` processes) so each is
-    bounded by ``config.timeout_for(task_type)`` seconds; format rules are cheap, bounded regexes
-    and run in the calling process. Deterministic: the same request always gets the same result
-    (R8), apart from ``seconds``.
+    bounded by ``config.timeout_for(task_type)`` seconds, except what a verifier's batch form
+    (``registry.register_batch_verifier``) scores first, in the calling process, with its
+    own bound (reasoning-gym's untrusted scorers: batched sandbox runs); format rules are
+    cheap, bounded regexes and run in the calling process. Deterministic: the same request
+    always gets the same result (R8), apart from ``seconds``.
 
     Args:
         config: the reward configuration; defaults to :class:`RewardConfig()`.
@@ -81,15 +85,25 @@ class RewardPipeline:
         for request in requests:
             get_verifier(self._verifier_name(request.task_type))  # fail fast, naming known ones
         jobs = [self._job(r) for r in requests]
+        outcomes: list[tuple[Verdict, float] | None] = self._batched(jobs)
+        done = sum(o is not None for o in outcomes)
+        if on_result and done:
+            on_result(done)
+        rest = [i for i, o in enumerate(outcomes) if o is None]
+
+        def progress(n: int) -> None:
+            if on_result:
+                on_result(done + n)
+
         if self.config.workers == 0:
-            outcomes = []
-            for n, job in enumerate(jobs, 1):
-                outcomes.append(run_verifier(job))
-                if on_result:
-                    on_result(n)
-        else:
-            outcomes = self.pool.verify_many(jobs, on_result)
-        return [self._result(r, v, s) for r, (v, s) in zip(requests, outcomes)]
+            for n, i in enumerate(rest, 1):
+                outcomes[i] = run_verifier(jobs[i])
+                progress(n)
+        elif rest:
+            for i, outcome in zip(rest, self.pool.verify_many([jobs[i] for i in rest],
+                                                              progress)):
+                outcomes[i] = outcome
+        return [self._result(r, v, s) for r, (v, s) in zip(requests, outcomes)]  # type: ignore[misc]
 
     def format_score(self, completion: str, task_type: str) -> float:
         """The format component (R2) in [0, 1] for ``task_type``'s configured rule."""
@@ -124,6 +138,30 @@ class RewardPipeline:
             plugins=tuple(self.config.plugins),
             verifier=self.config.verifiers.get(request.task_type),
         )
+
+    def _batched(self, jobs: list[VerifyJob]) -> list[tuple[Verdict, float] | None]:
+        """The outcomes the batch verifiers (``registry.BATCH_VERIFIERS``) give, by job; None
+        where a job has none or its batch verifier left it to the per-call path. A batch
+        verifier that raises makes each of its jobs an ``error`` (as a verifier would)."""
+        outcomes: list[tuple[Verdict, float] | None] = [None] * len(jobs)
+        by_name: dict[str, list[int]] = {}
+        for i, job in enumerate(jobs):
+            name = job.verifier or job.task_type
+            if name in BATCH_VERIFIERS:
+                by_name.setdefault(name, []).append(i)
+        for name, indices in by_name.items():
+            start = time.perf_counter()
+            try:
+                verdicts = BATCH_VERIFIERS[name]([(jobs[i].completion, jobs[i].reference,
+                                                   jobs[i].options) for i in indices])
+            except Exception as exc:  # as run_verifier: reported, never fatal
+                failed = Verdict(Status.error, detail=f"{type(exc).__name__}: {exc}"[:500])
+                verdicts = [failed] * len(indices)
+            seconds = (time.perf_counter() - start) / max(1, len(indices))
+            for i, verdict in zip(indices, verdicts):
+                if verdict is not None:
+                    outcomes[i] = (checked_verdict(verdict, name), seconds)
+        return outcomes
 
     def _verifier_name(self, task_type: str) -> str:
         return self.config.verifiers.get(task_type, task_type)

@@ -40,6 +40,8 @@ DEFAULT_FORMAT_RULE: dict[str, str] = {}
 DEFAULT_TIMEOUT_S: dict[str, float] = {}
 # task type -> the dataclass of its verifier's keyword options (checked when a config loads)
 VERIFIER_OPTIONS: dict[str, type] = {}
+# verifier name -> its batch form (see register_batch_verifier)
+BATCH_VERIFIERS: dict[str, Callable[[list[tuple[str, Any, dict]]], list]] = {}
 
 
 def _register(table: dict, kind: str, name: str) -> Callable:
@@ -78,6 +80,21 @@ def register_verifier(task_type: str, *, format_rule: str | None = None,
     if timeout_s is not None:
         DEFAULT_TIMEOUT_S[task_type] = timeout_s
     return _register(VERIFIERS, "verifier", task_type)
+
+
+def register_batch_verifier(name: str) -> Callable:
+    """Register ``fn(items) -> list[Verdict | None]`` as the batch form of verifier ``name``.
+
+    The reward pipeline calls it, in its own process, with every ``(completion, reference,
+    options)`` of a batch that ``name`` verifies, before it starts the verifier pool; an item
+    it answers ``None`` for goes to the pool as usual. It is for verifiers that send work
+    elsewhere in batches (reasoning-gym's untrusted scorers go to the sandbox) and must bound
+    its own time.
+
+    Raises:
+        ValueError: if another function is already registered under ``name``.
+    """
+    return _register(BATCH_VERIFIERS, "batch verifier", name)
 
 
 def register_format_rule(name: str) -> Callable:

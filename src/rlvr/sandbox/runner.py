@@ -49,16 +49,20 @@ def _driver_limits(job: SandboxJob, env: tiers.SandboxEnvironment, tier: Tier) -
 
 def _command(job, env, tier, workdir) -> tuple[list[str], dict, str | None]:
     limits_arg = json.dumps(_driver_limits(job, env, tier), separators=(",", ":"))
+    python = job.python or env.python
     if tier is Tier.bwrap:
-        argv = tiers.bwrap_base_args(env, job.limits.tmpfs_bytes)
+        binds = list(job.read_only_paths)
+        if job.python and not os.path.realpath(python).startswith("/usr/"):
+            binds.append(os.path.dirname(os.path.dirname(os.path.realpath(python))))
+        argv = tiers.bwrap_base_args(env, job.limits.tmpfs_bytes, binds)
         for k, v in job.env.items():
             argv += ["--setenv", str(k), str(v)]
-        argv += [env.python, "-I", "-S", "/sandbox/driver.py", limits_arg]
+        argv += [python, "-I", "-S", "/sandbox/driver.py", limits_arg]
         return argv, {}, None
     argv = []
     if env.drop_to_nobody:
         argv = ["setpriv", f"--reuid={tiers.NOBODY}", f"--regid={tiers.NOBODY}", "--clear-groups"]
-    argv += [env.python, "-I", "-S", os.path.join(env.stage_dir, "driver.py"), limits_arg]
+    argv += [python, "-I", "-S", os.path.join(env.stage_dir, "driver.py"), limits_arg]
     penv = {"PATH": "/usr/bin:/bin", "HOME": workdir, "LANG": "C.UTF-8", "TMPDIR": workdir}
     penv.update({str(k): str(v) for k, v in job.env.items()})
     return argv, penv, workdir
@@ -155,12 +159,15 @@ class Launched:
 
 
 def launch_key(job: SandboxJob, tier: Tier | None = None) -> tuple:
-    """What a pre-started sandbox must match to take ``job`` (tier, limits, environment)."""
-    return (tier or tiers.environment().tier, job.limits, tuple(sorted(job.env.items())))
+    """What a pre-started sandbox must match to take ``job`` (tier, limits, environment,
+    interpreter and read-only paths)."""
+    return (tier or tiers.environment().tier, job.limits, tuple(sorted(job.env.items())),
+            job.python, job.read_only_paths)
 
 
 def launch(job: SandboxJob, *, tier: Tier | None = None) -> Launched:
-    """Start a sandbox for jobs like ``job`` (only its limits, env and tier matter).
+    """Start a sandbox for jobs like ``job`` (only its limits, env, interpreter, read-only
+    paths and tier matter).
 
     The sandbox starts its interpreter and then waits for a job on stdin, so it can be started
     ahead of time; it runs exactly one job, never more.

@@ -140,8 +140,11 @@ def _precompile(stage: str) -> None:
             log.debug("not precompiling %s: %s", name, e)
 
 
-def bwrap_base_args(env: SandboxEnvironment, tmpfs_bytes: int) -> list[str]:
-    """The bubblewrap arguments shared by every run (namespaces, mounts, identity)."""
+def bwrap_base_args(env: SandboxEnvironment, tmpfs_bytes: int,
+                    read_only: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The bubblewrap arguments shared by every run (namespaces, mounts, identity), plus a
+    read-only bind of each host directory in ``read_only`` at the same path (its copy of
+    the program then lives in the tmpfs ``/work``, never in the bound directory)."""
     args = [
         env.bwrap or "bwrap",
         "--unshare-all",
@@ -185,6 +188,8 @@ def bwrap_base_args(env: SandboxEnvironment, tmpfs_bytes: int) -> list[str]:
         "--setenv", "PATH", "/usr/bin:/bin",
         "--setenv", "HOME", "/work",
     ]  # fmt: skip
+    for path in read_only:  # after the tmpfs mounts, which would hide a bind under /work
+        args += ["--ro-bind", path, path]
     return args
 
 

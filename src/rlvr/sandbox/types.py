@@ -190,6 +190,13 @@ class SandboxJob:
             run in the supervisor before the checks, never in the program's process.
         env: extra environment variables for the program (the environment is otherwise empty).
         limits: resource limits.
+        python: the interpreter that runs the driver and the program (an absolute host path;
+            ``None``: the probed one, :attr:`SandboxEnvironment.python`). In the bwrap tier a
+            path outside ``/usr`` has its prefix (two levels above the binary) bound
+            read-only.
+        read_only_paths: host directories the program may read (absolute paths), bound
+            read-only at the same path in the bwrap tier (e.g. a ``site-packages`` the
+            program imports from); the fallback tier sees the host's files anyway.
     """
 
     program: str
@@ -201,6 +208,8 @@ class SandboxJob:
     check_prelude: str = ""
     env: dict[str, str] = field(default_factory=dict)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    python: str | None = None
+    read_only_paths: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
