@@ -28,6 +28,7 @@ from rlvr.rollout.engine import (
     params_version,
     register_engine,
 )
+from rlvr.rollout.hooks import DecodeHooks
 from rlvr.rollout.reported_logprobs import ReportBuffers
 from rlvr.rollout.types import RolloutOutput, RolloutTiming, SamplingParams
 
@@ -47,6 +48,39 @@ class _FirstTokenClock:
 
     def end(self) -> None:
         pass
+
+
+class _HookAdapter:
+    """:class:`rlvr.rollout.hooks.DecodeHooks` inside transformers' ``generate``: a logits
+    processor (it runs before the temperature / top-k / top-p warpers, so it sees the model's
+    logits) and a stopping criterion (called once each step's tokens are appended). Rows are
+    output rows: ``generate`` runs ``n`` sequences per prompt, prompt-major."""
+
+    def __init__(self, hooks: DecodeHooks, width: int, stop_token_ids: Sequence[int],
+                 rows: int):
+        self.hooks, self.width = hooks, width
+        self.stop_ids = torch.tensor(list(stop_token_ids), dtype=torch.long)
+        self.finished = torch.zeros(rows, dtype=torch.bool)
+        self.ended_at = torch.zeros(rows, dtype=torch.long)  # length of rows a hook finished
+        self.logits: Tensor | None = None
+
+    def process(self, input_ids: Tensor, scores: Tensor) -> Tensor:
+        self.logits = scores.float()
+        rows = torch.arange(scores.shape[0])
+        return self.hooks.process_logits(rows, input_ids.shape[1] - self.width, self.logits)
+
+    def stop(self, input_ids: Tensor, scores, **kwargs) -> Tensor:
+        step = input_ids.shape[1] - self.width - 1
+        tokens = input_ids[:, -1]
+        live = (~self.finished).nonzero().squeeze(1)
+        finish = self.hooks.on_step(live, step, tokens[live], self.logits[live])
+        if self.stop_ids.numel():
+            self.finished |= torch.isin(tokens, self.stop_ids)
+        if finish is not None:
+            ended = live[finish & ~self.finished[live]]
+            self.finished[ended] = True
+            self.ended_at[ended] = step + 1
+        return self.finished.clone()
 
 
 @register_engine("hf")
@@ -105,7 +139,7 @@ class HFEngine:
         """The live model already computes in ``dtype`` (an fp32 run's fp32 policy): no copy."""
         return all(p.dtype == self.dtype for p in self.model.parameters())
 
-    def _generation_config(self, params: SamplingParams):
+    def _generation_config(self, params: SamplingParams, hooked: bool = False):
         # optional dependency: transformers (extra `train`; importing rlvr.rollout stays free of it)
         from transformers import GenerationConfig
 
@@ -117,7 +151,8 @@ class HFEngine:
             do_sample=not params.greedy,
             max_new_tokens=params.max_new_tokens,
             # Greedy rows of one prompt are identical: generate once, repeat afterwards.
-            num_return_sequences=1 if params.greedy else params.n,
+            # (hooks see every output row)
+            num_return_sequences=1 if params.greedy and not hooked else params.n,
             # An empty list, not None: None would fall back to the model's default eos.
             eos_token_id=list(params.stop_token_ids),
             pad_token_id=self.pad_token_id,
@@ -125,8 +160,10 @@ class HFEngine:
         )
 
     @torch.no_grad()
-    def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutOutput:
-        """Sample ``params.n`` completions per prompt with ``model.generate``.
+    def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams,
+                 hooks: DecodeHooks | None = None) -> RolloutOutput:
+        """Sample ``params.n`` completions per prompt with ``model.generate``; ``hooks``
+        (:mod:`rlvr.rollout.hooks`) see every step's logits and tokens.
 
         Raises:
             ValueError: empty prompts or token ids outside the vocabulary.
@@ -138,21 +175,33 @@ class HFEngine:
         was_training = model.training
         model.eval()
         start = time.perf_counter()
+        extra = {}
+        if hooks is not None:
+            from transformers import LogitsProcessorList, StoppingCriteriaList
+
+            adapter = _HookAdapter(hooks, ids.shape[1], params.stop_token_ids,
+                                   len(prompts) * params.n)
+            extra = dict(logits_processor=LogitsProcessorList([adapter.process]),
+                         stopping_criteria=StoppingCriteriaList([adapter.stop]))
         try:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(params.resolved_seed())
                 sequences = model.generate(input_ids=ids, attention_mask=mask.long(),
-                                           generation_config=self._generation_config(params),
-                                           streamer=clock)
+                                           generation_config=self._generation_config(
+                                               params, hooks is not None),
+                                           streamer=clock, **extra)
         finally:
             model.train(was_training)
         end = time.perf_counter()
         first = clock.first_token_at or end
         timing = RolloutTiming(prefill_seconds=first - start, decode_seconds=end - first)
         completion = sequences[:, ids.shape[1]:]
-        if params.greedy:
+        if params.greedy and hooks is None:
             completion = completion.repeat_interleave(params.n, dim=0)
         lengths, stopped = first_stop_lengths(completion, params.stop_token_ids)
+        if hooks is not None:  # rows a hook finished end there
+            lengths = torch.where(adapter.ended_at > 0,
+                                  torch.minimum(lengths, adapter.ended_at), lengths)
         logprobs = torch.zeros(completion.shape, dtype=torch.float32)
         report = ReportBuffers.allocate(params, *completion.shape, model.config.vocab_size)
         if (self.compute_logprobs or report is not None) and completion.shape[1] > 0:
