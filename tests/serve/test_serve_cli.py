@@ -102,9 +102,10 @@ def test_full_checkpoint_directory_serves(tmp_path, tiny):
     assert torch.allclose(_logits(loaded, ids), _logits(model, ids))
     server = ModelServer(loaded, loaded_tokenizer, "sft_model")
     assert server.engine.name == "torch"
-    from rlvr.serve import ChatMessage
+    from rlvr.serve import ChatMessage, ChatRequest
 
-    assert len(server.chat_prompt([ChatMessage(role="user", content="hi")])) == 21
+    hi = ChatRequest(messages=[ChatMessage(role="user", content="hi")])
+    assert len(server.chat_prompt(hi)) == 21
 
 
 def test_lora_adapter_checkpoint_serves_merged_weights(tmp_path):

@@ -56,9 +56,9 @@ class _HookAdapter:
     logits) and a stopping criterion (called once each step's tokens are appended). Rows are
     output rows: ``generate`` runs ``n`` sequences per prompt, prompt-major."""
 
-    def __init__(self, hooks: DecodeHooks, width: int, stop_token_ids: Sequence[int],
-                 rows: int):
-        self.hooks, self.width = hooks, width
+    def __init__(self, hooks: DecodeHooks, width: int, params: SamplingParams, rows: int):
+        self.hooks, self.width, self.temperature = hooks, width, params.temperature
+        stop_token_ids = params.stop_token_ids
         self.stop_ids = torch.tensor(list(stop_token_ids), dtype=torch.long)
         self.finished = torch.zeros(rows, dtype=torch.bool)
         self.ended_at = torch.zeros(rows, dtype=torch.long)  # length of rows a hook finished
@@ -73,7 +73,11 @@ class _HookAdapter:
         step = input_ids.shape[1] - self.width - 1
         tokens = input_ids[:, -1]
         live = (~self.finished).nonzero().squeeze(1)
-        finish = self.hooks.on_step(live, step, tokens[live], self.logits[live])
+        logits = self.logits[live]
+        scaled = logits if self.temperature in (0, 1) else logits / self.temperature
+        logprobs = torch.log_softmax(scaled, dim=-1).gather(
+            1, tokens[live].unsqueeze(1)).squeeze(1)
+        finish = self.hooks.on_step(live, step, tokens[live], logprobs, logits)
         if self.stop_ids.numel():
             self.finished |= torch.isin(tokens, self.stop_ids)
         if finish is not None:
@@ -179,8 +183,7 @@ class HFEngine:
         if hooks is not None:
             from transformers import LogitsProcessorList, StoppingCriteriaList
 
-            adapter = _HookAdapter(hooks, ids.shape[1], params.stop_token_ids,
-                                   len(prompts) * params.n)
+            adapter = _HookAdapter(hooks, ids.shape[1], params, len(prompts) * params.n)
             extra = dict(logits_processor=LogitsProcessorList([adapter.process]),
                          stopping_criteria=StoppingCriteriaList([adapter.stop]))
         try:

@@ -35,14 +35,16 @@ class DecodeHooks(Protocol):
         """
         ...
 
-    def on_step(self, rows: Tensor, step: int, tokens: Tensor, logits: Tensor
-                ) -> Tensor | None:
+    def on_step(self, rows: Tensor, step: int, tokens: Tensor, logprobs: Tensor,
+                logits: Tensor) -> Tensor | None:
         """Told the tokens just sampled for the live (unfinished) ``rows``.
 
         Args:
             rows: LongTensor[R] live output rows.
             step: the completion position of ``tokens``.
             tokens: LongTensor[R], the sampled tokens (a stop token included).
+            logprobs: FloatTensor[R], their log-probs as the engine records them
+                (``RolloutOutput.logprobs``: tempered, from the logits they were drawn from).
             logits: FloatTensor[R, V], the model's logits they were drawn from (before
                 :meth:`process_logits`).
 

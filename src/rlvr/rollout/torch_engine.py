@@ -357,7 +357,7 @@ class TorchEngine:
                 stopped[batch.rows[hit]] = True
                 batch.done |= hit
         if hooks is not None:
-            finish = hooks.on_step(rows, step, sampled[live], logits[live])
+            finish = hooks.on_step(rows, step, sampled[live], logp[live], logits[live])
             if finish is not None and bool(finish.any()):
                 slots = live.nonzero().squeeze(1)[finish]
                 ended = slots[~batch.done[slots]]

@@ -2,8 +2,9 @@
 :class:`rlvr.rollout.hooks.DecodeHooks` ``rlvr serve`` hands the engine. At every step it
 
 - applies the request's :class:`~rlvr.serve.logits_rules.LogitsRules`;
-- appends each row's token, its reported log-prob (and top-k) taken from the step's logits
-  (:func:`rlvr.rollout.reported_logprobs.report_distribution`: raw or tempered);
+- appends each row's token and its reported log-prob: raw, ``log_softmax(logits)`` of the
+  model's logits, or tempered, the engine's own record (``RolloutOutput.logprobs``); the
+  top-k from :func:`rlvr.rollout.reported_logprobs.report_distribution`;
 - detokenizes incrementally: the text released so far never ends inside a multi-byte
   character (U+FFFD) or with the beginning of a stop string, so a streamed piece is never
   taken back;
@@ -111,12 +112,12 @@ class RequestRun:
             return logits
         return self.rules.apply(rows, logits, [state.ids for state in self.rows])
 
-    def on_step(self, rows: Tensor, step: int, tokens: Tensor, logits: Tensor
-                ) -> Tensor | None:
+    def on_step(self, rows: Tensor, step: int, tokens: Tensor, logprobs: Tensor,
+                logits: Tensor) -> Tensor | None:
         """Record the step's tokens (see the module doc); True for rows that end here."""
         if self.first_step_at is None:
             self.first_step_at = time.perf_counter()
-        values, top_ids, top_values = self._reported(tokens, logits)
+        values, top_ids, top_values = self._reported(tokens, logprobs, logits)
         ended, deltas = [], []
         for slot, (row, token) in enumerate(zip(rows.tolist(), tokens.tolist())):
             state = self.rows[row]
@@ -161,11 +162,14 @@ class RequestRun:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _reported(self, tokens: Tensor, logits: Tensor):
+    def _reported(self, tokens: Tensor, logprobs: Tensor, logits: Tensor):
         if self.report is None:
             return None, None, None
         dist = report_distribution(logits, self.report)
-        values = dist.gather(1, tokens.unsqueeze(1)).squeeze(1).tolist()
+        if self.report.raw_logprobs:
+            values = dist.gather(1, tokens.unsqueeze(1)).squeeze(1).tolist()
+        else:  # tempered: the engine's own record (after the logits rules)
+            values = logprobs.tolist()
         k = min(self.report.top_logprobs, dist.shape[-1])
         if k == 0:
             return values, None, None
