@@ -298,3 +298,18 @@ def test_unknown_fields_are_refused_unless_ignored(served, tiny, caplog):
         with caplog.at_level(logging.WARNING, logger="rlvr.serve"):
             assert post(lenient, "/v1/completions", body).status_code == 200
     assert any("frobnicate, zeta" in r.getMessage() for r in caplog.records)
+
+
+def test_the_hf_engine_applies_the_fields_and_stops_rows_through_its_hooks(tiny, tiny_gpt2):
+    _, tokenizer = tiny
+    server = ModelServer(tiny_gpt2, tokenizer, "gpt2-tiny", precision="fp32")
+    assert server.engine.name == "hf"
+    prompt = prompt_ids(tokenizer)
+    expected = reference(tiny_gpt2, prompt, 6, repetition(prompt))
+    with running(server) as url:
+        penalised = completion(url, max_tokens=6, repetition_penalty=2.5, n=2)
+        stop = expected[2]
+        cut = completion(url, max_tokens=6, repetition_penalty=2.5, stop_token_ids=[stop])
+    assert penalised["token_ids"] == expected
+    assert cut["token_ids"] == expected[:expected.index(stop) + 1]
+    assert (cut["finish_reason"], cut["stop_reason"]) == ("stop", stop)

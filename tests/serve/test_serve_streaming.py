@@ -69,7 +69,7 @@ def held(tiny):
 
 
 def test_first_chunks_arrive_while_the_engine_is_still_decoding(held):
-    url, server, engine = held
+    url, _, engine = held
     stream = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0).chat.completions \
         .create(model="tiny-random", messages=HI, max_tokens=50, n=2, stream=True, seed=3,
                 extra_body={"ignore_eos": True})

@@ -143,7 +143,7 @@ class HFEngine:
         """The live model already computes in ``dtype`` (an fp32 run's fp32 policy): no copy."""
         return all(p.dtype == self.dtype for p in self.model.parameters())
 
-    def _generation_config(self, params: SamplingParams, hooked: bool = False):
+    def _generation_config(self, params: SamplingParams):
         # optional dependency: transformers (extra `train`; importing rlvr.rollout stays free of it)
         from transformers import GenerationConfig
 
@@ -155,8 +155,8 @@ class HFEngine:
             do_sample=not params.greedy,
             max_new_tokens=params.max_new_tokens,
             # Greedy rows of one prompt are identical: generate once, repeat afterwards.
-            # (hooks see every output row)
-            num_return_sequences=1 if params.greedy and not hooked else params.n,
+            # (with hooks, greedy rows are repeated before generate: hooks see every row)
+            num_return_sequences=1 if params.greedy else params.n,
             # An empty list, not None: None would fall back to the model's default eos.
             eos_token_id=list(params.stop_token_ids),
             pad_token_id=self.pad_token_id,
@@ -179,8 +179,11 @@ class HFEngine:
         was_training = model.training
         model.eval()
         start = time.perf_counter()
-        extra = {}
+        extra, gen_ids, gen_mask = {}, ids, mask
         if hooks is not None:
+            if params.greedy:
+                gen_ids = ids.repeat_interleave(params.n, dim=0)
+                gen_mask = mask.repeat_interleave(params.n, dim=0)
             from transformers import LogitsProcessorList, StoppingCriteriaList
 
             adapter = _HookAdapter(hooks, ids.shape[1], params, len(prompts) * params.n)
@@ -189,9 +192,8 @@ class HFEngine:
         try:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(params.resolved_seed())
-                sequences = model.generate(input_ids=ids, attention_mask=mask.long(),
-                                           generation_config=self._generation_config(
-                                               params, hooks is not None),
+                sequences = model.generate(input_ids=gen_ids, attention_mask=gen_mask.long(),
+                                           generation_config=self._generation_config(params),
                                            streamer=clock, **extra)
         finally:
             model.train(was_training)
