@@ -135,13 +135,14 @@ class ModelServer:
             contextlib.nullcontext()
 
     def warm_up(self) -> float:
-        """Generate one token once, so the engine's one-off setup (weight snapshot, kernel
-        packing: seconds on the default model) is not paid by the first request. Returns
-        the seconds it took."""
+        """Sample two tokens once (a prefill and a decode step), so the engine's one-off
+        setup (weight snapshot, kernel packing and compiling: seconds on the default model)
+        is not paid by the first request. Returns the seconds it took."""
         start = time.perf_counter()
         prompt = self.encode("Hi", special=False) or [0]
         with self._generate_lock:
-            self.engine.generate([prompt], SamplingParams(temperature=0, max_new_tokens=1))
+            self.engine.generate([prompt], SamplingParams(temperature=1.0, max_new_tokens=2,
+                                                          seed=0))
         return time.perf_counter() - start
 
     # -- request handling ---------------------------------------------------------------------
