@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from dataclasses import dataclass
 
 from rlvr.serve.errors import APIError, validation_error
 from rlvr.serve.logprobs import TokenNames
@@ -117,7 +118,7 @@ async def _respond(server: ModelServer, body: BaseRequest, request, kind: str):
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         return StreamingResponse(
             event_stream(_CHUNK_KIND[kind], job.run, how, include_usage,
-                         _steps(server, job, request, loop),
+                         _steps(server, job, _start(server, job, request, loop)),
                          on_usage=lambda used: record_usage({"usage": used})),
             media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
     try:
@@ -160,9 +161,20 @@ async def _admitted(server: ModelServer, request) -> bool:
     return False
 
 
-async def _steps(server: ModelServer, job: Job, request, loop):
-    """Run ``job`` in a worker thread and yield each decode step's deltas as they come;
-    stops decoding when the client goes away (or the stream is closed early)."""
+@dataclass
+class _Started:
+    """A streamed job running in a worker thread: its deltas arrive on ``queue`` (``end``
+    last), ``future`` is the thread's, ``watch`` waits for the client to go away."""
+
+    queue: asyncio.Queue
+    end: object
+    future: asyncio.Future
+    watch: asyncio.Future
+
+
+def _start(server: ModelServer, job: Job, request, loop) -> _Started:
+    """Start ``job`` now, before the response is sent: its slot is released when the thread
+    ends, and a client gone away cancels it, even if the stream is never read."""
     queue: asyncio.Queue = asyncio.Queue()
     end = object()
     job.run.emit = lambda deltas: loop.call_soon_threadsafe(queue.put_nowait, deltas)
@@ -175,18 +187,24 @@ async def _steps(server: ModelServer, job: Job, request, loop):
     future.add_done_callback(ended)
     watch = asyncio.ensure_future(_disconnected(request))
     watch.add_done_callback(lambda w: w.cancelled() or job.run.cancel())
+    return _Started(queue, end, future, watch)
+
+
+async def _steps(server: ModelServer, job: Job, started: _Started):
+    """Yield each decode step's deltas as they come; stops decoding when the stream is
+    closed early (the client went away)."""
     finished = False
     try:
         while True:
-            item = await queue.get()
-            if item is end:
+            item = await started.queue.get()
+            if item is started.end:
                 break
             yield item
         finished = True
         _observe_first_token(server, job)
-        future.result()  # raises what generation raised
+        started.future.result()  # raises what generation raised
     finally:
-        watch.cancel()
+        started.watch.cancel()
         if not finished:
             job.run.cancel()
             server.metrics.cancelled.inc()
