@@ -56,9 +56,11 @@ def test_metrics_count_requests_and_tokens(tiny):
         for _ in range(2):
             httpx.post(url + "/v1/completions", timeout=30, json={
                 "prompt": "abc", "max_tokens": 4, "ignore_eos": True})
+        httpx.get(url + "/no/such/route", timeout=10)
         text = httpx.get(url + "/metrics", timeout=10).text
     assert sample(text, 'rlvr_serve_requests_total{endpoint="/v1/completions",status="200"}') \
         == 2
+    assert sample(text, 'rlvr_serve_requests_total{endpoint="other",status="404"}') == 1
     assert sample(text, "rlvr_serve_prompt_tokens_total") == 2 * 3
     assert sample(text, "rlvr_serve_generation_tokens_total") == 2 * 4
     assert sample(text, "rlvr_serve_num_requests_waiting") == 0

@@ -1,7 +1,8 @@
 """Prometheus metrics of ``rlvr serve`` (``GET /metrics``, the text format of
 ``prometheus-client``), named after vLLM's where they mean the same:
 
-- ``rlvr_serve_requests_total{endpoint, status}``: answered requests;
+- ``rlvr_serve_requests_total{endpoint, status}``: answered requests (``endpoint``: one of
+  :data:`ROUTES`, or ``other``);
 - ``rlvr_serve_prompt_tokens_total``, ``rlvr_serve_generation_tokens_total``: tokens;
 - ``rlvr_serve_num_requests_running``, ``rlvr_serve_num_requests_waiting``: admitted and
   queued requests (:class:`rlvr.serve.admission.Admission`);
@@ -16,6 +17,9 @@ from __future__ import annotations
 
 from typing import Callable
 
+# the routes counted by name; any other path is counted as "other" (bounded label values)
+ROUTES = ("/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/version",
+          "/metrics", "/tokenize", "/detokenize", "/tokenizer_info")
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
                     120.0, 300.0)
 
@@ -62,7 +66,9 @@ class Metrics:
 
     def observe(self, endpoint: str, status: int, seconds: float,
                 usage: dict | None = None) -> None:
-        """Count one answered request (and its tokens, from ``usage``)."""
+        """Count one answered request (and its tokens, from ``usage``); ``endpoint`` is its
+        path (one not in :data:`ROUTES` is counted as ``other``)."""
+        endpoint = endpoint if endpoint in ROUTES else "other"
         self.requests.labels(endpoint=endpoint, status=str(status)).inc()
         self.latency.labels(endpoint=endpoint).observe(seconds)
         if usage:
