@@ -34,6 +34,7 @@ def _free_port() -> int:
     (["--model", "nonexistent-model"], "--model: 'nonexistent-model' is neither"),
     (["--model", "tiny-random", "--engine", "vllm"], "--engine: expected one of auto, torch, hf"),
     (["--model", "tiny-random", "--max-concurrency", "0"], "--max-concurrency"),
+    (["--model", "tiny-random", "--max-queue", "-1"], "--max-queue"),
     (["--model", "tiny-random", "--port", "70000"], "--port"),
     (["--model", "tiny-random", "--logprobs-mode", "processed"],
      "--logprobs-mode: expected one of raw, tempered"),
@@ -102,9 +103,10 @@ def test_full_checkpoint_directory_serves(tmp_path, tiny):
     assert torch.allclose(_logits(loaded, ids), _logits(model, ids))
     server = ModelServer(loaded, loaded_tokenizer, "sft_model")
     assert server.engine.name == "torch"
-    from rlvr.serve import ChatMessage
+    from rlvr.serve import ChatMessage, ChatRequest
 
-    assert len(server.chat_prompt([ChatMessage(role="user", content="hi")])) == 21
+    hi = ChatRequest(messages=[ChatMessage(role="user", content="hi")])
+    assert len(server.chat_prompt(hi)) == 21
 
 
 def test_lora_adapter_checkpoint_serves_merged_weights(tmp_path):
@@ -164,3 +166,25 @@ def test_served_model_name_is_the_id_listed_and_accepted(monkeypatch):
         assert refused.status_code == 404 and "'my-model'" in refused.json()["error"]["message"]
     result = runner.invoke(app, ["serve", "--model", "tiny-random", "--served-model-name", " "])
     assert result.exit_code == 2 and "--served-model-name" in result.output
+
+
+def test_queue_and_unknown_field_flags_reach_the_server(monkeypatch):
+    import rlvr.serve
+
+    captured = {}
+
+    def fake_serve_forever(server, sock, **_):
+        captured["server"] = server
+        sock.close()
+
+    monkeypatch.setattr(rlvr.serve, "serve_forever", fake_serve_forever)
+    result = runner.invoke(app, ["serve", "--model", "tiny-random", "--port", str(_free_port()),
+                                 "--max-concurrency", "2", "--max-queue", "7",
+                                 "--ignore-unknown-fields"])
+    assert result.exit_code == 0, result.output
+    server = captured["server"]
+    assert (server.admission.limit, server.admission.queue) == (2, 7)
+    assert server.ignore_unknown_fields is True
+    result = runner.invoke(app, ["serve", "--model", "tiny-random", "--port", str(_free_port())])
+    assert captured["server"].admission.queue == 1024
+    assert captured["server"].ignore_unknown_fields is False

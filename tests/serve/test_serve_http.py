@@ -3,6 +3,8 @@ counts, n, seeds, max_tokens, stop strings, OpenAI-style errors with the right s
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 
@@ -115,21 +117,25 @@ def test_stop_string_cuts_the_text_before_it(served, stop_slice):
     ("/v1/chat/completions", {"messages": HI, "logprobs": 3}, "logprobs"),
     ("/v1/chat/completions", {"messages": HI, "stream_options": {"include_usage": True}},
      "stream_options"),
-    ("/v1/chat/completions", {"messages": HI, "logit_bias": {"5": 100}}, "logit_bias"),
-    ("/v1/chat/completions", {"messages": HI, "presence_penalty": 0.5}, "presence_penalty"),
+    ("/v1/chat/completions", {"messages": HI, "logit_bias": {"x": 100}}, "logit_bias"),
+    ("/v1/chat/completions", {"messages": HI, "logit_bias": {"5": 101}}, "logit_bias"),
+    ("/v1/chat/completions", {"messages": HI, "presence_penalty": 2.5}, "presence_penalty"),
     ("/v1/chat/completions", {"messages": HI, "tools": [{"type": "function"}]}, "tools"),
     ("/v1/chat/completions", {"messages": HI, "response_format": {"type": "json_object"}},
      "response_format"),
     ("/v1/chat/completions", {"messages": HI, "return_token_ids": 1}, "return_token_ids"),
     ("/v1/completions", {"prompt": "x", "logprobs": 21}, "logprobs"),
     ("/v1/completions", {"prompt": "x", "logprobs": True}, "logprobs"),
-    ("/v1/completions", {"prompt": "x", "echo": True}, "echo"),
+    ("/v1/chat/completions", {"messages": HI, "echo": True}, "echo"),
+    ("/v1/completions", {"prompt": "x", "echo": True, "stream": True}, "echo"),
     ("/v1/completions", {"prompt": "x", "best_of": 3}, "best_of"),
-    ("/v1/chat/completions", {"messages": HI, "stop": ["a", "b", "c", "d", "e"]}, "stop"),
+    ("/v1/chat/completions", {"messages": HI, "stop": ["a", ""]}, "stop"),
     ("/v1/chat/completions", {"messages": []}, "messages"),
     ("/v1/chat/completions", {"messages": [{"role": "bot", "content": "x"}]}, "messages.0.role"),
     ("/v1/chat/completions", {"n": 1}, "messages"),
-    ("/v1/completions", {"prompt": [1, 2]}, "prompt.0"),
+    ("/v1/completions", {"prompt": [1, "a"]}, "prompt.0"),
+    ("/v1/completions", {"prompt": [[1, 2], [3, 100]]}, "prompt.1"),
+    ("/v1/completions", {"prompt": [5, -1]}, "prompt"),
     ("/v1/completions", {"prompt": ""}, "prompt"),
     ("/v1/completions", {"prompt": "x", "temperature": "0.5"}, "temperature"),
 ])
@@ -162,35 +168,52 @@ def test_unknown_model_and_route_are_404(served):
     assert response.status_code == 404 and "error" in response.json()
 
 
-def test_busy_server_answers_429_with_retry_after(served):
-    url, server = served
-    taken = 0
-    try:
-        while server.admission.in_flight < server.admission.limit:
-            server.admission.enter()
-            taken += 1
+def test_full_queue_answers_429_with_retry_after(tiny):
+    model, tokenizer = tiny
+    server = ModelServer(model, tokenizer, "tiny-random", max_concurrency=1, max_queue=0)
+    with running(server) as url:
+        server.admission.in_flight = 1  # the one slot taken, no room to wait
         response = post(url, "/v1/chat/completions", {"messages": HI, "max_tokens": 2})
-    finally:
-        for _ in range(taken):
-            server.admission.leave()
-    assert response.status_code == 429
-    assert response.headers["retry-after"] == "1"
-    assert response.json()["error"]["type"] == "rate_limit_error"
-    assert post(url, "/v1/chat/completions", {"messages": HI, "max_tokens": 2}).status_code == 200
+        server.admission.in_flight = 0
+        assert response.status_code == 429
+        assert response.headers["retry-after"] == "1"
+        assert response.json()["error"]["type"] == "rate_limit_error"
+        assert "max_queue 0" in response.json()["error"]["message"]
+        again = post(url, "/v1/chat/completions", {"messages": HI, "max_tokens": 2})
+        assert again.status_code == 200
 
 
-def test_admission_limits_requests_in_flight():
-    admission = Admission(2)
-    admission.enter()
-    admission.enter()
-    with pytest.raises(APIError) as caught:
-        admission.enter()
-    assert caught.value.status == 429
-    admission.leave()
-    admission.enter()
-    assert admission.in_flight == 2
+def test_admission_queues_in_order_and_refuses_only_when_the_queue_is_full():
+    async def scenario():
+        admission = Admission(1, queue=2)
+        await admission.enter()  # admitted at once
+        order = []
+
+        async def waiter(name):
+            await admission.enter()
+            order.append(name)
+
+        first = asyncio.ensure_future(waiter("first"))
+        second = asyncio.ensure_future(waiter("second"))
+        await asyncio.sleep(0)
+        assert (admission.in_flight, admission.waiting) == (1, 2)
+        with pytest.raises(APIError) as caught:
+            await admission.enter()  # a third waiter: the queue is full
+        assert caught.value.status == 429
+        first.cancel()  # its client went away: it leaves the queue
+        await asyncio.sleep(0)
+        assert admission.waiting == 1
+        admission.leave()  # the slot passes to the next in line
+        await second
+        assert order == ["second"] and admission.in_flight == 1
+        admission.leave()
+        assert admission.in_flight == 0
+
+    asyncio.run(scenario())
     with pytest.raises(ValueError, match="max_concurrency"):
         Admission(0)
+    with pytest.raises(ValueError, match="max_queue"):
+        Admission(1, queue=-1)
 
 
 def test_architecture_the_torch_engine_refuses_is_served_by_hf(tiny, tiny_gpt2):

@@ -240,7 +240,7 @@ def test_raw_events_are_sse_ending_with_done_and_the_request_is_logged(fp32_serv
 @pytest.mark.parametrize("kwargs, param", [
     (dict(logprobs=True, top_logprobs=21), "top_logprobs"),
     (dict(top_logprobs=3), "top_logprobs"),
-    (dict(logit_bias={"5": 100}), "logit_bias"),
+    (dict(response_format={"type": "json_object"}), "response_format"),
     (dict(stream_options={"include_usage": True}), "stream_options"),
 ])
 def test_sdk_raises_bad_request_naming_the_field(fp32_servers, kwargs, param):

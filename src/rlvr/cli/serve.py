@@ -16,9 +16,15 @@ def serve(
                               "RUN/checkpoints/step-N, LoRA adapter checkpoints too)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(8000, "--port", min=1, max=65535, help="TCP port."),
-    max_concurrency: int = typer.Option(4, "--max-concurrency", min=1, help="Requests in "
-                                        "flight at most (one generates at a time, the rest "
-                                        "wait); more get HTTP 429."),
+    max_concurrency: int = typer.Option(4, "--max-concurrency", min=1, help="Requests "
+                                        "admitted at once (they generate one after another); "
+                                        "the next ones wait in the queue."),
+    max_queue: int = typer.Option(1024, "--max-queue", min=0, help="Requests waiting for "
+                                  "admission at most; one more gets HTTP 429."),
+    ignore_unknown_fields: bool = typer.Option(False, "--ignore-unknown-fields", help="Accept "
+                                               "request fields rlvr serve does not know, "
+                                               "logging a warning (default: refuse them with "
+                                               "HTTP 400 naming them)."),
     engine: str = typer.Option("auto", "--engine", help="Rollout engine: auto (torch, or hf "
                                "for architectures torch refuses), torch or hf."),
     max_tokens: int = typer.Option(256, "--default-max-tokens", min=1, help="max_tokens of "
@@ -35,8 +41,9 @@ def serve(
                                       "temperature, as the trainer computes them)."),
 ) -> None:
     """Serve a model through the OpenAI-compatible API: /v1/completions,
-    /v1/chat/completions, /v1/models (Ctrl-C stops). Logs one line per request (method, path,
-    status, latency, tokens) on stderr."""
+    /v1/chat/completions, /v1/models, /health, /version, /metrics, /tokenize, /detokenize,
+    /tokenizer_info (Ctrl-C stops). Logs one line per request (method, path, status,
+    latency, tokens) on stderr."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.serve import ENGINES, LOGPROBS_MODES
 
@@ -62,7 +69,8 @@ def serve(
         raise fail(f"--host/--port: {exc.strerror or exc}")
     try:
         server = _model_server(model, engine, max_concurrency, max_tokens, choice.precision,
-                               served_model_name, logprobs_mode)
+                               served_model_name, logprobs_mode, max_queue,
+                               ignore_unknown_fields)
         server.warm_up()
     except BaseException:
         sock.close()
@@ -75,7 +83,8 @@ def serve(
 
 def _model_server(name: str, engine: str, max_concurrency: int, max_tokens: int,
                   precision: str = "auto", served_name: str | None = None,
-                  logprobs_mode: str = "raw"):
+                  logprobs_mode: str = "raw", max_queue: int = 1024,
+                  ignore_unknown_fields: bool = False):
     """Load ``name`` and wrap it in a ModelServer serving it as ``served_name`` (default:
     ``name``); bad input exits 2 naming the option."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
@@ -91,6 +100,7 @@ def _model_server(name: str, engine: str, max_concurrency: int, max_tokens: int,
     try:
         return ModelServer(model, tokenizer, served_name or name, engine=engine,
                            max_concurrency=max_concurrency, default_max_tokens=max_tokens,
-                           precision=precision, logprobs_mode=logprobs_mode)
+                           precision=precision, logprobs_mode=logprobs_mode,
+                           max_queue=max_queue, ignore_unknown_fields=ignore_unknown_fields)
     except UnsupportedModelError as exc:
         raise fail(f"--engine: {exc}")

@@ -28,6 +28,7 @@ from rlvr.rollout.engine import (
     params_version,
     register_engine,
 )
+from rlvr.rollout.hooks import DecodeHooks
 from rlvr.rollout.reported_logprobs import ReportBuffers
 from rlvr.rollout.types import RolloutOutput, RolloutTiming, SamplingParams
 
@@ -47,6 +48,43 @@ class _FirstTokenClock:
 
     def end(self) -> None:
         pass
+
+
+class _HookAdapter:
+    """:class:`rlvr.rollout.hooks.DecodeHooks` inside transformers' ``generate``: a logits
+    processor (it runs before the temperature / top-k / top-p warpers, so it sees the model's
+    logits) and a stopping criterion (called once each step's tokens are appended). Rows are
+    output rows: ``generate`` runs ``n`` sequences per prompt, prompt-major."""
+
+    def __init__(self, hooks: DecodeHooks, width: int, params: SamplingParams, rows: int):
+        self.hooks, self.width, self.temperature = hooks, width, params.temperature
+        stop_token_ids = params.stop_token_ids
+        self.stop_ids = torch.tensor(list(stop_token_ids), dtype=torch.long)
+        self.finished = torch.zeros(rows, dtype=torch.bool)
+        self.ended_at = torch.zeros(rows, dtype=torch.long)  # length of rows a hook finished
+        self.logits: Tensor | None = None
+
+    def process(self, input_ids: Tensor, scores: Tensor) -> Tensor:
+        self.logits = scores.float()
+        rows = torch.arange(scores.shape[0])
+        return self.hooks.process_logits(rows, input_ids.shape[1] - self.width, self.logits)
+
+    def stop(self, input_ids: Tensor, scores, **kwargs) -> Tensor:
+        step = input_ids.shape[1] - self.width - 1
+        tokens = input_ids[:, -1]
+        live = (~self.finished).nonzero().squeeze(1)
+        logits = self.logits[live]
+        scaled = logits if self.temperature in (0, 1) else logits / self.temperature
+        logprobs = torch.log_softmax(scaled, dim=-1).gather(
+            1, tokens[live].unsqueeze(1)).squeeze(1)
+        finish = self.hooks.on_step(live, step, tokens[live], logprobs, logits)
+        if self.stop_ids.numel():
+            self.finished |= torch.isin(tokens, self.stop_ids)
+        if finish is not None:
+            ended = live[finish & ~self.finished[live]]
+            self.finished[ended] = True
+            self.ended_at[ended] = step + 1
+        return self.finished.clone()
 
 
 @register_engine("hf")
@@ -117,6 +155,7 @@ class HFEngine:
             do_sample=not params.greedy,
             max_new_tokens=params.max_new_tokens,
             # Greedy rows of one prompt are identical: generate once, repeat afterwards.
+            # (with hooks, greedy rows are repeated before generate: hooks see every row)
             num_return_sequences=1 if params.greedy else params.n,
             # An empty list, not None: None would fall back to the model's default eos.
             eos_token_id=list(params.stop_token_ids),
@@ -125,8 +164,10 @@ class HFEngine:
         )
 
     @torch.no_grad()
-    def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutOutput:
-        """Sample ``params.n`` completions per prompt with ``model.generate``.
+    def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams,
+                 hooks: DecodeHooks | None = None) -> RolloutOutput:
+        """Sample ``params.n`` completions per prompt with ``model.generate``; ``hooks``
+        (:mod:`rlvr.rollout.hooks`) see every step's logits and tokens.
 
         Raises:
             ValueError: empty prompts or token ids outside the vocabulary.
@@ -138,21 +179,34 @@ class HFEngine:
         was_training = model.training
         model.eval()
         start = time.perf_counter()
+        extra, gen_ids, gen_mask = {}, ids, mask
+        if hooks is not None:
+            if params.greedy:
+                gen_ids = ids.repeat_interleave(params.n, dim=0)
+                gen_mask = mask.repeat_interleave(params.n, dim=0)
+            from transformers import LogitsProcessorList, StoppingCriteriaList
+
+            adapter = _HookAdapter(hooks, ids.shape[1], params, len(prompts) * params.n)
+            extra = dict(logits_processor=LogitsProcessorList([adapter.process]),
+                         stopping_criteria=StoppingCriteriaList([adapter.stop]))
         try:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(params.resolved_seed())
-                sequences = model.generate(input_ids=ids, attention_mask=mask.long(),
+                sequences = model.generate(input_ids=gen_ids, attention_mask=gen_mask.long(),
                                            generation_config=self._generation_config(params),
-                                           streamer=clock)
+                                           streamer=clock, **extra)
         finally:
             model.train(was_training)
         end = time.perf_counter()
         first = clock.first_token_at or end
         timing = RolloutTiming(prefill_seconds=first - start, decode_seconds=end - first)
         completion = sequences[:, ids.shape[1]:]
-        if params.greedy:
+        if params.greedy and hooks is None:
             completion = completion.repeat_interleave(params.n, dim=0)
         lengths, stopped = first_stop_lengths(completion, params.stop_token_ids)
+        if hooks is not None:  # rows a hook finished end there
+            lengths = torch.where(adapter.ended_at > 0,
+                                  torch.minimum(lengths, adapter.ended_at), lengths)
         logprobs = torch.zeros(completion.shape, dtype=torch.float32)
         report = ReportBuffers.allocate(params, *completion.shape, model.config.vocab_size)
         if (self.compute_logprobs or report is not None) and completion.shape[1] > 0:

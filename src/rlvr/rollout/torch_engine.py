@@ -91,6 +91,7 @@ from rlvr.rollout.engine import (
     register_engine,
 )
 from rlvr.rollout.episode_decode import play_bucket
+from rlvr.rollout.hooks import DecodeHooks
 from rlvr.rollout.reported_logprobs import ReportBuffers
 from rlvr.rollout.sampling import sample_next
 from rlvr.rollout.types import RolloutOutput, RolloutTiming, SamplingParams
@@ -212,17 +213,19 @@ class TorchEngine:
         return self._decoder
 
     @torch.no_grad()
-    def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutOutput:
+    def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams,
+                 hooks: DecodeHooks | None = None) -> RolloutOutput:
         """Sample ``params.n`` completions per prompt; see :class:`RolloutEngine`.
+        ``hooks`` (:mod:`rlvr.rollout.hooks`) see every step's logits and tokens.
 
         Raises:
             ValueError: empty prompts or token ids outside the vocabulary.
         """
         with _gc_paused():
-            return self._generate(prompt_ids, params)
+            return self._generate(prompt_ids, params, hooks)
 
-    def _generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams
-                  ) -> RolloutOutput:
+    def _generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams,
+                  hooks: DecodeHooks | None = None) -> RolloutOutput:
         decoder = self._current_decoder()
         prompts = check_prompts(prompt_ids, decoder.w.vocab_size)
         generator = torch.Generator().manual_seed(params.resolved_seed())
@@ -237,7 +240,7 @@ class TorchEngine:
         out = (tokens, logprobs, lengths, stopped, report)
         for bucket in self._buckets(prompts, n):
             self._generate_bucket(decoder, [prompts[i] for i in bucket], bucket, params,
-                                  generator, out, timing)
+                                  generator, out, timing, hooks)
         return build_output(tokens, logprobs, lengths, stopped, n, self.pad_token_id, timing,
                             report)
 
@@ -297,7 +300,8 @@ class TorchEngine:
 
     def _generate_bucket(self, decoder: Decoder, prompts: list[list[int]], prompt_rows: list[int],
                          params: SamplingParams, generator: torch.Generator,
-                         out: tuple[Tensor, ...], timing: RolloutTiming) -> None:
+                         out: tuple[Tensor, ...], timing: RolloutTiming,
+                         hooks: DecodeHooks | None = None) -> None:
         """Prefill, then decode until every row stopped or hit max_new_tokens; writes results
         into ``out = (tokens, logprobs, lengths, stopped, report)`` at the bucket's output
         rows (``report``: :class:`ReportBuffers` or None)."""
@@ -314,7 +318,7 @@ class TorchEngine:
         batch = _Batch(rows=rows, positions=mask.sum(1).repeat_interleave(n),
                        key_mask=key_mask, done=torch.zeros(rows.numel(), dtype=torch.bool),
                        tokens=rows)
-        self._record(batch, first_logits, 0, params, generator, out, decoder.library)
+        self._record(batch, first_logits, 0, params, generator, out, decoder.library, hooks)
         timing.prefill_seconds += time.perf_counter() - start
         start = time.perf_counter()
         for step in range(1, params.max_new_tokens):
@@ -326,17 +330,20 @@ class TorchEngine:
             key_mask = batch.key_mask[:, : column + 1] if padded else None
             logits = decoder.step(batch.tokens, batch.positions, column, key_mask, cache)
             batch.positions += 1
-            self._record(batch, logits, step, params, generator, out, decoder.library)
+            self._record(batch, logits, step, params, generator, out, decoder.library,
+                         hooks)
         timing.decode_seconds += time.perf_counter() - start
 
     @staticmethod
     def _record(batch: _Batch, logits: Tensor, step: int, params: SamplingParams,
-                generator: torch.Generator, out: tuple[Tensor, ...], library=None) -> None:
+                generator: torch.Generator, out: tuple[Tensor, ...], library=None,
+                hooks: DecodeHooks | None = None) -> None:
         """Sample the step's tokens (through the native sampler when ``library`` is given),
         store them (and their reported log-probs, when asked for) for live rows, mark rows
-        that stopped."""
+        that stopped (a stop token, or ``hooks.on_step`` finishing them)."""
         tokens, logprobs, lengths, stopped, report = out
-        sampled, logp = sample_next(logits, params, generator, library)
+        drawn_from = logits if hooks is None else hooks.process_logits(batch.rows, step, logits)
+        sampled, logp = sample_next(drawn_from, params, generator, library)
         live = ~batch.done
         rows = batch.rows[live]
         tokens[rows, step] = sampled[live]
@@ -349,6 +356,13 @@ class TorchEngine:
                 lengths[batch.rows[hit]] = step + 1
                 stopped[batch.rows[hit]] = True
                 batch.done |= hit
+        if hooks is not None:
+            finish = hooks.on_step(rows, step, sampled[live], logp[live], logits[live])
+            if finish is not None and bool(finish.any()):
+                slots = live.nonzero().squeeze(1)[finish]
+                ended = slots[~batch.done[slots]]
+                lengths[batch.rows[ended]] = step + 1
+                batch.done[ended] = True
         batch.tokens = sampled
 
     def _maybe_compact(self, batch: _Batch, cache: KVCache | SharedPrefixCache, columns: int

@@ -1,54 +1,67 @@
-"""``rlvr serve``: an OpenAI-compatible HTTP server over any local model or checkpoint.
+"""``rlvr serve``: an OpenAI-compatible HTTP server over any local model or checkpoint, a
+drop-in for vLLM's OpenAI server for clients such as the OpenAI SDK and
+lm-evaluation-harness.
 
 Endpoints (FastAPI, served by uvicorn):
 
 - ``GET /v1/models``: the one served model (its id is the name it was loaded from, or the
   ``--served-model-name``).
-- ``POST /v1/completions``: ``prompt`` (a string or a list of strings) continued as is.
+- ``POST /v1/completions``: ``prompt`` (a string, a list of strings, a list of token ids or a
+  list of such lists) continued as is; ``echo`` (with ``logprobs``: the prompt tokens'
+  log-probs, the first None).
 - ``POST /v1/chat/completions``: ``messages`` rendered with the tokenizer's chat template
-  (generation prompt appended), as the trainer renders its prompts.
+  (``add_generation_prompt``, ``continue_final_message``, ``chat_template_kwargs``).
+- ``GET /health``, ``GET /version``, ``GET /metrics`` (Prometheus), ``POST /tokenize``,
+  ``POST /detokenize``, ``GET /tokenizer_info`` (:mod:`rlvr.serve.utility_routes`).
 
-Sampling fields: ``n`` (1..128), ``temperature`` (>= 0; 0 is greedy), ``top_p`` (0, 1],
-``top_k`` (vLLM's extension; 0 or -1 disables it), ``max_tokens`` (default 256, or what the
-context leaves after the prompt; prompt + max_tokens must fit the model's context), ``stop``
-(a string or up to 4 strings; the text is cut before the first one), ``seed`` (same seed,
-same request -> same text). ``model`` is optional; when given it must equal the served id
-(else 404). Unknown fields are ignored; OpenAI fields that would change the output but are not
-implemented (``echo``, ``logit_bias``, penalties, ``tools``, ``response_format`` other than
-text, ``best_of``, ``suffix``) are refused (400) rather than silently ignored.
+Sampling fields (OpenAI's and vLLM's): ``n``, ``temperature``, ``top_p``, ``top_k``,
+``min_p``, ``max_tokens`` / ``max_completion_tokens`` (the latter wins), ``min_tokens``,
+``stop`` (any number of strings), ``stop_token_ids``, ``include_stop_str_in_output``,
+``ignore_eos``, ``seed`` (int64), ``repetition_penalty``, ``presence_penalty``,
+``frequency_penalty``, ``logit_bias``, ``allowed_token_ids``, ``bad_words``,
+``skip_special_tokens``, ``truncate_prompt_tokens``, ``add_special_tokens``,
+``prompt_logprobs`` (:mod:`rlvr.serve.logits_rules`, :mod:`rlvr.serve.decoding`). Fields
+that would change the output but are not implemented (guided decoding / structured outputs,
+``response_format`` other than text, tools and legacy functions, beam search, ``best_of``,
+``suffix``) are refused (400 naming the field); fields no endpoint declares are refused too,
+unless the server ignores them (``--ignore-unknown-fields``: a warning is logged).
 
-``stream: true`` answers with server-sent events as the OpenAI SDK reads them
+``stream: true`` answers with server-sent events, sent as the engine samples each token
 (:mod:`rlvr.serve.stream`; ``stream_options.include_usage`` adds a usage chunk). Log-probs
 (:mod:`rlvr.serve.logprobs`): chat ``logprobs: true`` + ``top_logprobs: k``, completions
-``logprobs: k`` (k <= 20), the engine's own, under the raw model distribution by default
-(``--logprobs-mode tempered``: at the sampling temperature, as the trainer uses them). vLLM's
-``return_tokens_as_token_ids`` (log-prob tokens as ``"token_id:<id>"``) and
-``return_token_ids`` (``prompt_token_ids`` and each choice's ``token_ids``) let an agent loop
-hand its trajectories back for training with the exact tokens and log-probs.
+``logprobs: k`` (k <= 20), under the raw model distribution by default (``--logprobs-mode
+tempered``: at the sampling temperature, as the trainer uses them). vLLM's
+``return_tokens_as_token_ids`` and ``return_token_ids`` let an agent loop hand its
+trajectories back for training with the exact tokens and log-probs. Each choice carries
+vLLM's ``stop_reason`` (the stop string or stop token id that ended it, else null).
 
-Responses carry OpenAI's ``usage``: ``prompt_tokens`` (each prompt counted once),
-``completion_tokens`` (all choices; a stop token the model emitted counts, text cut by a
-``stop`` string counts up to the token that completed it) and ``total_tokens``. Errors are
-OpenAI-style JSON ``{"error": {"message", "type", "param", "code"}}``: 400 for bad fields
-(``param`` names the field), 404 unknown model or route, 429 when ``max_concurrency`` requests
-are already in flight, 500 for a failure inside the server.
+Responses carry OpenAI's ``usage``. Errors are OpenAI-style JSON ``{"error": {"message",
+"type", "param", "code"}}``: 400 for bad fields (``param`` names the field), 404 unknown
+model or route, 429 when the admission queue is full, 500 for a failure inside the server.
+
+Requests are admitted ``max_concurrency`` at a time and generate one after another; the rest
+wait in a bounded queue (``--max-queue``) (:mod:`rlvr.serve.admission`). A client that
+disconnects leaves the queue, or stops its generation at the next decode step.
 
 Every request is logged as one line (logger ``rlvr.serve``, INFO; ``rlvr serve`` prints them
 on stderr): method, path, status, latency and, for completions, the tokens, e.g.
 ``POST /v1/chat/completions 200 153.2 ms tokens 21 prompt + 8 completion``.
 
-Generation runs through a rollout engine, one request at a time (:mod:`rlvr.serve.server`).
-
 Modules:
 
 - :mod:`rlvr.serve.schemas`: request bodies and :class:`Choice`.
+- :mod:`rlvr.serve.logits_rules`: penalties, biases, banned / allowed tokens, ``min_p``.
+- :mod:`rlvr.serve.decoding`: one request's decode hooks (streaming, stop strings).
+- :mod:`rlvr.serve.prompt_scores`: the prompt's own log-probs.
 - :mod:`rlvr.serve.responses`: whole response bodies.
 - :mod:`rlvr.serve.logprobs`: log-probs in OpenAI's chat and completions shapes.
 - :mod:`rlvr.serve.stream`: streamed responses (server-sent events).
 - :mod:`rlvr.serve.errors`: :class:`APIError` and the 400s made from bad fields.
-- :mod:`rlvr.serve.admission`: at most ``max_concurrency`` requests in flight (429 beyond).
+- :mod:`rlvr.serve.admission`: the admission queue.
+- :mod:`rlvr.serve.metrics`: Prometheus metrics.
 - :mod:`rlvr.serve.server`: :class:`ModelServer`, a model + tokenizer + engine.
 - :mod:`rlvr.serve.request_log`: the one-line-per-request log middleware.
+- :mod:`rlvr.serve.utility_routes`: health, version, metrics, tokenizer routes.
 - :mod:`rlvr.serve.app`: the FastAPI application.
 - :mod:`rlvr.serve.runner`: socket, uvicorn, ``serve_forever``.
 
@@ -64,8 +77,12 @@ from rlvr.serve.runner import bind_socket, make_uvicorn_server, missing_dependen
 from rlvr.serve.logprobs import TokenNames, chat_logprobs, completion_logprobs
 from rlvr.serve.responses import Rendering, chat_response, completion_response
 from rlvr.serve.schemas import (MAX_TOP_LOGPROBS, REFUSED_FIELDS, ChatMessage, ChatRequest,
-                                Choice, CompletionRequest, TextPart, stop_strings)
-from rlvr.serve.server import DEFAULT_MAX_TOKENS, ENGINES, LOGPROBS_MODES, ModelServer
+                                Choice, CompletionRequest, TextPart, stop_strings,
+                                unknown_fields)
+from rlvr.serve.server import (DEFAULT_MAX_QUEUE, DEFAULT_MAX_TOKENS, ENGINES, LOGPROBS_MODES,
+                               Job, ModelServer)
+from rlvr.serve.decoding import RequestRun
+from rlvr.serve.logits_rules import LogitsRules
 from rlvr.serve.stream import event_stream
 
 __all__ = [
@@ -75,14 +92,18 @@ __all__ = [
     "ChatRequest",
     "Choice",
     "CompletionRequest",
+    "DEFAULT_MAX_QUEUE",
     "DEFAULT_MAX_TOKENS",
     "ENGINES",
+    "Job",
     "LOGPROBS_MODES",
+    "LogitsRules",
     "MAX_TOP_LOGPROBS",
     "ModelServer",
     "REFUSED_FIELDS",
     "Rendering",
     "RequestLog",
+    "RequestRun",
     "TextPart",
     "TokenNames",
     "bad_field",
@@ -99,5 +120,6 @@ __all__ = [
     "request_line",
     "serve_forever",
     "stop_strings",
+    "unknown_fields",
     "validation_error",
 ]

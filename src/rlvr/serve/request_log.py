@@ -31,10 +31,11 @@ def request_line(method: str, path: str, status: int, seconds: float,
 class RequestLog:
     """ASGI middleware: one :func:`request_line` per HTTP request, passed to ``write`` (default:
     the ``rlvr.serve`` logger at INFO) when the response is done (errors and 404s included;
-    latency from the request's arrival)."""
+    latency from the request's arrival). ``observe(path, status, seconds, usage)``, when
+    given, is told the same (the server's metrics)."""
 
-    def __init__(self, app, write=None):
-        self.app, self.write = app, write or log.info
+    def __init__(self, app, write=None, observe=None):
+        self.app, self.write, self.observe = app, write or log.info, observe
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -46,8 +47,11 @@ class RequestLog:
         def write_once():
             if not written[0]:
                 written[0] = True
+                seconds = time.perf_counter() - start
                 self.write(request_line(scope.get("method", "?"), scope.get("path", "?"),
-                                        status[0], time.perf_counter() - start, box.get("usage")))
+                                        status[0], seconds, box.get("usage")))
+                if self.observe is not None:
+                    self.observe(scope.get("path", "?"), status[0], seconds, box.get("usage"))
 
         async def send_status(message):
             if message["type"] == "http.response.start":

@@ -12,7 +12,8 @@ from rlvr.serve.server import ModelServer
 
 def missing_dependencies() -> list[str]:
     """The server's packages (the ``serve`` extra) that are not installed."""
-    return [name for name in ("fastapi", "uvicorn") if importlib.util.find_spec(name) is None]
+    return [name for name in ("fastapi", "uvicorn", "prometheus_client")
+            if importlib.util.find_spec(name) is None]
 
 
 def bind_socket(host: str, port: int):
