@@ -75,6 +75,7 @@ def arguments(logged) -> tuple[str, str]:
     return logged[0], logged[1]
 
 
+@pytest.mark.slow  # about 20-60 s: lm-eval loads its task registry
 def test_lm_eval_local_completions_runs_both_task_kinds_end_to_end(served, tiny, tmp_path):
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
