@@ -10,11 +10,12 @@ Usage::
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from rlvr.rewards.config import RewardConfig
-from rlvr.rewards.pool import VerifierPool, VerifyJob, run_verifier
+from rlvr.rewards.pool import VerifierPool, VerifyJob, checked_format, run_verifier
 from rlvr.rewards.process import process_score
 from rlvr.rewards.registry import (
     DEFAULT_FORMAT_RULE,
@@ -22,7 +23,7 @@ from rlvr.rewards.registry import (
     get_format_rule,
     get_verifier,
 )
-from rlvr.rewards.types import RewardResult, Status, Verdict
+from rlvr.rewards.types import FORMAT, RewardResult, Status, Verdict
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,11 @@ class RewardPipeline:
     A verifier ``error`` or ``timeout`` gets reward 0.0 (its components are still logged).
 
     Verifier calls run in a :class:`VerifierPool` (``config.workers`` processes) so each is
-    bounded by ``config.timeout_for(task_type)`` seconds; format rules are cheap, bounded regexes
-    and run in the calling process. Deterministic: the same request always gets the same result
-    (R8), apart from ``seconds``.
+    bounded by ``config.timeout_for(task_type)`` seconds; the format rule (a plugin's too) runs
+    in the same call, under the same bound. A format rule that raises, overruns or returns
+    something else than a number in [0, 1], and a component under a non-zero weight outside
+    [0, 1] (or not finite), make the row an ``error``: reward 0, counted, never a crash.
+    Deterministic: the same request always gets the same result (R8), apart from ``seconds``.
 
     Args:
         config: the reward configuration; defaults to :class:`RewardConfig()`.
@@ -92,9 +95,20 @@ class RewardPipeline:
         return [self._result(r, v, s) for r, (v, s) in zip(requests, outcomes)]
 
     def format_score(self, completion: str, task_type: str) -> float:
-        """The format component (R2) in [0, 1] for ``task_type``'s configured rule."""
-        rule = self.config.format_rule.get(task_type) or DEFAULT_FORMAT_RULE.get(task_type, "none")
-        return get_format_rule(rule)(completion, **self.config.format_options.get(task_type, {}))
+        """The format component (R2) in [0, 1] for ``task_type``'s configured rule, run in this
+        process (no time bound; :meth:`score_batch` runs it in a verifier worker).
+
+        Raises:
+            ValueError: the rule returned something else than a number in [0, 1].
+            Exception: what the rule raises.
+        """
+        rule = self._format_rule(task_type)
+        score, problem = checked_format(
+            get_format_rule(rule)(completion, **self.config.format_options.get(task_type, {})),
+            rule)
+        if problem is not None:
+            raise ValueError(problem)
+        return score
 
     @property
     def pool(self) -> VerifierPool:
@@ -123,16 +137,22 @@ class RewardPipeline:
             timeout_s=self.config.timeout_for(request.task_type),
             plugins=tuple(self.config.plugins),
             verifier=self.config.verifiers.get(request.task_type),
+            format_rule=self._format_rule(request.task_type),
+            format_options=self.config.format_options.get(request.task_type, {}),
         )
+
+    def _format_rule(self, task_type: str) -> str:
+        return self.config.format_rule.get(task_type) or DEFAULT_FORMAT_RULE.get(task_type, "none")
 
     def _verifier_name(self, task_type: str) -> str:
         return self.config.verifiers.get(task_type, task_type)
 
     def _result(self, request: ScoreRequest, verdict: Verdict, seconds: float) -> RewardResult:
+        own = {k: v for k, v in verdict.components.items() if k != FORMAT}
         components = {
-            **verdict.components,  # a verifier's own parts (a rubric's functions): logged
+            **own,  # a verifier's own parts (a rubric's functions): logged
             "outcome": verdict.outcome,
-            "format": self.format_score(request.completion, request.task_type),
+            FORMAT: verdict.components.get(FORMAT, 0.0),  # run with the verifier (_job)
         }
         if self.config.weights.get("process", 0) > 0 and request.task_type == "math":
             # R4, off by default; math only (calculations in worked solutions). A completion that writes no calculation scores 0.0, not
@@ -141,13 +161,30 @@ class RewardPipeline:
             components["process"] = process_score(request.completion) or 0.0
         # A verifier error or timeout is no judgement of the completion: it scores 0 whatever
         # its format (Status docs), and is reported as what it was.
-        failed = verdict.status in (Status.error, Status.timeout)
+        status, detail = verdict.status, verdict.detail
+        out_of_range = self._out_of_range(components)
+        if out_of_range is not None and status not in (Status.error, Status.timeout):
+            status, detail = Status.error, out_of_range
+        failed = status in (Status.error, Status.timeout)
         return RewardResult(
             reward=0.0 if failed else self._aggregate(components, self.config.weights),
             components=components,
-            status=verdict.status,
+            status=status,
             extracted=verdict.extracted,
             method=verdict.method,
-            detail=verdict.detail,
+            detail=detail,
             seconds=seconds,
         )
+
+    def _out_of_range(self, components: dict[str, float]) -> str | None:
+        """Why ``components`` cannot be weighed, or ``None``: ``outcome``, ``format`` and every
+        component with a non-zero weight must be finite numbers in [0, 1] (a component that
+        weighs nothing is only logged: it must be finite)."""
+        for name, value in components.items():
+            weighed = name in ("outcome", FORMAT) or self.config.weights.get(name, 0.0) != 0.0
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (
+                0.0 <= value <= 1.0 if weighed else math.isfinite(value))
+            if not ok:
+                expected = "a finite number in [0, 1]" if weighed else "a finite number"
+                return f"reward component {name!r} is {value!r}, expected {expected}"
+        return None
