@@ -405,7 +405,8 @@ def _limits(options: dict) -> SandboxLimits:
     if lim is None:
         lim = SandboxLimits()
     kw = {}
-    for key in ("timeout_s", "memory_bytes", "max_output_bytes"):
+    for key in ("timeout_s", "memory_bytes", "max_output_bytes", "wall_factor",
+                "wall_timeout_s"):
         if key in options and options[key] is not None:
             kw[key] = options[key]
     if "timeout" in options and options["timeout"] is not None:
@@ -455,8 +456,9 @@ def grade_code(completion: str, reference: dict, **options) -> CodeGrade:
         **options: ``partial_credit`` (bool, default False: when True the verdict's ``score``
             is the passed fraction of the tests), ``block`` ("last"/"first"),
             ``timeout`` / ``timeout_s`` (CPU seconds: the sandbox's CPU-time budget; the wall
-            backstop follows from it, see ``SandboxLimits``),
-            ``memory_bytes``, ``max_output_bytes``, ``limits`` (a full
+            backstop follows from it, see ``SandboxLimits``), ``wall_factor`` /
+            ``wall_timeout_s`` (the wall backstop of a program that uses no CPU: a multiple
+            of the budget, default 2, or seconds), ``memory_bytes``, ``max_output_bytes``, ``limits`` (a full
             :class:`~rlvr.sandbox.SandboxLimits`), ``env`` (extra environment variables for the
             program), ``pool`` (a :class:`~rlvr.sandbox.SandboxPool`, default the process pool).
 
