@@ -16,6 +16,7 @@ from typing import Sequence
 from rlvr.eval.metrics import (SCORERS, aggregator_for, get_aggregator, mean_ci95, pass_at_k,
                                saturation)
 from rlvr.eval.records import ProblemResult
+from rlvr.rewards.summary import FAILED_STATUSES, is_measured
 
 
 class SummaryError(ValueError):
@@ -123,7 +124,10 @@ def summarize(problems: Sequence[ProblemResult], ks: Sequence[int], *,
     ``best_of@k`` (scorer -> curve; ``oracle`` sees the reference), ``ci95`` (95% intervals),
     ``aggregators`` (task type -> aggregator used for ``aggregate@k``), ``cost`` (k ->
     tokens / seconds per problem), ``saturation`` (per curve, see
-    :func:`rlvr.eval.metrics.saturation`), ``status_counts``, ``truncation_rate``,
+    :func:`rlvr.eval.metrics.saturation`), ``status_counts``, ``verifier_errors`` (samples
+    whose verifier failed: status ``error`` or ``timeout``, counted wrong), ``measured``
+    (``False`` when at least half the samples are such errors: the curves then say little
+    about the model, :func:`rlvr.rewards.summary.is_measured`), ``truncation_rate``,
     ``timed_out_problems`` and ``fallback@k`` (online budget), ``by_category``,
     ``by_difficulty``, ``by_source``.
 
@@ -137,6 +141,7 @@ def summarize(problems: Sequence[ProblemResult], ks: Sequence[int], *,
     values = [problem_values(p, ks, aggregators=aggregators, seed=seed) for p in problems]
     curves = _mean_curves(values, ks)
     samples = [s for p in problems for s in p.samples]
+    errors = sum(s.status in FAILED_STATUSES for s in samples)
     finished = [s.generated.finish_reason for s in samples if s.generated.finish_reason]
     result = {
         "problems": len(problems),
@@ -151,6 +156,8 @@ def summarize(problems: Sequence[ProblemResult], ks: Sequence[int], *,
                                           saturation_threshold)
                        for metric in ("pass@k", "maj@k", "aggregate@k")},
         "status_counts": dict(Counter(s.status for s in samples)),
+        "verifier_errors": errors,
+        "measured": is_measured(errors, len(samples)),
         "truncation_rate": (sum(r == "length" for r in finished) / len(finished)
                             if finished else None),
         "timed_out_problems": sum(p.timed_out for p in problems),
