@@ -107,3 +107,22 @@ def test_the_monitor_alerts_on_a_validation_of_verifier_errors():
     # ... and the collapse check does not read an unmeasured pass@1 as a collapse
     collapse = HealthConfig().check_config("validation_collapse")
     assert HEALTH_CHECKS["validation_collapse"](context, collapse) is None
+
+
+def test_eval_summary_reports_the_verifiers_threshold_beside_full_score_pass_at_1():
+    def sample(status, passed):
+        return EvalSample(Generated(text="x"), 0.0, status, None,
+                          components={"outcome": 0.5, "rubric_pass": passed})
+
+    problems = [ProblemResult("a", "math", {}, [sample("wrong", 1.0), sample("correct", 1.0)],
+                              2),
+                ProblemResult("b", "math", {}, [sample("wrong", 1.0), sample("wrong", 0.0)],
+                              2)]
+    summary = summarize(problems, [1])
+    # pass@1 = mean(1/2, 0/2) = 0.25; at the threshold: mean(2/2, 1/2) = 0.75
+    assert summary["pass@k"]["1"] == pytest.approx(0.25)
+    assert summary["rubric_pass@1"] == pytest.approx(0.75)
+    assert verifier_error_lines({"m": summary}) == [
+        "m: pass@1 counts a verifiers rubric's full score only; 75.0% of samples reach the "
+        "environment's own pass_threshold (rubric_pass@1)."]
+    assert "rubric_pass@1" not in summarize([_problem("c", ["correct"])], [1])

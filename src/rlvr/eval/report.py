@@ -90,8 +90,9 @@ def saturation_lines(name: str, summary: dict) -> list[str]:
 
 def verifier_error_lines(models: dict[str, dict]) -> list[str]:
     """One line per model whose samples include verifier errors or timeouts (counted wrong
-    in every curve); a model with at least half of them is marked NOT MEASURED
-    (:func:`rlvr.rewards.summary.is_measured`)."""
+    in every curve; a model with at least half of them is marked NOT MEASURED,
+    :func:`rlvr.rewards.summary.is_measured`), and one per model scored by a verifiers
+    rubric: its share at the environment's pass_threshold (``rubric_pass@1``)."""
     lines = []
     for name, s in models.items():
         errors, n = s.get("verifier_errors", 0), s.get("samples", 0)
@@ -103,6 +104,11 @@ def verifier_error_lines(models: dict[str, dict]) -> list[str]:
         else:
             lines.append(f"**{name}: NOT MEASURED: {errors} of {n} samples are verifier errors "
                          f"or timeouts** (its curves count them wrong; see status_counts).")
+    for name, s in models.items():
+        if s.get("rubric_pass@1") is not None:
+            lines.append(f"{name}: pass@1 counts a verifiers rubric's full score only; "
+                         f"{_pct(s['rubric_pass@1'])} of samples reach the environment's own "
+                         f"pass_threshold (rubric_pass@1).")
     return lines
 
 

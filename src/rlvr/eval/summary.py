@@ -17,6 +17,7 @@ from rlvr.eval.metrics import (SCORERS, aggregator_for, get_aggregator, mean_ci9
                                saturation)
 from rlvr.eval.records import ProblemResult
 from rlvr.rewards.summary import FAILED_STATUSES, is_measured
+from rlvr.rewards.verifiers_env import THRESHOLD_COMPONENT
 
 
 class SummaryError(ValueError):
@@ -114,6 +115,20 @@ def _breakdown(problems, values, attribute: str) -> dict:
     return out
 
 
+def _threshold_pass(problems: Sequence[ProblemResult]) -> dict:
+    """``{"rubric_pass@1": mean over problems of the share of samples whose rubric reward
+    reached the verifiers environment's own pass_threshold}`` when every sample carries that
+    component (:data:`rlvr.rewards.verifiers_env.THRESHOLD_COMPONENT`), else ``{}``: the
+    environment's pass mark, beside pass@1, which counts only full scores."""
+    shares = []
+    for p in problems:
+        marks = [s.components.get(THRESHOLD_COMPONENT) for s in p.samples]
+        if not marks or any(m is None for m in marks):
+            return {}
+        shares.append(sum(marks) / len(marks))
+    return {"rubric_pass@1": sum(shares) / len(shares)} if shares else {}
+
+
 def summarize(problems: Sequence[ProblemResult], ks: Sequence[int], *,
               aggregators: dict[str, str] | None = None, seed: int | str = 0,
               saturation_threshold: float = 0.01) -> dict:
@@ -127,7 +142,9 @@ def summarize(problems: Sequence[ProblemResult], ks: Sequence[int], *,
     :func:`rlvr.eval.metrics.saturation`), ``status_counts``, ``verifier_errors`` (samples
     whose verifier failed: status ``error`` or ``timeout``, counted wrong), ``measured``
     (``False`` when at least half the samples are such errors: the curves then say little
-    about the model, :func:`rlvr.rewards.summary.is_measured`), ``truncation_rate``,
+    about the model, :func:`rlvr.rewards.summary.is_measured`), ``rubric_pass@1`` (verifiers
+    environments only: the share reaching the environment's own pass_threshold, where
+    ``pass@k`` counts full scores only), ``truncation_rate``,
     ``timed_out_problems`` and ``fallback@k`` (online budget), ``by_category``,
     ``by_difficulty``, ``by_source``.
 
@@ -158,6 +175,7 @@ def summarize(problems: Sequence[ProblemResult], ks: Sequence[int], *,
         "status_counts": dict(Counter(s.status for s in samples)),
         "verifier_errors": errors,
         "measured": is_measured(errors, len(samples)),
+        **_threshold_pass(problems),
         "truncation_rate": (sum(r == "length" for r in finished) / len(finished)
                             if finished else None),
         "timed_out_problems": sum(p.timed_out for p in problems),
