@@ -171,9 +171,9 @@ def test_a_partial_rubric_score_is_not_correct_at_the_pass_threshold():
 
 
 def test_an_environment_module_next_to_the_config_imports(tmp_path, monkeypatch):
+    import os
     import sys
 
-    import os
     # the `rlvr` console script's sys.path has no working directory: neither has this one
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", os.getcwd())])
     (tmp_path / "vf_next_to_config.py").write_text(

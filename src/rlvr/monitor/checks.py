@@ -337,24 +337,16 @@ def verifier_errors(ctx: CheckContext, cfg) -> Finding | None:
 
 
 def _validation_errors(ctx: CheckContext, cfg) -> Finding | None:
-    """A validation of this step whose share of verifier errors / timeouts exceeds
-    max_rate."""
+    """A validation of this step with a share of verifier errors / timeouts over max_rate."""
     val = ctx.validation[-1] if ctx.validation else None
     if val is None or val["step"] != ctx.step or not val.get("n"):
         return None
     errors, n = val.get("verifier_errors") or 0, val["n"]
-    if errors / n <= cfg.max_rate:
-        return None
-    return Finding(f"validation {val.get('label') or ''} (step {ctx.step}): {errors} of {n} "
-                   f"tasks got a verifier error or timeout; its pass@1 "
-                   f"{val['pass_at_1']:.1%} counts them wrong and measures the verifier, not "
-                   f"the model (a broken verifier plugin or an overloaded sandbox?)",
-                   value=errors / n, threshold=cfg.max_rate)
-
-
-def _measured(val: dict) -> bool:
-    """A validation row's pass@1 measures the model (rows of an older rlvr record no errors)."""
-    return is_measured(val.get("verifier_errors") or 0, val.get("n") or 1)
+    return None if errors / n <= cfg.max_rate else Finding(
+        f"validation {val.get('label') or ''} (step {ctx.step}): {errors} of {n} tasks got a "
+        f"verifier error or timeout; its pass@1 {val['pass_at_1']:.1%} counts them wrong and "
+        f"measures the verifier, not the model (a broken verifier plugin or an overloaded "
+        f"sandbox?)", value=errors / n, threshold=cfg.max_rate)
 
 
 def _steps(rows: list[CompletionRecord]) -> str:
@@ -474,7 +466,8 @@ def validation_collapse(ctx: CheckContext, cfg) -> Finding | None:
     """At a validation of this step: pass@1 or the format rate < (1 - drop) x its value in
     the validation before GRPO (the first one recorded), by at least min_drop."""
     vals = ctx.validation
-    if len(vals) < 2 or vals[-1]["step"] != ctx.step or not _measured(vals[-1]):
+    if len(vals) < 2 or vals[-1]["step"] != ctx.step or not is_measured(
+            vals[-1].get("verifier_errors") or 0, vals[-1].get("n") or 1):
         return None  # an unmeasured validation is the verifier_errors check's to report
     first, cur = vals[0], vals[-1]
     for key, what in (("pass_at_1", "pass@1"), ("format_rate", "format rate")):
