@@ -90,17 +90,19 @@ def _unsolved_tasks(path: Path, n: int = 12) -> Path:
 
 def test_no_verified_example_exits_2_naming_the_reason_and_the_fix(tmp_path):
     tasks = _unsolved_tasks(tmp_path / "tasks.jsonl")
-    result = runner.invoke(app, ["sft", "--config", SMOKE, "-o", str(tmp_path / "run"),
-                                 "--set", "data.source=jsonl", "--set", f"data.path={tasks}",
-                                 "--set", "sft.mixture=null",
-                                 "--set", "data.train_size=8", "--set", "data.val_size=4",
-                                 "--set", "eval.pass_at_k_samples=0"])
-    message = " ".join(result.output.split())
-    assert result.exit_code == 2, result.output
-    assert ("sft: 0 verified solutions among the 8 SFT tasks (8 have no `solution` field, 0 "
-            "have one that does not verify") in message
-    assert "`solution` fields" in message and "sft.enabled: false" in message
-    assert not (tmp_path / "run" / "sft_model").exists()
+    for command in ("sft", "train"):
+        run = tmp_path / command
+        result = runner.invoke(app, [command, "--config", SMOKE, "-o", str(run),
+                                     "--set", "data.source=jsonl", "--set", f"data.path={tasks}",
+                                     "--set", "sft.mixture=null",
+                                     "--set", "data.train_size=8", "--set", "data.val_size=4",
+                                     "--set", "eval.pass_at_k_samples=0"])
+        message = " ".join(result.output.split())
+        assert result.exit_code == 2, result.output
+        assert ("sft: 0 verified solutions among the 8 SFT tasks (8 have no `solution` field, "
+                "0 have one that does not verify") in message
+        assert "`solution` fields" in message and "sft.enabled: false" in message
+        assert not (run / "sft_model").exists()
 
 
 def test_run_sft_without_examples_refuses(tiny):
