@@ -159,7 +159,10 @@ def countdown_candidates(item: dict, rng: random.Random) -> list[tuple]:
     out.append(("target_alone", str(target), str(target), False))
     neg = f"-(-({sol}))"
     out.append(("unary_minus", neg, neg, item["source"] == "rg"))  # rlvr's rules forbid it
-    out.append(("with_equals", f"{sol} = {target}", f"{sol} = {target}", False))
+    # rlvr's verifier reads `expr = N` as the expression and a claim of its value
+    # (rlvr.rewards.logic.split_claim); reasoning-gym's answer is the expression alone
+    out.append(("with_equals", f"{sol} = {target}", f"{sol} = {target}",
+                item["source"] == "rlvr"))
     out.append(("prose", "I could not find one.", "I could not find one.", False))
     out.append(("empty", "", "", False))
     return out
@@ -211,31 +214,34 @@ def score(family: str, items: list[dict], seed: int):
     return rows
 
 
-JUDGEMENT = {
-    ("countdown", "unary_minus", "rg"): "reasoning-gym right: its prompt does not forbid "
-    "unary minus; rlvr's grammar (written for its own prompt, which forbids it) refuses it",
-    ("countdown", "unary_minus", "rlvr"): "rlvr right by its prompt's rule (no unary minus); "
-    "reasoning-gym's value check accepts it (harmless: the value is right)",
-    ("countdown", "reference", "rlvr"): "rlvr right: its puzzles may leave numbers out (the "
-    "prompt says so); reasoning-gym requires every number to be used",
-    ("countdown", "commuted", "rlvr"): "rlvr right: as 'reference' (a number left out)",
-    ("knights_knaves", "other_phrasing", "rg"): "reasoning-gym right: 'A: knight, B: knave' "
-    "is unambiguous, but its term-matching reads 'a:' as the name; rlvr right on the other "
-    "side: its grammar only reads 'Name: role'",
-    ("knights_knaves", "other_phrasing", "rlvr"): "as for reasoning-gym items: each scorer "
-    "reads only its own phrasing",
-    ("knights_knaves", "trailing_prose", "rg"): "reasoning-gym more lenient: the assignment "
-    "is stated, rlvr's final line must hold only the assignment (a format rule, not a wrong "
-    "judgement)",
-    ("knights_knaves", "trailing_prose", "rlvr"): "as for reasoning-gym items",
+# Why the two scorers differ on a candidate kind (family, kind): the reason only. Which scorer
+# matches the item's rules is computed from the rows (the expected verdict), never written here.
+REASON = {
+    ("countdown", "unary_minus"): "rlvr's grammar refuses unary minus (its own prompt forbids "
+    "it); reasoning-gym's prompt does not, and its value check accepts it",
+    ("countdown", "reference"): "rlvr's puzzles may leave numbers out (its prompt says so); "
+    "reasoning-gym requires every number to be used (scores 0.05)",
+    ("countdown", "commuted"): "as 'reference': a number left out",
+    ("countdown", "with_equals"): "rlvr reads 'expr = N' as the expression and a claim of its "
+    "value and accepts a true claim; reasoning-gym wants the expression alone (scores 0.01)",
+    ("knights_knaves", "other_phrasing"): "rlvr reads both phrasings ('A: knight, ...' and "
+    "reasoning-gym's 'A is a knight, and ...'); reasoning-gym's term matching does not read "
+    "'Name: role'",
+    ("knights_knaves", "trailing_prose"): "rlvr's final line must hold only the assignment "
+    "(unparsed: a format rule); reasoning-gym finds the assignment in the sentence",
 }
+
+
+def _who(row: dict) -> str:
+    """The scorer whose verdict on a disagreement is the expected one."""
+    return "rlvr" if row["rlvr_ok"] == row["expected"] else "reasoning-gym"
 
 
 def report(rows: list[dict], show_all: bool) -> None:
     groups = defaultdict(list)
     for r in rows:
         groups[(r["family"], r["source"], r["kind"])].append(r)
-    print("| family | items | candidate | n | expected | rlvr accepts | rg accepts "
+    print("| family | item source | candidate | n | expected | rlvr accepts | rg accepts "
           "| agree | rg mean score |")
     print("|---|---|---|---|---|---|---|---|---|")
     for (family, source, kind), rs in groups.items():
@@ -247,22 +253,29 @@ def report(rows: list[dict], show_all: bool) -> None:
               f"| {agree} | {sum(r['rg'] for r in rs) / n:.3f} |")
     total = len(rows)
     agree = sum(r["rlvr_ok"] == r["rg_ok"] for r in rows)
-    print(f"\nagreement: {agree}/{total} = {agree / total:.1%}")
+    print(f"\nagreement (rlvr and reasoning-gym accept or reject alike): {agree}/{total} = "
+          f"{agree / total:.1%}")
+    for name, key in (("rlvr", "rlvr_ok"), ("reasoning-gym", "rg_ok")):
+        hits = sum(r[key] == r["expected"] for r in rows)
+        print(f"{name} gives the expected verdict: {hits}/{total} = {hits / total:.1%}")
     right = Counter()
-    print("\ndisagreements (each listed; judged against the item's own rules):")
+    print("\ndisagreements (each listed; judged against the expected verdict under the item's "
+          "own rules):")
     for (family, source, kind), rs in groups.items():
         bad = [r for r in rs if r["rlvr_ok"] != r["rg_ok"]]
         if not bad:
             continue
-        for r in bad:
-            who = "rlvr" if r["rlvr_ok"] == r["expected"] else "reasoning-gym"
-            right[(family, who)] += 1
-        judge = JUDGEMENT.get((family, kind, source), "see the expected column")
-        print(f"- {family}/{source}/{kind}: {len(bad)} of {len(rs)}; {judge}")
+        matches = Counter(_who(r) for r in bad)
+        for who, count in matches.items():
+            right[(family, who)] += count
+        verdict = ", ".join(f"{who} matches the rules in {count}"
+                            for who, count in sorted(matches.items()))
+        reason = REASON.get((family, kind), "see the expected column")
+        print(f"- {family}/{source}/{kind}: {len(bad)} of {len(rs)} disagree; {verdict}; "
+              f"{reason}")
         for r in (bad if show_all else bad[:3]):
-            who = "rlvr" if r["rlvr_ok"] == r["expected"] else "reasoning-gym"
             print(f"    item {r['item']}: rlvr {r['rlvr']} on {r['ours']!r}; rg "
-                  f"{r['rg']:g} on {r['theirs']!r} -> {who} matches the rules")
+                  f"{r['rg']:g} on {r['theirs']!r} -> {_who(r)} matches the rules")
         if not show_all and len(bad) > 3:
             print(f"    ... {len(bad) - 3} more (--list shows all)")
     print("\nwho matches the item's rules in the disagreements:",

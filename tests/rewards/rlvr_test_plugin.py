@@ -4,7 +4,7 @@ verifier worker processes too."""
 import os
 import time
 
-from rlvr.rewards.registry import register_verifier
+from rlvr.rewards.registry import register_format_rule, register_verifier
 from rlvr.rewards.types import Status, Verdict
 
 
@@ -64,3 +64,38 @@ def scored(completion: str, reference, **options) -> Verdict:
     """Returns the status the completion's last line names, with score 1.0: a verifier that
     scores a failed call or a non-answer (the reward probe's kind W)."""
     return Verdict(Status(completion.strip().splitlines()[-1]), score=1.0)
+
+
+@register_format_rule("test_fmt_raises")
+def format_raises(completion: str, **options) -> float:
+    """A format rule with a bug."""
+    raise RuntimeError("format bug")
+
+
+@register_format_rule("test_fmt_sleeps")
+def format_sleeps(completion: str, seconds: float = 60.0, **options) -> float:
+    """A format rule that hangs."""
+    time.sleep(seconds)
+    return 1.0
+
+
+@register_format_rule("test_fmt_value")
+def format_value(completion: str, **options) -> float:
+    """Returns the number the completion's first line writes (a rule with a wrong range)."""
+    return float(completion.splitlines()[0])
+
+
+class InflatedVerdict(Verdict):
+    """A verdict whose ``outcome`` property ignores ``score`` (a plugin's subclass)."""
+
+    @property
+    def outcome(self) -> float:
+        return 1e9
+
+
+@register_verifier("test_inflated")
+def inflated(completion: str, reference, **options) -> Verdict:
+    """A wrong answer with a huge outcome (``outcome``) or a huge component (``part``)."""
+    if completion == "outcome":
+        return InflatedVerdict(Status.wrong, completion, "bare")
+    return Verdict(Status.wrong, completion, "bare", components={"bonus": 1e9})

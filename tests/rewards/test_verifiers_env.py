@@ -84,8 +84,12 @@ def test_the_rubric_gives_the_same_reward_through_rlvr_as_called_directly(worker
         for name, value in parts.items():
             assert result.components[f"rubric/{name}"] == pytest.approx(value)
     statuses = [r.status for r in results[:len(COMPLETIONS)]]
+    # correct only at the full score 1.0; the long right answer's 0.9 passes verifiers'
+    # threshold (0.5) and says so in `rubric_pass`, but is no pass@1
     assert statuses == [Status.correct, Status.correct, Status.wrong, Status.unparsed,
-                        Status.correct, Status.wrong]
+                        Status.wrong, Status.wrong]
+    assert [r.components["rubric_pass"] for r in results[:len(COMPLETIONS)]] == [
+        1.0, 1.0, 0.0, 0.0, 1.0, 0.0]
     assert {round(r.reward, 2) for r in results} == {1.0, 0.2, 0.9}
 
 
@@ -149,3 +153,49 @@ def test_rlvr_eval_tasks_verifiers_scores_with_the_rubric(tmp_path):
         reward, parts = direct_reward(row["completion"], row["reference"]["row"]["answer"])
         assert row["reward"] == pytest.approx(reward)
         assert row["components"]["rubric/brevity"] == pytest.approx(parts["brevity"])
+
+
+def test_a_partial_rubric_score_is_not_correct_at_the_pass_threshold():
+    # one reward function of weight 1.0 giving 0.5 for a part-right answer (an answer that
+    # contains the right one, as reasoning-gym's scorer does): verifiers' threshold 0.5 is met
+    # and reported as rubric_pass, but the answer is wrong, and pass@1 counts only full scores
+    task = generate_verifiers("vf_tiny_env(weights=(0.5, 0.5))", 1, seed=0)[0]
+    answer = task.reference["row"]["answer"]
+    pipeline = RewardPipeline(RewardConfig(workers=0))
+    wrong = pipeline.score("#### 1", task.reference, "verifiers")  # brevity only: 0.5
+    assert wrong.reward == pytest.approx(0.5) and wrong.status is Status.wrong
+    assert wrong.components["rubric_pass"] == 1.0
+    assert "rubric reward 0.5 of 1 (the environment's pass_threshold 0.5: met)" in wrong.detail
+    right = pipeline.score(f"#### {answer}", task.reference, "verifiers")
+    assert right.reward == pytest.approx(1.0) and right.status is Status.correct
+
+
+def test_an_environment_module_next_to_the_config_imports(tmp_path, monkeypatch):
+    import os
+    import sys
+
+    # the `rlvr` console script's sys.path has no working directory: neither has this one
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", os.getcwd())])
+    (tmp_path / "vf_next_to_config.py").write_text(
+        "from vf_tiny_env import load_environment  # noqa: F401\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    env = load("vf_next_to_config", {"n": 3})
+    assert len(env.dataset) == 3
+    assert generate_verifiers("vf_next_to_config(n=3)", 2, seed=0)[0].category == \
+        "vf_next_to_config"
+
+
+def test_a_missing_environment_module_says_where_it_was_looked_for(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(VerifiersEnvError) as info:
+        load("no_such_vf_env_xyz", {})
+    message = str(info.value)
+    assert message.startswith("verifiers environment module 'no_such_vf_env_xyz' not found: "
+                              "no no_such_vf_env_xyz.py (or package no_such_vf_env_xyz/) in "
+                              f"the working directory {tmp_path}")
+    (tmp_path / "vf_broken_env.py").write_text("import no_such_dependency_xyz\n",
+                                               encoding="utf-8")
+    with pytest.raises(VerifiersEnvError, match="'vf_broken_env' .* failed to import: "
+                                                "ModuleNotFoundError: No module named "
+                                                "'no_such_dependency_xyz'"):
+        load("vf_broken_env", {})

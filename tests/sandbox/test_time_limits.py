@@ -195,22 +195,34 @@ def test_sleeper_is_a_timeout_by_wall_backstop(name):
 
 
 def test_default_wall_backstop_stops_a_sleeper():
-    # timeout_s=0.5: the default backstop is max(4 x 0.5, 0.5 + 5) = 5.5 s.
+    # timeout_s=0.5: the default backstop is max(2 x 0.5, 0.5 + 2) = 2.5 s.
     lim = SandboxLimits(timeout_s=0.5)
-    assert lim.wall_limit_s() == 5.5
+    assert lim.wall_limit_s() == 2.5
     r = run_job(SandboxJob(program=SLEEPERS["sleep"], limits=lim))
-    assert r.status is SandboxStatus.timeout and "5.5 s" in r.detail, r.detail
-    assert 5.5 <= r.wall_s < 60
+    assert r.status is SandboxStatus.timeout and "2.5 s" in r.detail, r.detail
+    assert 2.5 <= r.wall_s < 60
+
+
+def test_code_verifier_options_set_the_wall_backstop():
+    # a program that sleeps with a 0.5 s CPU budget: the backstop is wall_factor x budget
+    # (here 3 x 0.5 = 1.5 s, above the 0.5 + 2 s slack only when set: wall_timeout_s decides)
+    sleeper = "import time\ntime.sleep(30)\ndef add(a, b):\n    return a + b\n"
+    g = grade_code(sleeper, ADD_TESTS, timeout_s=0.5, wall_timeout_s=1.5)
+    assert g.verdict.status is Status.timeout
+    assert "1.5 s backstop" in g.grade.run.detail, g.grade.run.detail
+    assert 1.5 <= g.grade.run.wall_s < 30
+    g = grade_code(sleeper, ADD_TESTS, timeout_s=2.0, wall_factor=1.5, wall_timeout_s=None)
+    assert "4 s backstop" in g.grade.run.detail, g.grade.run.detail  # max(1.5 x 2, 2 + 2)
 
 
 # ----------------------------------------------------- wall time no longer decides
 
 
 def test_correct_program_slower_than_its_budget_in_wall_time_is_correct():
-    # 2.5 s of wall time (sleeping) against a 1 s CPU budget, well inside the default
-    # backstop (max(4 x 1, 1 + 5) = 6 s): wall time alone no longer makes it a timeout.
+    # 2.5 s of wall time (sleeping) against a 1 s CPU budget, inside a backstop of
+    # max(4 x 1, 1 + 2) = 4 s: wall time alone does not make it a timeout.
     prog = BURN + "burn(0.1)\ntime.sleep(2.5)\ndef add(a, b):\n    return a + b\n"
-    g = grade_code(prog, ADD_TESTS, limits=SandboxLimits(timeout_s=1.0))
+    g = grade_code(prog, ADD_TESTS, limits=SandboxLimits(timeout_s=1.0, wall_factor=4.0))
     assert g.verdict.status is Status.correct, g.verdict.detail
     assert g.grade.run.wall_s > 2.5 > 1.0 > g.grade.run.cpu_s
 
@@ -265,9 +277,10 @@ def test_correct_program_stopped_by_load_is_correct(accounting):
 def test_limits_defaults_and_overrides():
     lim = SandboxLimits()
     assert lim.timeout_s == DEFAULT_CPU_BUDGET_S
-    assert lim.wall_limit_s() == 4 * DEFAULT_CPU_BUDGET_S
+    # a program that sleeps holds its sandbox at most twice its CPU budget (24 s, not 48 s)
+    assert lim.wall_limit_s() == 2 * DEFAULT_CPU_BUDGET_S == 24.0
     assert lim.rlimit_cpu_s() == int(DEFAULT_CPU_BUDGET_S) + 1
-    assert SandboxLimits(timeout_s=1.0).wall_limit_s() == 6.0  # the slack decides for small budgets
+    assert SandboxLimits(timeout_s=1.0).wall_limit_s() == 3.0  # the slack decides for small budgets
     assert SandboxLimits(timeout_s=1.0, wall_timeout_s=2.5).wall_limit_s() == 2.5
     assert SandboxLimits(timeout_s=3, wall_factor=2, wall_slack_s=0).wall_limit_s() == 6
     assert SandboxLimits(timeout_s=2.5).rlimit_cpu_s() == 4

@@ -76,3 +76,23 @@ def test_gym_preset_sft_examples_verify_and_fit_the_token_caps(gym_run):
         prompt = len(prompt_ids(tokenizer, t, data.instruction(t), config.data.one_shot))
         assert answer <= config.grpo.max_new_tokens <= config.eval.max_new_tokens, t.solution
         assert prompt + answer <= config.sft.max_length, t.prompt
+
+
+def test_gym_preset_pays_no_partial_credit_for_an_answer_that_contains_the_right_one():
+    pytest.importorskip("reasoning_gym")
+    from rlvr.tasks.gym import generate_gym
+
+    config = load_config(RunConfig, GYM)
+    task = generate_gym("chain_sum(min_terms=2, max_terms=2, min_digits=1, max_digits=2)", 1,
+                        seed=0)[0]
+    answer = task.reference["entry"]["answer"]
+    request = ScoreRequest(f"<answer>{answer}1</answer>", task.reference, task.task_type)
+    # reasoning-gym's own score_answer gives a wrong answer that contains the right one
+    # partial credit (len(answer) / len(given)); the library default keeps it ...
+    lenient = RewardPipeline(RewardConfig(workers=0)).score_batch([request])[0]
+    assert lenient.status.value == "wrong"
+    assert lenient.components["outcome"] == pytest.approx(len(answer) / (len(answer) + 1))
+    # ... the preset does not: a wrong answer's outcome is 0
+    preset = RewardPipeline(RewardConfig(**{**config.reward.model_dump(), "workers": 0}))
+    strict = preset.score_batch([request])[0]
+    assert strict.status.value == "wrong" and strict.components["outcome"] == 0.0

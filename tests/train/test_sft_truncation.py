@@ -76,3 +76,37 @@ def test_no_example_fits_exits_2_naming_sft_max_length(tmp_path):
         assert "error: sft.max_length=16: every one of the 512 SFT examples is cut before its " \
                "answer" in message
         assert "loss 0.0000" not in message
+
+
+def _unsolved_tasks(path: Path, n: int = 12) -> Path:
+    """Math tasks with no ``solution`` field: nothing for the cold start to train on."""
+    import json
+
+    rows = [{"id": f"q{i}", "prompt": f"What is {i} + {i}?", "reference": str(2 * i),
+             "task_type": "math", "source": "tasks"} for i in range(n)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_no_verified_example_exits_2_naming_the_reason_and_the_fix(tmp_path):
+    tasks = _unsolved_tasks(tmp_path / "tasks.jsonl")
+    for command in ("sft", "train"):
+        run = tmp_path / command
+        result = runner.invoke(app, [command, "--config", SMOKE, "-o", str(run),
+                                     "--set", "data.source=jsonl", "--set", f"data.path={tasks}",
+                                     "--set", "sft.mixture=null",
+                                     "--set", "data.train_size=8", "--set", "data.val_size=4",
+                                     "--set", "eval.pass_at_k_samples=0"])
+        message = " ".join(result.output.split())
+        assert result.exit_code == 2, result.output
+        assert ("sft: 0 verified solutions among the 8 SFT tasks (8 have no `solution` field, "
+                "0 have one that does not verify") in message
+        assert "`solution` fields" in message and "sft.enabled: false" in message
+        assert not (run / "sft_model").exists()
+
+
+def test_run_sft_without_examples_refuses(tiny):
+    model, tokenizer = tiny
+    with pytest.raises(SFTInputError, match="0 verified solutions among the 3 SFT tasks"):
+        run_sft(model, tokenizer, [], [], SFTConfig(), seed=0, bf16=False, rejected=3,
+                log=lambda *_: None)

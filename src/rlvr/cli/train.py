@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from rlvr.cli.common import EXIT_STOPPED, err, fail, load_run_config, output_errors
+from rlvr.rewards.summary import accuracy_text
 from rlvr.cli.run_checks import (check_run_inputs, discard_failed_start, prepare_run_dir,
                                  run_dir_option)
 
@@ -126,8 +127,15 @@ def sft(
            f"({report['no_answer']} dropped: no answer token left)" if report.get("truncated")
            else "")
     print(f"sft: {report['kept']} examples ({report['rejected']} rejected{cut}); "
-          f"validation pass@1 {before['pass_at_1']:.1%} -> {after['pass_at_1']:.1%}, format "
+          f"validation {_pass_at_1(before)} -> {_pass_at_1(after)}, format "
           f"{before['format_rate']:.1%} -> {after['format_rate']:.1%}; model {results['model_dir']}")
+
+
+def _pass_at_1(row: dict) -> str:
+    """A validation row's pass@1 as printed, with its verifier errors (rows of an older rlvr
+    have none recorded)."""
+    return accuracy_text("pass@1", row["pass_at_1"], row.get("verifier_errors", 0),
+                         row.get("n", 0) or 1)
 
 
 def _print_config_summary(run_config, run_dir: Path) -> None:

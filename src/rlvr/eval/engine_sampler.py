@@ -135,8 +135,11 @@ def sampled_pass_at_k(engine, tokenizer, tasks: Sequence[Task], prompts: Sequenc
 
     Returns:
         ``{"n", "temperature", "problems", "pass@k", "maj@k", "ci95", "correct_counts",
-        "tokens_per_problem", "seconds"}``; the curves map k (str) to a mean in [0, 1] and
-        ``correct_counts`` lists c per problem (so pass@k can be recomputed).
+        "samples", "verifier_errors", "measured", "tokens_per_problem", "seconds"}``; the
+        curves map k (str) to a mean in [0, 1], ``correct_counts`` lists c per problem (so
+        pass@k can be recomputed), ``verifier_errors`` counts the samples whose verifier
+        failed (counted wrong) and ``measured`` is ``False`` when they are at least half
+        (:func:`rlvr.eval.summary.summarize`).
     """
     start = time.perf_counter()
     by_id = {t.id: p for t, p in zip(tasks, prompts)}
@@ -156,5 +159,7 @@ def sampled_pass_at_k(engine, tokenizer, tasks: Sequence[Task], prompts: Sequenc
             "pass@k": summary["pass@k"], "maj@k": summary["maj@k"],
             "ci95": {m: summary["ci95"][m] for m in ("pass@k", "maj@k")},
             "correct_counts": [sum(s.correct for s in p.samples) for p in problems],
+            "samples": summary["samples"], "verifier_errors": summary["verifier_errors"],
+            "measured": summary["measured"],
             "tokens_per_problem": summary["cost"][str(max(ks))]["tokens_per_problem"],
             "seconds": time.perf_counter() - start}

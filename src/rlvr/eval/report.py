@@ -17,6 +17,7 @@ from typing import Sequence
 from rich.table import Table
 
 from rlvr.io import OutputError, atomic_write, json_text, write_json
+from rlvr.rewards.summary import is_measured
 
 PLOTS = ("accuracy_vs_k.png", "accuracy_vs_tokens.png")
 #: Every file :func:`write_report` may write into an eval directory.
@@ -87,6 +88,30 @@ def saturation_lines(name: str, summary: dict) -> list[str]:
     return out
 
 
+def verifier_error_lines(models: dict[str, dict]) -> list[str]:
+    """One line per model whose samples include verifier errors or timeouts (counted wrong
+    in every curve; a model with at least half of them is marked NOT MEASURED,
+    :func:`rlvr.rewards.summary.is_measured`), and one per model scored by a verifiers
+    rubric: its share at the environment's pass_threshold (``rubric_pass@1``)."""
+    lines = []
+    for name, s in models.items():
+        errors, n = s.get("verifier_errors", 0), s.get("samples", 0)
+        if not errors:
+            continue
+        if is_measured(errors, n):
+            lines.append(f"{name}: {errors} of {n} samples are verifier errors or timeouts, "
+                         f"counted wrong in every curve.")
+        else:
+            lines.append(f"**{name}: NOT MEASURED: {errors} of {n} samples are verifier errors "
+                         f"or timeouts** (its curves count them wrong; see status_counts).")
+    for name, s in models.items():
+        if s.get("rubric_pass@1") is not None:
+            lines.append(f"{name}: pass@1 counts a verifiers rubric's full score only; "
+                         f"{_pct(s['rubric_pass@1'])} of samples reach the environment's own "
+                         f"pass_threshold (rubric_pass@1).")
+    return lines
+
+
 def markdown(results: dict) -> str:
     """The markdown report: the curves side by side, saturation, budget fallbacks, the
     sycophancy probe, and the per-category table."""
@@ -103,6 +128,9 @@ def markdown(results: dict) -> str:
              "upper bound, not a deployable aggregator." if any(
                  "oracle" in s.get("best_of@k", {}) for s in models.values()) else "",
              "", "## Saturation", ""]
+    errors = verifier_error_lines(models)
+    if errors:
+        parts[2:2] = errors + [""]
     for name, s in models.items():
         parts += saturation_lines(name, s)
     for name, s in models.items():

@@ -16,6 +16,8 @@ from typing import Sequence
 from rlvr.eval.metrics import (SCORERS, aggregator_for, get_aggregator, mean_ci95, pass_at_k,
                                saturation)
 from rlvr.eval.records import ProblemResult
+from rlvr.rewards.summary import FAILED_STATUSES, is_measured
+from rlvr.rewards.verifiers_env import THRESHOLD_COMPONENT
 
 
 class SummaryError(ValueError):
@@ -113,6 +115,20 @@ def _breakdown(problems, values, attribute: str) -> dict:
     return out
 
 
+def _threshold_pass(problems: Sequence[ProblemResult]) -> dict:
+    """``{"rubric_pass@1": mean over problems of the share of samples whose rubric reward
+    reached the verifiers environment's own pass_threshold}`` when every sample carries that
+    component (:data:`rlvr.rewards.verifiers_env.THRESHOLD_COMPONENT`), else ``{}``: the
+    environment's pass mark, beside pass@1, which counts only full scores."""
+    shares = []
+    for p in problems:
+        marks = [s.components.get(THRESHOLD_COMPONENT) for s in p.samples]
+        if not marks or any(m is None for m in marks):
+            return {}
+        shares.append(sum(marks) / len(marks))
+    return {"rubric_pass@1": sum(shares) / len(shares)} if shares else {}
+
+
 def summarize(problems: Sequence[ProblemResult], ks: Sequence[int], *,
               aggregators: dict[str, str] | None = None, seed: int | str = 0,
               saturation_threshold: float = 0.01) -> dict:
@@ -123,7 +139,12 @@ def summarize(problems: Sequence[ProblemResult], ks: Sequence[int], *,
     ``best_of@k`` (scorer -> curve; ``oracle`` sees the reference), ``ci95`` (95% intervals),
     ``aggregators`` (task type -> aggregator used for ``aggregate@k``), ``cost`` (k ->
     tokens / seconds per problem), ``saturation`` (per curve, see
-    :func:`rlvr.eval.metrics.saturation`), ``status_counts``, ``truncation_rate``,
+    :func:`rlvr.eval.metrics.saturation`), ``status_counts``, ``verifier_errors`` (samples
+    whose verifier failed: status ``error`` or ``timeout``, counted wrong), ``measured``
+    (``False`` when at least half the samples are such errors: the curves then say little
+    about the model, :func:`rlvr.rewards.summary.is_measured`), ``rubric_pass@1`` (verifiers
+    environments only: the share reaching the environment's own pass_threshold, where
+    ``pass@k`` counts full scores only), ``truncation_rate``,
     ``timed_out_problems`` and ``fallback@k`` (online budget), ``by_category``,
     ``by_difficulty``, ``by_source``.
 
@@ -137,6 +158,7 @@ def summarize(problems: Sequence[ProblemResult], ks: Sequence[int], *,
     values = [problem_values(p, ks, aggregators=aggregators, seed=seed) for p in problems]
     curves = _mean_curves(values, ks)
     samples = [s for p in problems for s in p.samples]
+    errors = sum(s.status in FAILED_STATUSES for s in samples)
     finished = [s.generated.finish_reason for s in samples if s.generated.finish_reason]
     result = {
         "problems": len(problems),
@@ -151,6 +173,9 @@ def summarize(problems: Sequence[ProblemResult], ks: Sequence[int], *,
                                           saturation_threshold)
                        for metric in ("pass@k", "maj@k", "aggregate@k")},
         "status_counts": dict(Counter(s.status for s in samples)),
+        "verifier_errors": errors,
+        "measured": is_measured(errors, len(samples)),
+        **_threshold_pass(problems),
         "truncation_rate": (sum(r == "length" for r in finished) / len(finished)
                             if finished else None),
         "timed_out_problems": sum(p.timed_out for p in problems),

@@ -18,6 +18,7 @@ from typing import Callable
 
 from rlvr.monitor.degeneration import (dominant_script, garbled_share, repetition_rate,
                                        script_mix_share)
+from rlvr.rewards.summary import is_measured
 
 
 @dataclass(frozen=True)
@@ -321,16 +322,31 @@ def entropy_jump(ctx: CheckContext, cfg) -> Finding | None:
 @health_check("verifier_errors")
 def verifier_errors(ctx: CheckContext, cfg) -> Finding | None:
     """The share of the step's completions whose verifier failed (status ``error`` or
-    ``timeout``) exceeds max_rate: a broken plugin or an overloaded sandbox, not the policy."""
+    ``timeout``) exceeds max_rate: a broken plugin or an overloaded sandbox, not the policy.
+    The same for a validation of this step (its tasks' greedy completions): its pass@1 counts
+    them wrong, so it measures the verifier rather than the model."""
     rows = [r for r in ctx.rows if r.step == ctx.step]
     failed = [r for r in rows if r.status in ("error", "timeout")]
     if not rows or len(failed) / len(rows) <= cfg.max_rate:
-        return None
+        return _validation_errors(ctx, cfg)
     rate = len(failed) / len(rows)
     return Finding(f"{rate:.0%} of completions ({len(failed)} of {len(rows)}) got a verifier "
                    f"error or timeout: their reward is 0 and they train nothing (a broken "
                    f"verifier plugin or an overloaded sandbox?)", value=rate,
                    threshold=cfg.max_rate, examples=[_clip(r.text) for r in failed[:3]])
+
+
+def _validation_errors(ctx: CheckContext, cfg) -> Finding | None:
+    """A validation of this step with a share of verifier errors / timeouts over max_rate."""
+    val = ctx.validation[-1] if ctx.validation else None
+    if val is None or val["step"] != ctx.step or not val.get("n"):
+        return None
+    errors, n = val.get("verifier_errors") or 0, val["n"]
+    return None if errors / n <= cfg.max_rate else Finding(
+        f"validation {val.get('label') or ''} (step {ctx.step}): {errors} of {n} tasks got a "
+        f"verifier error or timeout; its pass@1 {val['pass_at_1']:.1%} counts them wrong and "
+        f"measures the verifier, not the model (a broken verifier plugin or an overloaded "
+        f"sandbox?)", value=errors / n, threshold=cfg.max_rate)
 
 
 def _steps(rows: list[CompletionRecord]) -> str:
@@ -450,8 +466,9 @@ def validation_collapse(ctx: CheckContext, cfg) -> Finding | None:
     """At a validation of this step: pass@1 or the format rate < (1 - drop) x its value in
     the validation before GRPO (the first one recorded), by at least min_drop."""
     vals = ctx.validation
-    if len(vals) < 2 or vals[-1]["step"] != ctx.step:
-        return None
+    if len(vals) < 2 or vals[-1]["step"] != ctx.step or not is_measured(
+            vals[-1].get("verifier_errors") or 0, vals[-1].get("n") or 1):
+        return None  # an unmeasured validation is the verifier_errors check's to report
     first, cur = vals[0], vals[-1]
     for key, what in (("pass_at_1", "pass@1"), ("format_rate", "format rate")):
         base, now = first.get(key), cur.get(key)

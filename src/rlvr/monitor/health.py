@@ -117,7 +117,9 @@ class HealthMonitor:
         self.validation.append({"step": row["step"], "pass_at_1": row["pass_at_1"],
                                 "label": row.get("label"),
                                 "format_rate": row.get("format_rate"),
-                                "mean_reward": row.get("mean_reward")})
+                                "mean_reward": row.get("mean_reward"),
+                                "n": row.get("n"),
+                                "verifier_errors": row.get("verifier_errors", 0)})
         if row["step"] > 0:
             self.spot_check(row["step"])
 

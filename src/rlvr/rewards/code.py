@@ -409,7 +409,7 @@ def _limits(options: dict) -> SandboxLimits:
     if lim is None:
         lim = SandboxLimits()
     kw = {}
-    for key in ("timeout_s", "memory_bytes", "max_output_bytes"):
+    for key in ("timeout_s", "memory_bytes", "max_output_bytes", "wall_factor", "wall_timeout_s"):
         if key in options and options[key] is not None:
             kw[key] = options[key]
     if "timeout" in options and options["timeout"] is not None:
@@ -458,11 +458,11 @@ def grade_code(completion: str, reference: dict, **options) -> CodeGrade:
             ``{"entry_point", "test": "<check source>", "prompt"?}`` (HumanEval style).
         **options: ``partial_credit`` (bool, default False: when True the verdict's ``score``
             is the passed fraction of the tests), ``block`` ("last"/"first"),
-            ``timeout`` / ``timeout_s`` (CPU seconds: the sandbox's CPU-time budget; the wall
-            backstop follows from it, see ``SandboxLimits``),
-            ``memory_bytes``, ``max_output_bytes``, ``limits`` (a full
-            :class:`~rlvr.sandbox.SandboxLimits`), ``env`` (extra environment variables for the
-            program), ``pool`` (a :class:`~rlvr.sandbox.SandboxPool`, default the process pool).
+            ``timeout`` / ``timeout_s`` (CPU seconds: the sandbox's CPU-time budget),
+            ``wall_factor`` / ``wall_timeout_s`` (wall backstop of a program using no CPU:
+            x budget, default 2, or seconds), ``memory_bytes``, ``max_output_bytes``, ``limits``
+            (a :class:`~rlvr.sandbox.SandboxLimits`), ``env`` (extra environment variables for
+            the program), ``pool`` (a :class:`~rlvr.sandbox.SandboxPool`, default: the process's).
 
     Never raises for anything the completion does; a malformed reference gives an ``error``
     verdict.

@@ -10,12 +10,20 @@ Usage::
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from rlvr.rewards.config import RewardConfig
-from rlvr.rewards.pool import VerifierPool, VerifyJob, checked_verdict, run_verifier
+from rlvr.rewards.pool import (
+    VerifierPool,
+    VerifyJob,
+    checked_format,
+    checked_verdict,
+    run_verifier,
+)
 from rlvr.rewards.process import process_score
 from rlvr.rewards.registry import (
     BATCH_VERIFIERS,
@@ -24,7 +32,7 @@ from rlvr.rewards.registry import (
     get_format_rule,
     get_verifier,
 )
-from rlvr.rewards.types import RewardResult, Status, Verdict
+from rlvr.rewards.types import FORMAT, RewardResult, Status, Verdict
 
 
 @dataclass(frozen=True)
@@ -47,11 +55,14 @@ class RewardPipeline:
     A verifier ``error`` or ``timeout`` gets reward 0.0 (its components are still logged).
 
     Verifier calls run in a :class:`VerifierPool` (``config.workers`` processes) so each is
-    bounded by ``config.timeout_for(task_type)`` seconds, except what a verifier's batch form
-    (``registry.register_batch_verifier``) scores first, in the calling process, with its
-    own bound (reasoning-gym's untrusted scorers: batched sandbox runs); format rules are
-    cheap, bounded regexes and run in the calling process. Deterministic: the same request
-    always gets the same result (R8), apart from ``seconds``.
+    bounded by ``config.timeout_for(task_type)`` seconds; the format rule (a plugin's too) runs
+    in the same call, under the same bound. A verifier with a batch form
+    (``registry.register_batch_verifier``: reasoning-gym's untrusted scorers, batched sandbox
+    runs) judges its rows first, in the calling process with its own bound; their format rules
+    then run in the pool like every other row's. A format rule that raises, overruns or returns
+    something else than a number in [0, 1], and a component under a non-zero weight outside
+    [0, 1] (or not finite), make the row an ``error``: reward 0, counted, never a crash.
+    Deterministic: the same request always gets the same result (R8), apart from ``seconds``.
 
     Args:
         config: the reward configuration; defaults to :class:`RewardConfig()`.
@@ -85,30 +96,33 @@ class RewardPipeline:
         for request in requests:
             get_verifier(self._verifier_name(request.task_type))  # fail fast, naming known ones
         jobs = [self._job(r) for r in requests]
-        outcomes: list[tuple[Verdict, float] | None] = self._batched(jobs)
-        done = sum(o is not None for o in outcomes)
-        if on_result and done:
-            on_result(done)
-        rest = [i for i, o in enumerate(outcomes) if o is None]
-
-        def progress(n: int) -> None:
-            if on_result:
-                on_result(done + n)
-
+        jobs, batch_seconds = self._batched(jobs)
         if self.config.workers == 0:
-            for n, i in enumerate(rest, 1):
-                outcomes[i] = run_verifier(jobs[i])
-                progress(n)
-        elif rest:
-            for i, outcome in zip(rest, self.pool.verify_many([jobs[i] for i in rest],
-                                                              progress)):
-                outcomes[i] = outcome
-        return [self._result(r, v, s) for r, (v, s) in zip(requests, outcomes)]  # type: ignore[misc]
+            outcomes = []
+            for n, job in enumerate(jobs, 1):
+                outcomes.append(run_verifier(job))
+                if on_result:
+                    on_result(n)
+        else:
+            outcomes = self.pool.verify_many(jobs, on_result)
+        return [self._result(r, v, s + extra)
+                for r, (v, s), extra in zip(requests, outcomes, batch_seconds)]
 
     def format_score(self, completion: str, task_type: str) -> float:
-        """The format component (R2) in [0, 1] for ``task_type``'s configured rule."""
-        rule = self.config.format_rule.get(task_type) or DEFAULT_FORMAT_RULE.get(task_type, "none")
-        return get_format_rule(rule)(completion, **self.config.format_options.get(task_type, {}))
+        """The format component (R2) in [0, 1] for ``task_type``'s configured rule, run in this
+        process (no time bound; :meth:`score_batch` runs it in a verifier worker).
+
+        Raises:
+            ValueError: the rule returned something else than a number in [0, 1].
+            Exception: what the rule raises.
+        """
+        rule = self._format_rule(task_type)
+        score, problem = checked_format(
+            get_format_rule(rule)(completion, **self.config.format_options.get(task_type, {})),
+            rule)
+        if problem is not None:
+            raise ValueError(problem)
+        return score
 
     @property
     def pool(self) -> VerifierPool:
@@ -137,18 +151,22 @@ class RewardPipeline:
             timeout_s=self.config.timeout_for(request.task_type),
             plugins=tuple(self.config.plugins),
             verifier=self.config.verifiers.get(request.task_type),
+            format_rule=self._format_rule(request.task_type),
+            format_options=self.config.format_options.get(request.task_type, {}),
         )
 
-    def _batched(self, jobs: list[VerifyJob]) -> list[tuple[Verdict, float] | None]:
-        """The outcomes the batch verifiers (``registry.BATCH_VERIFIERS``) give, by job; None
-        where a job has none or its batch verifier left it to the per-call path. A batch
-        verifier that raises makes each of its jobs an ``error`` (as a verifier would)."""
-        outcomes: list[tuple[Verdict, float] | None] = [None] * len(jobs)
+    def _batched(self, jobs: list[VerifyJob]) -> tuple[list[VerifyJob], list[float]]:
+        """``jobs`` with the verdicts the batch verifiers (``registry.BATCH_VERIFIERS``) give
+        set as their ``verdict`` (the pool then runs only their format rule), and the batch
+        seconds per job. A job whose batch verifier left it (None) keeps the per-call path; a
+        batch verifier that raises makes each of its jobs an ``error`` (as a verifier would)."""
+        seconds = [0.0] * len(jobs)
         by_name: dict[str, list[int]] = {}
         for i, job in enumerate(jobs):
             name = job.verifier or job.task_type
             if name in BATCH_VERIFIERS:
                 by_name.setdefault(name, []).append(i)
+        jobs = list(jobs)
         for name, indices in by_name.items():
             start = time.perf_counter()
             try:
@@ -157,20 +175,25 @@ class RewardPipeline:
             except Exception as exc:  # as run_verifier: reported, never fatal
                 failed = Verdict(Status.error, detail=f"{type(exc).__name__}: {exc}"[:500])
                 verdicts = [failed] * len(indices)
-            seconds = (time.perf_counter() - start) / max(1, len(indices))
+            each = (time.perf_counter() - start) / max(1, len(indices))
             for i, verdict in zip(indices, verdicts):
                 if verdict is not None:
-                    outcomes[i] = (checked_verdict(verdict, name), seconds)
-        return outcomes
+                    jobs[i] = dataclasses.replace(jobs[i], verdict=checked_verdict(verdict, name))
+                    seconds[i] = each
+        return jobs, seconds
+
+    def _format_rule(self, task_type: str) -> str:
+        return self.config.format_rule.get(task_type) or DEFAULT_FORMAT_RULE.get(task_type, "none")
 
     def _verifier_name(self, task_type: str) -> str:
         return self.config.verifiers.get(task_type, task_type)
 
     def _result(self, request: ScoreRequest, verdict: Verdict, seconds: float) -> RewardResult:
+        own = {k: v for k, v in verdict.components.items() if k != FORMAT}
         components = {
-            **verdict.components,  # a verifier's own parts (a rubric's functions): logged
+            **own,  # a verifier's own parts (a rubric's functions): logged
             "outcome": verdict.outcome,
-            "format": self.format_score(request.completion, request.task_type),
+            FORMAT: verdict.components.get(FORMAT, 0.0),  # run with the verifier (_job)
         }
         if self.config.weights.get("process", 0) > 0 and request.task_type == "math":
             # R4, off by default; math only (calculations in worked solutions). A completion that writes no calculation scores 0.0, not
@@ -179,13 +202,30 @@ class RewardPipeline:
             components["process"] = process_score(request.completion) or 0.0
         # A verifier error or timeout is no judgement of the completion: it scores 0 whatever
         # its format (Status docs), and is reported as what it was.
-        failed = verdict.status in (Status.error, Status.timeout)
+        status, detail = verdict.status, verdict.detail
+        out_of_range = self._out_of_range(components)
+        if out_of_range is not None and status not in (Status.error, Status.timeout):
+            status, detail = Status.error, out_of_range
+        failed = status in (Status.error, Status.timeout)
         return RewardResult(
             reward=0.0 if failed else self._aggregate(components, self.config.weights),
             components=components,
-            status=verdict.status,
+            status=status,
             extracted=verdict.extracted,
             method=verdict.method,
-            detail=verdict.detail,
+            detail=detail,
             seconds=seconds,
         )
+
+    def _out_of_range(self, components: dict[str, float]) -> str | None:
+        """Why ``components`` cannot be weighed, or ``None``: ``outcome``, ``format`` and every
+        component with a non-zero weight must be finite numbers in [0, 1] (a component that
+        weighs nothing is only logged: it must be finite)."""
+        for name, value in components.items():
+            weighed = name in ("outcome", FORMAT) or self.config.weights.get(name, 0.0) != 0.0
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (
+                0.0 <= value <= 1.0 if weighed else math.isfinite(value))
+            if not ok:
+                expected = "a finite number in [0, 1]" if weighed else "a finite number"
+                return f"reward component {name!r} is {value!r}, expected {expected}"
+        return None

@@ -9,6 +9,7 @@ from ``rlvr verify --workers N`` alike.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import multiprocessing as mp
 import os
@@ -20,8 +21,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, Sequence
 
-from rlvr.rewards.registry import get_verifier, load_plugins
-from rlvr.rewards.types import Status, Verdict
+from rlvr.rewards.registry import get_format_rule, get_verifier, load_plugins
+from rlvr.rewards.types import FORMAT, Status, Verdict
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,13 @@ class VerifyJob:
             worker process too (see ``RewardConfig.plugins``).
         verifier: name of the registered verifier to run; ``None`` = the one registered
             under ``task_type`` (see ``RewardConfig.verifiers``).
+        format_rule: name of the format rule to run after the verifier, in the same call and
+            under the same time bound (its score comes back as the verdict's ``format``
+            component); ``None`` runs none.
+        format_options: keyword options for the format rule.
+        verdict: a verdict already given (a batch verifier's, see
+            ``RewardPipeline.score_batch``): the verifier is not called again, only the
+            format rule runs.
     """
 
     task_type: str
@@ -47,30 +55,71 @@ class VerifyJob:
     timeout_s: float = 2.0
     plugins: tuple[str, ...] = ()
     verifier: str | None = None
+    format_rule: str | None = None
+    format_options: dict[str, Any] = field(default_factory=dict)
+    verdict: Verdict | None = None
 
 
 def run_verifier(job: VerifyJob) -> tuple[Verdict, float]:
     """Run one job in this process (no hard time bound). Returns ``(verdict, seconds)``.
 
-    Never raises for a verifier failure: an exception becomes ``Status.error`` with its message.
+    Never raises for a verifier or format rule failure: an exception, or a value that is not
+    what the protocol asks for (:func:`checked_verdict`, :func:`checked_format`), becomes
+    ``Status.error`` with its message. With ``job.format_rule`` the verdict's components hold
+    the format score under ``"format"`` (0.0 when the rule failed).
     """
     start = time.perf_counter()
     name = job.verifier or job.task_type
     try:
         load_plugins(job.plugins)
-        verdict = checked_verdict(get_verifier(name)(job.completion, job.reference, **job.options),
-                                  name)
+        verdict = job.verdict if job.verdict is not None else checked_verdict(
+            get_verifier(name)(job.completion, job.reference, **job.options), name)
     except Exception as exc:  # a verifier bug must not take the run down; it is reported
         verdict = Verdict(Status.error, detail=f"{type(exc).__name__}: {exc}"[:500])
+    if job.format_rule is not None:
+        verdict = _with_format(verdict, job)
     return verdict, time.perf_counter() - start
+
+
+def _with_format(verdict: Verdict, job: VerifyJob) -> Verdict:
+    """``verdict`` with the job's format score as its ``format`` component; a format rule that
+    raises or returns something else than a number in [0, 1] makes the verdict an ``error``
+    (format 0.0), unless the verifier had already failed (its reason is kept)."""
+    rule = job.format_rule
+    try:
+        load_plugins(job.plugins)
+        score, problem = checked_format(
+            get_format_rule(rule)(job.completion, **job.format_options), rule)
+    except Exception as exc:  # a format rule bug is reported like a verifier bug
+        score, problem = 0.0, f"format rule {rule!r} raised {type(exc).__name__}: {exc}"
+    components = {**verdict.components, FORMAT: score}
+    if problem is None or verdict.status in (Status.error, Status.timeout):
+        return dataclasses.replace(verdict, components=components)
+    return Verdict(Status.error, extracted=verdict.extracted, method=verdict.method,
+                   detail=problem[:500], components=components)
+
+
+def checked_format(value: Any, rule: str) -> tuple[float, str | None]:
+    """``(score, None)`` if a format rule's return ``value`` is a finite number in [0, 1], else
+    ``(0.0, reason)`` naming the rule and what it returned (``True`` is no number here)."""
+    if _unit_number(value):
+        return float(value), None
+    return 0.0, f"format rule {rule!r} returned {value!r}, expected a number in [0, 1]"[:500]
+
+
+def _unit_number(value: Any) -> bool:
+    """``value`` is an int or float (not a bool), finite and in [0, 1]."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and 0.0 <= value <= 1.0)  # also false for NaN
 
 
 def checked_verdict(value: Any, verifier: str) -> Verdict:
     """``value`` if it is a well-formed :class:`Verdict`, else an ``error`` verdict naming the
     verifier and what it returned: ``None`` or another type, a status that is not a
-    :class:`Status`, a ``score`` that is not a finite number in [0, 1], a ``score`` on an
-    ``error`` or ``timeout`` status, or ``components`` that are not finite numbers by name. Such a row is then
-    counted as a verifier error (and left out of GRPO's group statistics), never scored."""
+    :class:`Status`, a ``score`` or an ``outcome`` (a subclass may override the property) that
+    is not a finite number in [0, 1], a ``score`` on an ``error`` or ``timeout`` status, or
+    ``components`` that are not finite numbers by name. Such a row is then counted as a
+    verifier error (and left out of GRPO's group statistics), never scored."""
     if not isinstance(value, Verdict):
         return Verdict(Status.error, detail=f"verifier {verifier!r} returned "
                        f"{type(value).__name__} instead of a Verdict")
@@ -95,6 +144,14 @@ def checked_verdict(value: Any, verifier: str) -> Verdict:
             return Verdict(Status.error, extracted=value.extracted, method=value.method,
                            detail=f"verifier {verifier!r} returned score {value.score!r}, "
                            f"expected a finite number in [0, 1]")
+    try:
+        outcome = value.outcome
+    except Exception as exc:  # a subclass's own property may raise
+        outcome = f"{type(exc).__name__}: {exc}"
+    if not _unit_number(outcome):
+        return Verdict(Status.error, extracted=value.extracted, method=value.method,
+                       detail=f"verifier {verifier!r} returned a verdict whose outcome is "
+                       f"{outcome!r}, expected a finite number in [0, 1]"[:500])
     return value
 
 

@@ -157,9 +157,18 @@ def load_plugins(modules: tuple[str, ...] | list[str]) -> None:
     Raises:
         ImportError: a module cannot be imported (its name is in the message).
     """
-    # A plugin next to the user's config (the working directory) must import from the `rlvr`
-    # console script too, whose sys.path lacks the working directory.
-    if modules and os.getcwd() not in sys.path:
-        sys.path.append(os.getcwd())
+    if modules:
+        add_working_directory()
     for module in modules:
         importlib.import_module(module)
+
+
+def add_working_directory() -> str:
+    """Put the working directory at the end of ``sys.path`` (once) and return it: a module
+    next to the user's config (reward plugins, ``verifiers`` environment modules), in the
+    directory ``rlvr`` runs from, must import from the ``rlvr`` console script too, whose
+    ``sys.path`` lacks the working directory."""
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.append(cwd)
+    return cwd

@@ -98,3 +98,36 @@ def summary_table(summary: dict, title: str = "reward summary"):
     if summary["overall"]:
         row("all", summary["overall"])
     return table
+
+
+#: Statuses that are no judgement of the completion (the verifier raised, returned no valid
+#: verdict, or ran out of time).
+FAILED_STATUSES = ("error", "timeout")
+
+#: At or above this share of verifier errors and timeouts an accuracy is reported as not
+#: measured: most of its rows say nothing about the model.
+UNMEASURED_ERROR_SHARE = 0.5
+
+
+def is_measured(errors: int, n: int) -> bool:
+    """Whether an accuracy over ``n`` rows with ``errors`` verifier errors / timeouts
+    measures the model: ``n > 0`` and ``errors / n < UNMEASURED_ERROR_SHARE``."""
+    return n > 0 and errors / n < UNMEASURED_ERROR_SHARE
+
+
+def accuracy_text(label: str, value: float, errors: int, n: int) -> str:
+    """How to print an accuracy (``label`` e.g. ``"pass@1"``, ``value`` in [0, 1]) over ``n``
+    rows of which ``errors`` are verifier errors or timeouts (counted wrong):
+
+    - none: ``"pass@1 42.0%"``;
+    - some: ``"pass@1 40.0% (2 of 50 rows verifier errors or timeouts, counted wrong)"``;
+    - at least :data:`UNMEASURED_ERROR_SHARE` of them: ``"pass@1 NOT MEASURED: 50 of 50 rows
+      are verifier errors or timeouts (0.0% counting them wrong)"``.
+    """
+    if not is_measured(errors, n):
+        return (f"{label} NOT MEASURED: {errors} of {n} rows are verifier errors or timeouts "
+                f"({value:.1%} counting them wrong)")
+    if errors:
+        return (f"{label} {value:.1%} ({errors} of {n} rows verifier errors or timeouts, "
+                f"counted wrong)")
+    return f"{label} {value:.1%}"

@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
+#: the name of the format component (R2) among a result's components
+FORMAT = "format"
+
 
 class Status(str, Enum):
     """Why a completion got its outcome score.
@@ -81,7 +84,13 @@ class Verdict:
         components: extra named scores the verifier measured on the way (a ``verifiers``
             rubric's per-function rewards, ``rubric/<function>``); the pipeline logs them as
             reward components beside ``outcome`` and ``format``. They weigh nothing unless
-            ``reward.weights`` names them (the outcome already counts them).
+            ``reward.weights`` names them (the outcome already counts them); one that does
+            must lie in [0, 1], or the row is an ``error``.
+
+    The pipeline checks what a verifier returns before it weighs anything
+    (:func:`rlvr.rewards.pool.checked_verdict`): ``score`` and ``outcome`` (also when a
+    subclass overrides the property) must be finite numbers in [0, 1], components finite
+    numbers; otherwise the row is an ``error``: reward 0, counted.
     """
 
     status: Status

@@ -30,17 +30,27 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import importlib
+import importlib.util
 import json
 import math
 import threading
 from functools import lru_cache
+from types import ModuleType
 from typing import Any
 
+from rlvr.rewards.registry import add_working_directory
 from rlvr.rewards.types import Status, Verdict
 
 TASK_TYPE = "verifiers"
 INSTALL_HINT = "verifiers is not installed: pip install 'rlvr[verifiers]' (or 'verifiers<0.4')"
 COMPONENT_PREFIX = "rubric/"
+#: The component that says whether the rubric's reward reached the environment's own
+#: ``pass_threshold`` (1.0 / 0.0): verifiers' pass mark, reported beside rlvr's status (which
+#: counts only a full score as correct); it weighs nothing.
+THRESHOLD_COMPONENT = "rubric_pass"
+#: Tolerance of the full-score comparison (the rubric's weighted sum in floating point).
+FULL_SCORE_TOLERANCE = 1e-9
 
 
 class VerifiersEnvError(ValueError):
@@ -110,7 +120,37 @@ def check_single_turn(env: Any, module: str) -> None:
 @lru_cache(maxsize=16)
 def _load(module: str, kwargs_json: str):
     vf = import_verifiers()
+    import_environment_module(module)
     return vf.load_environment(module, **json.loads(kwargs_json))
+
+
+def import_environment_module(module: str) -> ModuleType:
+    """Import the environment module ``module`` as verifiers names it (``-`` read as ``_``,
+    the part after the last ``/``), looking in the working directory too, as reward plugins
+    are (:func:`rlvr.rewards.registry.add_working_directory`): an environment module next to
+    the config imports without being installed.
+
+    Raises:
+        VerifiersEnvError: no such module in the working directory or on the Python path, or
+            the module raised ImportError while importing (its message is given).
+    """
+    name = module.replace("-", "_").split("/")[-1]
+    cwd = add_working_directory()
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        raise VerifiersEnvError(
+            f"verifiers environment module {name!r} not found: no {name}.py (or package "
+            f"{name}/) in the working directory {cwd} and no installed module of that name; "
+            f"run rlvr from the directory that holds it (where reward plugins are found too), "
+            f"or install the package that provides it")
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise VerifiersEnvError(f"verifiers environment module {name!r} ({spec.origin}) "
+                                f"failed to import: {type(exc).__name__}: {exc}") from exc
 
 
 def load(module: str, kwargs: dict | None = None, *, episodic: bool = False):
@@ -119,8 +159,9 @@ def load(module: str, kwargs: dict | None = None, *, episodic: bool = False):
     multi-turn environments).
 
     Raises:
-        ImportError: verifiers is not installed. VerifiersEnvError: not runnable this way.
-        ValueError / RuntimeError: verifiers could not import or load the module.
+        ImportError: verifiers is not installed. VerifiersEnvError: the module is not found
+            or does not import (:func:`import_environment_module`), or the environment is not
+            runnable this way. ValueError / RuntimeError: verifiers could not load it.
     """
     env = _load(module, json.dumps(kwargs or {}, sort_keys=True))
     (check_episodic if episodic else check_single_turn)(env, module)
@@ -234,8 +275,12 @@ def verify_rubric(completion: str, reference: dict, *, scale: float = 1.0,
 
     Status: ``unparsed`` when the parser finds no answer (the rubric's reward still counts:
     it is what the environment gives, e.g. a format function's share), else ``correct`` iff
-    the reward reaches the environment's ``pass_threshold`` (verifiers' own pass mark, 0.5 by
-    default), else ``wrong``.
+    the reward is the rubric's full score (:func:`full_score`: every reward function gave
+    1.0), else ``wrong``. So pass@1 counts only full-score answers: a partial credit (an
+    environment that gives 0.5 for an answer that only contains the right one) is no pass.
+    Whether the reward reached the environment's own ``pass_threshold`` (verifiers' pass mark,
+    0.5 by default) is reported separately, as the component ``rubric_pass``
+    (:data:`THRESHOLD_COMPONENT`).
 
     Args:
         completion: the model's whole output (the assistant message).
@@ -249,7 +294,7 @@ def verify_rubric(completion: str, reference: dict, *, scale: float = 1.0,
 
     Returns:
         A :class:`Verdict` with ``score`` = the scaled reward and ``components`` = each
-        reward function's score as ``rubric/<function>``.
+        reward function's score as ``rubric/<function>``, and ``rubric_pass``.
 
     Raises:
         ValueError: a malformed reference, or a scaled reward outside [0, 1] (the message
@@ -268,11 +313,22 @@ def verify_rubric(completion: str, reference: dict, *, scale: float = 1.0,
         raise ValueError(f"{module}: rubric reward {reward:g} * scale {scale:g} is outside "
                          f"[0, 1] (weights {env.rubric._get_reward_weights()}); set "
                          f"reward.verifier_options.verifiers.scale")
+    full = full_score(env)
     if parsed is None or not parsed.strip():
         status = Status.unparsed
     else:
-        status = Status.correct if reward >= env.pass_threshold else Status.wrong
+        status = Status.correct if reward >= full - FULL_SCORE_TOLERANCE else Status.wrong
+    passed = reward >= env.pass_threshold
     shown = None if parsed is None else parsed[:200]
     return Verdict(status, extracted=shown, method="parser",
-                   detail=f"{module}: rubric reward {reward:g}", score=outcome,
-                   components={COMPONENT_PREFIX + k: v for k, v in metrics.items()})
+                   detail=f"{module}: rubric reward {reward:g} of {full:g} (the environment's "
+                   f"pass_threshold {env.pass_threshold:g}: {'met' if passed else 'not met'})",
+                   score=outcome,
+                   components={**{COMPONENT_PREFIX + k: v for k, v in metrics.items()},
+                               THRESHOLD_COMPONENT: 1.0 if passed else 0.0})
+
+
+def full_score(env: Any) -> float:
+    """The rubric's full score: its reward when every reward function gives 1.0, i.e. the sum
+    of its positive weights (weight-0 functions are metrics only)."""
+    return float(sum(w for w in env.rubric._get_reward_weights() if w > 0))

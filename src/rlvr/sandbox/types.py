@@ -102,13 +102,15 @@ class SandboxLimits:
         cpu_s: RLIMIT_CPU per process in seconds; ``None`` means ``ceil(timeout_s) + 1``.
         wall_timeout_s: wall-clock backstop in seconds, measured by the parent from the
             moment the driver reports ready; ``None`` means
-            ``max(wall_factor * timeout_s, timeout_s + wall_slack_s)``.
-        wall_factor: see ``wall_timeout_s``. At 4x a program that needs its whole budget is
-            stopped by the backstop only if it gets less than a quarter of a core (more than
-            8 runnable processes on 2 cores); the slowest reference (1/7 of the default budget)
-            only below 1/28 of a core.
-        wall_slack_s: see ``wall_timeout_s``; keeps the backstop loose for small budgets,
-            where scheduling delays are large relative to the budget.
+            ``max(wall_factor * timeout_s, timeout_s + wall_slack_s)`` (24 s for the default
+            12 s budget: a program that sleeps holds its sandbox and verifier worker at most
+            twice as long as one that spins).
+        wall_factor: see ``wall_timeout_s``. At 2x a program that needs its whole budget is
+            stopped by the backstop only if it gets less than half a core (more than 4
+            runnable processes on 2 cores); the slowest reference (1/7 of the default budget)
+            only below 1/14 of a core.
+        wall_slack_s: see ``wall_timeout_s``; keeps the backstop loose for small budgets
+            (below 2 s), where scheduling delays are large relative to the budget.
         memory_bytes: memory cgroup limit of the whole run (when cgroups are writable).
         address_space_bytes: RLIMIT_AS per process (kept loose: it breaks threads), ``None``
             for none.
@@ -125,8 +127,8 @@ class SandboxLimits:
     timeout_s: float = DEFAULT_CPU_BUDGET_S
     cpu_s: float | None = None
     wall_timeout_s: float | None = None
-    wall_factor: float = 4.0
-    wall_slack_s: float = 5.0
+    wall_factor: float = 2.0
+    wall_slack_s: float = 2.0
     memory_bytes: int = 512 << 20
     address_space_bytes: int | None = 4 << 30
     max_processes: int = 64

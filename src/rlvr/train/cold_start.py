@@ -22,7 +22,8 @@ from rlvr.train.errors import RunInputError
 from rlvr.train.logs import console
 from rlvr.train.policy import sync_engine
 from rlvr.train.rundir import SFT_MODEL_DIR, SFT_REPORT, SFT_STATE, complete_model, plain_policy
-from rlvr.train.sft import SFTInputError, run_sft, sft_steps, verified_examples
+from rlvr.train.sft import (SFTInputError, no_examples_error, run_sft, sft_steps,
+                            verified_examples)
 from rlvr.train.state import TrainingState
 
 
@@ -49,7 +50,9 @@ def sft(state: TrainingState, config, eval_rewards, state_path: Path | None = No
     those tasks instead (:func:`_tool_demonstrations`); returns the report as a dict.
 
     Raises:
-        RunInputError: no example left within ``sft.max_length``.
+        RunInputError: no solution verifies (the message names how many tasks lack a
+            ``solution`` field and the fixes), or no example left within
+            ``sft.max_length``.
     """
     c, data = config, state.data
     pool = sft_pool(state, c)
@@ -60,6 +63,9 @@ def sft(state: TrainingState, config, eval_rewards, state_path: Path | None = No
                       f"rejected")
     else:
         examples, rejected = verified_examples(pool, eval_rewards)
+        if not examples:
+            raise RunInputError(str(no_examples_error(
+                len(pool), sum(not t.solution for t in pool))))
         prompts = [prompt_ids(state.tokenizer, t, data.instruction(t), c.data.one_shot)
                    for t in examples]
         encoded = None
@@ -98,7 +104,8 @@ def _tool_demonstrations(state: TrainingState, config, pool, eval_rewards):
 
     Raises:
         RunInputError: the run has no environment offering the calculator, no pool task
-            carries an expression, or no demonstration fits ``sft.max_length``.
+            carries an expression, none verifies, or no demonstration fits
+            ``sft.max_length``.
     """
     c, data = config, state.data
     env_config = getattr(c, "env", None)
@@ -108,6 +115,12 @@ def _tool_demonstrations(state: TrainingState, config, pool, eval_rewards):
     messages = [chat_messages(t, data.instruction(t), c.data.one_shot) for t in pool]
     try:
         demos, rejected = tool_demonstrations(make_env(env_config, eval_rewards), pool, messages)
+        if not demos:
+            raise RunInputError(
+                f"sft: 0 of the {len(pool)} tool-use demonstrations verify as correct (their "
+                f"calculator call and answer are scripted from metadata.expression): the cold "
+                f"start would train on nothing; check the environment's reward (rlvr verify), "
+                f"or set sft.enabled: false")
         return rejected, encode_demonstrations(state.tokenizer, demos, c.sft.max_length,
                                                console.print)
     except (DemonstrationError, SFTInputError) as exc:

@@ -78,8 +78,8 @@ class Evaluator:
         append_log(self.run_dir / "validation.jsonl", [row])
         append_log(self.run_dir / "validation_samples.jsonl",
                    [{"label": label, "step": step, **x} for x in samples[:20]])
-        console.print(f"[bold]validation[/] {label} (step {step}): pass@1 "
-                      f"{result.pass_at_1:.1%}, reward {result.mean_reward:.3f}, format "
+        console.print(f"[bold]validation[/] {label} (step {step}): "
+                      f"{result.pass_at_1_text()}, reward {result.mean_reward:.3f}, format "
                       f"{result.format_rate:.1%}, length {result.mean_length:.1f}, "
                       f"{result.seconds:.0f} s")
         if result.by_category:
@@ -104,7 +104,15 @@ class Evaluator:
                 temperature=c.eval.temperature, max_new_tokens=c.eval.max_new_tokens,
                 stop_token_ids=s.stop_ids, batch_size=c.eval.batch_size, seed=c.seed,
                 progress=phase.update, runner=self.episodes())
+        errors, samples = row["verifier_errors"], row["samples"]
+        if not row["measured"]:
+            curve = (f"NOT MEASURED: {errors} of {samples} samples are verifier errors or "
+                     f"timeouts (counting them wrong: " + ", ".join(
+                         f"pass@{k} {v:.1%}" for k, v in row["pass@k"].items()) + ")")
+        else:
+            curve = ", ".join(f"pass@{k} {v:.1%}" for k, v in row["pass@k"].items()) + (
+                f" ({errors} of {samples} samples verifier errors or timeouts, counted wrong)"
+                if errors else "")
         console.print(f"[bold]pass@k[/] {label} (n={row['n']}, T={row['temperature']}): "
-                      + ", ".join(f"pass@{k} {v:.1%}" for k, v in row["pass@k"].items())
-                      + f"; {row['seconds']:.0f} s")
+                      f"{curve}; {row['seconds']:.0f} s")
         return row

@@ -59,6 +59,21 @@ class SFTReport:
     longest: int = 0
 
 
+def no_examples_error(tasks: int, without_solution: int, what: str = "solutions"
+                      ) -> SFTInputError:
+    """The error of an SFT that has nothing to train on: ``tasks`` SFT tasks, of which
+    ``without_solution`` carry no worked solution and the rest have one that does not verify
+    correct (``what`` names the examples, e.g. ``"tool-use demonstrations"``). It names the
+    reason and the two fixes: ``solution`` fields that verify, or ``sft.enabled: false``."""
+    failed = tasks - without_solution
+    return SFTInputError(
+        f"sft: 0 verified {what} among the {tasks} SFT tasks ({without_solution} have no "
+        f"`solution` field, {failed} have one that does not verify as correct against the "
+        f"task's reference): the cold start would train on nothing; give the tasks `solution` "
+        f"fields whose final answers verify (check them with `rlvr verify`), or set "
+        f"sft.enabled: false")
+
+
 def verified_examples(tasks: list[Task], rewards: RewardPipeline) -> tuple[list[Task], int]:
     """Tasks whose ``solution`` verifies correct against their own reference, and the number
     rejected (no solution, or a solution that does not verify)."""
@@ -164,12 +179,15 @@ def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], co
             unused.
 
     Raises:
-        SFTInputError: no example keeps an answer token within ``config.max_length``
-            (before any training), or the SFT checkpoint belongs to different data.
+        SFTInputError: no example at all (:func:`no_examples_error`), none keeps an answer
+            token within ``config.max_length`` (before any training), or the SFT checkpoint
+            belongs to different data.
     """
     start = time.perf_counter()
     data, counts = (encoded if encoded is not None else
                     encode_examples(tokenizer, examples, prompts, config.max_length, log))
+    if not data:
+        raise no_examples_error(rejected, rejected)
     steps_per_epoch = math.ceil(len(data) / config.batch_size)
     total = sft_steps(len(data), config)
     trainable = [p for p in model.parameters() if p.requires_grad]  # LoRA: adapters only

@@ -64,8 +64,8 @@ def validate_without_tools(state: TrainingState, config, run_dir: Path, eval_rew
     s.policy.train()
     row = {"label": NO_TOOL_LABEL, "step": 0, **result.__dict__, "samples": samples[:20]}
     write_json_atomic(path, row)
-    console.print(f"[bold]validation[/] without the tool (model before SFT, one turn): pass@1 "
-                  f"{result.pass_at_1:.1%}, format {result.format_rate:.1%}, length "
+    console.print(f"[bold]validation[/] without the tool (model before SFT, one turn): "
+                  f"{result.pass_at_1_text()}, format {result.format_rate:.1%}, length "
                   f"{result.mean_length:.1f}, {result.seconds:.0f} s")
     return row
 

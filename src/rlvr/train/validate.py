@@ -13,6 +13,7 @@ from rlvr.envs.summary import episode_metrics
 from rlvr.eval.paired import verdict_string
 from rlvr.records import Task
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
+from rlvr.rewards.summary import FAILED_STATUSES, accuracy_text, is_measured
 from rlvr.rollout import SamplingParams
 
 
@@ -35,6 +36,11 @@ class ValidationResult:
         verdicts: per-task verdict in task order, ``"1"`` correct and ``"0"`` not
             (:func:`rlvr.eval.paired.verdict_string`): two validations of one run compare
             problem by problem (:func:`rlvr.eval.paired.paired_gain`).
+        verifier_errors: tasks whose verifier failed (status ``error`` or ``timeout``); they
+            count as not correct in ``pass_at_1``.
+        measured: ``False`` when at least half of the tasks are verifier errors
+            (:func:`rlvr.rewards.summary.is_measured`): ``pass_at_1`` then says little about
+            the model and is printed as not measured.
     """
 
     pass_at_1: float
@@ -46,6 +52,13 @@ class ValidationResult:
     seconds: float
     by_category: dict[str, dict] = field(default_factory=dict)
     verdicts: str = ""
+    verifier_errors: int = 0
+    measured: bool = True
+
+    def pass_at_1_text(self) -> str:
+        """pass@1 as printed, saying how many tasks are verifier errors
+        (:func:`rlvr.rewards.summary.accuracy_text`)."""
+        return accuracy_text("pass@1", self.pass_at_1, self.verifier_errors, self.n)
 
 
 def category_pass_at_1(tasks: Sequence[Task], correct: Sequence[bool]) -> dict[str, dict]:
@@ -70,14 +83,16 @@ def category_pass_at_1(tasks: Sequence[Task], correct: Sequence[bool]) -> dict[s
 
 def _verdict_fields(tasks: Sequence[Task], results) -> dict:
     """The :class:`ValidationResult` fields that come from the verdicts (one reward result
-    per task, in task order): pass@1, mean reward, format rate, per-category pass@1 and the
-    verdict string."""
+    per task, in task order): pass@1, mean reward, format rate, per-category pass@1, the
+    verdict string and the verifier errors (counted wrong, and counted)."""
     n = len(tasks)
     correct = [r.status.value == "correct" for r in results]
+    errors = sum(r.status.value in FAILED_STATUSES for r in results)
     return {"pass_at_1": sum(correct) / n, "mean_reward": sum(r.reward for r in results) / n,
             "format_rate": sum(r.components.get("format", 0.0) > 0 for r in results) / n,
             "by_category": category_pass_at_1(tasks, correct),
-            "verdicts": verdict_string(correct)}
+            "verdicts": verdict_string(correct), "verifier_errors": errors,
+            "measured": is_measured(errors, n)}
 
 
 def validate(engine, tokenizer, tasks: list[Task], prompts: list[list[int]],
