@@ -138,15 +138,22 @@ class Manifest:
         if (len(self.files), len(self.dirs)) != before:
             self.save()
 
+    def lists(self, path: Path) -> bool:
+        """``path`` is a file this manifest lists."""
+        return self._relative(path) in self.files
+
     def activate(self) -> Manifest:
         """Record every output written under the root from now on (until
         :meth:`deactivate`). Returns itself."""
         add_output_recorder(self.record)
+        _ACTIVE.append(self)
         return self
 
     def deactivate(self) -> None:
         """Stop recording."""
         remove_output_recorder(self.record)
+        if self in _ACTIVE:
+            _ACTIVE.remove(self)
 
     def removable(self) -> tuple[list[Path], list[Path]]:
         """``(files, dirs)`` that :meth:`clear` removes: the listed files that exist and are
@@ -185,6 +192,24 @@ class Manifest:
         self.files, self.dirs = set(), set()
         self.save()
         return kept
+
+
+_ACTIVE: list[Manifest] = []
+
+
+def remove_written(path: Path) -> bool:
+    """Remove the file ``path`` when an active manifest lists it (rlvr wrote it), and drop it
+    from that manifest; a file no active manifest lists is kept. Returns whether it was
+    removed.
+
+    Raises:
+        OSError: it cannot be removed."""
+    for manifest in _ACTIVE:
+        if manifest.lists(path):
+            Path(path).unlink(missing_ok=True)
+            manifest.record(Path(path), removed=True)
+            return True
+    return False
 
 
 def unlisted_entries(root: Path, manifest: Manifest | None) -> list[str]:

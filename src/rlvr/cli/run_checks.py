@@ -3,6 +3,8 @@ exist, a model name that can load, and a run directory that can take the run."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -63,12 +65,26 @@ class RunDir:
             self.manifest.path.unlink(missing_ok=True)
             _give_back(self.path, self.lock, self.created)
         else:
-            self.lock.release()
+            self.close()
 
-    def close(self, remove_lock: bool = False) -> None:
-        """Stop recording and release the lock."""
+    def close(self) -> None:
+        """Stop recording and release the lock (its file removed: a directory no command is
+        writing holds none)."""
         self.manifest.deactivate()
-        self.lock.release(remove=remove_lock)
+        self.lock.release(remove=True)
+
+
+@contextmanager
+def recorded_output_dir(path: Path, option: str) -> Iterator[RunDir]:
+    """Lock ``path`` (another command writing it: exit 2 naming its pid) and record in its
+    manifest what the block writes there; for commands that add to an output directory
+    (``rlvr eval -o``, ``rlvr sweep -o``): they remove only what a manifest lists
+    (:func:`rlvr.run_manifest.remove_written`)."""
+    target = prepare_run_dir(path, resume=True, overwrite=False, option=option)
+    try:
+        yield target
+    finally:
+        target.close()
 
 
 def _shown(entries: list[str], most: int = 5) -> str:
@@ -147,10 +163,9 @@ def _check_existing(run_dir: Path, manifest: Manifest | None, *, resume: bool, o
 
 
 def _give_back(run_dir: Path, lock: RunDirLock, created: list[Path]) -> None:
-    """Undo a refused :func:`prepare_run_dir`: release the lock, removing the lock file
-    when the directory holds nothing else of rlvr's (no manifest), and the directories it
-    created."""
-    lock.release(remove=not (run_dir / MANIFEST_NAME).exists())
+    """Undo a refused :func:`prepare_run_dir`: release the lock (its file removed) and remove
+    the directories it created."""
+    lock.release(remove=True)
     for directory in reversed(created):
         try:
             directory.rmdir()
