@@ -25,6 +25,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import threading
 from pathlib import Path
 
 from rlvr.io import add_output_recorder, atomic_write, remove_output_recorder
@@ -58,6 +59,7 @@ class Manifest:
         self.files: set[str] = set(files or ())
         self.dirs: set[str] = set(dirs or ())
         self._root_abs = _abs(self.root)
+        self._guard = threading.Lock()  # a log appended from another thread records too
 
     @property
     def path(self) -> Path:
@@ -112,6 +114,10 @@ class Manifest:
         rel = self._relative(path)
         if rel is None:
             return
+        with self._guard:
+            self._record(rel, Path(path), created_dirs, removed)
+
+    def _record(self, rel: str, path: Path, created_dirs: list[Path], removed: bool) -> None:
         before = (len(self.files), len(self.dirs))
         if removed:
             prefix = rel + "/"
@@ -124,7 +130,6 @@ class Manifest:
             made = self._relative(directory)
             if made is not None:
                 self.dirs.add(made)
-        path = Path(path)
         if path.is_dir() and not path.is_symlink():
             self.dirs.add(rel)
             for folder, subdirs, names in os.walk(path):
@@ -210,6 +215,16 @@ def remove_written(path: Path) -> bool:
             manifest.record(Path(path), removed=True)
             return True
     return False
+
+
+def lists_temp_of(path: Path) -> bool | None:
+    """Whether ``path`` is the temp file of an interrupted atomic write
+    (``.<name>.<random>.tmp``) of a file an active manifest lists; None when no active
+    manifest covers ``path`` (nothing recorded to tell)."""
+    covering = [m for m in _ACTIVE if m._relative(Path(path)) is not None]
+    if not covering:
+        return None
+    return any(_temp_of_listed(m._relative(Path(path)), m.files) for m in covering)
 
 
 def unlisted_entries(root: Path, manifest: Manifest | None) -> list[str]:
