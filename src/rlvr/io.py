@@ -3,8 +3,12 @@ JSONL appends that never leave half a line, and standard JSON text.
 
 Reading: :func:`read_jsonl` (alias :func:`jsonl_objects`) gives ``(line, object)`` for each
 non-blank line of a UTF-8 JSONL file and raises :class:`InputError` naming the file, the line
-and what is wrong (invalid JSON, not an object, not UTF-8); :func:`read_jsonl_lenient` is for
-logs a running job may still be writing (bad lines skipped and counted).
+and what is wrong (invalid JSON, not an object, not UTF-8, longer than the line limit);
+:func:`read_jsonl_lenient` is for logs a running job may still be writing (bad lines skipped
+and counted). Every reader of user data goes through :func:`text_lines`, which reads a line in
+bounded pieces and refuses one longer than :attr:`InputLimits.max_line_bytes` without ever
+holding more of it; :func:`check_prompt` bounds a prompt's characters
+(:func:`input_limits` sets both for a block).
 
 Writing: :func:`atomic_write` writes a temp file beside the target and renames it over the
 target only when the block succeeds; :func:`append_jsonl` appends rows and cuts a failed
@@ -23,8 +27,56 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
+
+#: The longest input line (bytes, newline excluded) read by default: 4 MiB. A GSM8K record
+#: is ~1 KB, a code task with its tests a few KB.
+DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024
+#: The longest prompt (characters) accepted by default: ~25k tokens of English text, beyond
+#: the context of the models rlvr trains on CPU.
+DEFAULT_MAX_PROMPT_CHARS = 100_000
+
+
+@dataclass(frozen=True)
+class InputLimits:
+    """Size limits on user input, and the settings that change them (named in messages).
+
+    Attributes:
+        max_line_bytes: the longest line (bytes, newline excluded) of an input file.
+        max_prompt_chars: the longest prompt (characters).
+        line_setting, prompt_setting: how a user raises each limit (a config field or an
+            option), for the refusal's message.
+    """
+
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    max_prompt_chars: int = DEFAULT_MAX_PROMPT_CHARS
+    line_setting: str = "data.max_line_bytes"
+    prompt_setting: str = "data.max_prompt_chars"
+
+
+_LIMITS: ContextVar[InputLimits] = ContextVar("rlvr_input_limits", default=InputLimits())
+
+
+def current_input_limits() -> InputLimits:
+    """The limits in force (:func:`input_limits`), else the defaults."""
+    return _LIMITS.get()
+
+
+@contextmanager
+def input_limits(**changes: Any) -> Iterator[InputLimits]:
+    """Within the block, :func:`text_lines` and :func:`check_prompt` use the current limits
+    with ``changes`` applied (:class:`InputLimits` fields; a None value keeps the current
+    one)."""
+    limits = replace(_LIMITS.get(), **{k: v for k, v in changes.items() if v is not None})
+    token = _LIMITS.set(limits)
+    try:
+        yield limits
+    finally:
+        _LIMITS.reset(token)
+
 
 class InputError(ValueError):
     """A malformed input record. ``str(err)`` names the file, line and field."""
@@ -37,16 +89,40 @@ class InputError(ValueError):
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
+def _bounded_lines(f: IO[bytes], path: str | os.PathLike, limit: int,
+                   setting: str) -> Iterator[tuple[int, bytes]]:
+    """``(line number, bytes)`` of the binary file ``f``, each read with ``readline(limit +
+    2)`` so that no more than ``limit + 2`` bytes of a line (and the file's buffer) are ever
+    held; a longer line raises :class:`InputError` before the rest of it is read."""
+    line_no = 0
+    while True:
+        raw = f.readline(limit + 2)
+        if not raw:
+            return
+        line_no += 1
+        body = raw[:-2] if raw.endswith(b"\r\n") else raw.rstrip(b"\n")
+        if len(body) > limit or (len(raw) == limit + 2 and not raw.endswith(b"\n")):
+            raise InputError(path, line_no, f"the line is longer than {limit} bytes, the limit "
+                                            f"on one input line (raise it with {setting}, or "
+                                            f"shorten the record)")
+        yield line_no, raw
+
+
 def text_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` of a UTF-8 text file (1-based; a UTF-8 BOM is dropped).
+    """``(line number, text)`` of a UTF-8 text file (1-based; a UTF-8 BOM is dropped), read in
+    bounded pieces: a line longer than :attr:`InputLimits.max_line_bytes` (see
+    :func:`input_limits`) is refused after reading at most that many bytes of it.
 
     Raises:
-        InputError: the file is UTF-16 / UTF-32 (a BOM says so, or NUL bytes in a line) or a
-            line is not valid UTF-8, naming the line and the byte, e.g. a Latin-1 file.
+        InputError: the file is UTF-16 / UTF-32 (a BOM says so, or NUL bytes in a line), a
+            line is not valid UTF-8 (naming the line and the byte, e.g. a Latin-1 file), or a
+            line is longer than the limit (naming the limit and the setting that raises it).
         OSError: the file cannot be read.
     """
+    limits = current_input_limits()
     with open(path, "rb") as f:
-        for line_no, raw in enumerate(f, 1):
+        for line_no, raw in _bounded_lines(f, path, limits.max_line_bytes,
+                                           limits.line_setting):
             if line_no == 1:
                 if raw.startswith(_UTF16_BOMS):
                     raise InputError(path, 1, "the file is UTF-16 or UTF-32 encoded (it starts "
@@ -90,6 +166,30 @@ def read_jsonl(path: str | os.PathLike) -> list[tuple[int, dict]]:
     """
     return [(line_no, parse_jsonl_object(text, path, line_no))
             for line_no, text in text_lines(path) if text.strip()]
+
+
+def prompt_problem(text: str, field: str = "prompt") -> str | None:
+    """Why ``text`` cannot be a prompt (longer than :attr:`InputLimits.max_prompt_chars`
+    characters, see :func:`input_limits`), naming the field, the limit and its setting; or
+    None."""
+    limits = current_input_limits()
+    if len(text) <= limits.max_prompt_chars:
+        return None
+    return (f"field '{field}': {len(text)} characters, over the limit of "
+            f"{limits.max_prompt_chars} on a prompt (raise it with {limits.prompt_setting}, or "
+            f"shorten the prompt)")
+
+
+def check_prompt(text: str, path: str | os.PathLike, line: int, field: str = "prompt") -> str:
+    """``text`` (a prompt read from ``path`` at ``line``) when :func:`prompt_problem` has
+    nothing against it.
+
+    Raises:
+        InputError: naming the file, line, field, its length, the limit and the setting."""
+    problem = prompt_problem(text, field)
+    if problem is not None:
+        raise InputError(path, line, problem)
+    return text
 
 
 #: The name the readers of rlvr have always used for :func:`read_jsonl`.
@@ -173,6 +273,45 @@ def output_dir_problem(path: str | os.PathLike) -> str | None:
     return None
 
 
+#: Told of each output path rlvr writes (:func:`atomic_write`, :func:`append_jsonl`,
+#: :func:`record_output`) with the directories created for it, parents first, and of each
+#: output it removes: a run directory's manifest (:mod:`rlvr.run_manifest`) registers here.
+#: A recorder is called ``recorder(path, created_dirs, removed)``.
+_RECORDERS: list[Callable[[Path, list[Path], bool], None]] = []
+
+
+def add_output_recorder(recorder: Callable[[Path, list[Path], bool], None]) -> None:
+    """Tell ``recorder`` of every output written or removed from now on."""
+    _RECORDERS.append(recorder)
+
+
+def remove_output_recorder(recorder: Callable[[Path, list[Path], bool], None]) -> None:
+    """Stop telling ``recorder`` (no error when it was not registered)."""
+    if recorder in _RECORDERS:
+        _RECORDERS.remove(recorder)
+
+
+def record_output(path: str | os.PathLike, created_dirs: Iterable[Path] = (), *,
+                  removed: bool = False) -> None:
+    """Tell the registered recorders that ``path`` (a file, or a directory whose whole
+    content was just written, e.g. a model renamed into place) was written, with the
+    directories created for it; or, with ``removed``, that rlvr removed it. For writers other
+    than :func:`atomic_write` / :func:`append_jsonl`, which record their own."""
+    for recorder in list(_RECORDERS):
+        recorder(Path(path), list(created_dirs), removed)
+
+
+def make_dirs(directory: str | os.PathLike) -> list[Path]:
+    """``mkdir -p directory``; returns the directories it created, parents first.
+
+    Raises:
+        OSError: one cannot be created."""
+    directory = Path(directory)
+    missing = [p for p in (directory, *directory.parents) if not p.exists()][::-1]
+    directory.mkdir(parents=True, exist_ok=True)
+    return missing
+
+
 _fsync = os.fsync  # the last write of atomic_write: where a full disk shows up at the latest
 
 
@@ -187,7 +326,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[Any]:
     """
     target = Path(path)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        created = make_dirs(target.parent)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
         raise OutputError(target, exc) from exc
@@ -200,6 +339,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[Any]:
             f.flush()
             _fsync(f.fileno())
         os.replace(tmp, target)
+        record_output(target, created)
     except OutputError:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -292,6 +432,8 @@ def append_jsonl(path: str | os.PathLike, rows: Iterable[Any],
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     except OSError as exc:
         raise OutputError(path, exc) from exc
+    if _RECORDERS:
+        record_output(path)
     try:
         start = os.lseek(fd, 0, os.SEEK_END)
         try:

@@ -243,14 +243,17 @@ def test_default_best_of_logprob_falls_back_to_majority_without_log_probs():
 
 
 def test_an_eval_into_an_earlier_eval_directory_leaves_no_stale_files(completions, tmp_path):
-    # a --completions eval into an earlier model eval's directory left its
-    # accuracy_vs_tokens.png (and completions) behind, read as this eval's
-    from rlvr.eval.report import REPORT_FILES
+    # a --completions eval into an earlier eval's directory left its accuracy_vs_tokens.png
+    # behind, read as this eval's; what the earlier eval wrote (its manifest) is removed, a
+    # user's file of the same kind of name is not
+    from rlvr.run_manifest import Manifest
 
     out = tmp_path / "o"
-    out.mkdir()
-    for name in (*REPORT_FILES, "notes.txt"):
-        (out / name).write_text("stale")
+    first = runner.invoke(app, ["eval", "--completions", str(completions), "-o", str(out)])
+    assert first.exit_code == 0, first.output
+    assert (out / "accuracy_vs_tokens.png").is_file()
+    assert "accuracy_vs_tokens.png" in Manifest.load(out).files
+    (out / "notes.txt").write_text("mine")
     (out / "plots").mkdir()
     (out / "plots" / "accuracy_vs_k.png").write_text("a user's")
     path = tmp_path / "c.jsonl"  # no token counts: no accuracy_vs_tokens plot
@@ -258,8 +261,22 @@ def test_an_eval_into_an_earlier_eval_directory_leaves_no_stale_files(completion
                             for line in LINES))
     result = runner.invoke(app, ["eval", "--completions", str(path), "-o", str(out)])
     assert result.exit_code == 0, result.output
-    for name in REPORT_FILES:
-        assert not (out / name).exists() or (out / name).read_bytes() != b"stale", name
+    assert not (out / "accuracy_vs_tokens.png").exists()
+    assert "accuracy_vs_tokens.png" not in Manifest.load(out).files
     assert (out / "results.json").exists()
-    assert (out / "notes.txt").read_text() == "stale"  # not an eval's file: kept
+    assert (out / "notes.txt").read_text() == "mine"  # not an eval's file: kept
     assert (out / "plots" / "accuracy_vs_k.png").read_text() == "a user's"
+
+
+def test_an_eval_keeps_a_report_file_no_manifest_lists(tmp_path):
+    """A directory without a manifest (a user's, or an eval from before manifests): its
+    files named like a report's are not removed."""
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "accuracy_vs_tokens.png").write_text("a user's")
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps({k: v for k, v in line.items() if k != "tokens"}) + "\n"
+                            for line in LINES))
+    result = runner.invoke(app, ["eval", "--completions", str(path), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "accuracy_vs_tokens.png").read_text() == "a user's"

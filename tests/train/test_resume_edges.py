@@ -162,6 +162,8 @@ def test_stale_temp_dirs_of_an_interrupted_save_are_removed_on_resume(tmp_path):
     (run / ".metrics.jsonl.x7y8z9.tmp").write_text('{"step": 2')
     keep = run / ".notes"
     keep.write_text("mine")
+    draft = run / ".draft.x1y2z3.tmp"  # named like a temp file, of no file rlvr wrote
+    draft.write_text("mine")
     resumed = runner.invoke(app, ["train", "--resume", str(run), "--set", "grpo.steps=2"])
     assert resumed.exit_code == 0, resumed.output
     out = " ".join(resumed.output.split())
@@ -169,6 +171,7 @@ def test_stale_temp_dirs_of_an_interrupted_save_are_removed_on_resume(tmp_path):
         assert not path.exists()
         assert f"removed {path.relative_to(run)}: left by a save that was interrupted" in out
     assert keep.read_text() == "mine"  # not a temp name of ours: left alone
+    assert draft.read_text() == "mine"  # the manifest lists no file 'draft' it was for
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000000",
                                                                        "step-000001",
                                                                        "step-000002"]

@@ -312,48 +312,28 @@ def test_sft_into_a_directory_holding_files_does_not_suggest_resume(tmp_path):
     assert "--resume" not in message and "--overwrite" in message  # rlvr sft has no --resume
 
 
-def test_overwrite_clears_the_run_directory_first(tmp_path):
-    run = tmp_path / "run"
-    (run / "sft_model").mkdir(parents=True)
-    (run / "metrics.jsonl").write_text('{"step": 7}\n')
-    result = runner.invoke(app, ["train", "--config", SMOKE, "-o", str(run), "--overwrite",
-                                 "--set", "grpo.steps=1", "--set", "eval.every=0"])
-    assert result.exit_code == 0, result.output
-    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in metrics] == [1]
-
-
 def test_overwrite_refuses_a_directory_holding_files_no_run_writes(tmp_path):
-    # `-o . --overwrite` in a project folder deleted the user's own files
+    # `-o . --overwrite` in a project folder: no manifest says rlvr wrote any of it
     project = tmp_path / "project"
     (project / "data").mkdir(parents=True)
     (project / "data" / "x.csv").write_text("1,2\n")
     (project / "thesis.tex").write_text("precious")
     (project / "config.yaml").write_text("seed: 0\n")  # a run marker alone is not enough
+    (project / "checkpoints").mkdir()
+    (project / "checkpoints" / "foo").write_text("mine")
+    (project / ".env").write_text("SECRET=1")
     for command in ("train", "sft"):
         result = runner.invoke(app, [command, "--config", SMOKE, "-o", str(project),
                                      "--overwrite"])
         message = " ".join(result.output.split())
         assert result.exit_code == 2, result.output
-        assert "data/, thesis.tex" in message and "remove them yourself" in message
+        assert ".env, checkpoints/, config.yaml, data/, thesis.tex" in message
+        assert "remove them yourself" in message
     assert (project / "thesis.tex").read_text() == "precious"
+    assert (project / "checkpoints" / "foo").read_text() == "mine"
+    assert sorted(p.name for p in project.iterdir()) == [".env", "checkpoints", "config.yaml",
+                                                          "data", "thesis.tex"]
     assert (project / "data" / "x.csv").read_text() == "1,2\n"
-
-
-def test_foreign_entries_of_a_run_and_a_sweep(tmp_path):
-    from rlvr.cli.run_checks import foreign_entries
-
-    sweep = tmp_path / "sweep"
-    point = sweep / "algo.kl_coef=0.1"
-    (point / "checkpoints" / "step-000001").mkdir(parents=True)
-    (point / "config.yaml").write_text("seed: 0\n")
-    (point / ".metrics.jsonl.abc123.tmp").write_text("")
-    for name in ("sweep.json", "sweep.md", "sweep.png"):
-        (sweep / name).write_text("")
-    assert foreign_entries(sweep) == []
-    (point / "notes.txt").write_text("mine")
-    (sweep / "other").mkdir()
-    assert foreign_entries(sweep) == ["algo.kl_coef=0.1/", "other/"]
 
 
 def test_config_summary_names_a_files_tasks_not_the_presets_sizes():

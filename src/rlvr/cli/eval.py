@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from rlvr.cli.common import (PRECISION_HELP, check_model_name, check_output_dir, err, fail,
                              output_errors, precision_choice, with_plugins)
+from rlvr.cli.run_checks import recorded_output_dir
 from rlvr.configio import ConfigError, load_config
 from rlvr.envs.config import EnvConfig
 from rlvr.io import InputError
@@ -217,7 +218,7 @@ def eval_(
                                        env_config)
     results = combine(summaries, settings.as_dict(), time.perf_counter() - start)
     out = output_dir
-    with output_errors():
+    with output_errors(), recorded_output_dir(out, "--output-dir"):
         written = write_report(results, out, rows)
     print(markdown(results))
     err.print(f"wrote {', '.join(p.name for p in written)} to {out}", highlight=False)

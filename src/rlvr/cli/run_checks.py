@@ -3,13 +3,16 @@ exist, a model name that can load, and a run directory that can take the run."""
 
 from __future__ import annotations
 
-import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
-from rlvr.cli.common import fail
+from rlvr.cli.common import err, fail
 from rlvr.configio import override_for
-from rlvr.io import output_dir_problem
+from rlvr.io import make_dirs, output_dir_problem
+from rlvr.run_manifest import (BOOKKEEPING, MANIFEST_NAME, Manifest, RunDirError, RunDirLock,
+                               unlisted_entries)
 
 
 def run_dir_option(resume: Optional[Path], output_dir: Optional[Path], run_config) -> str:
@@ -22,84 +25,181 @@ def run_dir_option(resume: Optional[Path], output_dir: Optional[Path], run_confi
     return "output_dir" if run_config.output_dir else "the default run directory"
 
 
+class RunDir:
+    """A run directory an rlvr command writes: locked for the command
+    (:class:`rlvr.run_manifest.RunDirLock`), every output recorded in its manifest
+    (:class:`rlvr.run_manifest.Manifest`), and, with ``--overwrite``, what an earlier command
+    wrote there removed by :meth:`start_writing`, only once the new run's config, data and
+    model have loaded (so a refused start deletes nothing). Made by :func:`prepare_run_dir`."""
+
+    def __init__(self, path: Path, lock: RunDirLock, manifest: Manifest, *, resume: bool,
+                 overwrite: bool, created: list[Path]):
+        self.path, self.lock, self.manifest = path, lock, manifest
+        self.resume, self.created = resume, created
+        self.pending_clear = overwrite
+        self.kept: list[str] = []
+        manifest.activate()
+
+    def start_writing(self) -> None:
+        """Called once the inputs have loaded, before the first write: with ``--overwrite``,
+        remove what the manifest lists (:meth:`rlvr.run_manifest.Manifest.clear`) and say
+        what was kept."""
+        if not self.pending_clear:
+            return
+        self.pending_clear = False
+        kept_dirs = self.manifest.clear()
+        if self.kept or kept_dirs:
+            err.print(f"--overwrite: removed what rlvr wrote in {self.path}; kept what it did "
+                      f"not write: {_shown(self.kept)}", highlight=False, soft_wrap=True)
+
+    def discard(self) -> None:
+        """After a start refused for bad input (exit 2): remove what this command wrote (not
+        a resumed run's files, nor, before :meth:`start_writing`, the run ``--overwrite`` was
+        to replace), so the corrected command runs without --overwrite; a directory this
+        command created is removed again when nothing else is left in it."""
+        if not self.resume and not self.pending_clear:
+            self.manifest.clear()
+        self.manifest.deactivate()
+        if (self.path.is_dir() and not self.manifest.files and not self.manifest.dirs
+                and not any(e.name not in BOOKKEEPING for e in self.path.iterdir())):
+            self.manifest.path.unlink(missing_ok=True)
+            _give_back(self.path, self.lock, self.created)
+        else:
+            self.close()
+
+    def close(self) -> None:
+        """Stop recording and release the lock (its file removed: a directory no command is
+        writing holds none)."""
+        self.manifest.deactivate()
+        self.lock.release(remove=True)
+
+
+@contextmanager
+def recorded_output_dir(path: Path, option: str) -> Iterator[RunDir]:
+    """Lock ``path`` (another command writing it: exit 2 naming its pid) and record in its
+    manifest what the block writes there; for commands that add to an output directory
+    (``rlvr eval -o``, ``rlvr sweep -o``): they remove only what a manifest lists
+    (:func:`rlvr.run_manifest.remove_written`)."""
+    target = prepare_run_dir(path, resume=True, overwrite=False, option=option)
+    try:
+        yield target
+    finally:
+        target.close()
+
+
+def _shown(entries: list[str], most: int = 5) -> str:
+    return ", ".join(entries[:most]) + (f" and {len(entries) - most} more"
+                                        if len(entries) > most else "")
+
+
 def prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool,
-                    option: str = "--output-dir", resumable: bool = True) -> bool:
+                    option: str = "--output-dir", resumable: bool = True) -> RunDir:
     """Fail before any work (exit 2, naming ``option`` and the path) on a run directory that
-    cannot take this run: a file in its place (or above it), an unwritable location, or a
-    directory already holding a run (without ``--resume`` two runs' logs would interleave and
-    the old ``sft_model/`` would become a later resume's KL reference). ``--overwrite``
-    clears such a directory first (``resumable``: the refusal suggests ``--resume``; `rlvr sft`
-    has none). Returns whether this run starts in an empty (or new)
-    directory, which :func:`discard_failed_start` may then clear again."""
+    cannot take this run: a file in its place (or above it), an unwritable location, another
+    rlvr command writing it (its lock), or, without ``--resume``, a directory already holding
+    files (two runs' logs would interleave and the old ``sft_model/`` would become a later
+    resume's KL reference: ``resumable`` makes the refusal suggest ``--resume``; `rlvr sft`
+    has none).
+
+    ``--overwrite`` removes what rlvr wrote there, as its manifest lists it, and keeps the
+    rest; it is refused (nothing removed) when the directory has no manifest (a run of an
+    older rlvr, or not a run: the entries are named) or holds a file rlvr did not write at a
+    path this run writes (e.g. the user's own ``config.yaml``). The removal waits for
+    :meth:`RunDir.start_writing`. Returns the locked, recording :class:`RunDir`.
+    """
     if run_dir.exists() and not run_dir.is_dir():
         raise fail(f"{option} {run_dir}: exists and is not a directory (choose another "
                    f"--output-dir)")
     problem = output_dir_problem(run_dir)
     if problem is not None:
         raise fail(f"{option} {run_dir}: cannot write the run directory ({problem})")
-    if resume:
+    try:
+        created = make_dirs(run_dir)
+        lock = RunDirLock(run_dir)
+    except RunDirError as exc:
+        raise fail(str(exc))
+    except OSError as exc:
+        raise fail(f"{option} {run_dir}: cannot write the run directory ({exc.strerror})")
+    try:
+        manifest = Manifest.load(run_dir)
+        pending = _check_existing(run_dir, manifest, resume=resume, overwrite=overwrite,
+                                  option=option, resumable=resumable)
+    except BaseException as exc:
+        _give_back(run_dir, lock, created)
+        if isinstance(exc, RunDirError):
+            raise fail(str(exc))
+        raise
+    run = RunDir(run_dir, lock, manifest or Manifest(run_dir), resume=resume,
+                 overwrite=pending, created=created)
+    run.kept = unlisted_entries(run_dir, manifest) if pending else []
+    return run
+
+
+def _check_existing(run_dir: Path, manifest: Manifest | None, *, resume: bool, overwrite: bool,
+                    option: str, resumable: bool) -> bool:
+    """Refuse (:class:`RunDirError`) a directory holding files this start cannot take (see
+    :func:`prepare_run_dir`); returns whether ``--overwrite`` has something to remove."""
+    if resume or not any(e.name not in BOOKKEEPING for e in run_dir.iterdir()):
         return False
-    if run_dir.is_dir() and any(run_dir.iterdir()):
-        if not overwrite:
-            resume_hint = f"continue that run with --resume {run_dir}, " if resumable else ""
-            raise fail(f"{run_dir} already holds files (a run?): {resume_hint}run the same "
-                       f"command again with --overwrite added to clear it, or choose another "
-                       f"--output-dir")
-        foreign = foreign_entries(run_dir)
-        if foreign:
-            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more"
-                                               if len(foreign) > 5 else "")
-            raise fail(f"{option} {run_dir}: --overwrite clears only what rlvr runs write, and "
-                       f"this directory also holds {shown}: choose another --output-dir or "
-                       f"remove them yourself")
-        _clear_dir(run_dir)
+    if not overwrite:
+        resume_hint = f"continue that run with --resume {run_dir}, " if resumable else ""
+        raise RunDirError(f"{run_dir} already holds files (a run?): {resume_hint}run the same "
+                          f"command again with --overwrite added to clear it, or choose "
+                          f"another --output-dir")
+    kept = unlisted_entries(run_dir, manifest)
+    if manifest is None:
+        raise RunDirError(f"{option} {run_dir}: --overwrite removes only what rlvr recorded "
+                          f"writing there ({MANIFEST_NAME}), and this directory has no such "
+                          f"record (a run of an older rlvr, or not a run), so nothing was "
+                          f"removed; it holds {_shown(kept)}: remove them yourself or "
+                          f"choose another --output-dir")
+    clashes = [e for e in kept if _run_path(e)]
+    if clashes:
+        raise RunDirError(f"{option} {run_dir}: --overwrite removes only what rlvr wrote, "
+                          f"and {_shown(clashes)} (not written by rlvr) would be replaced by "
+                          f"this run's own files; nothing was removed: move them away or "
+                          f"choose another --output-dir")
     return True
 
 
-# What `rlvr train` / `sft` / `sweep` write at the top of a run directory (atomic writes' temp
-# files are ``.<name>.<random>.tmp``). --overwrite deletes a directory only when it holds
-# nothing else, so a mistyped -o (a project folder, `.`) never deletes a user's own files.
+def _give_back(run_dir: Path, lock: RunDirLock, created: list[Path]) -> None:
+    """Undo a refused :func:`prepare_run_dir`: release the lock (its file removed) and remove
+    the directories it created."""
+    lock.release(remove=True)
+    for directory in reversed(created):
+        try:
+            directory.rmdir()
+        except OSError:
+            break
+
+
+# Where a run writes (relative to its directory): a file of the user's there would be
+# replaced, so --overwrite refuses to start over it. Temp files of atomic writes are
+# ``.<name>.<random>.tmp`` beside their file.
 RUN_FILES = frozenset({
     "config.yaml", "results.json", "results.md", "metrics.jsonl", "samples.jsonl",
     "validation.jsonl", "validation_samples.jsonl", "completions.jsonl", "alerts.jsonl",
     "sft_results.json", "sft_report.json", "lora_base.json", "no_tool_validation.json",
     "report.html", "accuracy_vs_k.png", "accuracy_vs_tokens.png", "sweep.json", "sweep.md",
-    "sweep.png",
+    "sweep.png", "sft_checkpoint.pt",
 })
-RUN_DIRS = frozenset({"checkpoints", "sft_model", "tensorboard", "spot_check"})
+RUN_DIRS = frozenset({"checkpoints", "sft_model", "tensorboard", "spot_check", "references"})
+# directories whose entries a run replaces whole (a model saved over one moves it aside and
+# deletes it)
+_REPLACED = {"sft_model": None, "checkpoints": "step-", "references": "step-",
+             "spot_check": "step-"}
 
 
-def foreign_entries(run_dir: Path) -> list[str]:
-    """The entries of ``run_dir`` (paths relative to it, sorted) that no rlvr run writes: not
-    in :data:`RUN_FILES` / :data:`RUN_DIRS`, not an atomic write's temp file, and not a
-    sweep point (a sub-directory holding a run's ``config.yaml`` and only run entries)."""
-    foreign = []
-    for entry in sorted(run_dir.iterdir()):
-        name = entry.name
-        if entry.is_dir() and not entry.is_symlink():
-            if name in RUN_DIRS:
-                continue
-            if (entry / "config.yaml").is_file() and not foreign_entries(entry):
-                continue
-        elif name in RUN_FILES or (name.startswith(".") and name.endswith(".tmp")):
-            continue
-        foreign.append(name + ("/" if entry.is_dir() else ""))
-    return foreign
-
-
-def _clear_dir(run_dir: Path) -> None:
-    for entry in run_dir.iterdir():
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
-
-
-def discard_failed_start(run_dir: Path, fresh: bool) -> None:
-    """A run refused for bad input before any training (exit 2) leaves nothing behind in a
-    directory it started empty, so the corrected command runs without --overwrite."""
-    if fresh and run_dir.is_dir():
-        _clear_dir(run_dir)
+def _run_path(entry: str) -> bool:
+    """``entry`` (relative, a directory ending in ``/``) is at a path a run writes or
+    replaces: a top-level run file or a run directory's name as a file, anything inside
+    ``sft_model/``, or a ``step-*`` entry of ``checkpoints/``, ``references/``,
+    ``spot_check/``."""
+    parts = entry.rstrip("/").split("/")
+    if len(parts) == 1:
+        return parts[0] in RUN_FILES or (parts[0] in RUN_DIRS and not entry.endswith("/"))
+    prefix = _REPLACED.get(parts[0], "")
+    return prefix is None or (bool(prefix) and parts[1].startswith(prefix))
 
 
 def check_run_inputs(config, overrides: list[str] = ()) -> None:

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from rlvr.cli.common import EXIT_STOPPED, check_output_dir, default_preset, err, fail
-from rlvr.cli.run_checks import check_run_inputs
+from rlvr.cli.run_checks import check_run_inputs, recorded_output_dir
 from rlvr.configio import ConfigError
 
 
@@ -60,7 +60,9 @@ def sweep(
     err.print(f"[bold]rlvr sweep[/] {len(variants)} variant(s) -> {out}: "
               + ", ".join(variant_name(v) for v in variants), highlight=False)
     try:
-        summaries = run_sweep(config, fixed, variants, steps, out, log=err.print)
+        with recorded_output_dir(out, "--output-dir" if output_dir is not None
+                                 else "the default sweep directory"):
+            summaries = run_sweep(config, fixed, variants, steps, out, log=err.print)
     except ConfigError as exc:
         raise fail(str(exc))
     except RunInputError as exc:

@@ -11,9 +11,8 @@ import typer
 from rich.console import Console
 
 from rlvr.cli.common import EXIT_STOPPED, err, fail, load_run_config, output_errors
+from rlvr.cli.run_checks import check_run_inputs, prepare_run_dir, run_dir_option
 from rlvr.rewards.summary import accuracy_text
-from rlvr.cli.run_checks import (check_run_inputs, discard_failed_start, prepare_run_dir,
-                                 run_dir_option)
 
 
 def train(
@@ -25,9 +24,11 @@ def train(
                                               "(default runs/<name>-<timestamp>)."),
     resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this "
                                           "directory from its last checkpoint."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Clear a run directory that "
-                                   "already holds files (otherwise refused: use --resume to "
-                                   "continue a run); refused if it holds files no run writes."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Start over in a run directory "
+                                   "that already holds a run (otherwise refused: use --resume "
+                                   "to continue it): removes what rlvr recorded writing there "
+                                   "(.rlvr-manifest.json) once the new run's inputs have "
+                                   "loaded, and nothing else."),
 ) -> None:
     """SFT cold start + GRPO, ending with a baseline vs trained validation table."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
@@ -45,16 +46,19 @@ def train(
         run_config.output_dir = str(output_dir)
     run_dir = resume or run_dir_for(run_config)
     check_run_inputs(run_config, set_)
-    fresh = prepare_run_dir(run_dir, resume=resume is not None, overwrite=overwrite,
-                            option=run_dir_option(resume, output_dir, run_config))
+    target = prepare_run_dir(run_dir, resume=resume is not None, overwrite=overwrite,
+                             option=run_dir_option(resume, output_dir, run_config))
     err.print(f"[bold]rlvr train[/] -> {run_dir}", soft_wrap=True)
     _print_config_summary(run_config, run_dir)
     try:
         with output_errors():
-            results = Run(run_config, run_dir, resume=resume is not None).train()
+            results = Run(run_config, run_dir, resume=resume is not None,
+                          before_writing=target.start_writing).train()
     except RunInputError as exc:
-        discard_failed_start(run_dir, fresh)
+        target.discard()
         raise fail(str(exc))
+    finally:
+        target.close()
     Console(width=None if sys.stdout.isatty() else 120).print(results_table(results))
     by_category = category_table(results)
     if by_category is not None:
@@ -94,9 +98,10 @@ def sft(
     set_: list[str] = typer.Option([], "--set", help="Override KEY=VALUE (dotted keys)."),
     output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Run directory "
                                               "(default runs/<name>-sft-<timestamp>)."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Clear a run directory that "
-                                   "already holds files (otherwise refused); refused if it "
-                                   "holds files no run writes."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Start over in a run directory "
+                                   "that already holds a run (otherwise refused): removes what "
+                                   "rlvr recorded writing there (.rlvr-manifest.json) once the "
+                                   "new run's inputs have loaded, and nothing else."),
 ) -> None:
     """The SFT cold start alone: validation before and after, model saved to RUN/sft_model
     (pass it as model.name to a later `rlvr train --set sft.enabled=false`)."""
@@ -110,17 +115,19 @@ def sft(
         run_config.name = f"{run_config.name}-sft"
     run_dir = run_dir_for(run_config)
     check_run_inputs(run_config, set_)
-    fresh = prepare_run_dir(run_dir, resume=False, overwrite=overwrite,
-                            option=run_dir_option(None, output_dir, run_config),
-                            resumable=False)
+    target = prepare_run_dir(run_dir, resume=False, overwrite=overwrite,
+                             option=run_dir_option(None, output_dir, run_config),
+                             resumable=False)
     err.print(f"[bold]rlvr sft[/] -> {run_dir}", soft_wrap=True)
     _print_config_summary(run_config, run_dir)
     try:
         with output_errors():
-            results = Run(run_config, run_dir).sft_only()
+            results = Run(run_config, run_dir, before_writing=target.start_writing).sft_only()
     except RunInputError as exc:
-        discard_failed_start(run_dir, fresh)
+        target.discard()
         raise fail(str(exc))
+    finally:
+        target.close()
     before, after = results["base_model"], results["sft_model"]
     report = results["sft"]
     cut = (f", {report['truncated']} cut at sft.max_length={report['max_length']} "

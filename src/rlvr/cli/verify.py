@@ -13,7 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 
 from rlvr.cli.common import check_output_file, err, fail, output_errors, with_plugins
 from rlvr.configio import ConfigError, load_config
-from rlvr.io import InputError, atomic_write, json_text, write_json
+from rlvr.io import (DEFAULT_MAX_LINE_BYTES, InputError, atomic_write, input_limits, json_text,
+                     write_json)
 from rlvr.rewards.compare import (CompareError, check_tool, compare_results,
                                   default_compare_out, math_verify_verdicts)
 from rlvr.rewards.config import RewardConfig
@@ -54,6 +55,10 @@ def verify(
                                       "aggregators, imported here and in every verifier "
                                       "process (added to --config's plugins). Repeatable or "
                                       "comma-separated."),
+    max_line_bytes: int = typer.Option(DEFAULT_MAX_LINE_BYTES, "--max-line-bytes", min=1,
+                                       help="The longest input line (bytes): a longer record "
+                                       "is refused (exit 2, naming the line) before it is "
+                                       "read whole."),
 ) -> None:
     """Score completions with the reward pipeline: reward, components, status, extracted."""
     reward_config = with_plugins(_load_reward_config(config, workers=workers, timeout_s=timeout),
@@ -73,7 +78,8 @@ def verify(
             check_output_file(path, option)
     _check_distinct_outputs([(o, p) for o, p in outputs if p is not None])
     try:
-        records = read_records(input)
+        with input_limits(max_line_bytes=max_line_bytes, line_setting="--max-line-bytes"):
+            records = read_records(input)
     except InputError as exc:
         raise fail(str(exc))
     except OSError as exc:

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from rlvr.io import OutputError, atomic_write, json_text, write_json
 from rlvr.rewards.summary import is_measured
+from rlvr.run_manifest import remove_written
 
 PLOTS = ("accuracy_vs_k.png", "accuracy_vs_tokens.png")
 #: Every file :func:`write_report` may write into an eval directory.
@@ -293,13 +294,14 @@ def write_report(results: dict, out_dir: Path, completion_rows: Sequence[dict] =
     written += plot(results, out_dir)
     # An earlier eval into the same directory may have written files this one does not (a
     # plot a --completions eval cannot draw, completions of a model run): left there they
-    # would be read as this eval's. Only this report's own kinds of files are removed, and only
-    # once every new one is written.
+    # would be read as this eval's. Only this report's own kinds of files are removed, only
+    # those the directory's manifest says rlvr wrote (a user's file of the same name is
+    # kept), and only once every new one is written.
     for name in REPORT_FILES:
         stale = out_dir / name
         if stale not in written and stale.is_file():
             try:
-                stale.unlink()
+                remove_written(stale)
             except OSError as exc:
                 raise OutputError(stale, exc) from exc
     return written

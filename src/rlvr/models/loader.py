@@ -19,7 +19,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from rlvr.io import OutputError
+from rlvr.io import OutputError, make_dirs, record_output
 from rlvr.models.tiny import tiny_model, tiny_tokenizer
 
 # torch, transformers and huggingface_hub (extra `train`) are imported where a model is loaded
@@ -116,7 +116,7 @@ def save_model(directory: Path, model, tokenizer, write_extra=None) -> Path:
             temp dir is removed and ``directory`` keeps its previous content.
     """
     try:
-        directory.parent.mkdir(parents=True, exist_ok=True)
+        created = make_dirs(directory.parent)
         tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
     except OSError as exc:
         raise OutputError(directory, exc) from exc
@@ -133,6 +133,8 @@ def save_model(directory: Path, model, tokenizer, write_extra=None) -> Path:
         os.replace(tmp, directory)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+            record_output(directory, removed=True)
+        record_output(directory, created)  # a run directory's manifest lists it
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise (exc if isinstance(exc, OutputError) else OutputError(directory, exc)) from exc

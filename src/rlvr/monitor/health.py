@@ -19,7 +19,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
 
-from rlvr.io import atomic_write, json_text
+from rlvr.io import atomic_write, json_text, make_dirs, record_output
 from rlvr.monitor.alerts import Alert, AlertLog
 from rlvr.monitor.checks import HEALTH_CHECKS, NO_COOLDOWN, CheckContext, CompletionRecord
 from rlvr.monitor.config import HealthConfig
@@ -64,8 +64,9 @@ class HealthMonitor:
                  print_fn=print):
         self.config, self.run_dir, self.audit = config, Path(run_dir), audit
         self.log = AlertLog(self.run_dir / "alerts.jsonl", print_fn)
-        self.log.path.parent.mkdir(parents=True, exist_ok=True)
+        created = make_dirs(self.log.path.parent)
         self.log.path.touch()  # an empty file means "checked, no alerts"
+        record_output(self.log.path, created)
         self.history: list[dict] = []
         self.rows: list[CompletionRecord] = []
         self.validation: list[dict] = []
@@ -199,7 +200,6 @@ class HealthMonitor:
             return None
         top = sorted(self.rows, key=lambda r: (-r.reward, r.step))[:k]
         path = self.run_dir / "spot_check" / f"step-{step:06d}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_write(path) as f:
             for r in top:
                 f.write(json_text(asdict(r)) + "\n")

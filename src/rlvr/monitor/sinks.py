@@ -22,6 +22,7 @@ from typing import Any, Mapping, Protocol, runtime_checkable
 from pydantic import ConfigDict, Field
 
 from rlvr.configio import ConfigModel
+from rlvr.io import make_dirs, record_output
 
 #: Leading name segments that already say which section a metric belongs to.
 SECTIONS = ("train", "val", "eval", "test", "health", "system")
@@ -94,8 +95,17 @@ class TensorBoardSink:
             raise SinkUnavailable("TensorBoard logging needs torch and tensorboard: "
                                   "pip install 'rlvr[train]' (or pip install tensorboard)") from e
         self.log_dir = Path(log_dir)
+        self._before = set(self.log_dir.iterdir()) if self.log_dir.is_dir() else set()
+        self._created = make_dirs(self.log_dir)
         self._writer = SummaryWriter(log_dir=str(self.log_dir), flush_secs=flush_secs,
                                      purge_step=purge_step)
+        self._record_new_files()
+
+    def _record_new_files(self) -> None:
+        """Tell a run directory's manifest of the event files this writer made (never of the
+        files that were in the log directory before)."""
+        for path in sorted(set(self.log_dir.iterdir()) - self._before):
+            record_output(path, self._created)
 
     def log(self, step: int, metrics: Mapping[str, Any]) -> None:
         """One scalar per numeric metric, at ``global_step=step``."""
@@ -110,6 +120,7 @@ class TensorBoardSink:
         """Flush the event file and close the writer."""
         self._writer.flush()
         self._writer.close()
+        self._record_new_files()
 
 
 class WandbSink:

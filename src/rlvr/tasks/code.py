@@ -34,6 +34,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from rlvr.io import prompt_problem
 from rlvr.records import RecordError, Task
 from rlvr.tasks.files import DataError
 from rlvr.tasks.files import read_task_jsonl as _read_jsonl
@@ -225,9 +226,13 @@ def _resolve(path: Path, default_name: str) -> Path:
 
 def _task(where: str, **fields: Any) -> Task:
     try:
-        return Task(**fields)
+        task = Task(**fields)
     except RecordError as exc:
         raise DataError(f"{where}: {exc}") from None
+    problem = prompt_problem(task.prompt)
+    if problem is not None:
+        raise DataError(f"{where}: {problem}")
+    return task
 
 
 # ----------------------------------------------------------------------------------- HumanEval

@@ -15,6 +15,7 @@ from pydantic import (AfterValidator, ConfigDict, Field, ValidationInfo, field_v
 from pydantic_core import PydanticCustomError
 
 from rlvr.configio import ConfigModel
+from rlvr.io import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_PROMPT_CHARS
 from rlvr.tasks.registry import is_source, source_names, task_source
 
 DEFAULT_INSTRUCTION = (
@@ -186,6 +187,13 @@ class DataConfig(ConfigSection):
                              "checkpoint as it was trained.")
     one_shot: bool = Field(False, description="Prepend one worked example (a user/assistant "
                            "exchange) to every prompt.")
+    max_line_bytes: int = Field(DEFAULT_MAX_LINE_BYTES, ge=1, description="The longest line "
+                                "(bytes) of a data file: a longer one is refused (exit 2, "
+                                "naming the file and line) after reading only that much of it, "
+                                "so a huge record cannot exhaust memory.")
+    max_prompt_chars: int = Field(DEFAULT_MAX_PROMPT_CHARS, ge=1, description="The longest "
+                                  "prompt (characters) of a data file's task: a longer one is "
+                                  "refused (exit 2, naming the file and line).")
 
     @model_validator(mode="before")
     @classmethod

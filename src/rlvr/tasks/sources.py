@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable, Collection
 from pathlib import Path
 
+from rlvr.io import InputError, check_prompt, input_limits
 from rlvr.records import RecordError, Task
 from rlvr.tasks.files import DataError
 from rlvr.tasks.files import read_task_jsonl as _read_jsonl
@@ -45,6 +46,14 @@ def _field(obj: dict, name: str, path: Path, line: int) -> str:
     return value
 
 
+def _prompt(obj: dict, name: str, path: Path, line: int) -> str:
+    """The prompt field ``name``: a non-empty string within ``data.max_prompt_chars``."""
+    try:
+        return check_prompt(_field(obj, name, path, line), path, line, name)
+    except InputError as exc:
+        raise DataError(str(exc)) from None
+
+
 def load_gsm8k(path: Path, split: str) -> list[Task]:
     """GSM8K records from ``path`` (a file, or a directory holding ``train.jsonl`` /
     ``test.jsonl``; validation uses ``test.jsonl``)."""
@@ -55,7 +64,7 @@ def load_gsm8k(path: Path, split: str) -> list[Task]:
         answer = _field(obj, "answer", path, line)
         if "####" not in answer:
             raise DataError(f"{path}:{line}: field 'answer': no final '#### N' line")
-        tasks.append(Task(id=f"gsm8k-{path.stem}-{line}", prompt=_field(obj, "question", path,
+        tasks.append(Task(id=f"gsm8k-{path.stem}-{line}", prompt=_prompt(obj, "question", path,
                           line), reference=answer, task_type="math", source="gsm8k",
                           category="gsm8k", solution=gsm8k_solution(answer)))
     return tasks
@@ -66,7 +75,7 @@ def load_math500(path: Path, split: str) -> list[Task]:
     if path.is_dir():
         path = path / "test.jsonl"
     return [Task(id=str(obj.get("unique_id", f"math500-{line}")),
-                 prompt=_field(obj, "problem", path, line),
+                 prompt=_prompt(obj, "problem", path, line),
                  reference=_field(obj, "answer", path, line), task_type="math", source="math500",
                  category=str(obj.get("subject", "math")), difficulty=str(obj.get("level", "")) or None,
                  solution=obj.get("solution"))
@@ -91,8 +100,11 @@ def load_task_file(path: Path, task_type: str | None = None,
     for line, obj in _read_jsonl(path):
         try:
             task = Task.from_dict(obj)
+            check_prompt(task.prompt, path, line)
         except RecordError as exc:
             raise DataError(f"{path}:{line}: {exc}") from None
+        except InputError as exc:
+            raise DataError(str(exc)) from None
         if task_type is not None and task.task_type != task_type:
             raise DataError(f"{path}:{line}: task_type {task.task_type!r}, expected "
                             f"{task_type!r} (data.source: jsonl reads tasks of any type)")
@@ -173,6 +185,15 @@ def _without(train: list[Task], val: list[Task], data,
 
 def load_tasks(data, seed: int, log: Callable[[str], None] | None = None
                ) -> tuple[list[Task], list[Task]]:
+    """:func:`_load_tasks` under the data section's input limits (``data.max_line_bytes``,
+    ``data.max_prompt_chars``: :func:`rlvr.io.input_limits`); its docstring says the rest."""
+    with input_limits(max_line_bytes=getattr(data, "max_line_bytes", None),
+                      max_prompt_chars=getattr(data, "max_prompt_chars", None)):
+        return _load_tasks(data, seed, log)
+
+
+def _load_tasks(data, seed: int, log: Callable[[str], None] | None = None
+                ) -> tuple[list[Task], list[Task]]:
     """``(train, validation)`` task lists for a :class:`rlvr.train.config.DataConfig`.
 
     ``arithmetic`` and ``logic`` are generated from ``data.mixture`` (training problems from

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from rlvr.io import atomic_write, write_json
+from rlvr.io import atomic_write, record_output, write_json
 from rlvr.models.loader import save_model
 from rlvr.tasks.prompting import write_prompt_settings
 
@@ -46,6 +46,7 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizer, sched
     final = save_model(root / f"step-{step:06d}", model, tokenizer, write_extra=write_extra)
     for old in sorted(p for p in root.glob("step-*") if p.is_dir() and p.name != "step-000000")[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
+        record_output(old, removed=True)
     return final
 
 

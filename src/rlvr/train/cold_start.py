@@ -8,7 +8,7 @@ import copy
 import json
 from pathlib import Path
 
-from rlvr.io import json_text
+from rlvr.io import json_text, record_output
 from rlvr.models import load_model_and_tokenizer
 from rlvr.models.loader import save_model
 from rlvr.models.lora import apply_lora as wrap_lora, is_lora, merged_copy
@@ -142,6 +142,7 @@ def sft_stage(state: TrainingState, config, run_dir: Path, eval_rewards, resume:
         state.policy, _ = load_model_and_tokenizer(str(saved))
         sync_engine(state.engine, state.policy)
         (run_dir / SFT_STATE).unlink(missing_ok=True)  # killed before its removal
+        record_output(run_dir / SFT_STATE, removed=True)
         console.print(f"sft: finished before the interruption; {saved} loaded")
         report = saved / SFT_REPORT  # absent in an sft_model/ of an older rlvr
         return json.loads(report.read_text(encoding="utf-8")) if report.is_file() else None
@@ -158,6 +159,7 @@ def sft_stage(state: TrainingState, config, run_dir: Path, eval_rewards, resume:
     save_sft_model(state, run_dir, report)
     if path is not None:
         path.unlink(missing_ok=True)
+        record_output(path, removed=True)
     return report
 
 

@@ -8,6 +8,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlvr.io import record_output
 from rlvr.models.loader import save_model
 from rlvr.monitor.alerts import strongest
 from rlvr.train.batch import StepRollouts
@@ -110,6 +111,7 @@ class ReferenceRefreshHook:
         save_model(root / f"step-{step:06d}", reference, self.state.tokenizer)
         for old in sorted(root.glob("step-*"))[:-2]:
             shutil.rmtree(old, ignore_errors=True)
+            record_output(old, removed=True)
         console.print(f"reference refreshed from the policy at step {step}")
 
 

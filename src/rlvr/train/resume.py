@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlvr.io import atomic_write
+from rlvr.run_manifest import lists_temp_of
 from rlvr.train.checkpoint import latest_checkpoint, load_trainer_state
 from rlvr.train.errors import RunInputError
 from rlvr.train.logs import LOG_FILES, console
@@ -86,8 +87,10 @@ def remove_stale_temp(run_dir: Path) -> list[Path]:
     :func:`rlvr.models.loader.save_model` (``checkpoints/.step-N.<tmp>``,
     ``.sft_model.<tmp>``, ``references/.step-N.<tmp>``, the ``.<name>.old-<pid>`` dirs of a
     replace) and the temp files of ``atomic_write`` (``.<name>.<tmp>.tmp``). Only names of
-    those forms, in the run dir and its ``checkpoints/`` and ``references/``. Call it when no
-    save is running (at the start of a run or resume). Returns the paths removed."""
+    those forms, in the run dir and its ``checkpoints/`` and ``references/``; while the run
+    directory's manifest records (:mod:`rlvr.run_manifest`), a temp file only when the file
+    it was for is listed there (a dotfile of the user's ending in ``.tmp`` is kept). Call it
+    when no save is running (at the start of a resume). Returns the paths removed."""
     removed = []
     for folder in (run_dir, run_dir / "checkpoints", run_dir / REFERENCES_DIR):
         if not folder.is_dir():
@@ -97,7 +100,8 @@ def remove_stale_temp(run_dir: Path) -> list[Path]:
             if entry.is_dir() and not entry.is_symlink() and (
                     name.startswith((".step-", f".{SFT_MODEL_DIR}."))):
                 shutil.rmtree(entry, ignore_errors=True)
-            elif entry.is_file() and name.startswith(".") and name.endswith(".tmp"):
+            elif (entry.is_file() and name.startswith(".") and name.endswith(".tmp")
+                  and lists_temp_of(entry) is not False):
                 entry.unlink(missing_ok=True)
             else:
                 continue

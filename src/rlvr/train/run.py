@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -61,6 +62,9 @@ class Run:
         config: the run config (``model.precision`` is resolved here, on this machine).
         run_dir: the run directory.
         resume: continue the run in ``run_dir`` (``rlvr train --resume``).
+        before_writing: called once the inputs (tasks, model) have loaded, before anything
+            is written to ``run_dir`` (``--overwrite`` removes the old run's files there, so
+            that a start refused for bad input deletes nothing).
     """
 
     policy = _state_attr("policy", "The trained model.")
@@ -75,8 +79,10 @@ class Run:
     val_prompts = _data_attr("val_prompts", "Prompt ids of the validation tasks.")
     train_pool_of = _data_attr("pool_of", "Each training task's mixture source label.")
 
-    def __init__(self, config: RunConfig, run_dir: Path, resume: bool = False):
+    def __init__(self, config: RunConfig, run_dir: Path, resume: bool = False,
+                 before_writing: Callable[[], None] | None = None):
         self.config, self.run_dir, self.resume = config, run_dir, resume
+        self.before_writing = before_writing
         if config.threads:
             torch.set_num_threads(config.threads)
         self.precision = self._resolve_precision(config)
@@ -159,14 +165,14 @@ class Run:
                 SFT with no example left within ``sft.max_length``.
         """
         c, s, start = self.config, self.state, time.perf_counter()
-        if self.run_dir.is_dir():
+        if self.resume and self.run_dir.is_dir():
             for path in remove_stale_temp(self.run_dir):
                 console.print(f"removed {path.relative_to(self.run_dir)}: left by a save that "
                               f"was interrupted")
         point = resuming.resume_point(self.run_dir, c, self.resume)
         checkpoint = point.checkpoint
         self.load()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._start_writing()
         # on resume too: the `--set` overrides that apply to the rest of the run are recorded
         write_yaml_atomic(self.run_dir / "config.yaml", c.model_dump(mode="json"))
         setup.open_monitoring(s, c, self.run_dir, self.eval_rewards, checkpoint)
@@ -206,6 +212,11 @@ class Run:
         s.sinks.close()
         self.rewards.close()
         return results
+
+    def _start_writing(self) -> None:
+        if self.before_writing is not None:
+            self.before_writing()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
 
     def _before_grpo(self, before_grpo: bool) -> None:
         """A fresh start (or a resume before GRPO): base validation, SFT, the GRPO LoRA
@@ -249,7 +260,7 @@ class Run:
         to ``sft_model/`` (usable as ``model.name`` of a later run); returns the report."""
         c = self.config
         self.load()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._start_writing()
         write_yaml_atomic(self.run_dir / "config.yaml", c.model_dump(mode="json"))
         self.state.engine = self.engine()
         before = self.evaluator.validate("base", 0)

@@ -2,7 +2,9 @@
 
 Layout: ``config.yaml``, the JSONL logs (:data:`rlvr.train.logs.LOG_FILES`),
 ``checkpoints/step-NNNNNN``, ``sft_model/`` (the model that entered GRPO), ``references/``
-(refreshed KL references), ``lora_base.json``, ``results.json``.
+(refreshed KL references), ``lora_base.json``, ``results.json``; and rlvr's bookkeeping
+(:mod:`rlvr.run_manifest`): ``.rlvr-manifest.json`` (every path rlvr wrote there, what
+``--overwrite`` removes) and ``.rlvr-lock`` (held by the command writing the directory).
 """
 
 from __future__ import annotations

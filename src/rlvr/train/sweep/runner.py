@@ -14,6 +14,7 @@ import yaml
 from rich.console import Console
 
 from rlvr.models.precision import resolve_precision
+from rlvr.run_manifest import remove_written
 from rlvr.train.checkpoint import latest_checkpoint
 from rlvr.train.run import LOG_FILES, Run, RunInputError
 from rlvr.train.sweep.spec import SweepError, build_configs, variant_name
@@ -101,7 +102,10 @@ def _run_variant(config, run_dir: Path, label: str, log) -> tuple[dict, bool]:
     resume = run_dir.is_dir() and latest_checkpoint(run_dir) is not None
     if run_dir.is_dir() and not resume:
         for name in LOG_FILES:  # an attempt cut off before GRPO started: begin again
-            (run_dir / name).unlink(missing_ok=True)
+            if (run_dir / name).is_file() and not remove_written(run_dir / name):
+                raise SweepError(f"{run_dir / name}: the sweep directory's manifest does not "
+                                 f"list it (not written by an rlvr sweep, or by one from "
+                                 f"before manifests); remove it to run this variant again")
     log(f"sweep: {'resuming' if resume else 'running'} {label} -> {run_dir}")
     run = Run(config, run_dir, resume=resume)
     try:
