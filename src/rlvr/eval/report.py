@@ -9,7 +9,6 @@ top level - so ``pass@k``, ``maj@k`` and ``by_category`` are always there - plus
 from __future__ import annotations
 
 import io
-import json
 import re
 from pathlib import Path, PurePosixPath
 from typing import Sequence
