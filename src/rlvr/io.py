@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -141,16 +143,65 @@ def text_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
                                                 f"the file as UTF-8") from None
 
 
+#: Deepest nesting of arrays and objects a JSON input may have: far more than any record
+#: needs, far less than what Python's recursion (the decoder, and every writer after it)
+#: can follow.
+MAX_JSON_DEPTH = 200
+
+
+def json_value(text: str | bytes) -> Any:
+    """``json.loads(text)`` for input: refuses what the decoder or a later writer could not
+    handle, with a message saying what is wrong instead of a traceback.
+
+    Raises:
+        json.JSONDecodeError: invalid JSON.
+        ValueError: nesting deeper than :data:`MAX_JSON_DEPTH`, or an integer of more digits
+            than Python converts (``sys.get_int_max_str_digits()``, 4300 by default).
+    """
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise ValueError(f"nested too deeply (more than {MAX_JSON_DEPTH} levels of arrays / "
+                         f"objects)") from None
+    except ValueError:  # int('9' * 5000): "Exceeds the limit (4300 digits) ..."
+        raise ValueError(f"an integer of more than {sys.get_int_max_str_digits()} digits "
+                         f"(Python's limit for reading one)") from None
+    if _deeper_than(value, MAX_JSON_DEPTH):
+        raise ValueError(f"nested too deeply (more than {MAX_JSON_DEPTH} levels of arrays / "
+                         f"objects)")
+    return value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists / dicts more than ``limit`` levels deep (iterative: no
+    recursion of its own)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth >= limit:
+                return True
+            stack.extend((child, depth + 1)
+                         for child in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
 def parse_jsonl_object(text: str, path: str | os.PathLike, line: int) -> dict:
     """One JSONL line as a JSON object.
 
     Raises:
-        InputError: the line is not valid JSON or not a JSON object (names file and line).
+        InputError: the line is not valid JSON, not a JSON object, nested deeper than
+            :data:`MAX_JSON_DEPTH` or holds an integer past Python's digit limit (names
+            file and line).
     """
     try:
-        obj = json.loads(text)
+        obj = json_value(text)
     except json.JSONDecodeError as exc:
         raise InputError(path, line, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+    except ValueError as exc:
+        raise InputError(path, line, str(exc)) from None
     if not isinstance(obj, dict):
         raise InputError(path, line, f"expected a JSON object, got {type(obj).__name__}")
     return obj
@@ -208,8 +259,8 @@ def read_jsonl_lenient(path: str | os.PathLike) -> tuple[list[dict], int]:
     rows, bad = [], 0
     for line in filter(str.strip, lines):
         try:
-            row = json.loads(line)
-        except ValueError:
+            row = json_value(line)
+        except ValueError:  # invalid, too deep, too long a number
             row = None
         if isinstance(row, dict):
             rows.append(row)
@@ -320,6 +371,9 @@ def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[Any]:
     """Open a temp file beside ``path``; rename it over ``path`` only if the block succeeds,
     so a crash or Ctrl-C never leaves a half-written file (the old file, if any, survives).
 
+    A text file is written as UTF-8 with ``errors="backslashreplace"``: text UTF-8 cannot
+    encode (a lone surrogate) is written as its escape rather than failing the write.
+
     Raises:
         OutputError: an ``OSError`` while creating, writing (inside the block too: disk full)
             or renaming the file; the temp file is removed and ``path`` is unchanged.
@@ -334,7 +388,11 @@ def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[Any]:
     os.umask(umask)
     try:
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file what open() would
-        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as f:
+        # backslashreplace: a lone surrogate (which UTF-8 cannot encode) is written as its
+        # escape, the same string to a JSON reader, instead of failing the write at the end
+        text = "b" not in mode
+        with os.fdopen(fd, mode, encoding="utf-8" if text else None,
+                       errors="backslashreplace" if text else None) as f:
             yield f
             f.flush()
             _fsync(f.fileno())
@@ -400,7 +458,22 @@ def json_text(value: Any, *, default: Callable[[Any], Any] | None = None, flag: 
     if found and flag and isinstance(clean, dict):
         clean[NONFINITE_KEY] = found
     dumps_options.setdefault("ensure_ascii", False)
-    return json.dumps(clean, allow_nan=False, **dumps_options)
+    return encodable(json.dumps(clean, allow_nan=False, **dumps_options))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """``text`` with every lone surrogate (U+D800..U+DFFF, which no UTF-8 writer accepts: a
+    JSON input's ``"\\ud800"`` escape decodes to one) written as its JSON escape ``\\udXXX``,
+    so the text always encodes as UTF-8; JSON text stays the same JSON (a reader gets the
+    same string back). Text without surrogates is returned as is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
 
 
 def write_json(f: IO[str], value: Any, **options: Any) -> None:

@@ -13,6 +13,7 @@ from typing import Iterable
 
 from rich.table import Table
 
+from rlvr.io import encodable
 from rlvr.rewards.types import RewardResult, Status
 
 
@@ -87,6 +88,7 @@ def summary_table(summary: dict, title: str = "reward summary"):
         table.add_column(column, justify="left" if column == "group" else "right")
 
     def row(label: str, s: dict) -> None:
+        label = encodable(label)  # a category with a lone surrogate: its escape, not a crash
         table.add_row(label, str(s["count"]), f"{s['reward_mean']:.3f}", f"{s['reward_var']:.3f}",
                       f"{s['correct']:.1%}", f"{s['parse_failure']:.1%}",
                       f"{s['multiple_answers']:.1%}", str(s["timeouts"]), str(s["errors"]))
