@@ -21,6 +21,7 @@ writes is standard JSON (RFC 8259): :func:`json_text` / :func:`write_json` /
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -365,6 +366,32 @@ def make_dirs(directory: str | os.PathLike) -> list[Path]:
 
 _fsync = os.fsync  # the last write of atomic_write: where a full disk shows up at the latest
 
+# How torch and safetensors report a failed write: safetensors names the OS error ("I/O error:
+# No space left on device (os error 28)"), torch's archive writer does not ("[enforce fail at
+# inline_container.cc:...] unexpected pos ..." or "PytorchStreamWriter failed writing file").
+_LIBRARY_WRITE_ERROR = re.compile(r"\(os error (\d+)\)|I/O error|inline_container\.cc|"
+                                  r"PytorchStreamWriter|file write failed")
+
+
+def write_error(exc: BaseException) -> OSError | None:
+    """The ``OSError`` behind a failed write: ``exc`` itself when it is one, the OS error a
+    torch / safetensors write failure reports (``SafetensorError``, torch's ``RuntimeError``
+    from its archive writer: disk full, a file-size limit), else None (not a write failure).
+    A torch failure names no OS error: it becomes ``EIO`` with torch's message."""
+    if isinstance(exc, OSError):
+        return exc
+    if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: not a write failure
+        return None
+    text = str(exc)
+    found = _LIBRARY_WRITE_ERROR.search(text)
+    if found is None:
+        return None
+    if found.group(1):
+        code = int(found.group(1))
+        return OSError(code, os.strerror(code))
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return OSError(errno.EIO, f"the write failed (disk full?): {first[:200]}")
+
 
 @contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[Any]:
@@ -375,8 +402,9 @@ def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[Any]:
     encode (a lone surrogate) is written as its escape rather than failing the write.
 
     Raises:
-        OutputError: an ``OSError`` while creating, writing (inside the block too: disk full)
-            or renaming the file; the temp file is removed and ``path`` is unchanged.
+        OutputError: an ``OSError`` while creating, writing (inside the block too: disk full;
+            also a torch / safetensors write failure, :func:`write_error`) or renaming the
+            file; the temp file is removed and ``path`` is unchanged.
     """
     target = Path(path)
     try:
@@ -401,12 +429,12 @@ def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[Any]:
     except OutputError:
         Path(tmp).unlink(missing_ok=True)
         raise
-    except OSError as exc:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise OutputError(target, exc) from exc
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        failed = write_error(exc)  # an OSError, or torch / safetensors reporting one
+        if failed is None:
+            raise
+        raise OutputError(target, failed) from exc
 
 
 #: The key under which :func:`json_text` lists the values it wrote as null (NaN, inf).

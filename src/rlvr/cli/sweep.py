@@ -13,6 +13,7 @@ from rich.console import Console
 from rlvr.cli.common import EXIT_STOPPED, check_output_dir, default_preset, err, fail
 from rlvr.cli.run_checks import check_run_inputs, recorded_output_dir
 from rlvr.configio import ConfigError
+from rlvr.limits import MAX_STEPS
 
 
 def sweep(
@@ -23,8 +24,8 @@ def sweep(
                                    "algo.kl_coef=0.001,0.01 (several swept keys: every "
                                    "combination, at most 32). Quote a string holding a comma; "
                                    "\\[a,b] and {k: v, ...} are single values. Repeatable."),
-    steps: Optional[int] = typer.Option(None, "--steps", min=1, help="grpo.steps for every "
-                                        "variant."),
+    steps: Optional[int] = typer.Option(None, "--steps", min=1, max=MAX_STEPS,
+        help="grpo.steps for every variant."),
     output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Sweep "
                                               "directory, one run directory per variant "
                                               "(default runs/sweep-<name>-<timestamp>)."),
