@@ -103,10 +103,31 @@ class ConfigError(ValueError):
     """A config could not be loaded or validated; the message names the source and field."""
 
 
+#: Deepest nesting of mappings and lists a YAML config may have (a run config needs 4).
+MAX_YAML_DEPTH = 100
+
+
 class _Loader(yaml.SafeLoader):
     """PyYAML's safe loader, except that an integer of more digits than Python converts
-    (``sys.get_int_max_str_digits()``, 4300 by default) is a YAML error naming its line and
-    column instead of a bare ``ValueError``."""
+    (``sys.get_int_max_str_digits()``, 4300 by default) and nesting deeper than
+    :data:`MAX_YAML_DEPTH` are YAML errors naming their line and column, instead of a bare
+    ``ValueError`` or a ``RecursionError`` (after a scan whose time grows with the square of
+    the depth)."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if not self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent):
+            return super().compose_node(parent, index)  # a scalar or an alias: no new level
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested too deeply (more than {MAX_YAML_DEPTH} levels)",
+                    self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_yaml_int(self, node: yaml.Node) -> int:
         try:
@@ -185,9 +206,12 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     try:
         parsed = yaml_text(value) if value.strip() else ""
     except yaml.YAMLError as exc:
-        if isinstance(exc, (yaml.constructor.ConstructorError, _TooDeep)):
+        if isinstance(exc, (yaml.constructor.ConstructorError, yaml.composer.ComposerError,
+                            _TooDeep)):
             problem = getattr(exc, "problem", None) or str(exc)
-            raise ConfigError(f"--set {shown(text)}: {problem}") from None
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (at column {mark.column + 1} of the value)" if mark is not None else ""
+            raise ConfigError(f"--set {shown(text)}: {problem}{where}") from None
         parsed = value
     if isinstance(parsed, str) and re.search(r"\s#", value) and parsed != value.strip() \
             and not value.strip().startswith(("'", "\"")):
