@@ -369,8 +369,9 @@ _fsync = os.fsync  # the last write of atomic_write: where a full disk shows up 
 # How torch and safetensors report a failed write: safetensors names the OS error ("I/O error:
 # No space left on device (os error 28)"), torch's archive writer does not ("[enforce fail at
 # inline_container.cc:...] unexpected pos ..." or "PytorchStreamWriter failed writing file").
-_LIBRARY_WRITE_ERROR = re.compile(r"\(os error (\d+)\)|I/O error|inline_container\.cc|"
-                                  r"PytorchStreamWriter|file write failed")
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+_LIBRARY_WRITE_ERROR = re.compile(r"I/O error|inline_container\.cc|PytorchStreamWriter|"
+                                  r"file write failed")
 
 
 def write_error(exc: BaseException) -> OSError | None:
@@ -383,11 +384,11 @@ def write_error(exc: BaseException) -> OSError | None:
     if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: not a write failure
         return None
     text = str(exc)
-    found = _LIBRARY_WRITE_ERROR.search(text)
-    if found is None:
+    if _LIBRARY_WRITE_ERROR.search(text) is None:
         return None
-    if found.group(1):
-        code = int(found.group(1))
+    named = _OS_ERROR.search(text)
+    if named is not None:
+        code = int(named.group(1))
         return OSError(code, os.strerror(code))
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     return OSError(errno.EIO, f"the write failed (disk full?): {first[:200]}")
