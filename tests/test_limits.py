@@ -93,9 +93,9 @@ def test_the_largest_seed_is_one_that_random_torch_and_numpy_accept():
 
 def test_docs_config_md_shows_the_ranges():
     text = (ROOT / "docs" / "config.md").read_text(encoding="utf-8")
-    assert "| `reward.workers` | `int` | `1` | `[0, 1024]` |" in text
-    assert "| `reward.timeout_s` | `float` | `2.0` | `(0, 86400]` |" in text
-    assert "| `seed` | `int` | `0` | `[0, 4294967295]` |" in text
+    assert "| `reward.workers` | int | `1` | `[0, 1024]` |" in text
+    assert "| `reward.timeout_s` | float | `2.0` | `(0, 86400]` |" in text
+    assert "| `seed` | int | `0` | `[0, 4294967295]` |" in text
 
 
 def test_a_5000_digit_integer_in_a_config_file_names_its_line(tmp_path):
