@@ -159,3 +159,35 @@ def test_comparison_totals_add_up_without_keeping_rows():
         6, 2, 4, 2, [])
     assert "2 disagreements -> d.jsonl" in total.summary_line("d.jsonl")
     assert "agreement 66.7% (4/6)" in total.summary_line("d.jsonl")
+
+
+def test_verify_reads_a_pipe_once_and_scores_every_record(tmp_path):
+    """A pipe cannot be read twice (checked, then scored): it is copied to a temp file first,
+    and messages still name the pipe."""
+    import os
+    import threading
+
+    fifo = tmp_path / "in.pipe"
+    os.mkfifo(fifo)
+    lines = ['{"task_type": "math", "completion": "#### 4", "reference": "4"}\n',
+             '{"task_type": "math", "completion": "#### 5", "reference": "4"}\n']
+
+    def feed(text):
+        with open(fifo, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    writer = threading.Thread(target=feed, args=("".join(lines),))
+    writer.start()
+    out = tmp_path / "out.jsonl"
+    result = runner.invoke(app, ["verify", str(fifo), "-o", str(out), "--workers", "1"])
+    writer.join()
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [(r["id"], r["status"]) for r in rows] == [("1", "correct"), ("2", "wrong")]
+
+    writer = threading.Thread(target=feed, args=(lines[0] + '{"task_type": "math"}\n',))
+    writer.start()
+    result = runner.invoke(app, ["verify", str(fifo), "--workers", "1"])
+    writer.join()
+    assert result.exit_code == 2
+    assert f"{fifo}:2: missing required field 'completion'" in " ".join(result.output.split())

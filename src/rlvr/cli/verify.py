@@ -3,7 +3,9 @@ another library)."""
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,30 +86,49 @@ def verify(
             check_output_file(path, option)
     _check_distinct_outputs([(o, p) for o, p in outputs if p is not None])
     limits = {"max_line_bytes": max_line_bytes, "line_setting": "--max-line-bytes"}
-    try:  # every line is checked before any work starts; none is kept
-        with input_limits(**limits):
-            counts = check_records(input)
-    except InputError as exc:
-        raise fail(str(exc))
-    except OSError as exc:
-        raise fail(f"{input}: cannot read ({exc.strerror or exc})")
-    if not counts:
-        err.print(f"{input}: no records (empty file); nothing to score")
+    with _rereadable(input) as source:
+        try:  # every line is checked before any work starts; none is kept
+            with input_limits(**limits):
+                counts = check_records(source)
+        except InputError as exc:
+            raise fail(str(exc).replace(str(source), str(input), 1))
+        except OSError as exc:
+            raise fail(f"{input}: cannot read ({exc.strerror or exc})")
+        if not counts:
+            err.print(f"{input}: no records (empty file); nothing to score")
 
-    pool = VerifierPool(workers) if compare is not None else None  # shared by both libraries
-    totals = _Totals(SummaryAccumulator(), Comparison(compare) if compare else None)
-    try:
-        with output_errors(), input_limits(**limits):
-            _score_and_write(input, reward_config, pool, counts, output, summary, compare,
-                             compare_out, timeout, totals)
-    except InputError as exc:  # the input changed after it was checked
-        raise fail(str(exc))
-    finally:
-        if pool is not None:
-            pool.close()
+        pool = VerifierPool(workers) if compare is not None else None  # shared by both
+        totals = _Totals(SummaryAccumulator(), Comparison(compare) if compare else None)
+        try:
+            with output_errors(), input_limits(**limits):
+                _score_and_write(source, reward_config, pool, counts, output, summary, compare,
+                                 compare_out, timeout, totals)
+        except InputError as exc:  # the input changed after it was checked
+            raise fail(str(exc).replace(str(source), str(input), 1))
+        finally:
+            if pool is not None:
+                pool.close()
 
     with output_errors():
         _write_summaries(totals, output, summary, summary_json, input, compare_out)
+
+
+@contextmanager
+def _rereadable(path: Path):
+    """``path`` itself when it is a regular file (read twice: checked, then scored); a pipe or
+    another stream (``<(zcat in.jsonl.gz)``, ``/dev/stdin``) is first copied to a temp file,
+    which is read twice instead and removed afterwards."""
+    if path.is_file() or not path.exists():
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="rlvr-verify-") as tmp:
+        copy = Path(tmp) / "input.jsonl"
+        try:
+            with open(path, "rb") as src, open(copy, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        except OSError as exc:
+            raise fail(f"{path}: cannot read it into a temp file ({exc.strerror or exc})")
+        yield copy
 
 
 @dataclass
