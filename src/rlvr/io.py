@@ -3,7 +3,8 @@ JSONL appends that never leave half a line, and standard JSON text.
 
 Reading: :func:`read_jsonl` (alias :func:`jsonl_objects`) gives ``(line, object)`` for each
 non-blank line of a UTF-8 JSONL file and raises :class:`InputError` naming the file, the line
-and what is wrong (invalid JSON, not an object, not UTF-8, longer than the line limit);
+and what is wrong (invalid JSON, not an object, not UTF-8, longer than the line limit, nested
+deeper than :data:`MAX_JSON_DEPTH`, an integer past Python's 4300 digits: :func:`json_value`);
 :func:`read_jsonl_lenient` is for logs a running job may still be writing (bad lines skipped
 and counted). Every reader of user data goes through :func:`text_lines`, which reads a line in
 bounded pieces and refuses one longer than :attr:`InputLimits.max_line_bytes` without ever
@@ -16,7 +17,10 @@ append back; both raise :class:`OutputError` (one line naming the path). Every J
 writes is standard JSON (RFC 8259): :func:`json_text` / :func:`write_json` /
 :func:`append_jsonl` write NaN and infinities as ``null`` and list where they were under
 ``"nonfinite"`` (a metrics row with a NaN loss reads ``"loss": null, ..., "nonfinite":
-["loss"]``), never the ``NaN`` / ``Infinity`` literals that other JSON readers reject.
+["loss"]``), never the ``NaN`` / ``Infinity`` literals that other JSON readers reject, and
+always encodable as UTF-8 (a lone surrogate is written as its ``\\udXXX`` escape:
+:func:`encodable`). A write failure that torch or safetensors report in their own exceptions
+is an ``OSError`` too (:func:`write_error`).
 """
 
 from __future__ import annotations
