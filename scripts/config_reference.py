@@ -35,7 +35,10 @@ from the field descriptions in `src/rlvr/train/config.py` and the models it nest
 (`rlvr.rewards.config.RewardConfig`, `rlvr.monitor.config.HealthConfig`,
 `rlvr.monitor.sinks.LoggingConfig`) by `scripts/config_reference.py`; do not edit by hand
 (`python scripts/config_reference.py` rewrites it, a test checks it is current).
-`data.sources[]` is one entry of the `data.sources` list. Defaults are shown as JSON.
+`data.sources[]` is one entry of the `data.sources` list. Defaults are shown as JSON; `range` is
+the interval a number must lie in (`[` includes the bound, `(` excludes it; the upper bounds are
+`rlvr.limits`): a value outside it is refused before the run starts, naming the field and the
+bound.
 """
 
 
@@ -95,6 +98,28 @@ def walk(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, type[B
                 yield from walk(sub, inner)
 
 
+def _number(value: float) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
+        value = int(value)
+    return str(value)
+
+
+def range_text(field: FieldInfo) -> str:
+    """The bounds of a number field as an interval: ``[0, 1024]``, ``(0, 86400]``, ``[1, 1]``;
+    ``""`` for a field without ``ge`` / ``gt`` / ``le`` / ``lt`` (not a number)."""
+    low = high = None
+    for item in field.metadata:
+        for name in ("ge", "gt"):
+            if getattr(item, name, None) is not None:
+                low = ("[" if name == "ge" else "(") + _number(getattr(item, name))
+        for name in ("le", "lt"):
+            if getattr(item, name, None) is not None:
+                high = _number(getattr(item, name)) + ("]" if name == "le" else ")")
+    if low is None and high is None:
+        return ""
+    return f"{low or '(-inf'}, {high or 'inf)'}"
+
+
 def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
@@ -108,11 +133,13 @@ def _text(text: str) -> str:
 
 
 def _row(path: str, field: FieldInfo) -> str:
+    bounds = range_text(field)
     return (f"| `{path}` | {_text(type_name(field.annotation))} | "
-            f"`{_cell(default_text(field))}` | {_text(field.description or '')} |")
+            f"`{_cell(default_text(field))}` | {f'`{bounds}`' if bounds else ''} | "
+            f"{_text(field.description or '')} |")
 
 
-_TABLE = ["| field | type | default | description |", "|---|---|---|---|"]
+_TABLE = ["| field | type | default | range | description |", "|---|---|---|---|---|"]
 
 
 def render() -> str:

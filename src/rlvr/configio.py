@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import sys
 import types
 import typing
 from pathlib import Path
@@ -102,20 +103,115 @@ class ConfigError(ValueError):
     """A config could not be loaded or validated; the message names the source and field."""
 
 
+#: Deepest nesting of mappings and lists a YAML config may have (a run config needs 4).
+MAX_YAML_DEPTH = 100
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that an integer of more digits than Python converts
+    (``sys.get_int_max_str_digits()``, 4300 by default) and nesting deeper than
+    :data:`MAX_YAML_DEPTH` are YAML errors naming their line and column, instead of a bare
+    ``ValueError`` or a ``RecursionError`` (after a scan whose time grows with the square of
+    the depth)."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if not self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent):
+            return super().compose_node(parent, index)  # a scalar or an alias: no new level
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested too deeply (more than {MAX_YAML_DEPTH} levels)",
+                    self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_yaml_int(self, node: yaml.Node) -> int:
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"an integer of {len(str(node.value))} characters: more digits "
+                f"than any setting takes (at most {sys.get_int_max_str_digits()})",
+                node.start_mark) from None
+
+
+class _TooDeep(yaml.YAMLError):
+    """YAML nested deeper than the parser's recursion can follow."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+
+
+def yaml_text(text: str) -> Any:
+    """``yaml.safe_load(text)``, except that a too-long integer raises ``yaml.YAMLError``
+    naming its place, and so does nesting deeper than Python's recursion limit.
+
+    Raises:
+        yaml.YAMLError: invalid YAML, an integer past Python's digit limit, or nesting too
+            deep (the message names the line where the error is known).
+    """
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except RecursionError:
+        raise _TooDeep("nested too deeply (more levels than Python's recursion limit, "
+                       f"{sys.getrecursionlimit()})") from None
+
+
+def read_config_text(path: str | Path) -> str:
+    """The text of a UTF-8 config file (a UTF-8 byte-order mark is dropped).
+
+    Raises:
+        ConfigError: the file cannot be read, or is not UTF-8 (naming the line and the byte,
+            e.g. a Latin-1 file).
+    """
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config ({exc.strerror or exc})") from None
+    body = data.removeprefix(b"\xef\xbb\xbf")
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = body.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (body.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ConfigError(f"{path}:{line}: not valid UTF-8 (byte 0x{body[exc.start]:02x} at "
+                          f"column {column}); save the file as UTF-8 (e.g. iconv -f LATIN1 -t "
+                          f"UTF-8)") from None
+
+
+def shown(text: str, most: int = 80) -> str:
+    """``repr(text)``, cut to about ``most`` characters (a 5000-digit ``--set`` value is
+    named by its start and length, not printed whole)."""
+    if len(text) <= most:
+        return repr(text)
+    return f"{text[:most]!r}... ({len(text)} characters)"
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """``"algo.kl_coef=0.01"`` -> ``(["algo", "kl_coef"], 0.01)``; the value is parsed as YAML
     (numbers, booleans, lists, ``null``), so ``--set reward.weights={outcome: 1}`` works too.
 
     Raises:
-        ConfigError: no ``=``, or an empty key.
+        ConfigError: no ``=``, an empty key, or a value YAML reads but no setting can hold (an
+            integer past Python's digit limit, nesting deeper than its recursion limit).
     """
     key, sep, value = text.partition("=")
     if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
-        raise ConfigError(f"--set {text!r}: expected KEY=VALUE with a dotted KEY, e.g. "
+        raise ConfigError(f"--set {shown(text)}: expected KEY=VALUE with a dotted KEY, e.g. "
                           "grpo.learning_rate=1e-6")
     try:
-        parsed = yaml.safe_load(value) if value.strip() else ""
-    except yaml.YAMLError:
+        parsed = yaml_text(value) if value.strip() else ""
+    except yaml.YAMLError as exc:
+        if isinstance(exc, (yaml.constructor.ConstructorError, yaml.composer.ComposerError,
+                            _TooDeep)):
+            problem = getattr(exc, "problem", None) or str(exc)
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (at column {mark.column + 1} of the value)" if mark is not None else ""
+            raise ConfigError(f"--set {shown(text)}: {problem}{where}") from None
         parsed = value
     if isinstance(parsed, str) and re.search(r"\s#", value) and parsed != value.strip() \
             and not value.strip().startswith(("'", "\"")):
@@ -139,7 +235,7 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
             last = i == len(path) - 1
             if isinstance(node, list):
                 if not part.isdigit() or int(part) >= len(node):
-                    raise ConfigError(f"--set {text!r}: {'.'.join(path[:i])} is a list of "
+                    raise ConfigError(f"--set {shown(text)}: {'.'.join(path[:i])} is a list of "
                                       f"{len(node)}; {part!r} is not an index of it")
                 if last:
                     node[int(part)] = value
@@ -290,11 +386,11 @@ def _blame(model: type[BaseModel], loc: tuple, message: str, source: str,
     for text in reversed(overrides):  # the last override of a key is the one that counts
         key = tuple(parse_override(text)[0])  # already validated by apply_overrides
         if path[:len(key)] == key:  # the override set this field or a section / dict above it
-            return f"--set {text!r}"
+            return f"--set {shown(text)}"
         if key[:len(path)] == path and (not section or _mentioned(key[-1], message)):
-            return f"--set {text!r}"
+            return f"--set {shown(text)}"
         if _mentioned(".".join(key), message):
-            return f"--set {text!r}"
+            return f"--set {shown(text)}"
     return source
 
 
@@ -330,7 +426,9 @@ def format_validation_error(exc: ValidationError, model: type[BaseModel], source
             # worth printing; the message names the field it is about ("data.path: ...")
             where, message = _section_check(model, loc, message.removeprefix("Value error, "))
         elif "input" in error and error["type"] != "missing":
-            message += f" (got {error['input']!r})"
+            got = repr(error["input"])  # a 4000-digit number is named by its start and size
+            got = got if len(got) <= 200 else f"{got[:80]}... ({len(got)} characters)"
+            message += f" (got {got})"
         lines.append(f"{origin}: {where}: {message}")
     return "\n".join(lines)
 
@@ -354,9 +452,7 @@ def load_config(model: type[M], path: str | Path | None = None,
     source = str(path) if path is not None else "config"
     if path is not None:
         try:
-            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read config ({exc.strerror or exc})") from None
+            loaded = yaml_text(read_config_text(path))
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path}: invalid YAML: {exc}") from None
         if loaded is None or loaded == {}:

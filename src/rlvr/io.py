@@ -3,7 +3,8 @@ JSONL appends that never leave half a line, and standard JSON text.
 
 Reading: :func:`read_jsonl` (alias :func:`jsonl_objects`) gives ``(line, object)`` for each
 non-blank line of a UTF-8 JSONL file and raises :class:`InputError` naming the file, the line
-and what is wrong (invalid JSON, not an object, not UTF-8, longer than the line limit);
+and what is wrong (invalid JSON, not an object, not UTF-8, longer than the line limit, nested
+deeper than :data:`MAX_JSON_DEPTH`, an integer past Python's 4300 digits: :func:`json_value`);
 :func:`read_jsonl_lenient` is for logs a running job may still be writing (bad lines skipped
 and counted). Every reader of user data goes through :func:`text_lines`, which reads a line in
 bounded pieces and refuses one longer than :attr:`InputLimits.max_line_bytes` without ever
@@ -16,14 +17,20 @@ append back; both raise :class:`OutputError` (one line naming the path). Every J
 writes is standard JSON (RFC 8259): :func:`json_text` / :func:`write_json` /
 :func:`append_jsonl` write NaN and infinities as ``null`` and list where they were under
 ``"nonfinite"`` (a metrics row with a NaN loss reads ``"loss": null, ..., "nonfinite":
-["loss"]``), never the ``NaN`` / ``Infinity`` literals that other JSON readers reject.
+["loss"]``), never the ``NaN`` / ``Infinity`` literals that other JSON readers reject, and
+always encodable as UTF-8 (a lone surrogate is written as its ``\\udXXX`` escape:
+:func:`encodable`). A write failure that torch or safetensors report in their own exceptions
+is an ``OSError`` too (:func:`write_error`).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import re
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -141,16 +148,65 @@ def text_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
                                                 f"the file as UTF-8") from None
 
 
+#: Deepest nesting of arrays and objects a JSON input may have: far more than any record
+#: needs, far less than what Python's recursion (the decoder, and every writer after it)
+#: can follow.
+MAX_JSON_DEPTH = 200
+
+
+def json_value(text: str | bytes) -> Any:
+    """``json.loads(text)`` for input: refuses what the decoder or a later writer could not
+    handle, with a message saying what is wrong instead of a traceback.
+
+    Raises:
+        json.JSONDecodeError: invalid JSON.
+        ValueError: nesting deeper than :data:`MAX_JSON_DEPTH`, or an integer of more digits
+            than Python converts (``sys.get_int_max_str_digits()``, 4300 by default).
+    """
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise ValueError(f"nested too deeply (more than {MAX_JSON_DEPTH} levels of arrays / "
+                         f"objects)") from None
+    except ValueError:  # int('9' * 5000): "Exceeds the limit (4300 digits) ..."
+        raise ValueError(f"an integer of more than {sys.get_int_max_str_digits()} digits "
+                         f"(Python's limit for reading one)") from None
+    if _deeper_than(value, MAX_JSON_DEPTH):
+        raise ValueError(f"nested too deeply (more than {MAX_JSON_DEPTH} levels of arrays / "
+                         f"objects)")
+    return value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists / dicts more than ``limit`` levels deep (iterative: no
+    recursion of its own)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth >= limit:
+                return True
+            stack.extend((child, depth + 1)
+                         for child in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
 def parse_jsonl_object(text: str, path: str | os.PathLike, line: int) -> dict:
     """One JSONL line as a JSON object.
 
     Raises:
-        InputError: the line is not valid JSON or not a JSON object (names file and line).
+        InputError: the line is not valid JSON, not a JSON object, nested deeper than
+            :data:`MAX_JSON_DEPTH` or holds an integer past Python's digit limit (names
+            file and line).
     """
     try:
-        obj = json.loads(text)
+        obj = json_value(text)
     except json.JSONDecodeError as exc:
         raise InputError(path, line, f"invalid JSON ({exc.msg} at column {exc.colno})") from None
+    except ValueError as exc:
+        raise InputError(path, line, str(exc)) from None
     if not isinstance(obj, dict):
         raise InputError(path, line, f"expected a JSON object, got {type(obj).__name__}")
     return obj
@@ -208,8 +264,8 @@ def read_jsonl_lenient(path: str | os.PathLike) -> tuple[list[dict], int]:
     rows, bad = [], 0
     for line in filter(str.strip, lines):
         try:
-            row = json.loads(line)
-        except ValueError:
+            row = json_value(line)
+        except ValueError:  # invalid, too deep, too long a number
             row = None
         if isinstance(row, dict):
             rows.append(row)
@@ -314,15 +370,46 @@ def make_dirs(directory: str | os.PathLike) -> list[Path]:
 
 _fsync = os.fsync  # the last write of atomic_write: where a full disk shows up at the latest
 
+# How torch and safetensors report a failed write: safetensors names the OS error ("I/O error:
+# No space left on device (os error 28)"), torch's archive writer does not ("[enforce fail at
+# inline_container.cc:...] unexpected pos ..." or "PytorchStreamWriter failed writing file").
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+_LIBRARY_WRITE_ERROR = re.compile(r"I/O error|inline_container\.cc|PytorchStreamWriter|"
+                                  r"file write failed")
+
+
+def write_error(exc: BaseException) -> OSError | None:
+    """The ``OSError`` behind a failed write: ``exc`` itself when it is one, the OS error a
+    torch / safetensors write failure reports (``SafetensorError``, torch's ``RuntimeError``
+    from its archive writer: disk full, a file-size limit), else None (not a write failure).
+    A torch failure names no OS error: it becomes ``EIO`` with torch's message."""
+    if isinstance(exc, OSError):
+        return exc
+    if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: not a write failure
+        return None
+    text = str(exc)
+    if _LIBRARY_WRITE_ERROR.search(text) is None:
+        return None
+    named = _OS_ERROR.search(text)
+    if named is not None:
+        code = int(named.group(1))
+        return OSError(code, os.strerror(code))
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return OSError(errno.EIO, f"the write failed (disk full?): {first[:200]}")
+
 
 @contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[Any]:
     """Open a temp file beside ``path``; rename it over ``path`` only if the block succeeds,
     so a crash or Ctrl-C never leaves a half-written file (the old file, if any, survives).
 
+    A text file is written as UTF-8 with ``errors="backslashreplace"``: text UTF-8 cannot
+    encode (a lone surrogate) is written as its escape rather than failing the write.
+
     Raises:
-        OutputError: an ``OSError`` while creating, writing (inside the block too: disk full)
-            or renaming the file; the temp file is removed and ``path`` is unchanged.
+        OutputError: an ``OSError`` while creating, writing (inside the block too: disk full;
+            also a torch / safetensors write failure, :func:`write_error`) or renaming the
+            file; the temp file is removed and ``path`` is unchanged.
     """
     target = Path(path)
     try:
@@ -334,7 +421,11 @@ def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[Any]:
     os.umask(umask)
     try:
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file what open() would
-        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as f:
+        # backslashreplace: a lone surrogate (which UTF-8 cannot encode) is written as its
+        # escape, the same string to a JSON reader, instead of failing the write at the end
+        text = "b" not in mode
+        with os.fdopen(fd, mode, encoding="utf-8" if text else None,
+                       errors="backslashreplace" if text else None) as f:
             yield f
             f.flush()
             _fsync(f.fileno())
@@ -343,12 +434,12 @@ def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[Any]:
     except OutputError:
         Path(tmp).unlink(missing_ok=True)
         raise
-    except OSError as exc:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise OutputError(target, exc) from exc
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        failed = write_error(exc)  # an OSError, or torch / safetensors reporting one
+        if failed is None:
+            raise
+        raise OutputError(target, failed) from exc
 
 
 #: The key under which :func:`json_text` lists the values it wrote as null (NaN, inf).
@@ -400,7 +491,22 @@ def json_text(value: Any, *, default: Callable[[Any], Any] | None = None, flag: 
     if found and flag and isinstance(clean, dict):
         clean[NONFINITE_KEY] = found
     dumps_options.setdefault("ensure_ascii", False)
-    return json.dumps(clean, allow_nan=False, **dumps_options)
+    return encodable(json.dumps(clean, allow_nan=False, **dumps_options))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """``text`` with every lone surrogate (U+D800..U+DFFF, which no UTF-8 writer accepts: a
+    JSON input's ``"\\ud800"`` escape decodes to one) written as its JSON escape ``\\udXXX``,
+    so the text always encodes as UTF-8; JSON text stays the same JSON (a reader gets the
+    same string back). Text without surrogates is returned as is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
 
 
 def write_json(f: IO[str], value: Any, **options: Any) -> None:

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
-from rlvr.io import json_text
+from rlvr.io import json_text, json_value
 
 # A reference is anything a verifier can check and JSON can hold: an answer string ("42",
 # "\\frac{1}{2}"), a number, a list of unit tests, or a dict of constraints.
@@ -139,9 +139,11 @@ class Task:
             RecordError: for invalid JSON or an invalid task.
         """
         try:
-            data = json.loads(line)
+            data = json_value(line)
         except json.JSONDecodeError as exc:
             raise RecordError(f"Task line is not valid JSON: {exc}") from None
+        except ValueError as exc:  # too deep, too long a number
+            raise RecordError(f"Task line: {exc}") from None
         return cls.from_dict(data)
 
 

@@ -19,6 +19,8 @@ from rlvr.data.dedup import find_contamination, remove_contaminated
 from rlvr.data.stratify import histogram, stratify as run_stratify, tier
 from rlvr.data.variants import make_variants
 from rlvr.io import OutputError, atomic_write, output_file_problem
+from rlvr.limits import (MAX_BATCH, MAX_GROUP, MAX_REPEATS, MAX_ROWS, MAX_TEMPERATURE, MAX_TOKENS,
+                         MAX_WORKERS)
 from rlvr.rewards.config import RewardConfig
 from rlvr.rewards.pipeline import RewardPipeline
 from rlvr.rewards.registry import task_types
@@ -114,7 +116,7 @@ def generate(
                                 "datasets with options, `countdown(min_numbers=3):0.5,"
                                 "knights_knaves:0.5`; verifiers: environment modules, "
                                 "`my_env(n=100)`."),
-    n: int = typer.Option(100, "-n", min=1, help="Number of tasks."),
+    n: int = typer.Option(100, "-n", min=1, max=MAX_ROWS, help="Number of tasks."),
     split: str = typer.Option("train", help="train or validation (disjoint problems)."),
     seed: int = typer.Option(0),
     output: Path = typer.Option(..., "--output", "-o"),
@@ -137,7 +139,7 @@ def check(
     tasks: list[Path] = typer.Option(..., "--tasks", "-t", help="Task JSONL file(s)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the tasks that "
                                           "pass here."),
-    workers: int = typer.Option(2, min=1, help="Verifier worker processes."),
+    workers: int = typer.Option(2, min=1, max=MAX_WORKERS, help="Verifier worker processes."),
 ) -> None:
     """Every reference must verify against itself, and every worked solution against its
     reference. Prints counts per source and lists the failures; exits 1 if any fail."""
@@ -167,17 +169,18 @@ def stratify(
     tasks: Path = typer.Option(..., "--tasks", "-t", help="Task JSONL file."),
     model: str = typer.Option("smollm2-135m-instruct", "--model", help="The model to be "
                               "trained (name, checkpoint dir or hub id)."),
-    n: int = typer.Option(8, "-n", min=1, help="Samples per problem."),
+    n: int = typer.Option(8, "-n", min=1, max=MAX_GROUP, help="Samples per problem."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the tasks with "
                                           "pass_rate and difficulty here."),
-    temperature: float = typer.Option(1.0, min=0.0, help="Sampling temperature (the GRPO "
-                                      "rollout temperature: the tiers are what training sees)."),
-    max_new_tokens: int = typer.Option(128, min=1),
+    temperature: float = typer.Option(1.0, min=0.0, max=MAX_TEMPERATURE,
+        help="Sampling temperature (the GRPO rollout temperature: the tiers are what training "
+        "sees)."),
+    max_new_tokens: int = typer.Option(128, min=1, max=MAX_TOKENS),
     easy: float = typer.Option(0.75, help="pass_rate >= this is easy."),
     hard: float = typer.Option(0.25, help="pass_rate <= this is hard."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="Run config whose "
                                           "data.instruction / one_shot build the prompts."),
-    batch_size: int = typer.Option(16, min=1, help="Problems per generation call."),
+    batch_size: int = typer.Option(16, min=1, max=MAX_BATCH, help="Problems per generation call."),
     seed: int = typer.Option(0),
     precision: str = typer.Option("auto", "--precision", help="Compute precision: auto (bf16 "
                                   "where the CPU computes it natively, else fp32), bf16 or fp32."),
@@ -268,7 +271,7 @@ def variants(
     tasks: Path = typer.Option(..., "--tasks", "-t", help="Task JSONL (GSM8K-style: references "
                                "with <<a*b=c>> calculator annotations and '#### N')."),
     output: Path = typer.Option(..., "--output", "-o"),
-    per_task: int = typer.Option(1, min=1, help="Variants per task."),
+    per_task: int = typer.Option(1, min=1, max=MAX_REPEATS, help="Variants per task."),
     seed: int = typer.Option(0),
 ) -> None:
     """"Similar but different" variants: numbers changed, answers recomputed."""

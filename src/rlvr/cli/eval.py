@@ -17,6 +17,8 @@ from rlvr.cli.run_checks import recorded_output_dir
 from rlvr.configio import ConfigError, load_config
 from rlvr.envs.config import EnvConfig
 from rlvr.io import InputError
+from rlvr.limits import (MAX_BATCH, MAX_GROUP, MAX_REPEATS, MAX_ROWS, MAX_SEED, MAX_TEMPERATURE,
+                         MAX_TIMEOUT_S, MAX_TOKENS, MAX_WORKERS)
 from rlvr.progress import console_phases
 from rlvr.rewards.pipeline import RewardPipeline
 from rlvr.tasks.prompting import saved_prompt
@@ -61,10 +63,9 @@ def eval_(
                                           "arguments (e.g. 'my_env(n=100)') (data.mixture)."),
     split: str = typer.Option("validation", "--split", help="validation (the held-out set "
                               "a training run validates on) or train."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Problems to evaluate "
-                                        "(sets data.val_size, or train_size with --split "
-                                        "train; default: the config's; with a --data-path "
-                                        "file: the first N of it, default all)."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, max=MAX_ROWS,
+        help="Problems to evaluate (sets data.val_size, or train_size with --split train; default: "
+        "the config's; with a --data-path file: the first N of it, default all)."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="Run config YAML: its "
                                           "data, reward, seed and eval.max_new_tokens are the "
                                           "defaults (evaluate on that run's validation set)."),
@@ -75,7 +76,7 @@ def eval_(
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Sample from an "
                                            "OpenAI-compatible chat server at this URL instead "
                                            "of a local model."),
-    n: int = typer.Option(16, "--n", min=1, help="Samples per problem."),
+    n: int = typer.Option(16, "--n", min=1, max=MAX_GROUP, help="Samples per problem."),
     k: Optional[str] = typer.Option(None, "--k", help="k values, e.g. 1,4,8,16 (default: "
                                     "1, 2, 4, ... up to n)."),
     aggregators: Optional[str] = typer.Option(None, "--aggregators", help="TYPE=NAME,... or "
@@ -83,22 +84,23 @@ def eval_(
                                               " code=any_passes, others best_of_logprob); "
                                               "names: majority, any_passes, best_of_oracle, "
                                               "best_of_logprob, best_of_reranker."),
-    temperature: float = typer.Option(0.7, "--temperature", min=0.0, help="Eval sampling "
-                                      "temperature (0.6-0.8 is usual)."),
+    temperature: float = typer.Option(0.7, "--temperature", min=0.0, max=MAX_TEMPERATURE,
+                                      help="Eval sampling temperature (0.6-0.8 is usual)."),
     top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0, help="Nucleus sampling: "
                                 "keep the smallest set of tokens whose probability reaches it, "
                                 "in (0, 1]; 1 keeps every token."),
-    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", min=1, help="Length "
-                                                 "cap (default: the config's "
-                                                 "eval.max_new_tokens, else 256)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seeds data, sampling and maj@k "
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", min=1, max=MAX_TOKENS,
+        help="Length cap (default: the config's eval.max_new_tokens, else 256)."),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, max=MAX_SEED,
+                                       help="Seeds data, sampling and maj@k "
                                        "subsets (default: the config's seed, else 0)."),
-    batch_size: int = typer.Option(16, "--batch-size", min=1, help="Problems per generation "
-                                   "call."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", min=0.001, help="Online budget "
-                                            "in seconds per problem: sample in chunks, keep "
-                                            "what finished in time (reported as fallback)."),
-    chunk: int = typer.Option(4, "--chunk", min=1, help="Samples per call under --timeout."),
+    batch_size: int = typer.Option(16, "--batch-size", min=1, max=MAX_BATCH,
+        help="Problems per generation call."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=0.001, max=MAX_TIMEOUT_S,
+        help="Online budget in seconds per problem: sample in chunks, keep what finished in time "
+        "(reported as fallback)."),
+    chunk: int = typer.Option(4, "--chunk", min=1, max=MAX_GROUP,
+        help="Samples per call under --timeout."),
     probe: Optional[str] = typer.Option(None, "--probe", help="sycophancy: also ask each "
                                         "problem with a wrong hint from the user."),
     reranker: Optional[str] = typer.Option(None, "--reranker", help="module:function "
@@ -116,12 +118,14 @@ def eval_(
     saturation_threshold: float = typer.Option(0.01, "--saturation-threshold", min=0.0, max=1.0,
                                                help="A curve is saturated when k -> 2k gains "
                                                "less than this (accuracy, 0.01 = 1 point)."),
-    request_timeout: float = typer.Option(60.0, "--request-timeout", min=0.001, help="Seconds "
-                                          "per endpoint request."),
-    retries: int = typer.Option(2, "--retries", min=0, help="Endpoint retries per request."),
-    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Endpoint requests in "
-                                    "flight."),
-    workers: int = typer.Option(1, "--workers", "-w", min=1, help="Verifier processes."),
+    request_timeout: float = typer.Option(60.0, "--request-timeout", min=0.001, max=MAX_TIMEOUT_S,
+        help="Seconds per endpoint request."),
+    retries: int = typer.Option(2, "--retries", min=0, max=MAX_REPEATS,
+        help="Endpoint retries per request."),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, max=MAX_WORKERS,
+        help="Endpoint requests in flight."),
+    workers: int = typer.Option(1, "--workers", "-w", min=1, max=MAX_WORKERS,
+        help="Verifier processes."),
     plugins: list[str] = typer.Option([], "--plugins", help="Python module registering task "
                                       "types (@register_verifier), format rules or "
                                       "aggregators, imported here and in every verifier "
@@ -136,9 +140,8 @@ def eval_(
     tools: Optional[str] = typer.Option(None, "--tools", help="Tools the environment offers, "
                                         "comma-separated (env.tools, e.g. calculator,python; "
                                         "default: --config's, else calculator,python)."),
-    max_turns: Optional[int] = typer.Option(None, "--max-turns", min=1, help="Most assistant "
-                                            "turns per episode (env.max_turns; default: "
-                                            "--config's, else 4)."),
+    max_turns: Optional[int] = typer.Option(None, "--max-turns", min=1, max=MAX_REPEATS,
+        help="Most assistant turns per episode (env.max_turns; default: --config's, else 4)."),
     precision: str = typer.Option("auto", "--precision", help=PRECISION_HELP),
     output_dir: Optional[Path] = typer.Option(None, "-o", "--output-dir", help="Output "
                                               "directory (default runs/eval-<tasks>-<time>)."),

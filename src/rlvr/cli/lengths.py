@@ -12,15 +12,16 @@ from rich.table import Table
 
 from rlvr.cli.common import check_output_file, fail, output_errors
 from rlvr.io import atomic_write, write_json
+from rlvr.limits import MAX_TOKENS
 
 
 def lengths(
     path: Path = typer.Argument(..., help="A run directory (samples.jsonl), an rlvr eval "
                                 "directory (completions.jsonl) or a JSONL file with tokens "
                                 "(or completion text plus --tokenizer)."),
-    cap: Optional[int] = typer.Option(None, "--cap", min=1, help="Current length cap "
-                                      "(default: the run's grpo.max_new_tokens / the eval's "
-                                      "max_new_tokens)."),
+    cap: Optional[int] = typer.Option(None, "--cap", min=1, max=MAX_TOKENS,
+        help="Current length cap (default: the run's grpo.max_new_tokens / the eval's "
+        "max_new_tokens)."),
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Model whose tokenizer "
                                             "counts tokens of completions without a count."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the report as "

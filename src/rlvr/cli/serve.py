@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from rlvr.cli.common import PRECISION_HELP, check_model_name, err, fail, precision_choice
+from rlvr.limits import MAX_TOKENS, MAX_WORKERS
 
 
 def serve(
@@ -16,9 +17,9 @@ def serve(
                               "RUN/checkpoints/step-N, LoRA adapter checkpoints too)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     port: int = typer.Option(8000, "--port", min=1, max=65535, help="TCP port."),
-    max_concurrency: int = typer.Option(4, "--max-concurrency", min=1, help="Requests "
-                                        "admitted at once (they generate one after another); "
-                                        "the next ones wait in the queue."),
+    max_concurrency: int = typer.Option(4, "--max-concurrency", min=1, max=MAX_WORKERS,
+                                        help="Requests admitted at once (they generate one "
+                                        "after another); the next ones wait in the queue."),
     max_queue: int = typer.Option(1024, "--max-queue", min=0, help="Requests waiting for "
                                   "admission at most; one more gets HTTP 429."),
     ignore_unknown_fields: bool = typer.Option(False, "--ignore-unknown-fields", help="Accept "
@@ -27,8 +28,8 @@ def serve(
                                                "HTTP 400 naming them)."),
     engine: str = typer.Option("auto", "--engine", help="Rollout engine: auto (torch, or hf "
                                "for architectures torch refuses), torch or hf."),
-    max_tokens: int = typer.Option(256, "--default-max-tokens", min=1, help="max_tokens of "
-                                   "requests that give none."),
+    max_tokens: int = typer.Option(256, "--default-max-tokens", min=1, max=MAX_TOKENS,
+        help="max_tokens of requests that give none."),
     precision: str = typer.Option("auto", "--precision", help=PRECISION_HELP),
     served_model_name: Optional[str] = typer.Option(None, "--served-model-name", help="The "
                                                     "model id /v1/models reports and a "

@@ -10,9 +10,11 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from rlvr.cli.common import EXIT_STOPPED, check_output_dir, default_preset, err, fail
+from rlvr.cli.common import (EXIT_STOPPED, check_output_dir, default_preset, err, fail,
+                             output_errors)
 from rlvr.cli.run_checks import check_run_inputs, recorded_output_dir
 from rlvr.configio import ConfigError
+from rlvr.limits import MAX_STEPS
 
 
 def sweep(
@@ -23,8 +25,8 @@ def sweep(
                                    "algo.kl_coef=0.001,0.01 (several swept keys: every "
                                    "combination, at most 32). Quote a string holding a comma; "
                                    "\\[a,b] and {k: v, ...} are single values. Repeatable."),
-    steps: Optional[int] = typer.Option(None, "--steps", min=1, help="grpo.steps for every "
-                                        "variant."),
+    steps: Optional[int] = typer.Option(None, "--steps", min=1, max=MAX_STEPS,
+        help="grpo.steps for every variant."),
     output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Sweep "
                                               "directory, one run directory per variant "
                                               "(default runs/sweep-<name>-<timestamp>)."),
@@ -60,8 +62,8 @@ def sweep(
     err.print(f"[bold]rlvr sweep[/] {len(variants)} variant(s) -> {out}: "
               + ", ".join(variant_name(v) for v in variants), highlight=False)
     try:
-        with recorded_output_dir(out, "--output-dir" if output_dir is not None
-                                 else "the default sweep directory"):
+        with output_errors(), recorded_output_dir(  # disk full: one line, exit 1
+                out, "--output-dir" if output_dir is not None else "the default sweep directory"):
             summaries = run_sweep(config, fixed, variants, steps, out, log=err.print)
     except ConfigError as exc:
         raise fail(str(exc))

@@ -3,7 +3,11 @@ another library)."""
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -15,13 +19,15 @@ from rlvr.cli.common import check_output_file, err, fail, output_errors, with_pl
 from rlvr.configio import ConfigError, load_config
 from rlvr.io import (DEFAULT_MAX_LINE_BYTES, InputError, atomic_write, input_limits, json_text,
                      write_json)
-from rlvr.rewards.compare import (CompareError, check_tool, compare_results,
+from rlvr.limits import MAX_TIMEOUT_S, MAX_WORKERS
+from rlvr.rewards.compare import (CompareError, Comparison, check_tool, compare_results,
                                   default_compare_out, math_verify_verdicts)
 from rlvr.rewards.config import RewardConfig
-from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
+from rlvr.rewards.pipeline import RewardPipeline
 from rlvr.rewards.pool import VerifierPool
-from rlvr.rewards.records_io import output_row, read_records
-from rlvr.rewards.summary import summarize, summary_table
+from rlvr.rewards.records_io import check_records, iter_records, output_row
+from rlvr.rewards.streaming import score_records
+from rlvr.rewards.summary import SummaryAccumulator, summary_table
 
 
 def verify(
@@ -30,12 +36,14 @@ def verify(
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write one JSON result "
                                           "per input line here (atomically). Default: stdout, "
                                           "unless --summary is given."),
-    workers: int = typer.Option(1, "--workers", "-w", min=1, help="Verifier processes."),
+    workers: int = typer.Option(1, "--workers", "-w", min=1, max=MAX_WORKERS,
+        help="Verifier processes."),
     summary: bool = typer.Option(False, "--summary", help="Print reward statistics per "
                                  "category / source."),
     summary_json: Optional[Path] = typer.Option(None, "--summary-json", help="Also write the "
                                                 "summary as JSON here."),
-    timeout: float = typer.Option(2.0, "--timeout", min=0.001, help="Seconds per verifier call."),
+    timeout: float = typer.Option(2.0, "--timeout", min=0.001, max=MAX_TIMEOUT_S,
+        help="Seconds per verifier call."),
     config: Optional[Path] = typer.Option(None, "--config", help="YAML with a RewardConfig "
                                           "(weights, format rules, verifier options)."),
     compare: Optional[str] = typer.Option(None, "--compare", help="Also score the math "
@@ -77,49 +85,99 @@ def verify(
         if path is not None:
             check_output_file(path, option)
     _check_distinct_outputs([(o, p) for o, p in outputs if p is not None])
-    try:
-        with input_limits(max_line_bytes=max_line_bytes, line_setting="--max-line-bytes"):
-            records = read_records(input)
-    except InputError as exc:
-        raise fail(str(exc))
-    except OSError as exc:
-        raise fail(f"{input}: cannot read ({exc.strerror or exc})")
+    limits = {"max_line_bytes": max_line_bytes, "line_setting": "--max-line-bytes"}
+    with _rereadable(input) as source:
+        try:  # every line is checked before any work starts; none is kept
+            with input_limits(**limits):
+                counts = check_records(source)
+        except InputError as exc:
+            raise fail(str(exc).replace(str(source), str(input), 1))
+        except OSError as exc:
+            raise fail(f"{input}: cannot read ({exc.strerror or exc})")
+        if not counts:
+            err.print(f"{input}: no records (empty file); nothing to score")
 
-    if not records:
-        err.print(f"{input}: no records (empty file); nothing to score")
-    requests = [ScoreRequest(r.completion, r.reference, r.task_type) for r in records]
-    pool = VerifierPool(workers) if compare is not None else None  # shared by both libraries
-    try:
-        with RewardPipeline(reward_config, pool=pool) as pipeline:
-            results = _with_progress(len(requests), "verifying",
-                                     lambda done: pipeline.score_batch(requests, done))
-        if compare is not None:
-            n_math = sum(r.task_type == "math" for r in records)
-            other = _with_progress(n_math, compare, lambda done: math_verify_verdicts(
-                pool, records, timeout, done))
-    finally:
-        if pool is not None:
-            pool.close()
+        pool = VerifierPool(workers) if compare is not None else None  # shared by both
+        totals = _Totals(SummaryAccumulator(), Comparison(compare) if compare else None)
+        try:
+            with output_errors(), input_limits(**limits):
+                _score_and_write(source, reward_config, pool, counts, output, summary, compare,
+                                 compare_out, timeout, totals)
+        except InputError as exc:  # the input changed after it was checked
+            raise fail(str(exc).replace(str(source), str(input), 1))
+        finally:
+            if pool is not None:
+                pool.close()
 
     with output_errors():
-        _write_verify_outputs(records, results, output, summary, summary_json, input,
-                              compare, compare_out, other if compare is not None else None)
+        _write_summaries(totals, output, summary, summary_json, input, compare_out)
 
 
-def _write_verify_outputs(records, results, output, summary, summary_json, input, compare,
-                          compare_out, other) -> None:
-    """The outputs of ``rlvr verify`` (each written atomically; an OSError raises
-    :class:`~rlvr.io.OutputError`)."""
-    rows = [output_row(r, res) for r, res in zip(records, results)]
-    if output is not None:
-        with atomic_write(output) as f:
-            for row in rows:
-                f.write(json_text(row) + "\n")
-    elif not summary:
-        for row in rows:
-            sys.stdout.write(json_text(row) + "\n")
+@contextmanager
+def _rereadable(path: Path):
+    """``path`` itself when it is a regular file (read twice: checked, then scored); a pipe or
+    another stream (``<(zcat in.jsonl.gz)``, ``/dev/stdin``) is first copied to a temp file,
+    which is read twice instead and removed afterwards."""
+    if path.is_file() or not path.exists():
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="rlvr-verify-") as tmp:
+        copy = Path(tmp) / "input.jsonl"
+        try:
+            with open(path, "rb") as src, open(copy, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        except OSError as exc:
+            raise fail(f"{path}: cannot read it into a temp file ({exc.strerror or exc})")
+        yield copy
+
+
+@dataclass
+class _Totals:
+    """What ``rlvr verify`` counts while the records stream past: the reward summary and the
+    ``--compare`` counts (their rows are written as they come, not kept)."""
+
+    summary: SummaryAccumulator
+    comparison: Comparison | None
+
+
+def _score_and_write(input, reward_config, pool, counts, output, summary, compare,
+                     compare_out, timeout, totals: _Totals) -> None:
+    """Score the records of ``input`` a chunk at a time and write each chunk's rows (to a temp
+    file beside ``-o``'s, renamed when all are written; else stdout) and ``--compare``
+    disagreements as it is scored; nothing is kept but counts. An OSError raises
+    :class:`~rlvr.io.OutputError` and leaves the previous outputs as they were."""
+    with ExitStack() as stack:
+        out = (stack.enter_context(atomic_write(output)) if output is not None
+               else None if summary else sys.stdout)
+        compare_file = (stack.enter_context(atomic_write(compare_out)) if compare is not None
+                        else None)
+        on_verify, on_compare = stack.enter_context(
+            _progress(sum(counts.values()), counts.get("math", 0) if compare else 0, compare))
+        pipeline = stack.enter_context(RewardPipeline(reward_config, pool=pool))
+        compared = 0
+        for batch, results in score_records(pipeline, iter_records(input), on_result=on_verify):
+            for record, result in zip(batch, results):
+                if out is not None:
+                    out.write(json_text(output_row(record, result)) + "\n")
+                totals.summary.add(result, record.category, record.source)
+            if compare is not None:
+                base = compared
+                other = math_verify_verdicts(pool, batch, timeout, None if on_compare is None
+                                             else lambda n, base=base: on_compare(base + n))
+                compared += sum(v is not None for v in other)
+                part = compare_results(batch, results, other, compare)
+                for row in part.rows:
+                    compare_file.write(json_text(row) + "\n")
+                totals.comparison.add(part)
+        if out is sys.stdout:
+            out.flush()
+
+
+def _write_summaries(totals: _Totals, output, summary, summary_json, input,
+                     compare_out) -> None:
+    """The summary table, ``--summary-json`` (atomically) and the ``--compare`` line."""
     if summary or summary_json:
-        stats = summarize(results, [r.category for r in records], [r.source for r in records])
+        stats = totals.summary.summary()
         if summary:
             # a pipe or CI log gets a wide table rather than rich's 80-column default
             out = Console(width=None if sys.stdout.isatty() else 160)
@@ -127,28 +185,29 @@ def _write_verify_outputs(records, results, output, summary, summary_json, input
         if summary_json:
             with atomic_write(summary_json) as f:
                 write_json(f, stats, ensure_ascii=True)
-    if compare is not None:
-        comparison = compare_results(records, results, other, compare)
-        with atomic_write(compare_out) as f:
-            for row in comparison.rows:
-                f.write(json_text(row) + "\n")
-        line = comparison.summary_line(compare_out)
+    if totals.comparison is not None:
+        line = totals.comparison.summary_line(compare_out)
         if output is None and not summary:  # stdout carries the scored rows: keep it JSONL
             err.print(line, highlight=False, soft_wrap=True)
         else:
             print(line)
 
 
-def _with_progress(total: int, label: str, run):
-    """``run(on_result)`` with a progress bar on stderr for 200 or more calls (``on_result(n)``
-    is called with the number done); returns what ``run`` returns."""
+@contextmanager
+def _progress(total: int, total_compare: int, compare: Optional[str]):
+    """``(on_verify, on_compare)``: progress callbacks (``f(n_done)``) of bars on stderr for
+    200 or more records, else ``(None, None)``."""
     if total < 200:
-        return run(None)
-
-    with Progress(label, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as progress:
-        task = progress.add_task(label, total=total)
-        return run(lambda n: progress.update(task, completed=n))
+        yield None, None
+        return
+    with Progress("{task.description}", BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=True) as progress:
+        verifying = progress.add_task("verifying", total=total)
+        comparing = (progress.add_task(compare, total=total_compare) if compare is not None
+                     else None)
+        yield ((lambda n: progress.update(verifying, completed=n)),
+               None if comparing is None else (lambda n: progress.update(comparing,
+                                                                         completed=n)))
 
 
 def _check_distinct_outputs(paths: list[tuple[str, Path]]) -> None:

@@ -14,6 +14,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from rlvr.configio import ConfigModel
 from rlvr.envs.registry import ENVIRONMENTS, load_builtin_envs
+from rlvr.limits import MAX_BYTES, MAX_REPEATS, MAX_TIMEOUT_S, MAX_TOKENS, MAX_WORKERS
 from rlvr.rewards.registry import load_plugins
 from rlvr.tools.registry import require_tool
 from rlvr.tools.types import DEFAULT_OUTPUT_BYTES, DEFAULT_TIMEOUT_S
@@ -68,12 +69,12 @@ class EnvConfig(ConfigModel):
         "call `tools`; a turn without a call ends the episode and is scored), `verifiers` (the "
         "adapter of `source: verifiers`, which sets it), or one a plugin registers.")
     max_turns: int = Field(
-        4, ge=1,
+        4, ge=1, le=MAX_REPEATS,
         description="Most assistant turns per episode. The turn that would exceed it by asking "
         "for a tool ends the episode (`max_turns`, scored) without running the call. "
         "`single_turn` always plays one turn.")
     max_episode_tokens: int | None = Field(
-        None, ge=1,
+        None, ge=1, le=MAX_TOKENS,
         description="Token budget of an episode after its prompt: sampled turns plus inserted "
         "observations (their chat-template ids). The engine counts the tokens and caps each turn "
         "at what is left; an episode that reaches the budget ends (`max_tokens`, scored). null: "
@@ -85,18 +86,18 @@ class EnvConfig(ConfigModel):
         "one as `<name>input</name>` or `<tool_call>{\"name\": ..., \"arguments\": {...}}"
         "</tool_call>`.")
     tool_timeout_s: float = Field(
-        DEFAULT_TIMEOUT_S, gt=0,
+        DEFAULT_TIMEOUT_S, gt=0, le=MAX_TIMEOUT_S,
         description="Time bound of one tool call in seconds, from its start (a tool's own "
         "smaller bound wins: `calculator` 2 s). A call past it gets the observation `Error: the "
         "<tool> call timed out after N s` (python: its sandbox's CPU budget and wall backstop are "
         "this bound too); see `end_on_tool_timeout`.")
     tool_output_bytes: int = Field(
-        DEFAULT_OUTPUT_BYTES, ge=256,
+        DEFAULT_OUTPUT_BYTES, ge=256, le=MAX_BYTES,
         description="Size bound of one tool call's observation in bytes of UTF-8, cut marker "
         "(`[... N bytes cut]`) included. The python tool keeps the head of the output and the "
         "tail of the traceback (half the bound each when both are long).")
     max_calls_per_turn: int = Field(
-        4, ge=1,
+        4, ge=1, le=MAX_REPEATS,
         description="Tool calls run per assistant turn; later calls in the turn get the "
         "observation `Error: ... at most N tool calls per turn` and are not run.")
     end_on_tool_timeout: bool = Field(
@@ -114,7 +115,7 @@ class EnvConfig(ConfigModel):
         "tools and the call format; a string replaces it (`{tools}` in it becomes the tool "
         "list); empty: no system message.")
     tool_workers: int | None = Field(
-        None, ge=1,
+        None, ge=1, le=MAX_WORKERS,
         description="Tool calls running at once (across the episodes of a step); null: the "
         "usable CPU cores. A call's time bound starts when it starts running.")
     plugins: list[str] = Field(

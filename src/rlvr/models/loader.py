@@ -14,12 +14,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
+import socket
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from rlvr.io import OutputError, make_dirs, record_output
+from rlvr.io import OutputError, make_dirs, record_output, write_error
 from rlvr.models.tiny import tiny_model, tiny_tokenizer
 
 # torch, transformers and huggingface_hub (extra `train`) are imported where a model is loaded
@@ -105,19 +108,29 @@ def _convert_gguf(target: Path) -> None:
     save_model(target, model, tokenizer)
 
 
+def _writer_tag() -> str:
+    """``host-pid`` of this process, as it appears in the names of its temp dirs."""
+    host = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname()) or "host"
+    return f"{host}-{os.getpid()}"
+
+
 def save_model(directory: Path, model, tokenizer, write_extra=None) -> Path:
     """Save ``model`` and ``tokenizer`` (Hugging Face format, safetensors) to ``directory``
-    atomically: written into a temp dir beside it, renamed over it when complete, so a crash
-    never leaves a half-written model. ``write_extra(tmp_dir)`` may add files (e.g. trainer
-    state) before the rename. Returns ``directory``.
+    atomically: written into a temp dir beside it (``.NAME.tmp-HOST-PID-XXXX``, which
+    :func:`remove_stale_temp_dirs` removes once its writer is gone), renamed over it when
+    complete, so a crash never leaves a half-written model. ``write_extra(tmp_dir)`` may add
+    files (e.g. trainer state) before the rename. Returns ``directory``.
 
     Raises:
-        rlvr.io.OutputError: an ``OSError`` while writing (disk full); the
-            temp dir is removed and ``directory`` keeps its previous content.
+        rlvr.io.OutputError: an ``OSError`` while writing (disk full), also as torch or
+            safetensors report one (:func:`rlvr.io.write_error`); the temp dir is removed and
+            ``directory`` keeps its previous content.
     """
+    tag = _writer_tag()
     try:
         created = make_dirs(directory.parent)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-{tag}-",
+                                    dir=directory.parent))
     except OSError as exc:
         raise OutputError(directory, exc) from exc
     try:
@@ -128,20 +141,96 @@ def save_model(directory: Path, model, tokenizer, write_extra=None) -> Path:
             write_extra(tmp)
         old = None
         if directory.exists():  # moved aside first: a kill never leaves a half-deleted dir
-            old = directory.parent / f".{directory.name}.old-{os.getpid()}"
+            old = directory.parent / f".{directory.name}.old-{tag}"
             os.replace(directory, old)
         os.replace(tmp, directory)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
             record_output(directory, removed=True)
         record_output(directory, created)  # a run directory's manifest lists it
-    except OSError as exc:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise (exc if isinstance(exc, OutputError) else OutputError(directory, exc)) from exc
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        failed = write_error(exc)  # an OSError, or torch / safetensors reporting one
+        if failed is None:
+            raise
+        raise (failed if isinstance(failed, OutputError)
+               else OutputError(directory, failed)) from exc
     return directory
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (one we may not signal counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+#: A legacy temp dir (``.NAME.XXXXXXXX``, from rlvr versions that did not name the writer) is
+#: removed once it is this many seconds old: no save takes that long.
+LEGACY_TEMP_AGE_S = 3600.0
+
+
+def remove_stale_temp_dirs(directory: Path) -> list[Path]:
+    """Clean up after :func:`save_model` calls into ``directory`` that were killed: remove
+    their temp dirs (``.NAME.tmp-HOST-PID-*``) whose writer on this host is gone, and put back
+    a moved-aside previous copy (``.NAME.old-HOST-PID``) when ``directory`` itself is
+    missing (else remove it). A live writer's dirs (its process exists) and other hosts'
+    dirs (a shared cache) are left alone, so two starts never delete each other's work.
+    Temp dirs of older rlvr versions (``.NAME.XXXXXXXX``) go once
+    :data:`LEGACY_TEMP_AGE_S` old. Returns the paths removed or restored.
+    """
+    parent, name = directory.parent, directory.name
+    host = _writer_tag().rsplit("-", 1)[0]
+    ours = re.compile(rf"\.{re.escape(name)}\.(tmp|old)-{re.escape(host)}-(\d+)(?:-\w*)?")
+    legacy = re.compile(rf"\.{re.escape(name)}\.\w{{8}}")
+    cleaned: list[Path] = []
+    try:
+        entries = list(parent.iterdir())
+    except OSError:
+        return cleaned
+    for path in entries:
+        found = ours.fullmatch(path.name)
+        try:
+            if found is not None:
+                if _alive(int(found.group(2))) or not path.is_dir():
+                    continue
+                if found.group(1) == "old" and not directory.exists():
+                    os.replace(path, directory)  # killed between moving aside and renaming
+                else:
+                    shutil.rmtree(path)
+            elif legacy.fullmatch(path.name) and path.is_dir():
+                if time.time() - path.stat().st_mtime < LEGACY_TEMP_AGE_S:
+                    continue
+                shutil.rmtree(path)
+            else:
+                continue
+        except OSError:
+            continue  # another start cleaned it first, or it is not ours to remove
+        cleaned.append(path)
+    return cleaned
+
+
+@contextmanager
+def _exclusive(lock_path: Path):
+    """Hold an exclusive lock on ``lock_path`` (``flock``; created if missing) for the block:
+    one converting start at a time, the others wait and then find the cache written. Where
+    locks are unavailable (no ``fcntl``, a read-only cache dir) the block runs unlocked."""
+    try:
+        import fcntl  # POSIX only
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(lock_path, "a")  # noqa: SIM115 - closed below
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        handle.close()  # releases the lock
 
 
 def _stale(target: Path) -> bool:
@@ -201,12 +290,17 @@ def is_model_name(name: str) -> bool:
 
 def resolve_model_path(name: str) -> str:
     """The directory or hub id ``from_pretrained`` should load for ``name`` (converting and
-    caching the default model on first use)."""
+    caching the default model on first use: one start converts while concurrent ones wait
+    for it; what a start killed mid-conversion left is removed first,
+    :func:`remove_stale_temp_dirs`)."""
     if name != DEFAULT_MODEL:
         return name
     target = cache_dir() / "models" / "SmolLM2-135M-Instruct"
+    remove_stale_temp_dirs(target)  # a start killed during its conversion left them
     if not (target / "model.safetensors").is_file() or _stale(target):
-        _convert_gguf(target)
+        with _exclusive(target.parent / f".{target.name}.lock"):
+            if not (target / "model.safetensors").is_file() or _stale(target):
+                _convert_gguf(target)
     return str(target)
 
 

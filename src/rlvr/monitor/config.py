@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field
 
 from rlvr.configio import ConfigModel
+from rlvr.limits import MAX_BATCH, MAX_COEF, MAX_REPEATS, MAX_ROWS, MAX_STEPS
 
 Action = Literal["warn", "stop", "rollback"]
 
@@ -32,8 +33,8 @@ class NonFiniteCheck(CheckConfig):
     policy (that is unconditional); this check reports it, and stops the run after
     ``max_consecutive`` such steps in a row."""
 
-    max_consecutive: int = Field(3, ge=1, description="Skipped updates in a row that stop "
-                                 "the run (whatever `action` says).")
+    max_consecutive: int = Field(3, ge=1, le=MAX_STEPS,
+        description="Skipped updates in a row that stop the run (whatever `action` says).")
 
 
 class RewardCollapseCheck(CheckConfig):
@@ -42,26 +43,28 @@ class RewardCollapseCheck(CheckConfig):
     action: Action = Field("rollback", description="warn, stop or rollback.")
     drop: float = Field(0.5, gt=0, le=1, description="Alert when reward_mean < (1 - drop) x "
                         "the mean of the previous `health.window` steps ...")
-    min_drop: float = Field(0.15, ge=0, description="... and the fall is at least this much "
-                            "reward (absolute), so a noisy low-reward start does not alert.")
+    min_drop: float = Field(0.15, ge=0, le=MAX_COEF,
+        description="... and the fall is at least this much reward (absolute), so a noisy "
+        "low-reward start does not alert.")
 
 
 class KLSpikeCheck(CheckConfig):
     """R21, R37. KL to the reference jumps (only when the KL term is on)."""
 
     action: Action = Field("rollback", description="warn, stop or rollback.")
-    factor: float = Field(5.0, gt=1, description="Alert when kl > factor x the mean of the "
-                          "previous `health.window` steps ...")
-    min_kl: float = Field(0.05, ge=0, description="... and kl > min_kl (nats/token).")
-    max_kl: float = Field(1.0, gt=0, description="Alert whenever kl > max_kl (nats/token).")
+    factor: float = Field(5.0, gt=1, le=MAX_COEF,
+        description="Alert when kl > factor x the mean of the previous `health.window` steps ...")
+    min_kl: float = Field(0.05, ge=0, le=MAX_COEF, description="... and kl > min_kl (nats/token).")
+    max_kl: float = Field(1.0, gt=0, le=MAX_COEF,
+        description="Alert whenever kl > max_kl (nats/token).")
 
 
 class LengthInflationCheck(CheckConfig):
     """R36. Completions grow (a known failure: the policy pads or loops) or hit the cap."""
 
-    ratio: float = Field(1.5, gt=1, description="Alert when the mean completion length of the "
-                         "last `health.window` steps exceeds ratio x that of the first "
-                         "`health.window` GRPO steps and is still rising ...")
+    ratio: float = Field(1.5, gt=1, le=MAX_COEF,
+        description="Alert when the mean completion length of the last `health.window` steps "
+        "exceeds ratio x that of the first `health.window` GRPO steps and is still rising ...")
     max_truncation: float = Field(0.25, ge=0, le=1, description="... or when the truncation "
                                   "rate of the last 3 steps exceeds this and the first window's "
                                   "by 0.1.")
@@ -73,9 +76,9 @@ class ZeroVarianceCheck(CheckConfig):
     max_fraction: float = Field(0.9, ge=0, le=1, description="Alert when the zero-variance "
                                 "group fraction, averaged over the last 3 steps, is at least "
                                 "this (tasks too easy or too hard for the policy).")
-    constant_steps: int = Field(2, ge=1, description="Alert when every completion of the batch "
-                                "got the same reward this many steps in a row (a reward "
-                                "function that returns a constant).")
+    constant_steps: int = Field(2, ge=1, le=MAX_STEPS,
+        description="Alert when every completion of the batch got the same reward this many steps "
+        "in a row (a reward function that returns a constant).")
 
 
 class FormatErrorCheck(CheckConfig):
@@ -105,11 +108,11 @@ class EntropyJumpCheck(CheckConfig):
     Needs one step of history only and no trained row."""
 
     action: Action = Field("rollback", description="warn, stop or rollback.")
-    factor: float = Field(2.0, gt=1, description="Alert when rollout_entropy > factor x the "
-                          "mean of the previous steps (up to `health.window`, at least one, "
-                          "since the start or the last rollback) ...")
-    min_rise: float = Field(1.0, gt=0, description="... and exceeds it by at least this many "
-                            "nats/token.")
+    factor: float = Field(2.0, gt=1, le=MAX_COEF,
+        description="Alert when rollout_entropy > factor x the mean of the previous steps (up to "
+        "`health.window`, at least one, since the start or the last rollback) ...")
+    min_rise: float = Field(1.0, gt=0, le=MAX_COEF,
+        description="... and exceeds it by at least this many nats/token.")
 
 
 class ValidationCollapseCheck(CheckConfig):
@@ -140,8 +143,8 @@ class CategoryBiasCheck(CheckConfig):
                              "failure rate exceeds the other categories' by this much ...")
     zero_reward_gap: float = Field(0.6, gt=0, le=1, description="... or its zero-reward rate "
                                    "exceeds theirs by this much ...")
-    min_samples: int = Field(32, ge=1, description="... with at least this many completions "
-                             "of the category in the window.")
+    min_samples: int = Field(32, ge=1, le=MAX_ROWS,
+        description="... with at least this many completions of the category in the window.")
 
 
 class DegenerationCheck(CheckConfig):
@@ -161,18 +164,18 @@ class RewardHackingCheck(CheckConfig):
     or multiple-answer / format-only rewards grow. The top-reward completions of the window
     are dumped to ``spot_check/`` for a human."""
 
-    reward_rise: float = Field(0.1, gt=0, description="Training reward_mean rise (mean of the "
-                               "last window minus mean of the window before) that counts as "
-                               "rising ...")
-    val_tolerance: float = Field(0.0, ge=0, description="... while validation pass@1 changed "
-                                 "by at most this much over the same steps.")
+    reward_rise: float = Field(0.1, gt=0, le=MAX_COEF,
+        description="Training reward_mean rise (mean of the last window minus mean of the window "
+        "before) that counts as rising ...")
+    val_tolerance: float = Field(0.0, ge=0, le=MAX_COEF,
+        description="... while validation pass@1 changed by at most this much over the same steps.")
     max_audit_rejected: float = Field(0.05, ge=0, le=1, description="Alert when more than "
                                       "this share of the completions the training reward "
                                       "credits are rejected by the task type's own verifier "
                                       "over the window (audited only when `reward.verifiers` "
                                       "overrides one) ...")
-    min_audited: int = Field(8, ge=1, description="... once at least this many credited "
-                             "completions were audited in the window.")
+    min_audited: int = Field(8, ge=1, le=MAX_ROWS,
+        description="... once at least this many credited completions were audited in the window.")
     max_gaming_rise: float = Field(0.15, gt=0, le=1, description="Alert when the share of "
                                    "multiple-answer plus format-only-rewarded completions "
                                    "rose by this much since the first window.")
@@ -189,21 +192,22 @@ class HealthConfig(_Section):
     """All health checks of a GRPO run; see each check's fields."""
 
     enabled: bool = Field(True, description="Run the checks (metrics are logged regardless).")
-    window: int = Field(10, ge=2, description="Steps in the rolling window that baselines and "
-                        "category statistics use.")
-    min_history: int = Field(5, ge=1, description="Steps of history a trend check needs "
-                             "before it can alert (since the start or the last rollback).")
-    cooldown: int = Field(10, ge=0, description="Steps after an alert during which the same "
-                          "check does not alert again (a rollback ends every cooldown: the "
-                          "restored policy is judged afresh).")
+    window: int = Field(10, ge=2, le=MAX_STEPS,
+        description="Steps in the rolling window that baselines and category statistics use.")
+    min_history: int = Field(5, ge=1, le=MAX_STEPS,
+        description="Steps of history a trend check needs before it can alert (since the start or "
+        "the last rollback).")
+    cooldown: int = Field(10, ge=0, le=MAX_STEPS,
+        description="Steps after an alert during which the same check does not alert again (a "
+        "rollback ends every cooldown: the restored policy is judged afresh).")
     rollback_lr_factor: float = Field(0.5, gt=0, le=1, description="Learning-rate multiplier "
                                       "applied at each rollback (cumulative).")
-    rollback_margin: int = Field(3, ge=0, description="A rollback restores the newest "
-                                 "checkpoint at least this many steps older than the alert "
-                                 "(an anomaly builds up for a few steps before a check fires); "
-                                 "with none, the model that entered GRPO.")
-    max_rollbacks: int = Field(2, ge=0, description="Rollbacks allowed; the next one stops "
-                               "the run.")
+    rollback_margin: int = Field(3, ge=0, le=MAX_STEPS,
+        description="A rollback restores the newest checkpoint at least this many steps older than "
+        "the alert (an anomaly builds up for a few steps before a check fires); with none, the "
+        "model that entered GRPO.")
+    max_rollbacks: int = Field(2, ge=0, le=MAX_REPEATS,
+        description="Rollbacks allowed; the next one stops the run.")
     repeat_rollback: Literal["stop", "rollback"] = Field(
         "stop", description="A rollback that would restore a state no newer than the previous "
         "rollback's (the checkpoint it restored, or one written since that holds no newer "
@@ -211,9 +215,9 @@ class HealthConfig(_Section):
         "lowered): `stop` ends the run (exit 3; the message names the checkpoint, the step of "
         "the earlier rollback and the learning rate), `rollback` restores it again and lowers "
         "the learning rate once more (up to `max_rollbacks`).")
-    spot_check_top_k: int = Field(8, ge=0, description="Top-reward completions of the window "
-                                  "written to spot_check/step-N.jsonl at each validation and "
-                                  "with each reward_hacking alert (R34).")
+    spot_check_top_k: int = Field(8, ge=0, le=MAX_BATCH,
+        description="Top-reward completions of the window written to spot_check/step-N.jsonl at "
+        "each validation and with each reward_hacking alert (R34).")
     nonfinite: NonFiniteCheck = Field(
         default_factory=NonFiniteCheck,
         description="Non-finite log-probs, advantages, loss or gradients (R38): the update is "

@@ -5,13 +5,13 @@ that are still going or that crashed.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from rlvr.io import read_jsonl_lenient
+from rlvr.configio import yaml_text
+from rlvr.io import json_value, read_jsonl_lenient
 
 
 @dataclass
@@ -54,8 +54,8 @@ def _read_mapping(path: Path, notes: list[str]) -> dict | None:
         return None
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
-        value = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError) as exc:
+        value = json_value(text) if path.suffix == ".json" else yaml_text(text)
+    except (OSError, ValueError, yaml.YAMLError) as exc:  # too deep / long: ValueError too
         notes.append(f"{path.name}: unreadable ({exc})")
         return None
     if not isinstance(value, dict):

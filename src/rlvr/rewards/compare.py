@@ -104,7 +104,9 @@ class Comparison:
         other_correct: compared records the other library marks correct.
         other_timeouts: the other library's calls that overran the time bound.
         other_errors: the other library's calls that raised (``detail`` of the row says why).
-        rows: one dict per disagreement, input order (see :func:`compare_results`).
+        disagreed: compared records where the verdicts differ.
+        rows: one dict per disagreement, input order (see :func:`compare_results`); empty in
+            a total built with :meth:`add`.
     """
 
     tool: str
@@ -115,7 +117,15 @@ class Comparison:
     other_correct: int = 0
     other_timeouts: int = 0
     other_errors: int = 0
+    disagreed: int = 0
     rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, part: Comparison) -> None:
+        """Add the counts of ``part`` (the comparison of a later chunk of records) to these;
+        its ``rows`` are not kept (the caller has written them)."""
+        for name in ("compared", "skipped", "agreed", "rlvr_correct", "other_correct",
+                     "other_timeouts", "other_errors", "disagreed"):
+            setattr(self, name, getattr(self, name) + getattr(part, name))
 
     @property
     def agreement(self) -> float | None:
@@ -128,7 +138,7 @@ class Comparison:
         agreement = "-" if self.agreement is None else f"{self.agreement:.1%}"
         return (f"compare {self.tool}: {self.compared} math records compared ({self.skipped} "
                 f"other skipped), agreement {agreement} ({self.agreed}/{self.compared}), "
-                f"{len(self.rows)} disagreements -> {out_path}; correct: rlvr "
+                f"{self.disagreed} disagreements -> {out_path}; correct: rlvr "
                 f"{self.rlvr_correct}, {self.tool} {self.other_correct}; {self.tool} "
                 f"timeouts {self.other_timeouts}, errors {self.other_errors}")
 
@@ -185,6 +195,7 @@ def compare_results(
             comparison.agreed += 1
             continue
         failed = verdict.status in (Status.timeout, Status.error)
+        comparison.disagreed += 1
         comparison.rows.append({
             "id": record.id,
             "line": record.line,

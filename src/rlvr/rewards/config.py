@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from rlvr.configio import ConfigModel
+from rlvr.limits import MAX_COEF, MAX_TIMEOUT_S, MAX_WORKERS
 from rlvr.rewards.registry import (AGGREGATORS, DEFAULT_TIMEOUT_S, FORMAT_RULES,
                                    VERIFIER_OPTIONS, VERIFIERS, _load_builtins, load_plugins)
 
@@ -38,7 +39,8 @@ class RewardConfig(ConfigModel):
     weights: dict[str, float] = Field(
         default_factory=lambda: {"outcome": 1.0, "format": 0.1},
         description=(
-            "Weight of each reward component in the aggregated reward (finite numbers). "
+            "Weight of each reward component in the aggregated reward (finite numbers, "
+            "at most 1e6 in absolute value). "
             "`outcome` (R3, 1.0/0.0) must outweigh all other weights together in absolute "
             "value, so that a wrong answer in perfect format always scores below a right "
             "answer in any format. `format` (R2) "
@@ -80,13 +82,14 @@ class RewardConfig(ConfigModel):
     )
     timeout_s: float = Field(
         2.0,
-        gt=0,
+        gt=0, le=MAX_TIMEOUT_S,
         description="Wall-time bound of one verifier call in seconds (code tasks add their own "
         "sandbox limits on top). A call that exceeds it gets status `timeout` and reward 0.",
     )
     timeout_overrides_s: dict[str, float] = Field(
         default_factory=lambda: {"code": 75.0},
-        description="Task type -> verifier wall-time bound in seconds, overriding `timeout_s`. "
+        description="Task type -> verifier wall-time bound in seconds (in (0, 86400]), "
+        "overriding `timeout_s`. "
         "Task types whose verifier registers its own bound keep it unless listed here: "
         "`reasoning_gym` 60 s and `verifiers` 60 s (a worker's first call imports the library, "
         "1-7 s / ~6 s, and loads the environment; a reasoning-gym call outside the reward "
@@ -94,7 +97,7 @@ class RewardConfig(ConfigModel):
     )
     workers: int = Field(
         1,
-        ge=0,
+        ge=0, le=MAX_WORKERS,
         description="Verifier worker processes. Every call runs in a worker so that a timeout "
         "can kill it; 0 runs verifiers in the calling process with no hard time bound "
         "(debugging only).",
@@ -113,6 +116,9 @@ class RewardConfig(ConfigModel):
         for name, w in weights.items():
             if not math.isfinite(w):
                 raise ValueError(f"weights.{name}: {w!r} is not a finite number")
+            if abs(w) > MAX_COEF:
+                raise ValueError(f"weights.{name}: {w:g} is out of range (at most {MAX_COEF:g} "
+                                 f"in absolute value)")
         outcome = weights.get("outcome", 0.0)
         if outcome <= 0:
             raise ValueError("weights.outcome must be > 0: the outcome reward is the signal")
@@ -143,6 +149,9 @@ class RewardConfig(ConfigModel):
         for task_type, seconds in timeouts.items():
             if seconds <= 0:  # as timeout_s (gt=0): 0 s would time every call out
                 raise ValueError(f"{task_type}: expected seconds > 0, got {seconds:g}")
+            if seconds > MAX_TIMEOUT_S:
+                raise ValueError(f"{task_type}: expected seconds <= {MAX_TIMEOUT_S:g} (one "
+                                 f"day), got {seconds:g}")
         return timeouts
 
     @model_validator(mode="after")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,14 +79,37 @@ def parse_record(text: str, path: str | os.PathLike, line: int, known: set[str])
     )
 
 
+def iter_records(path: str | os.PathLike) -> Iterator[VerifyRecord]:
+    """The records of a JSONL file one at a time, validated as they are read (blank lines
+    skipped): memory holds one line, whatever the file's size.
+
+    Raises:
+        InputError: a bad line (when it is reached).
+        OSError: the file cannot be read.
+    """
+    known = set(task_types())
+    for line_no, text in text_lines(path):
+        if text.strip():
+            yield parse_record(text, path, line_no, known)
+
+
+def check_records(path: str | os.PathLike) -> Counter:
+    """Validate every record of a JSONL file before any work starts, keeping none: the number
+    of records per task type.
+
+    Raises:
+        InputError: the first bad line (naming it and the field).
+        OSError: the file cannot be read.
+    """
+    return Counter(record.task_type for record in iter_records(path))
+
+
 def read_records(path: str | os.PathLike) -> list[VerifyRecord]:
     """Read and validate every record of a JSONL file before any work starts.
 
     Blank lines are skipped. Raises :class:`InputError` (first bad line) or ``OSError``.
     """
-    known = set(task_types())
-    return [parse_record(text, path, line_no, known)
-            for line_no, text in text_lines(path) if text.strip()]
+    return list(iter_records(path))
 
 
 def output_row(record: VerifyRecord, result: RewardResult) -> dict[str, Any]:

@@ -7,12 +7,15 @@ zero-reward rate.
 
 from __future__ import annotations
 
-from collections import defaultdict
+import math
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Iterable
+from fractions import Fraction
 
 from rich.table import Table
 
+from rlvr.io import encodable
 from rlvr.rewards.types import RewardResult, Status
 
 
@@ -41,42 +44,98 @@ class GroupStats:
     errors: int
 
 
-def group_stats(results: list[RewardResult]) -> GroupStats:
-    """Statistics of ``results`` (non-empty)."""
-    n = len(results)
-    rewards = [r.reward for r in results]
-    mean = sum(rewards) / n
-    share = lambda status: sum(r.status is status for r in results) / n  # noqa: E731
-    return GroupStats(
-        count=n,
-        reward_mean=mean,
-        reward_var=sum((x - mean) ** 2 for x in rewards) / n,
-        correct=share(Status.correct),
-        parse_failure=share(Status.unparsed),
-        multiple_answers=share(Status.multiple_answers),
-        timeouts=sum(r.status is Status.timeout for r in results),
-        errors=sum(r.status is Status.error for r in results),
-    )
+class _Group:
+    """Running statistics of one group, with no list of rewards kept: counts per status, the
+    rewards' sum in input order (the mean: the same float as ``sum(rewards) / n``), and exact
+    sums of the rewards and of their squares (``Fraction``: the population variance comes
+    out correctly rounded)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total = Fraction(0)
+        self.squares = Fraction(0)
+        self.float_total = 0.0
+        self.finite = True  # False once a reward is inf / nan: the variance is then nan
+        self.status: Counter = Counter()
+
+    def add(self, result: RewardResult) -> None:
+        self.count += 1
+        self.status[result.status] += 1
+        self.float_total += result.reward
+        if self.finite and math.isfinite(result.reward):
+            value = Fraction(result.reward)
+            self.total += value
+            self.squares += value * value
+        else:
+            self.finite = False
+
+    def stats(self) -> GroupStats:
+        n = self.count
+        mean_f = self.float_total / n
+        if self.finite:
+            mean = self.total / n
+            var = float(self.squares / n - mean * mean)
+        else:
+            var = math.nan
+        share = lambda status: self.status[status] / n  # noqa: E731
+        return GroupStats(count=n, reward_mean=mean_f, reward_var=var,
+                          correct=share(Status.correct), parse_failure=share(Status.unparsed),
+                          multiple_answers=share(Status.multiple_answers),
+                          timeouts=self.status[Status.timeout], errors=self.status[Status.error])
+
+
+def group_stats(results: Iterable[RewardResult]) -> GroupStats:
+    """Statistics of ``results`` (non-empty; any iterable, read once)."""
+    group = _Group()
+    for result in results:
+        group.add(result)
+    return group.stats()
+
+
+class SummaryAccumulator:
+    """:func:`summarize` one result at a time: memory grows with the number of categories
+    and sources, not of results (``rlvr verify`` streams its input through it).
+
+    Example::
+
+        acc = SummaryAccumulator()
+        for result, record in scored:
+            acc.add(result, record.category, record.source)
+        acc.summary()  # as summarize(...)
+    """
+
+    def __init__(self) -> None:
+        self._overall = _Group()
+        self._by: dict[str, dict[str, _Group]] = {"by_category": {}, "by_source": {}}
+
+    def add(self, result: RewardResult, category: str | None, source: str | None) -> None:
+        """Count one result under its category and source (None: ``"-"``)."""
+        self._overall.add(result)
+        for kind, name in (("by_category", category), ("by_source", source)):
+            self._by[kind].setdefault(name or "-", _Group()).add(result)
+
+    def summary(self) -> dict:
+        """The summary so far, as :func:`summarize` returns it."""
+        return {
+            "overall": asdict(self._overall.stats()) if self._overall.count else None,
+            **{kind: {k: asdict(g.stats()) for k, g in sorted(groups.items())}
+               for kind, groups in self._by.items()},
+        }
 
 
 def summarize(
-    results: list[RewardResult],
+    results: Iterable[RewardResult],
     categories: Iterable[str | None],
     sources: Iterable[str | None],
 ) -> dict:
     """Summary as plain data: ``{"overall": stats, "by_category": {name: stats},
     "by_source": {name: stats}}``; records without a category / source are grouped under
-    ``"-"``."""
-    by_category: dict[str, list[RewardResult]] = defaultdict(list)
-    by_source: dict[str, list[RewardResult]] = defaultdict(list)
+    ``"-"``. ``reward_mean`` is ``sum(rewards) / n``; ``reward_var`` (population variance) is
+    computed from exact sums, correctly rounded."""
+    acc = SummaryAccumulator()
     for result, category, source in zip(results, categories, sources):
-        by_category[category or "-"].append(result)
-        by_source[source or "-"].append(result)
-    return {
-        "overall": asdict(group_stats(results)) if results else None,
-        "by_category": {k: asdict(group_stats(v)) for k, v in sorted(by_category.items())},
-        "by_source": {k: asdict(group_stats(v)) for k, v in sorted(by_source.items())},
-    }
+        acc.add(result, category, source)
+    return acc.summary()
 
 
 def summary_table(summary: dict, title: str = "reward summary"):
@@ -87,6 +146,7 @@ def summary_table(summary: dict, title: str = "reward summary"):
         table.add_column(column, justify="left" if column == "group" else "right")
 
     def row(label: str, s: dict) -> None:
+        label = encodable(label)  # a category with a lone surrogate: its escape, not a crash
         table.add_row(label, str(s["count"]), f"{s['reward_mean']:.3f}", f"{s['reward_var']:.3f}",
                       f"{s['correct']:.1%}", f"{s['parse_failure']:.1%}",
                       f"{s['multiple_answers']:.1%}", str(s["timeouts"]), str(s["errors"]))

@@ -34,7 +34,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from rlvr.io import prompt_problem
+from rlvr.io import json_value, prompt_problem
 from rlvr.records import RecordError, Task
 from rlvr.tasks.files import DataError
 from rlvr.tasks.files import read_task_jsonl as _read_jsonl
@@ -205,10 +205,15 @@ def _read_json_array(path: Path) -> list[tuple[int, dict]]:
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json_value(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg} at column "
                           f"{exc.colno})") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not valid UTF-8 (byte {exc.start + 1}); save the file as "
+                        f"UTF-8") from None
+    except ValueError as exc:  # nested too deeply, too long a number
+        raise DataError(f"{path}: {exc}") from None
     if not isinstance(data, list):
         raise DataError(f"{path}: expected a JSON array of records, got "
                           f"{type(data).__name__}")

@@ -16,6 +16,7 @@ from pydantic_core import PydanticCustomError
 
 from rlvr.configio import ConfigModel
 from rlvr.io import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_PROMPT_CHARS
+from rlvr.limits import MAX_COEF, MAX_INPUT_BYTES, MAX_ROWS
 from rlvr.tasks.registry import is_source, source_names, task_source
 
 DEFAULT_INSTRUCTION = (
@@ -88,8 +89,8 @@ class DataSource(ConfigSection):
     source: SourceName = Field(description="Task source of this entry (as `data.source`).")
     path: str | None = Field(None, description="Data file or directory of this source (as "
                              "`data.path`).")
-    weight: float = Field(1.0, gt=0, description="Share of prompts drawn from this source "
-                          "(normalised over the sources).")
+    weight: float = Field(1.0, gt=0, le=MAX_COEF,
+        description="Share of prompts drawn from this source (normalised over the sources).")
     name: str | None = Field(None, description="Label in metrics (default: `source`).")
     mixture: str | None = Field(None, description="Generator levels and weights of a generated "
                                 "source (as `data.mixture`); default: `data.mixture` when "
@@ -98,10 +99,10 @@ class DataSource(ConfigSection):
                                     "vs math answer format); default `data.instruction` (when "
                                     "that is the default one: the source's default, none for "
                                     "`logic`).")
-    train_size: int | None = Field(None, ge=1, description="Training problems of this source; "
-                                   "default `data.train_size`.")
-    val_size: int | None = Field(None, ge=1, description="Validation problems of this source; "
-                                 "default `data.val_size`.")
+    train_size: int | None = Field(None, ge=1, le=MAX_ROWS,
+        description="Training problems of this source; default `data.train_size`.")
+    val_size: int | None = Field(None, ge=1, le=MAX_ROWS,
+        description="Validation problems of this source; default `data.val_size`.")
     val_path: str | None = Field(None, description="This source's held-out validation file "
                                  "(see `data.val_path`).")
 
@@ -132,7 +133,8 @@ class DataConfig(ConfigSection):
     tier_weights: dict[str, float] = Field(
         default_factory=lambda: {"easy": 0.1, "medium": 0.8, "hard": 0.1},
         description="When training tasks carry tiers (see `tiers`), draw from the tiers by "
-        "these weights (mostly medium: the problems whose groups have reward variance). Tasks "
+        "these weights (each in [0, 1e6]; mostly medium: the problems whose groups have "
+        "reward variance). Tasks "
         "without a tier count as medium; tiers absent from the data are left out and the rest "
         "renormalised. The run logs the tiers' task counts and draw shares at the start.")
     tiers: Literal["measured", "labels", "off"] = Field(
@@ -170,13 +172,12 @@ class DataConfig(ConfigSection):
                                       "the model entering GRPO has yet to learn, where its "
                                       "groups have reward variance. Unset: `mixture`. Train "
                                       "and validation problems stay disjoint either way.")
-    train_size: int = Field(2000, ge=1, description="Training problems.")
-    val_size: int | None = Field(None, ge=1, description="Validation problems (R28). Unset: "
-                                 "200 (generated sources, gsm8k, mbpp), every task of `val_path`, "
-                                 "or for a hold-out from one file 200 or a fifth of a file of "
-                                 "fewer than 1000 tasks (said when it happens). Set: exactly "
-                                 "that many (a hold-out needs a larger file; the first of "
-                                 "`val_path`).")
+    train_size: int = Field(2000, ge=1, le=MAX_ROWS, description="Training problems.")
+    val_size: int | None = Field(None, ge=1, le=MAX_ROWS,
+        description="Validation problems (R28). Unset: 200 (generated sources, gsm8k, mbpp), every "
+        "task of `val_path`, or for a hold-out from one file 200 or a fifth of a file of fewer "
+        "than 1000 tasks (said when it happens). Set: exactly that many (a hold-out needs a larger "
+        "file; the first of `val_path`).")
     instruction: str = Field(DEFAULT_INSTRUCTION, description="Text appended to every "
                              "question in the user turn: asks for the target output format. "
                              "Default: ask for a final `#### <answer>` line; for `humaneval` and "
@@ -187,13 +188,15 @@ class DataConfig(ConfigSection):
                              "checkpoint as it was trained.")
     one_shot: bool = Field(False, description="Prepend one worked example (a user/assistant "
                            "exchange) to every prompt.")
-    max_line_bytes: int = Field(DEFAULT_MAX_LINE_BYTES, ge=1, description="The longest line "
-                                "(bytes) of a data file: a longer one is refused (exit 2, "
-                                "naming the file and line) after reading only that much of it, "
-                                "so a huge record cannot exhaust memory.")
-    max_prompt_chars: int = Field(DEFAULT_MAX_PROMPT_CHARS, ge=1, description="The longest "
-                                  "prompt (characters) of a data file's task: a longer one is "
-                                  "refused (exit 2, naming the file and line).")
+    max_line_bytes: int = Field(DEFAULT_MAX_LINE_BYTES, ge=1, le=MAX_INPUT_BYTES,
+                                description="The longest line (bytes) of a data file: a "
+                                "longer one is refused (exit 2, naming the file and line) after "
+                                "reading only that much of it, so a huge record cannot exhaust "
+                                "memory.")
+    max_prompt_chars: int = Field(DEFAULT_MAX_PROMPT_CHARS, ge=1, le=MAX_INPUT_BYTES,
+                                  description="The longest prompt (characters) of a data "
+                                  "file's task: a longer one is refused (exit 2, naming the file "
+                                  "and line).")
 
     @model_validator(mode="before")
     @classmethod
@@ -219,6 +222,8 @@ class DataConfig(ConfigSection):
                 raise ValueError(f"{tier}: not a tier (easy, medium, hard)")
             if not weight >= 0 or weight == float("inf"):
                 raise ValueError(f"{tier}: expected a finite weight >= 0, got {weight}")
+            if weight > MAX_COEF:
+                raise ValueError(f"{tier}: expected a weight <= {MAX_COEF:g}, got {weight:g}")
         if weights and sum(weights.values()) <= 0:
             raise ValueError("every weight is 0: no tier could be drawn")
         return weights

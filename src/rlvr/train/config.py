@@ -22,6 +22,7 @@ from rlvr.algo.importance import DEFAULT_TIS_CAP
 from rlvr.algo.registry import ADVANTAGE_ESTIMATORS
 from rlvr.configio import override_for
 from rlvr.envs.config import EnvConfig
+from rlvr.limits import MAX_SEED, MAX_WORKERS
 from rlvr.tasks.verifiers_source import verifiers_data
 from rlvr.monitor.config import HealthConfig
 from rlvr.monitor.sinks import LoggingConfig
@@ -115,11 +116,14 @@ class RunConfig(ConfigSection):
         "data.path": ("data.train_mixture",)}
 
     name: str = Field("arithmetic", description="Run name (used in the default run dir).")
-    seed: int = Field(0, description="Seeds data, sampling and initialisation: the same seed "
-                      "on the same machine gives the same numbers.")
+    seed: int = Field(0, ge=0, le=MAX_SEED,
+                      description="Seeds data, sampling and initialisation: the same seed on "
+                      "the same machine gives the same numbers. At most 2**32 - 1 (what "
+                      "`random`, `torch` and numpy all accept as a seed).")
     output_dir: str | None = Field(None, description="Run directory; default "
                                    "runs/<name>-<timestamp>.")
-    threads: int = Field(0, ge=0, description="torch intra-op threads (0 = all cores).")
+    threads: int = Field(0, ge=0, le=MAX_WORKERS,
+        description="torch intra-op threads (0 = all cores).")
     plugins: list[str] = Field(
         default_factory=list,
         description="Python modules imported before the rest of the config is validated, so "

@@ -16,6 +16,9 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from rlvr.algo import registry
+from rlvr.limits import (MAX_BATCH, MAX_BATCH_TOKENS, MAX_COEF, MAX_GROUP, MAX_LORA_RANK, MAX_LR,
+                         MAX_REPEATS, MAX_ROWS, MAX_STEPS, MAX_TEMPERATURE, MAX_TOKENS,
+                         MAX_WORKERS)
 from rlvr.models.loader import DEFAULT_MODEL
 from rlvr.models.precision import Precision, resolve_precision
 from rlvr.tasks.config import ConfigSection
@@ -33,8 +36,10 @@ class ModelConfig(ConfigSection):
         "bf16 ~85x slower than fp32). Master weights, log-probs, advantages and KL are fp32 "
         "in both (R13). The run prints and saves the choice and why (results.json "
         "`precision`); `config.yaml` records the resolved value.")
-    lora_rank: int = Field(0, ge=0, description="LoRA rank via peft; 0 = full fine-tuning.")
-    lora_alpha: float = Field(32.0, gt=0, description="LoRA alpha (scaling = alpha / rank).")
+    lora_rank: int = Field(0, ge=0, le=MAX_LORA_RANK,
+        description="LoRA rank via peft; 0 = full fine-tuning.")
+    lora_alpha: float = Field(32.0, gt=0, le=MAX_COEF,
+        description="LoRA alpha (scaling = alpha / rank).")
 
     @property
     def bf16(self) -> bool:
@@ -54,27 +59,28 @@ class ModelConfig(ConfigSection):
 
 class SFTConfig(ConfigSection):
     enabled: bool = Field(True, description="Run the SFT cold start before GRPO (R17).")
-    examples: int = Field(1000, ge=1, description="Worked solutions to train on (only those "
-                          "whose final answer verifies are kept).")
+    examples: int = Field(1000, ge=1, le=MAX_ROWS,
+        description="Worked solutions to train on (only those whose final answer verifies are "
+        "kept).")
     mixture: str | None = Field(None, description="`arithmetic` and `tool_arithmetic` only: "
                                 "draw the SFT examples from this difficulty mixture (e.g. easy "
                                 "`1dop1d`, to teach the output format and leave the skill to RL; "
                                 "or tool demonstrations on some problem kinds only) instead of "
                                 "the training set. Problems come from the train split, never "
                                 "validation.")
-    epochs: int = Field(1, ge=1, description="Passes over the SFT examples.")
-    batch_size: int = Field(16, ge=1, description="Sequences per optimizer step.")
-    learning_rate: float = Field(5e-5, gt=0, description="Peak LR (linear warm-up over 5% "
-                                 "of steps, then linear decay). Higher than GRPO's (R20).")
-    max_length: int = Field(320, ge=16, description="Max tokens of prompt + solution; longer "
-                            "examples are cut (counted and logged), those left without an "
-                            "answer token dropped; none left is refused.")
-    checkpoint_every: int = Field(50, ge=0, description="`rlvr train`: write the SFT state "
-                                  "(model, optimizer, scheduler, data position, RNG) to "
-                                  "RUN/sft_checkpoint.pt every K optimizer steps, so `--resume` "
-                                  "after a kill during SFT continues it (the same result as an "
-                                  "uninterrupted SFT); removed once sft_model/ is saved. 0 = "
-                                  "none: a resume restarts SFT from its first step.")
+    epochs: int = Field(1, ge=1, le=MAX_REPEATS, description="Passes over the SFT examples.")
+    batch_size: int = Field(16, ge=1, le=MAX_BATCH, description="Sequences per optimizer step.")
+    learning_rate: float = Field(5e-5, gt=0, le=MAX_LR,
+        description="Peak LR (linear warm-up over 5% of steps, then linear decay). Higher than "
+        "GRPO's (R20).")
+    max_length: int = Field(320, ge=16, le=MAX_TOKENS,
+        description="Max tokens of prompt + solution; longer examples are cut (counted and "
+        "logged), those left without an answer token dropped; none left is refused.")
+    checkpoint_every: int = Field(50, ge=0, le=MAX_STEPS,
+        description="`rlvr train`: write the SFT state (model, optimizer, scheduler, data "
+        "position, RNG) to RUN/sft_checkpoint.pt every K optimizer steps, so `--resume` after a "
+        "kill during SFT continues it (the same result as an uninterrupted SFT); removed once "
+        "sft_model/ is saved. 0 = none: a resume restarts SFT from its first step.")
     full_finetune: bool = Field(True, description="With `model.lora_rank` set: SFT trains all "
                                 "weights (default: a few hundred adapter steps do not teach a "
                                 "small model the answer format), GRPO then trains fresh LoRA "
@@ -96,14 +102,17 @@ class SFTConfig(ConfigSection):
 
 
 class GRPOConfig(ConfigSection):
-    steps: int = Field(40, ge=0, description="GRPO steps (each: rollout, reward, update).")
-    prompts_per_step: int = Field(8, ge=1, description="Prompts (groups) per step.")
-    group_size: int = Field(8, ge=2, description="G completions per prompt (R12: 4-8 math, "
-                            "8-16 code). Must be >= 2 for a group-relative advantage.")
-    learning_rate: float = Field(2e-6, gt=0, description="AdamW peak LR (after warm-up; "
+    steps: int = Field(40, ge=0, le=MAX_STEPS,
+        description="GRPO steps (each: rollout, reward, update).")
+    prompts_per_step: int = Field(8, ge=1, le=MAX_BATCH, description="Prompts (groups) per step.")
+    group_size: int = Field(8, ge=2, le=MAX_GROUP,
+        description="G completions per prompt (R12: 4-8 math, 8-16 code). Must be >= 2 for a "
+        "group-relative advantage.")
+    learning_rate: float = Field(2e-6, gt=0, le=MAX_LR, description="AdamW peak LR (after warm-up; "
                                  "constant or decaying per grpo.lr_schedule).")
-    warmup_steps: int = Field(0, ge=0, description="Optimizer steps of linear learning-rate "
-                              "warm-up of the GRPO update (0 = none).")
+    warmup_steps: int = Field(0, ge=0, le=MAX_STEPS,
+        description="Optimizer steps of linear learning-rate warm-up of the GRPO update (0 = "
+        "none).")
     lr_schedule: Literal["constant", "linear", "cosine"] = Field(
         "constant", description="LR after the warm-up (TRL's lr_scheduler_type): constant "
         "(verl's default), or decaying to 0 at step grpo.steps, linearly (TRL's default) or "
@@ -119,13 +128,15 @@ class GRPOConfig(ConfigSection):
         "`--resume`). About the last 1 / (1 - d) steps count (0.9: ~10). Measured on the "
         "default preset (the same trajectories, greedy pass@1 on 1000 problems): see "
         "configs/arithmetic.yaml. 0 = off: the last iterate (src/rlvr/train/weight_average.py).")
-    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay of the GRPO "
-                                "update.")
-    max_grad_norm: float = Field(1.0, gt=0, description="Global gradient-norm clip.")
-    micro_batch_size: int = Field(16, ge=1, description="Completions per forward/backward; "
-                                  "gradients are accumulated over the step's completions.")
+    weight_decay: float = Field(0.0, ge=0, le=MAX_COEF,
+        description="AdamW weight decay of the GRPO update.")
+    max_grad_norm: float = Field(1.0, gt=0, le=MAX_COEF, description="Global gradient-norm clip.")
+    micro_batch_size: int = Field(16, ge=1, le=MAX_BATCH,
+        description="Completions per forward/backward; gradients are accumulated over the step's "
+        "completions.")
     micro_batch_tokens: int | None = Field(
-        None, ge=1, description="Also cut micro-batches by padded completion tokens: a "
+        None, ge=1, le=MAX_BATCH_TOKENS,
+        description="Also cut micro-batches by padded completion tokens: a "
         "micro-batch holds at most this many (its rows times its longest completion; one row "
         "longer than this still runs alone). With `shared_prefix: step` the rows are sorted by "
         "completion length first, so one runaway completion pads only the few long rows "
@@ -154,37 +165,34 @@ class GRPOConfig(ConfigSection):
     def _shared_prefix_bool(cls, value):
         return {True: "step", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
-    update_processes: int = Field(1, ge=1, description="Processes for the policy update (data "
-                                  "parallel, accelerate DDP over gloo). This process (rank 0) "
-                                  "runs rollouts, rewards, evaluation and checkpoints; each step "
-                                  "it sends the trainable rows to the other ranks, every rank "
-                                  "computes the gradient of its contiguous shard, DDP averages "
-                                  "them and all take the same optimizer step: the update of one "
-                                  "process up to float summation order. Each rank gets "
-                                  "`threads / update_processes` threads for the update "
-                                  "(src/rlvr/distributed/update_group.py). 1 = single process.")
-    mu: int = Field(1, ge=1, description="Policy updates per rollout batch (with mu > 1 the "
-                    "old log-probs are kept from before the first update).")
-    temperature: float = Field(1.0, gt=0, description="Training sampling temperature (R18 "
-                               "suggests 1.2-1.5 for exploration on large models).")
+    update_processes: int = Field(1, ge=1, le=MAX_WORKERS,
+        description="Processes for the policy update (data parallel, accelerate DDP over gloo). "
+        "This process (rank 0) runs rollouts, rewards, evaluation and checkpoints; each step it "
+        "sends the trainable rows to the other ranks, every rank computes the gradient of its "
+        "contiguous shard, DDP averages them and all take the same optimizer step: the update of "
+        "one process up to float summation order. Each rank gets `threads / update_processes` "
+        "threads for the update (src/rlvr/distributed/update_group.py). 1 = single process.")
+    mu: int = Field(1, ge=1, le=MAX_REPEATS,
+        description="Policy updates per rollout batch (with mu > 1 the old log-probs are kept from "
+        "before the first update).")
+    temperature: float = Field(1.0, gt=0, le=MAX_TEMPERATURE,
+        description="Training sampling temperature (R18 suggests 1.2-1.5 for exploration on large "
+        "models).")
     top_p: float = Field(1.0, gt=0, le=1, description="Training nucleus-sampling top_p "
                          "(R18: 0.9 for exploration; 1 = off).")
-    max_new_tokens: int = Field(96, ge=1, description="Completion length cap in tokens; a "
-                                "completion that hits it is 'truncated' (R19).")
-    filter_groups_after: int = Field(0, ge=0, description="Dynamic sampling (DAPO sec. 3.2, "
-                                     "verl's filter_groups): a prompt whose group was all-correct "
-                                     "or all-wrong on each of its last m visits is skipped when "
-                                     "drawn and replaced by the next prompt (counted as "
-                                     "`data/skipped`). 0 = off.")
-    dynamic_sampling_rounds: int = Field(0, ge=0, description="Dynamic sampling within a step "
-                                         "(DAPO sec. 3.2, verl's filter_groups with "
-                                         "max_num_gen_batches): while fewer than "
-                                         "`prompts_per_step` groups have reward variance, roll "
-                                         "out and score another `prompts_per_step` prompts, at "
-                                         "most this many extra rounds; the update trains the "
-                                         "first `prompts_per_step` groups with variance (so its "
-                                         "cost stays that of a full batch; `sampling_rounds`, "
-                                         "`dropped_groups` logged). 0 = off.")
+    max_new_tokens: int = Field(96, ge=1, le=MAX_TOKENS,
+        description="Completion length cap in tokens; a completion that hits it is 'truncated' "
+        "(R19).")
+    filter_groups_after: int = Field(0, ge=0, le=MAX_STEPS,
+        description="Dynamic sampling (DAPO sec. 3.2, verl's filter_groups): a prompt whose group "
+        "was all-correct or all-wrong on each of its last m visits is skipped when drawn and "
+        "replaced by the next prompt (counted as `data/skipped`). 0 = off.")
+    dynamic_sampling_rounds: int = Field(0, ge=0, le=MAX_REPEATS,
+        description="Dynamic sampling within a step (DAPO sec. 3.2, verl's filter_groups with "
+        "max_num_gen_batches): while fewer than `prompts_per_step` groups have reward variance, "
+        "roll out and score another `prompts_per_step` prompts, at most this many extra rounds; "
+        "the update trains the first `prompts_per_step` groups with variance (so its cost stays "
+        "that of a full batch; `sampling_rounds`, `dropped_groups` logged). 0 = off.")
 
 
     @model_validator(mode="after")
@@ -209,7 +217,8 @@ class AlgoConfig(ConfigSection):
     std_scale: Literal["group", "batch", "none"] = Field("group", description="Std used by "
                                                          "the grpo advantage.")
     negative_advantage_scale: float = Field(
-        1.0, ge=0, allow_inf_nan=False, description="Weight of the negative advantages (the "
+        1.0, ge=0, le=MAX_COEF, allow_inf_nan=False,
+        description="Weight of the negative advantages (the "
         "completions below their group's baseline; the positive ones keep weight 1): 1 = the "
         "estimator as is, 0 = reinforce the above-baseline completions only, > 1 up-weights "
         "the negatives. Penalising wrong answers moves their probability toward the model's "
@@ -217,14 +226,16 @@ class AlgoConfig(ConfigSection):
         "2025, arXiv:2506.01347: positive vs negative sample reinforcement).")
     policy_loss: str = Field("clip", description="clip (PPO, symmetric eps), clip_higher "
                              "(DAPO: eps_low / eps_high), dual_clip (Ye et al. 2020).")
-    clip_eps: float = Field(0.2, gt=0, description="Clip epsilon (eps_low for clip_higher).")
-    clip_eps_high: float = Field(0.28, gt=0, description="eps_high of clip_higher (DAPO) and of "
-                                 "cispo's importance-weight clip.")
+    clip_eps: float = Field(0.2, gt=0, le=MAX_COEF,
+        description="Clip epsilon (eps_low for clip_higher).")
+    clip_eps_high: float = Field(0.28, gt=0, le=MAX_COEF,
+        description="eps_high of clip_higher (DAPO) and of cispo's importance-weight clip.")
     loss_agg: str = Field("grpo", description="grpo (per-sequence token mean, then mean), "
                           "bnpo (token mean over the micro-batch), dapo (token mean over the "
                           "step), dr_grpo (sum / constant max length).")
-    kl_coef: float = Field(0.01, ge=0, description="beta of the KL penalty to the frozen "
-                           "reference (R15: sweep 0.001, 0.003, 0.01, 0.03). 0 = no reference.")
+    kl_coef: float = Field(0.01, ge=0, le=MAX_COEF,
+        description="beta of the KL penalty to the frozen reference (R15: sweep 0.001, 0.003, "
+        "0.01, 0.03). 0 = no reference.")
     kl_estimator: str = Field("k3", description="Schulman's KL "
                               "estimators (k3: unbiased, >= 0).")
     kl_in: Literal["loss", "reward"] = Field("loss", description="`loss`: + beta * KL per "
@@ -235,37 +246,37 @@ class AlgoConfig(ConfigSection):
                                                         "beta steered toward `kl_target` "
                                                         "(Ziegler et al. 2019), logged as "
                                                         "`kl_coef`.")
-    kl_target: float = Field(0.02, gt=0, description="Target token-mean KL (nats) of the "
-                             "adaptive controller.")
-    ref_refresh_every: int = Field(0, ge=0, description="Replace the reference by the current "
-                                   "policy every K steps (a periodic reference reset); 0 = never.")
-    reward_noise: float = Field(0.0, ge=0, description="Gaussian reward noise sigma (R14).")
-    overlong_buffer: int = Field(0, ge=0, description="DAPO soft overlong punishment: "
-                                 "completions within this many tokens of `grpo.max_new_tokens` "
-                                 "lose up to `overlong_penalty` reward linearly, truncated ones "
-                                 "all of it (R19); 0 = off.")
-    overlong_penalty: float = Field(1.0, ge=0, description="Scale of that punishment.")
+    kl_target: float = Field(0.02, gt=0, le=MAX_COEF,
+        description="Target token-mean KL (nats) of the adaptive controller.")
+    ref_refresh_every: int = Field(0, ge=0, le=MAX_STEPS,
+        description="Replace the reference by the current policy every K steps (a periodic "
+        "reference reset); 0 = never.")
+    reward_noise: float = Field(0.0, ge=0, le=MAX_COEF,
+        description="Gaussian reward noise sigma (R14).")
+    overlong_buffer: int = Field(0, ge=0, le=MAX_TOKENS,
+        description="DAPO soft overlong punishment: completions within this many tokens of "
+        "`grpo.max_new_tokens` lose up to `overlong_penalty` reward linearly, truncated ones all "
+        "of it (R19); 0 = off.")
+    overlong_penalty: float = Field(1.0, ge=0, le=MAX_COEF, description="Scale of that punishment.")
     mask_truncated: bool = Field(False, description="Truncated completions (hit the cap) get "
                                  "no gradient (DAPO overlong filtering); they still count in "
                                  "their group's statistics.")
-    length_penalty: float = Field(0.0, ge=0, description="Linear length penalty coef * "
-                                  "|y| / max_new_tokens subtracted from the reward (R19).")
-    concise_bonus: float = Field(0.0, ge=0, description="Kimi k1.5 group-relative length "
-                                 "reward: + up to coef/2 for the shortest correct answers of a "
-                                 "group, - for long ones (wrong answers only penalised).")
-    entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus weight (subtracted from "
-                                "the loss); entropy is logged always.")
-    tis_cap: float | None = Field(None, ge=0, description="Truncated importance sampling "
-                                  "of a mismatched sampler (Yao et al. 2025; verl / slime "
-                                  "`tis_imp_ratio_cap`): each token's policy term is weighted "
-                                  "by min(exp(log pi_old - log pi_rollout), tis_cap), detached, "
-                                  "so an int8 rollout's completions train the fp32 policy "
-                                  "without bias beyond the cap. Logs `tis_weight_mean` and "
-                                  "`tis_clipped_fraction` (`rollout_logprob_gap` is logged "
-                                  "always). Unset (default): no weight, except with "
-                                  "`rollout.quantization: int8`, which sets it to 2.0 (the "
-                                  "paper's cap; config.yaml records it). 0: off, also with "
-                                  "int8.")
+    length_penalty: float = Field(0.0, ge=0, le=MAX_COEF,
+        description="Linear length penalty coef * |y| / max_new_tokens subtracted from the reward "
+        "(R19).")
+    concise_bonus: float = Field(0.0, ge=0, le=MAX_COEF,
+        description="Kimi k1.5 group-relative length reward: + up to coef/2 for the shortest "
+        "correct answers of a group, - for long ones (wrong answers only penalised).")
+    entropy_coef: float = Field(0.0, ge=0, le=MAX_COEF,
+        description="Entropy bonus weight (subtracted from the loss); entropy is logged always.")
+    tis_cap: float | None = Field(None, ge=0, le=MAX_COEF,
+        description="Truncated importance sampling of a mismatched sampler (Yao et al. 2025; verl "
+        "/ slime `tis_imp_ratio_cap`): each token's policy term is weighted by min(exp(log pi_old "
+        "- log pi_rollout), tis_cap), detached, so an int8 rollout's completions train the fp32 "
+        "policy without bias beyond the cap. Logs `tis_weight_mean` and `tis_clipped_fraction` "
+        "(`rollout_logprob_gap` is logged always). Unset (default): no weight, except with "
+        "`rollout.quantization: int8`, which sets it to 2.0 (the paper's cap; config.yaml records "
+        "it). 0: off, also with int8.")
 
     @field_validator("advantage", "policy_loss", "loss_agg", "kl_estimator")
     @classmethod
@@ -346,31 +357,30 @@ class RolloutConfig(ConfigSection):
                                     "rollout worker equals the single-process run, while with "
                                     "several it matches it in distribution, not sample for "
                                     "sample (src/rlvr/distributed/ray_workers.py).")
-    ray_rollout_workers: int = Field(2, ge=1, description="Rollout actors. Each asks Ray for "
-                                     "1 CPU and runs `threads` torch threads when set, else an "
-                                     "equal share of this machine's cores (`ray_address: "
-                                     "local`) or Ray's default (one per CPU it was given). Only "
-                                     "used with `ray_address`.")
-    ray_reward_workers: int = Field(1, ge=1, description="Reward actors; each runs a reward "
-                                    "pipeline with `reward.workers` verifier processes, and a "
-                                    "batch of completions is split over them in contiguous "
-                                    "chunks. Verifiers that tests or scripts register at "
-                                    "runtime must come from `reward.plugins` to exist in the "
-                                    "actors. Only used with `ray_address`.")
+    ray_rollout_workers: int = Field(2, ge=1, le=MAX_WORKERS,
+        description="Rollout actors. Each asks Ray for 1 CPU and runs `threads` torch threads when "
+        "set, else an equal share of this machine's cores (`ray_address: local`) or Ray's default "
+        "(one per CPU it was given). Only used with `ray_address`.")
+    ray_reward_workers: int = Field(1, ge=1, le=MAX_WORKERS,
+        description="Reward actors; each runs a reward pipeline with `reward.workers` verifier "
+        "processes, and a batch of completions is split over them in contiguous chunks. Verifiers "
+        "that tests or scripts register at runtime must come from `reward.plugins` to exist in the "
+        "actors. Only used with `ray_address`.")
 
 
 class EvalConfig(ConfigSection):
-    every: int = Field(10, ge=0, description="Validate every K GRPO steps (0 = start and end "
-                       "only). Greedy pass@1 and mean reward on the validation set.")
-    max_new_tokens: int = Field(128, ge=1, description="Completion length cap in tokens of "
-                                "validation and pass@k evaluation.")
-    batch_size: int = Field(64, ge=1, description="Prompts per generation call.")
+    every: int = Field(10, ge=0, le=MAX_STEPS,
+        description="Validate every K GRPO steps (0 = start and end only). Greedy pass@1 and mean "
+        "reward on the validation set.")
+    max_new_tokens: int = Field(128, ge=1, le=MAX_TOKENS,
+        description="Completion length cap in tokens of validation and pass@k evaluation.")
+    batch_size: int = Field(64, ge=1, le=MAX_BATCH, description="Prompts per generation call.")
     base_model: bool = Field(False, description="Also evaluate the model before SFT.")
-    pass_at_k_samples: int = Field(16, ge=0, description="Samples per validation problem for "
-                                   "the baseline vs trained pass@k / maj@k at k = 1, 4, 8, 16 "
-                                   "(R29; n of them, k <= n); 0 disables.")
-    temperature: float = Field(0.7, ge=0, description="Sampling temperature of that pass@k "
-                               "evaluation (R18: 0.6-0.8).")
+    pass_at_k_samples: int = Field(16, ge=0, le=MAX_GROUP,
+        description="Samples per validation problem for the baseline vs trained pass@k / maj@k at "
+        "k = 1, 4, 8, 16 (R29; n of them, k <= n); 0 disables.")
+    temperature: float = Field(0.7, ge=0, le=MAX_TEMPERATURE,
+        description="Sampling temperature of that pass@k evaluation (R18: 0.6-0.8).")
     no_tool_baseline: bool = Field(True, description="With an environment other than "
                                    "`single_turn` (`env.name`): also validate the model before "
                                    "SFT without it: one turn, the plain prompt (no tool system "
@@ -393,6 +403,8 @@ class EvalConfig(ConfigSection):
 
 
 class CheckpointConfig(ConfigSection):
-    every: int = Field(0, ge=0, description="Checkpoint every K GRPO steps (0 = at the end).")
-    keep: int = Field(2, ge=1, description="Checkpoints kept (oldest removed first), besides "
-                      "`step-000000`, which stays as the rollback anchor.")
+    every: int = Field(0, ge=0, le=MAX_STEPS,
+        description="Checkpoint every K GRPO steps (0 = at the end).")
+    keep: int = Field(2, ge=1, le=MAX_STEPS,
+        description="Checkpoints kept (oldest removed first), besides `step-000000`, which stays "
+        "as the rollback anchor.")
