@@ -253,3 +253,17 @@ def test_verify_plugins_option_registers_a_task_type(tmp_path):
                           text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert json.loads((tmp_path / "out.jsonl").read_text())["status"] == "correct"
+
+
+@pytest.mark.parametrize("option", ["-o", "--summary-json"])
+def test_an_output_that_is_the_input_is_refused_and_the_input_kept(tmp_path, monkeypatch, option):
+    """`rlvr verify in.jsonl -o in.jsonl` replaced the completions with their scores."""
+    inp = write_jsonl(tmp_path / "in.jsonl", [{"task_type": "math", "completion": "#### 4",
+                                               "reference": "4"}])
+    before = inp.read_bytes()
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["verify", str(inp), option, "in.jsonl"])  # another spelling
+    message = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"{option} in.jsonl: the same file as the input" in message
+    assert inp.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]

@@ -87,7 +87,7 @@ def test_the_verifier_scores_through_rlvr_verify(workdir):
     assert done.returncode == 0, done.stderr
     scored = [json.loads(line) for line in done.stdout.splitlines()]
     # outcome 1 + format 0.1 x answer_tag's 1.0 for the right answer; the wrong one keeps the
-    # format credit only; no <answer> tag: unparsed, nothing
+    # format credit only; no yes / no at all: unparsed, nothing
     assert [(r["status"], r["extracted"], r["reward"]) for r in scored] == [
         ("correct", "no", pytest.approx(1.1)), ("wrong", "yes", pytest.approx(0.1)),
         ("unparsed", None, pytest.approx(0.0))]

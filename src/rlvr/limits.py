@@ -46,7 +46,7 @@ MAX_REPEATS = 1000
 MAX_TIMEOUT_S = 86_400.0
 
 #: A learning rate.
-MAX_LR = 10.0
+MAX_LR = 1e4  # far past any useful value; a deliberately exploding run (1e3) still starts
 
 #: A sampling temperature.
 MAX_TEMPERATURE = 100.0

@@ -12,6 +12,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from rlvr.cli import app  # noqa: E402
+from rlvr.run_manifest import Manifest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -291,8 +292,16 @@ def test_a_run_directory_holding_files_is_refused_before_any_work(tmp_path):
     (run / "metrics.jsonl").write_text('{"step": 1}\n')
     result = runner.invoke(app, ["train", "--config", SMOKE, "-o", str(run)])
     message = " ".join(result.output.split())  # rich wraps long lines
+    # no manifest: not a run rlvr recorded, so neither --resume nor --overwrite is offered
     assert result.exit_code == 2
-    assert "already holds files" in message and f"--resume {run}" in message
+    assert "no rlvr run recorded writing (metrics.jsonl)" in message
+    assert "--resume" not in message and "--overwrite" not in message
+    Manifest(run, files={"metrics.jsonl"}).save()  # a run's directory
+    result = runner.invoke(app, ["train", "--config", SMOKE, "-o", str(run)])
+    message = " ".join(result.output.split())
+    assert result.exit_code == 2
+    assert "already holds a run" in message and f"--resume {run}" in message
+    assert "--overwrite" in message
     assert (run / "metrics.jsonl").read_text() == '{"step": 1}\n'
     a_file = tmp_path / "file"
     a_file.write_text("x")
@@ -306,9 +315,10 @@ def test_sft_into_a_directory_holding_files_does_not_suggest_resume(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     (run / "metrics.jsonl").write_text('{"step": 1}\n')
+    Manifest(run, files={"metrics.jsonl"}).save()
     result = runner.invoke(app, ["sft", "--config", SMOKE, "-o", str(run)])
     message = " ".join(result.output.split())
-    assert result.exit_code == 2 and "already holds files" in message
+    assert result.exit_code == 2 and "already holds a run" in message
     assert "--resume" not in message and "--overwrite" in message  # rlvr sft has no --resume
 
 

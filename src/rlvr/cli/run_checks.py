@@ -141,11 +141,15 @@ def _check_existing(run_dir: Path, manifest: Manifest | None, *, resume: bool, o
     :func:`prepare_run_dir`); returns whether ``--overwrite`` has something to remove."""
     if resume or not any(e.name not in BOOKKEEPING for e in run_dir.iterdir()):
         return False
+    if not overwrite and manifest is None:
+        raise RunDirError(f"{run_dir} already holds files that no rlvr run recorded writing "
+                          f"({_shown(unlisted_entries(run_dir, None))}): choose another "
+                          f"--output-dir (an empty or new directory)")
     if not overwrite:
         resume_hint = f"continue that run with --resume {run_dir}, " if resumable else ""
-        raise RunDirError(f"{run_dir} already holds files (a run?): {resume_hint}run the same "
-                          f"command again with --overwrite added to clear it, or choose "
-                          f"another --output-dir")
+        raise RunDirError(f"{run_dir} already holds a run: {resume_hint}run the same command "
+                          f"again with --overwrite added to remove what that run wrote (files "
+                          f"of yours there are kept), or choose another --output-dir")
     kept = unlisted_entries(run_dir, manifest)
     if manifest is None:
         raise RunDirError(f"{option} {run_dir}: --overwrite removes only what rlvr recorded "

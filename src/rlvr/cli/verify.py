@@ -84,7 +84,7 @@ def verify(
     for option, path in outputs:
         if path is not None:
             check_output_file(path, option)
-    _check_distinct_outputs([(o, p) for o, p in outputs if p is not None])
+    _check_distinct_outputs([(o, p) for o, p in outputs if p is not None], input)
     limits = {"max_line_bytes": max_line_bytes, "line_setting": "--max-line-bytes"}
     with _rereadable(input) as source:
         try:  # every line is checked before any work starts; none is kept
@@ -210,9 +210,10 @@ def _progress(total: int, total_compare: int, compare: Optional[str]):
                                                                          completed=n)))
 
 
-def _check_distinct_outputs(paths: list[tuple[str, Path]]) -> None:
-    """Fail (exit 2, naming both options) when two output options name the same file."""
-    seen: dict[Path, str] = {}
+def _check_distinct_outputs(paths: list[tuple[str, Path]], input: Path) -> None:
+    """Fail (exit 2, naming both) when two output options name the same file, or one names
+    the input (its records would be replaced by their scores)."""
+    seen: dict[Path, str] = {input.resolve(): "the input"}
     for option, path in paths:
         key = path.resolve()
         if key in seen:
