@@ -160,10 +160,11 @@ def test_a_problem_of_the_file_is_not_blamed_on_an_unrelated_override(tmp_path):
     path.write_text("algo:\n  loss_agg: dapo2\n")
     with pytest.raises(ConfigError) as err:
         load_config(RunConfig, path, ["grpo.steps=3"])
-    assert str(err.value).startswith(f"{path}: algo.loss_agg: 'dapo2' is unknown")
+    assert str(err.value).startswith(f"{path}: algo.loss_agg: unknown loss aggregation 'dapo2'")
     with pytest.raises(ConfigError) as err:
         load_config(RunConfig, path, ["grpo.steps=3", "algo.loss_agg=x"])
-    assert str(err.value).startswith("--set 'algo.loss_agg=x': algo.loss_agg: 'x' is unknown")
+    assert str(err.value).startswith("--set 'algo.loss_agg=x': algo.loss_agg: unknown loss "
+                                    "aggregation 'x'")
     path.write_text("algo:\n  kl_controller: adaptive\n  kl_coef: 0\n")
     with pytest.raises(ConfigError) as err:
         load_config(RunConfig, path, ["algo.clip_eps=0.3"])

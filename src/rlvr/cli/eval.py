@@ -16,11 +16,13 @@ from rlvr.cli.common import (PRECISION_HELP, check_model_name, check_output_dir,
 from rlvr.cli.run_checks import recorded_output_dir
 from rlvr.configio import ConfigError, load_config
 from rlvr.envs.config import EnvConfig
+from rlvr.eval.metrics import SAMPLE_AGGREGATORS
 from rlvr.io import InputError
 from rlvr.limits import (MAX_BATCH, MAX_GROUP, MAX_REPEATS, MAX_ROWS, MAX_SEED, MAX_TEMPERATURE,
                          MAX_TIMEOUT_S, MAX_TOKENS, MAX_WORKERS)
 from rlvr.progress import console_phases
 from rlvr.rewards.pipeline import RewardPipeline
+from rlvr.rewards.registry import VERIFIERS
 from rlvr.tasks.prompting import saved_prompt
 from rlvr.tasks.registry import generated_names, needs_data_path, source_names
 from rlvr.tasks.sources import load_tasks
@@ -82,8 +84,7 @@ def eval_(
     aggregators: Optional[str] = typer.Option(None, "--aggregators", help="TYPE=NAME,... or "
                                               "NAME for all task types (default math=majority,"
                                               " code=any_passes, others best_of_logprob); "
-                                              "names: majority, any_passes, best_of_oracle, "
-                                              "best_of_logprob, best_of_reranker."),
+                                              f"NAME {SAMPLE_AGGREGATORS.one_of()}."),
     temperature: float = typer.Option(0.7, "--temperature", min=0.0, max=MAX_TEMPERATURE,
                                       help="Eval sampling temperature (0.6-0.8 is usual)."),
     top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0, help="Nucleus sampling: "
@@ -342,7 +343,8 @@ def _eval_models(models, endpoint, data, split, settings, reward_config, rerank,
             check_model_name(name, "--model")
     try:
         train, val = load_tasks(data, settings.seed,
-                                log=lambda m: err.print(m, highlight=False, soft_wrap=True))
+                                log=lambda m: err.print(m, highlight=False, soft_wrap=True),
+                                known_types=VERIFIERS.names())
     except ValueError as exc:
         raise fail(f"--tasks {data.source}: {exc}")
     task_list = val if split == "validation" else train

@@ -7,6 +7,8 @@ Engines: ``torch`` (CPU default, :mod:`rlvr.rollout.torch_engine`), ``hf`` (tran
 """
 
 from rlvr.rollout.engine import (
+    ENGINES,
+    EngineMeta,
     RolloutEngine,
     UnknownEngineError,
     create_auto_engine,
@@ -34,6 +36,8 @@ from rlvr.rollout.torch_engine import TorchEngine  # noqa: E402
 DEFAULT_ENGINE = "torch"
 
 __all__ = [
+    "ENGINES",
+    "EngineMeta",
     "DEFAULT_ENGINE",
     "FINISH_LENGTH",
     "FINISH_STOP",
