@@ -379,12 +379,11 @@ def test_the_numeric_field_sweep_covers_every_section():
     (["algo.kl_in=both"], "algo.kl_in: Input should be 'loss' or 'reward'"),
     (["reward.weights=0.1"], "reward.weights: Input should be a valid dictionary"),
     # a task type that does not exist: its setting would apply to nothing
-    (["reward.timeout_overrides_s={mathz: 3}"], "reward.timeout_overrides_s.mathz: no verifier "
-                                                "is registered for task type 'mathz'; did you "
-                                                "mean 'math'?"),
-    (["reward.format_rule={mathz: boxed}"], "reward.format_rule.mathz: no verifier"),
-    (["reward.format_options={mathz: {a: 1}}"], "reward.format_options.mathz: no verifier"),
-    (["reward.verifiers={mathz: math}"], "reward.verifiers.mathz: no verifier"),
+    (["reward.timeout_overrides_s={mathz: 3}"], "reward.timeout_overrides_s.mathz: unknown "
+                                                "verifier 'mathz'; did you mean 'math'?"),
+    (["reward.format_rule={mathz: boxed}"], "reward.format_rule.mathz: unknown verifier"),
+    (["reward.format_options={mathz: {a: 1}}"], "reward.format_options.mathz: unknown verifier"),
+    (["reward.verifiers={mathz: math}"], "reward.verifiers.mathz: unknown verifier"),
     # inconsistent combinations
     (["eval.temperature=0"], "eval.temperature: 0 (greedy) with pass_at_k_samples 16"),
     (["grpo.prompts_per_step=2", "grpo.group_size=2", "grpo.update_processes=5"],

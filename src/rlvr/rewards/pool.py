@@ -266,7 +266,9 @@ class VerifierPool:
             raise ValueError(f"VerifierPool needs workers >= 1, got {workers}")
         self._ctx = mp.get_context(start_method)
         if start_method == "forkserver":
-            self._ctx.set_forkserver_preload(["rlvr.rewards.builtin"])
+            # the built-ins, with the implementations the registry loads on first use
+            self._ctx.set_forkserver_preload(["rlvr.rewards.builtin", "rlvr.rewards.math_task",
+                                              "rlvr.rewards.code"])
         self._size = workers
         self._workers: list[_Worker] = []
         self._lock = threading.Lock()
