@@ -10,14 +10,12 @@ import shlex
 import sys
 from pathlib import Path
 
-import pytest
 import torch
 import yaml
 from typer.testing import CliRunner
 
 from rlvr.algo import compute_advantages, kl_divergence
-from rlvr.algo.registry import (ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS,
-                                POLICY_LOSSES)
+from rlvr.algo.registry import ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS, POLICY_LOSSES
 from rlvr.envs.registry import ENVIRONMENTS
 from rlvr.rewards.registry import FORMAT_RULES, REWARD_AGGREGATORS, VERIFIERS
 from rlvr.rewards.types import Status
@@ -26,7 +24,7 @@ from rlvr.tools.registry import TOOLS
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "guides" / "extending.md"
-BLOCK = re.compile(r'^```(\w+) title="([^"]+)"\n(.*?)^```$', re.S | re.M)
+BLOCK = re.compile(r'^```(\w+) title="([^"]+)"\n(.*?)^```$', re.DOTALL | re.MULTILINE)
 
 
 def _blocks() -> dict[str, str]:

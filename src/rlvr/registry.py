@@ -123,9 +123,9 @@ class Registry(Generic[T, M]):
         keywords of the kind's metadata dataclass); returns the argument unchanged.
 
         Raises:
-            TypeError: a keyword the kind does not record, or a required one missing.
-            ValueError: ``name`` is not a non-empty string, or another object is already
-                registered under it.
+            TypeError: a keyword the kind does not record, a required one missing, or a
+                ``name`` that is not a string.
+            ValueError: ``name`` is blank, or another object is already registered under it.
         """
         record = self.make_meta(name, **meta)
 
@@ -164,7 +164,8 @@ class Registry(Generic[T, M]):
 
         Raises:
             TypeError: ``meta`` is not the kind's metadata dataclass.
-            ValueError: ``name`` is not a non-empty string, another object is already
+            TypeError: ``name`` is not a string.
+            ValueError: ``name`` is blank, another object is already
                 registered under it, or ``name`` was declared :meth:`lazy` with other
                 metadata.
         """
@@ -192,8 +193,8 @@ class Registry(Generic[T, M]):
         descriptions list them) without importing it.
 
         Raises:
-            TypeError: as :meth:`make_meta`.
-            ValueError: ``name`` is not a non-empty string or is already registered.
+            TypeError: as :meth:`make_meta`, or ``name`` is not a string.
+            ValueError: ``name`` is blank or already registered.
         """
         self._check_name(name)
         record = self.make_meta(name, **meta)
@@ -203,7 +204,9 @@ class Registry(Generic[T, M]):
         self._table[name] = Entry(name, _Pending(loader), record)
 
     def _check_name(self, name: object) -> None:
-        if not isinstance(name, str) or not name.strip():
+        if not isinstance(name, str):
+            raise TypeError(f"{self.kind} name {name!r}: expected a non-empty string")
+        if not name.strip():
             raise ValueError(f"{self.kind} name {name!r}: expected a non-empty string")
 
     def unregister(self, name: str) -> None:
@@ -219,6 +222,7 @@ class Registry(Generic[T, M]):
         Raises:
             KeyError: (or the registry's ``error`` class) an unknown name; the message is
                 :meth:`unknown_message`.
+            RuntimeError: a :meth:`lazy` entry whose loader registered nothing.
         """
         try:
             entry = self._table[name]
@@ -227,8 +231,8 @@ class Registry(Generic[T, M]):
         if isinstance(entry.obj, _Pending):
             entry.obj.loader()
             entry = self._table.get(name, entry)
-            if isinstance(entry.obj, _Pending):
-                raise RuntimeError(f"{self.kind} {name!r}: its loader "
+            if isinstance(entry.obj, _Pending):  # a broken loader, not a bad argument
+                raise RuntimeError(f"{self.kind} {name!r}: its loader "  # noqa: TRY004
                                    f"{entry.obj.loader!r} registered nothing")
         return entry
 

@@ -23,6 +23,7 @@ Public API:
   (:mod:`rlvr.envs.tokens`).
 """
 
+from rlvr.envs import verifiers_adapter  # noqa: F401  (registers the verifiers environment)
 from rlvr.envs.base import Environment
 from rlvr.envs.config import EnvConfig, describe_names
 from rlvr.envs.registry import env_class, env_names, make_env, register_env, unregister_env
@@ -31,7 +32,6 @@ from rlvr.envs.tokens import ChatTemplateError, observation_ids, observation_tex
 from rlvr.envs.tool_calls import ToolCall, parse_tool_calls
 from rlvr.envs.tool_env import ToolEnv, tool_lines, tools_prompt
 from rlvr.envs.types import Episode, FinishReason, Message, StepResult, Turn
-from rlvr.envs import verifiers_adapter  # noqa: F401  (registers the verifiers environment)
 
 describe_names()  # the built-ins above are registered: EnvConfig.name lists them
 

@@ -19,7 +19,6 @@ from rlvr.registry import load_plugins
 from rlvr.tools.registry import TOOLS
 from rlvr.tools.types import DEFAULT_OUTPUT_BYTES, DEFAULT_TIMEOUT_S
 
-
 #: The description of ``EnvConfig.name``; ``{one_of}`` is the registered names. The built-in
 #: environments subclass :class:`rlvr.envs.Environment`, which uses this config, so they
 #: register after the class is built: :mod:`rlvr.envs` fills the names in once they have

@@ -24,12 +24,12 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
+from rlvr.registry import Registry
 from rlvr.rewards.math.normalize import clean_latex, compact
 from rlvr.rewards.math.numbers import parse_number
-from rlvr.registry import Registry
 from rlvr.rewards.math.structure import Assign, Scalar, parse_answer
 
 

@@ -34,7 +34,17 @@ _HOME = {
     "VerifyJob": "rlvr.rewards.pool",
 }
 
-__all__ = sorted(_HOME)
+__all__ = [
+    "Extraction",
+    "RewardConfig",
+    "RewardPipeline",
+    "RewardResult",
+    "ScoreRequest",
+    "Status",
+    "Verdict",
+    "VerifierPool",
+    "VerifyJob",
+]
 
 
 def __getattr__(name: str) -> Any:

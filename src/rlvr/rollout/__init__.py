@@ -36,11 +36,11 @@ from rlvr.rollout.torch_engine import TorchEngine  # noqa: E402
 DEFAULT_ENGINE = "torch"
 
 __all__ = [
-    "ENGINES",
-    "EngineMeta",
     "DEFAULT_ENGINE",
+    "ENGINES",
     "FINISH_LENGTH",
     "FINISH_STOP",
+    "EngineMeta",
     "HFEngine",
     "RolloutEngine",
     "RolloutOutput",

@@ -31,8 +31,9 @@ The built-in sources are registered by :mod:`rlvr.tasks.builtin_sources`, which 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from rlvr.records import Task
 from rlvr.registry import Registry

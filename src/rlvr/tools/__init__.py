@@ -15,6 +15,7 @@ Public API:
   their modules (the python tool's on its first use).
 """
 
+from rlvr.tools import calculator as _calculator  # noqa: F401  (registers the calculator)
 from rlvr.tools.output import bound_text
 from rlvr.tools.registry import (
     RESERVED_NAMES,
@@ -37,12 +38,9 @@ from rlvr.tools.types import (
     ToolTimeout,
 )
 
-# Importing the built-in tools' modules registers them; the python tool's module imports the
-# sandbox (and the code verifier), so it is declared here and imported on first use: a config
-# naming it validates without it.
-from rlvr.tools import calculator as _calculator  # noqa: E402,F401
 
-
+# The python tool's module imports the sandbox (and the code verifier): declared here, imported
+# on first use, so a config naming it validates without them.
 def _load_python_tool() -> None:
     from rlvr.tools import python_tool  # noqa: F401
 
