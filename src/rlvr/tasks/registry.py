@@ -100,8 +100,10 @@ class TaskSource:
 
 
 #: The registered sources (an instance of each class), in registration order.
-SOURCES: Registry[TaskSource, Any] = Registry("task source", field="data.source", ordered=True,
-                                              identity=type)
+SOURCES: Registry[TaskSource, Any] = Registry(
+    "task source", field="data.source", ordered=True,
+    # one source: the same class, or the same generator function (a module imported twice)
+    identity=lambda source: getattr(source, "_generator", None) or type(source))
 
 _ATTRIBUTES = ("generated", "own_splits", "splits_in_one_file", "empty_split",
                "default_mixture", "instruction", "sft_mixture", "verifier_defaults",
@@ -137,13 +139,14 @@ def register_source(cls: type[TaskSource] | str, /, **attributes: Any) -> Any:
                         f"check_mixture)")
 
     def decorator(fn: Callable[..., list[Task]]) -> Callable[..., list[Task]]:
-        body: dict[str, Any] = {"name": name, "generated": True, "__doc__": fn.__doc__,
-                                "__module__": fn.__module__,
+        body: dict[str, Any] = {"generated": True, **attributes, "name": name,
+                                "__doc__": fn.__doc__, "__module__": fn.__module__,
+                                "_generator": staticmethod(fn),
                                 "generate": lambda self, mixture, n, **kw: fn(mixture, n, **kw)}
-        check = attributes.pop("check_mixture", None)
+        check = attributes.get("check_mixture")
         if check is not None:
             body["check_mixture"] = lambda self, mixture: check(mixture)
-        register_source(type(f"{fn.__name__}_source", (TaskSource,), {**body, **attributes}))
+        register_source(type(f"{fn.__name__}_source", (TaskSource,), body))
         return fn
 
     return decorator
