@@ -139,32 +139,57 @@ def test_lazy_entries_load_on_first_get_with_their_declared_metadata(engines):
 
 
 def test_config_descriptions_list_every_registered_name():
-    from rlvr.algo import registry as algo
-    from rlvr.envs import EnvConfig
-    from rlvr.eval.metrics import SAMPLE_AGGREGATORS
-    from rlvr.rewards.config import RewardConfig
-    from rlvr.rewards.registry import FORMAT_RULES, REWARD_AGGREGATORS, VERIFIERS
-    from rlvr.rollout import ENGINES
-    from rlvr.tasks.config import DataConfig
-    from rlvr.tools import TOOLS
-    from rlvr.train.config import AlgoConfig, RolloutConfig
+    # In a fresh interpreter (this one may hold other tests' registrations): each registry-
+    # backed field's description holds "one of: ..." with exactly the registered names.
+    code = """
+from rlvr.algo import registry as algo
+from rlvr.envs import EnvConfig
+from rlvr.envs.registry import ENVIRONMENTS
+from rlvr.rewards.config import RewardConfig
+from rlvr.rewards.registry import FORMAT_RULES, REWARD_AGGREGATORS, VERIFIERS
+from rlvr.rollout import ENGINES
+from rlvr.tasks.config import DataConfig
+from rlvr.tasks.registry import SOURCES
+from rlvr.tools import TOOLS
+from rlvr.train.config import AlgoConfig, RolloutConfig
 
-    fields = [(AlgoConfig, "advantage", algo.ADVANTAGE_ESTIMATORS),
-              (AlgoConfig, "policy_loss", algo.POLICY_LOSSES),
-              (AlgoConfig, "loss_agg", algo.LOSS_AGGREGATIONS),
-              (AlgoConfig, "kl_estimator", algo.KL_ESTIMATORS),
-              (RolloutConfig, "engine", ENGINES),
-              (RewardConfig, "aggregator", REWARD_AGGREGATORS),
-              (RewardConfig, "format_rule", FORMAT_RULES),
-              (RewardConfig, "verifiers", VERIFIERS),
-              (DataConfig, "source", __import__("rlvr.tasks.registry").tasks.registry.SOURCES),
-              (EnvConfig, "name", __import__("rlvr.envs.registry").envs.registry.ENVIRONMENTS),
-              (EnvConfig, "tools", TOOLS)]
-    for model, field, registry in fields:
-        description = model.model_fields[field].description
-        assert registry.one_of() in description, (model.__name__, field)
-        assert all(f"`{name}`" in description for name in registry.names())
+fields = [(AlgoConfig, "advantage", algo.ADVANTAGE_ESTIMATORS),
+          (AlgoConfig, "policy_loss", algo.POLICY_LOSSES),
+          (AlgoConfig, "loss_agg", algo.LOSS_AGGREGATIONS),
+          (AlgoConfig, "kl_estimator", algo.KL_ESTIMATORS),
+          (RolloutConfig, "engine", ENGINES),
+          (RewardConfig, "aggregator", REWARD_AGGREGATORS),
+          (RewardConfig, "format_rule", FORMAT_RULES),
+          (RewardConfig, "verifiers", VERIFIERS),
+          (DataConfig, "source", SOURCES),
+          (EnvConfig, "name", ENVIRONMENTS),
+          (EnvConfig, "tools", TOOLS)]
+for model, field, registry in fields:
+    description = model.model_fields[field].description
+    listed = description.split("one of: ", 1)[1]
+    print(field, registry.one_of() in description and len(registry) > 1,
+          all(f"`{name}`" in listed for name in registry.names()))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, check=False,
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[:-1] == [
+        f"{field} True True" for field in ("advantage", "policy_loss", "loss_agg",
+                                           "kl_estimator", "engine", "aggregator",
+                                           "format_rule", "verifiers", "source", "name",
+                                           "tools")]
+
+
+def test_the_policy_loss_description_names_cispo():
+    from rlvr.train.config import AlgoConfig
+
     assert "`cispo`" in AlgoConfig.model_fields["policy_loss"].description
+
+
+def test_sample_aggregators_are_the_ones_rlvr_eval_documents():
+    from rlvr.eval.metrics import SAMPLE_AGGREGATORS
+
     assert SAMPLE_AGGREGATORS.names() == ["any_passes", "best_of_logprob", "best_of_oracle",
                                           "best_of_reranker", "majority"]
 
