@@ -81,3 +81,13 @@ def test_run_config_plugins_register_a_source_before_data_is_validated(tmp_path,
     finally:
         unregister_source("test-primes")
         monkeypatch.delitem(__import__("sys").modules, "my_sources_for_test", raising=False)
+
+
+def test_eval_help_names_every_sample_aggregator():
+    # rlvr.eval is imported inside the eval command (it may import torch), so the help of
+    # --aggregators lists the names itself: it must list exactly the registered ones
+    from rlvr.eval.metrics import SAMPLE_AGGREGATORS
+
+    result = runner.invoke(app, ["eval", "--help"], env={"COLUMNS": "400"})
+    help_text = " ".join(result.output.split())
+    assert f"names: {', '.join(SAMPLE_AGGREGATORS.names())}." in help_text

@@ -73,7 +73,7 @@ def test_a_configs_env_section_is_the_default(tmp_path):
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--env", "tol"], "--env: name: 'tol' is not a registered environment"),
+    (["--env", "tol"], "--env: name: unknown environment 'tol'"),
     (["--env", "tool", "--tools", "calculater"], "--tools: tools: unknown tool 'calculater'"),
     (["--tools", "calculator"], "--tools: needs --env NAME"),
 ])

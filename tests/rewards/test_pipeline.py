@@ -108,7 +108,7 @@ def test_pool_usable_from_threads():
 
 
 def test_unknown_task_type_names_the_known_ones(pipeline):
-    with pytest.raises(KeyError, match="unknown task_type 'nope'.*math"):
+    with pytest.raises(KeyError, match="task_type: unknown verifier 'nope'; registered: .*math"):
         pipeline.score("1", "1", "nope")
 
 
@@ -117,8 +117,10 @@ def test_unknown_task_type_names_the_known_ones(pipeline):
     [
         ({"weights": {"outcome": 1.0, "format": 1.0}}, "tie or beat"),
         ({"weights": {"format": 0.1}}, "outcome must be > 0"),
-        ({"aggregator": "mean"}, "aggregator 'mean' is unknown"),
-        ({"format_rule": {"math": "boxd"}}, "format_rule.math: 'boxd' is unknown"),
+        ({"aggregator": "mean"}, "aggregator: unknown reward aggregator 'mean'; registered: "
+                                 "outcome_gated, weighted_sum"),
+        ({"format_rule": {"math": "boxd"}},
+         "format_rule.math: unknown format rule 'boxd'; did you mean 'boxed'?"),
         ({"plugins": ["no_such_module_xyz"]}, "plugins: cannot import"),
         ({"timeout_s": 0}, "greater than 0"),
         ({"wieghts": {}}, "Extra inputs are not permitted"),
@@ -132,8 +134,7 @@ def test_unknown_task_type_names_the_known_ones(pipeline):
          "verifier_options.math.allow_last_number: expected bool, got 'yes'"),
         ({"verifier_options": {"math": {"exact_sig_digits": 7.5}}}, "expected int, got 7.5"),
         ({"verifier_options": {"mathz": {}}},
-         "verifier_options.mathz: no verifier is registered for task type 'mathz'; did you mean "
-         "'math'"),
+         "verifier_options.mathz: unknown verifier 'mathz'; did you mean 'math'"),
     ],
 )
 def test_bad_config_is_rejected_with_the_field(fields, message):

@@ -281,7 +281,7 @@ def test_episode_metrics_and_samples_by_hand(tiny, scripted_env, tmp_path):
 # -- config -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("override, field", [
-    ("env.name=tol", "env.name: 'tol' is not a registered environment"),
+    ("env.name=tol", "env.name: unknown environment 'tol'; did you mean 'tool'?"),
     ("env.tools=[calculater]", "env.tools: unknown tool 'calculater'; did you mean "
                                "'calculator'?"),
     ("env.max_turn=3", "env.max_turn: unknown key; did you mean 'max_turns'?"),

@@ -109,7 +109,7 @@ def test_console_output_is_a_short_summary_with_progress_and_no_bars(tmp_path):
         (["--set", "grpo.learning_rate=fast"], "grpo.learning_rate: Input should be a valid number"),
         (["--set", "data.source=gsm8k", "--set", "data.path=/no/such/dir"],
          "--set 'data.path=/no/such/dir': data.path: /no/such/dir does not exist"),
-        (["--set", "algo.loss_agg=dapo2"], "algo.loss_agg: 'dapo2' is unknown"),
+        (["--set", "algo.loss_agg=dapo2"], "algo.loss_agg: unknown loss aggregation 'dapo2'"),
         (["--set", "model.name=nonexistent-model"],
          "--set 'model.name=nonexistent-model': model.name: 'nonexistent-model'"),
         (["--set", "model.name=/no/such/model"],

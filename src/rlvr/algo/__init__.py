@@ -7,7 +7,8 @@ is weighted in the step (:func:`micro_batch_weight`), so a trainer never checks 
 
 - :data:`ADVANTAGE_ESTIMATORS` (:mod:`.advantages`): ``grpo``, ``dr_grpo``, ``rloo``,
   ``reinforce_pp_baseline``.
-- :data:`POLICY_LOSSES` (:mod:`.policy_loss`): ``clip``, ``clip_higher``, ``dual_clip``.
+- :data:`POLICY_LOSSES` (:mod:`.policy_loss`): ``clip``, ``clip_higher``, ``dual_clip``,
+  ``cispo``.
 - :data:`KL_ESTIMATORS` (:mod:`.kl`): ``k1``, ``k2``, ``k3``.
 - :data:`LOSS_AGGREGATIONS` (:mod:`.loss_agg`): ``grpo``, ``bnpo``, ``dapo``, ``dr_grpo``.
 

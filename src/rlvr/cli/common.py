@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from rlvr.configio import ConfigError, load_config
 from rlvr.io import OutputError, output_dir_problem, output_file_problem
-from rlvr.rewards.registry import load_plugins
+from rlvr.registry import load_plugins
 
 err = Console(stderr=True)
 

@@ -23,7 +23,7 @@ from rlvr.limits import (MAX_BATCH, MAX_GROUP, MAX_REPEATS, MAX_ROWS, MAX_TEMPER
                          MAX_WORKERS)
 from rlvr.rewards.config import RewardConfig
 from rlvr.rewards.pipeline import RewardPipeline
-from rlvr.rewards.registry import task_types
+from rlvr.rewards.registry import VERIFIERS
 from rlvr.tasks.config import DataConfig
 from rlvr.tasks.registry import generated_names, source_names, task_source
 from rlvr.tasks.sources import DataError, load_task_file
@@ -51,7 +51,7 @@ def _read(path: Path):
         tasks = load_task_file(Path(path))
     except DataError as exc:
         raise _fail(str(exc))
-    known = set(task_types())
+    known = set(VERIFIERS.names())
     for line, task in enumerate(tasks, 1):
         if task.task_type not in known:
             raise _fail(f"{path}:{line}: task_type {task.task_type!r} has no verifier; "

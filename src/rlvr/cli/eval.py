@@ -16,14 +16,17 @@ from rlvr.cli.common import (PRECISION_HELP, check_model_name, check_output_dir,
 from rlvr.cli.run_checks import recorded_output_dir
 from rlvr.configio import ConfigError, load_config
 from rlvr.envs.config import EnvConfig
+from rlvr.envs.registry import ENVIRONMENTS
 from rlvr.io import InputError
 from rlvr.limits import (MAX_BATCH, MAX_GROUP, MAX_REPEATS, MAX_ROWS, MAX_SEED, MAX_TEMPERATURE,
                          MAX_TIMEOUT_S, MAX_TOKENS, MAX_WORKERS)
 from rlvr.progress import console_phases
 from rlvr.rewards.pipeline import RewardPipeline
+from rlvr.rewards.registry import VERIFIERS
 from rlvr.tasks.prompting import saved_prompt
 from rlvr.tasks.registry import generated_names, needs_data_path, source_names
 from rlvr.tasks.sources import load_tasks
+from rlvr.tools.registry import TOOLS
 
 
 def _tasks_help() -> str:
@@ -82,8 +85,8 @@ def eval_(
     aggregators: Optional[str] = typer.Option(None, "--aggregators", help="TYPE=NAME,... or "
                                               "NAME for all task types (default math=majority,"
                                               " code=any_passes, others best_of_logprob); "
-                                              "names: majority, any_passes, best_of_oracle, "
-                                              "best_of_logprob, best_of_reranker."),
+                                              "names: any_passes, best_of_logprob, "
+                                              "best_of_oracle, best_of_reranker, majority."),
     temperature: float = typer.Option(0.7, "--temperature", min=0.0, max=MAX_TEMPERATURE,
                                       help="Eval sampling temperature (0.6-0.8 is usual)."),
     top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0, help="Nucleus sampling: "
@@ -133,12 +136,13 @@ def eval_(
                                       "--config's). Repeatable or comma-separated; a module in "
                                       "the working directory imports by name."),
     env: Optional[str] = typer.Option(None, "--env", help="Play episodes of this environment "
-                                      "(env.name of a run config: tool, single_turn, or one a "
+                                      f"(env.name of a run config, {ENVIRONMENTS.one_of()}, "
+                                      "or one a "
                                       "--plugins module registers) and report pass@k / maj@k "
                                       "over episodes; default: --config's env section, else "
                                       "single-turn completions. Local --model only."),
     tools: Optional[str] = typer.Option(None, "--tools", help="Tools the environment offers, "
-                                        "comma-separated (env.tools, e.g. calculator,python; "
+                                        f"comma-separated (env.tools, each {TOOLS.one_of()}; "
                                         "default: --config's, else calculator,python)."),
     max_turns: Optional[int] = typer.Option(None, "--max-turns", min=1, max=MAX_REPEATS,
         help="Most assistant turns per episode (env.max_turns; default: --config's, else 4)."),
@@ -342,7 +346,8 @@ def _eval_models(models, endpoint, data, split, settings, reward_config, rerank,
             check_model_name(name, "--model")
     try:
         train, val = load_tasks(data, settings.seed,
-                                log=lambda m: err.print(m, highlight=False, soft_wrap=True))
+                                log=lambda m: err.print(m, highlight=False, soft_wrap=True),
+                                known_types=VERIFIERS.names())
     except ValueError as exc:
         raise fail(f"--tasks {data.source}: {exc}")
     task_list = val if split == "validation" else train

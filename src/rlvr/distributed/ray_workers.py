@@ -68,7 +68,7 @@ from rlvr.distributed.sharding import merge_outputs, shard_bounds, shard_seed
 from rlvr.models.precision import resolve_precision
 from rlvr.rewards.config import RewardConfig
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
-from rlvr.rewards.registry import get_verifier
+from rlvr.rewards.registry import VERIFIERS
 from rlvr.rewards.types import RewardResult
 from rlvr.rollout.engine import (
     check_prompts,
@@ -293,7 +293,7 @@ class RayRewardPipeline:
             ray.exceptions.RayTaskError: an actor failed.
         """
         for request in requests:
-            get_verifier(self.config.verifiers.get(request.task_type, request.task_type))
+            VERIFIERS.get(self.config.verifiers.get(request.task_type, request.task_type))
         if not requests:
             return []
         requests = list(requests)

@@ -7,6 +7,8 @@ Engines: ``torch`` (CPU default, :mod:`rlvr.rollout.torch_engine`), ``hf`` (tran
 """
 
 from rlvr.rollout.engine import (
+    ENGINES,
+    EngineMeta,
     RolloutEngine,
     UnknownEngineError,
     create_auto_engine,
@@ -35,8 +37,10 @@ DEFAULT_ENGINE = "torch"
 
 __all__ = [
     "DEFAULT_ENGINE",
+    "ENGINES",
     "FINISH_LENGTH",
     "FINISH_STOP",
+    "EngineMeta",
     "HFEngine",
     "RolloutEngine",
     "RolloutOutput",

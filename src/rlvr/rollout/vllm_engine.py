@@ -129,7 +129,7 @@ def parse_version(text: str) -> tuple[int, int, int]:
     return tuple(numbers + [0] * (3 - len(numbers)))  # type: ignore[return-value]
 
 
-@register_engine("vllm")
+@register_engine("vllm", device="cuda")
 class VLLMEngine:
     """Rollouts through vLLM on a CUDA GPU (see the module doc for the API paths used).
 
@@ -165,7 +165,7 @@ class VLLMEngine:
     """
 
     name = "vllm"
-    device = "cuda"  # the run's precision resolves against the GPU (create_engine)
+    device = "cuda"  # as registered: the run's precision resolves against the GPU
 
     def __init__(self, model, *, pad_token_id: int | None = None,
                  gpu_memory_utilization: float = 0.3, enable_sleep_mode: bool = False,

@@ -17,7 +17,7 @@ from pydantic_core import PydanticCustomError
 from rlvr.configio import ConfigModel
 from rlvr.io import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_PROMPT_CHARS
 from rlvr.limits import MAX_COEF, MAX_INPUT_BYTES, MAX_ROWS
-from rlvr.tasks.registry import is_source, source_names, task_source
+from rlvr.tasks.registry import SOURCES, is_source, source_names, task_source
 
 DEFAULT_INSTRUCTION = (
     "Solve the problem. Write each calculation on its own line, then give the final answer "
@@ -117,7 +117,8 @@ class DataSource(ConfigSection):
 
 class DataConfig(ConfigSection):
     source: SourceName = Field(
-        "arithmetic", description="Task source. `arithmetic`, `logic` (countdown, knights "
+        "arithmetic", description=f"Task source, {SOURCES.one_of()}. `arithmetic`, `logic` "
+        "(countdown, knights "
         "and knaves) and `tool_arithmetic` (3-digit products, three operands, word problems: "
         "arithmetic for the calculator tool) are generated from `mixture`, and so are "
         "`reasoning_gym` (reasoning-gym's datasets, extra `gym`) and `verifiers` (the rows of "

@@ -27,8 +27,8 @@ from rlvr.tasks.verifiers_source import verifiers_data
 from rlvr.monitor.config import HealthConfig
 from rlvr.monitor.sinks import LoggingConfig
 from rlvr.rewards.config import RewardConfig
-from rlvr.rewards.registry import load_plugins
-from rlvr.rollout import engine_names
+from rlvr.registry import load_plugins
+from rlvr.rollout import ENGINES
 from rlvr.tasks.config import (DEFAULT_INSTRUCTION, ConfigSection, DataConfig,  # noqa: F401
                                DataSource, SourceName, carry_instruction, check_mixture,
                                default_instruction)
@@ -218,10 +218,7 @@ class RunConfig(ConfigSection):
     @model_validator(mode="after")
     def _check_names(self) -> "RunConfig":
         # (the algo names are checked by AlgoConfig against the rlvr.algo registries)
-        engines = engine_names()
-        if self.rollout.engine not in engines:
-            raise ValueError(f"rollout.engine: {self.rollout.engine!r} is unknown; choose from "
-                             f"{sorted(engines)}")
+        ENGINES.check(self.rollout.engine)
         self._check_quantization()
         if needs_data_path(self.data.source) and not self.data.path and not self.data.sources:
             raise ValueError(f"data.path: required for data.source={self.data.source!r}")

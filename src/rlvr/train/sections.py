@@ -21,6 +21,7 @@ from rlvr.limits import (MAX_BATCH, MAX_BATCH_TOKENS, MAX_COEF, MAX_GROUP, MAX_L
                          MAX_WORKERS)
 from rlvr.models.loader import DEFAULT_MODEL
 from rlvr.models.precision import Precision, resolve_precision
+from rlvr.rollout import ENGINES
 from rlvr.tasks.config import ConfigSection
 
 
@@ -211,7 +212,8 @@ class AlgoConfig(ConfigSection):
     """The GRPO-family choices (rlvr.algo registries; formulas and papers in each function's
     docstring and in docs/algorithms.md)."""
 
-    advantage: str = Field("grpo", description="Advantage estimator: grpo (Shao et al. 2024), "
+    advantage: str = Field("grpo", description="Advantage estimator, "
+                           f"{registry.ADVANTAGE_ESTIMATORS.one_of()}: grpo (Shao et al. 2024), "
                            "dr_grpo (Liu et al. 2025: no std scaling), rloo (leave-one-out "
                            "baseline, Ahmadian et al. 2024), reinforce_pp_baseline (Hu 2025).")
     std_scale: Literal["group", "batch", "none"] = Field("group", description="Std used by "
@@ -224,20 +226,23 @@ class AlgoConfig(ConfigSection):
         "the negatives. Penalising wrong answers moves their probability toward the model's "
         "current mode, which deepens a wrong mode; below 1 favours greedy pass@1 (Zhu et al. "
         "2025, arXiv:2506.01347: positive vs negative sample reinforcement).")
-    policy_loss: str = Field("clip", description="clip (PPO, symmetric eps), clip_higher "
-                             "(DAPO: eps_low / eps_high), dual_clip (Ye et al. 2020).")
+    policy_loss: str = Field("clip", description="Policy loss, "
+                             f"{registry.POLICY_LOSSES.one_of()}: clip (PPO, symmetric eps), "
+                             "clip_higher (DAPO: eps_low / eps_high), dual_clip (Ye et al. "
+                             "2020), cispo (MiniMax-M1: clipped importance weight, detached).")
     clip_eps: float = Field(0.2, gt=0, le=MAX_COEF,
         description="Clip epsilon (eps_low for clip_higher).")
     clip_eps_high: float = Field(0.28, gt=0, le=MAX_COEF,
         description="eps_high of clip_higher (DAPO) and of cispo's importance-weight clip.")
-    loss_agg: str = Field("grpo", description="grpo (per-sequence token mean, then mean), "
-                          "bnpo (token mean over the micro-batch), dapo (token mean over the "
-                          "step), dr_grpo (sum / constant max length).")
+    loss_agg: str = Field("grpo", description="Loss aggregation, "
+                          f"{registry.LOSS_AGGREGATIONS.one_of()}: grpo (per-sequence token "
+                          "mean, then mean), bnpo (token mean over the micro-batch), dapo "
+                          "(token mean over the step), dr_grpo (sum / constant max length).")
     kl_coef: float = Field(0.01, ge=0, le=MAX_COEF,
         description="beta of the KL penalty to the frozen reference (R15: sweep 0.001, 0.003, "
         "0.01, 0.03). 0 = no reference.")
-    kl_estimator: str = Field("k3", description="Schulman's KL "
-                              "estimators (k3: unbiased, >= 0).")
+    kl_estimator: str = Field("k3", description="Schulman's KL estimators, "
+                              f"{registry.KL_ESTIMATORS.one_of()} (k3: unbiased, >= 0).")
     kl_in: Literal["loss", "reward"] = Field("loss", description="`loss`: + beta * KL per "
                                              "token in the loss (GRPO); `reward`: R - beta * "
                                              "sum_t KL folded into the reward before the "
@@ -288,9 +293,10 @@ class AlgoConfig(ConfigSection):
                  "loss_agg": registry.LOSS_AGGREGATIONS,
                  "kl_estimator": registry.KL_ESTIMATORS}[info.field_name]
         if name not in table:
-            # a custom error type: its message is shown as is (no "Value error, " prefix)
+            # a custom error type: its message is shown as is (no "Value error, " prefix);
+            # the error's location already names the field
             raise PydanticCustomError("unregistered", "{message}",
-                                      {"message": table.unknown_message(name)})
+                                      {"message": table.unknown_message(name, field="")})
         return name
 
     @model_validator(mode="after")
@@ -328,9 +334,9 @@ class AlgoConfig(ConfigSection):
 
 
 class RolloutConfig(ConfigSection):
-    engine: str = Field("torch", description="Rollout engine: `torch` (fast CPU decoder), "
-                        "`hf` (transformers generate) or `vllm` (CUDA GPU, `pip install "
-                        "rlvr[vllm]`).")
+    engine: str = Field("torch", description=f"Rollout engine, {ENGINES.one_of()}: `torch` "
+                        "(fast CPU decoder), `hf` (transformers generate), `vllm` (CUDA GPU, "
+                        "`pip install rlvr[vllm]`).")
     quantization: Literal["none", "int8"] = Field(
         "none", description="`int8`: the `torch` engine samples the GRPO rollouts with int8 "
         "weights (decode steps' q/k/v, o, gate/up and down matmuls; per-output-channel scales, "
