@@ -209,7 +209,7 @@ def _no_space(*_args, **_kwargs):
 def test_a_full_disk_while_writing_exits_1_with_the_previous_output_intact(tmp_path,
                                                                           monkeypatch):
     """ENOSPC while writing -o was a traceback (the old file survived)."""
-    from rlvr import io as records_io
+    from rlvr.io import writing as records_io
 
     inp = write_jsonl(tmp_path / "in.jsonl", [{"task_type": "math", "completion": "#### 4",
                                                "reference": "4"}])

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rlvr.cli import app
-from rlvr import io as records_io
+from rlvr.io import writing as records_io
 from rlvr.io import OutputError, append_jsonl, atomic_write, output_dir_problem, output_file_problem
 
 runner = CliRunner()

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rlvr.rewards.code import code_block_format, extract_code, fenced_blocks
+from rlvr.rewards.code import code_block_format
+from rlvr.rewards.code_extract import extract_code, fenced_blocks
 
 
 def test_fenced_python_block():

@@ -11,7 +11,7 @@ import sympy
 
 from . import symbolic
 from .outcome import Compare, Outcome, Policy, no, yes
-from .structure import Matrix, MatrixExpr, Scalar, Seq
+from .shapes import Matrix, MatrixExpr, Scalar, Seq
 
 
 def compare_matrices(ref, resp, policy: Policy, compare: Compare) -> Outcome:

@@ -12,7 +12,9 @@ from sympy.core.relational import Relational
 from . import symbolic
 from .normalize import compact
 from .outcome import Compare, Outcome, Policy, no, yes
-from .structure import Assign, Relation, Scalar, Seq, SetExpr, has_variables, is_label, parse_answer
+from .labels import has_variables, is_label
+from .shapes import Assign, Relation, Scalar, Seq, SetExpr
+from .structure import parse_answer
 
 
 def as_relation(node: Assign) -> Relation:

@@ -24,7 +24,7 @@ import sympy
 from . import symbolic
 from .numbers import Num, TooLarge, eval_arith, parse_number
 from .outcome import Outcome, Policy, no, yes
-from .structure import Scalar
+from .shapes import Scalar
 
 mpmath.mp.dps = 50
 
