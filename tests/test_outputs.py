@@ -153,10 +153,10 @@ def test_eval_output_directory_checked_before_any_work(tmp_path, completions, re
     a_file = tmp_path / "file"
     a_file.write_text("x")
     scored = []
-    import rlvr.eval.evaluate as evaluate
+    import rlvr.cli.eval as eval_command
 
-    real = evaluate.evaluate_completions
-    monkeypatch.setattr(evaluate, "evaluate_completions",
+    real = eval_command.evaluate_completions
+    monkeypatch.setattr(eval_command, "evaluate_completions",
                         lambda *a, **k: scored.append(1) or real(*a, **k))
     result = runner.invoke(app, ["eval", "--completions", str(completions), "-o", str(a_file)])
     assert result.exit_code == 2, result.output

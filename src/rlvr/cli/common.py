@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from rlvr.configio import ConfigError, load_config
 from rlvr.io import OutputError, output_dir_problem, output_file_problem
+from rlvr.models.loader import DEFAULT_MODEL, TINY_RANDOM, is_model_name, missing_model_path
 from rlvr.rewards.registry import load_plugins
 
 err = Console(stderr=True)
@@ -99,9 +100,6 @@ def with_plugins(reward, plugins: list[str]):
 def check_model_name(name: str, option: str) -> None:
     """Fail (exit 2) on a model name that is neither known, a local path nor a hub id, or a
     local path that does not exist."""
-    # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.models.loader import DEFAULT_MODEL, TINY_RANDOM, is_model_name, missing_model_path
-
     if missing_model_path(name):
         raise fail(f"{option}: {missing_model_path(name)}")
     if not is_model_name(name):

@@ -16,11 +16,21 @@ from rlvr.cli.common import precision_choice
 from rlvr.configio import ConfigError, load_config
 from rlvr.data.check import check_tasks, summarize_checks
 from rlvr.data.dedup import find_contamination, remove_contaminated
-from rlvr.data.stratify import histogram, stratify as run_stratify, tier
+from rlvr.data.stratify import histogram, tier
+from rlvr.data.stratify import stratify as run_stratify
 from rlvr.data.variants import make_variants
+from rlvr.eval.sampling import sample_batched
 from rlvr.io import OutputError, atomic_write, output_file_problem
-from rlvr.limits import (MAX_BATCH, MAX_GROUP, MAX_REPEATS, MAX_ROWS, MAX_TEMPERATURE, MAX_TOKENS,
-                         MAX_WORKERS)
+from rlvr.limits import (
+    MAX_BATCH,
+    MAX_GROUP,
+    MAX_REPEATS,
+    MAX_ROWS,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    MAX_WORKERS,
+)
+from rlvr.models.loader import ModelLoadError
 from rlvr.rewards.config import RewardConfig
 from rlvr.rewards.pipeline import RewardPipeline
 from rlvr.rewards.registry import task_types
@@ -189,8 +199,6 @@ def stratify(
     (a histogram is printed)."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.eval.engine_sampler import load_engine_sampler
-    from rlvr.eval.sampling import sample_batched
-    from rlvr.models.loader import ModelLoadError
 
     try:
         tier(0.5, easy, hard)

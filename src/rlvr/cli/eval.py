@@ -11,14 +11,48 @@ from typing import Optional
 import typer
 from pydantic import ValidationError
 
-from rlvr.cli.common import (PRECISION_HELP, check_model_name, check_output_dir, err, fail,
-                             output_errors, precision_choice, with_plugins)
+from rlvr.cli.common import (
+    PRECISION_HELP,
+    check_model_name,
+    check_output_dir,
+    err,
+    fail,
+    output_errors,
+    precision_choice,
+    with_plugins,
+)
 from rlvr.cli.run_checks import recorded_output_dir
 from rlvr.configio import ConfigError, load_config
 from rlvr.envs.config import EnvConfig
+from rlvr.eval.data import eval_data_config
+from rlvr.eval.endpoint import EndpointError
+from rlvr.eval.evaluate import (
+    EvalError,
+    EvalSettings,
+    evaluate_completions,
+    evaluate_models,
+    load_reranker,
+    parse_aggregators,
+    parse_ks,
+)
+from rlvr.eval.prompts import model_prompt, template_differs, wants_saved_prompt
+from rlvr.eval.records import read_completions
+from rlvr.eval.report import combine, markdown, write_report
+from rlvr.eval.sampling import EndpointSampler
+from rlvr.eval.summary import SummaryError
 from rlvr.io import InputError
-from rlvr.limits import (MAX_BATCH, MAX_GROUP, MAX_REPEATS, MAX_ROWS, MAX_SEED, MAX_TEMPERATURE,
-                         MAX_TIMEOUT_S, MAX_TOKENS, MAX_WORKERS)
+from rlvr.limits import (
+    MAX_BATCH,
+    MAX_GROUP,
+    MAX_REPEATS,
+    MAX_ROWS,
+    MAX_SEED,
+    MAX_TEMPERATURE,
+    MAX_TIMEOUT_S,
+    MAX_TOKENS,
+    MAX_WORKERS,
+)
+from rlvr.models.loader import ModelLoadError
 from rlvr.progress import console_phases
 from rlvr.rewards.pipeline import RewardPipeline
 from rlvr.tasks.prompting import saved_prompt
@@ -149,11 +183,6 @@ def eval_(
     """Test-time scaling: n samples per problem -> pass@k, maj@k, best-of-k, cost per k,
     per-category tables and plots (DIR/results.json, results.md, completions.jsonl, *.png).
     With --env (or a --config with an env section) each sample is a multi-turn episode."""
-    # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.eval.evaluate import (EvalError, EvalSettings, load_reranker, parse_aggregators,
-                                    parse_ks)
-    from rlvr.eval.report import combine, markdown, write_report
-
     if completions is not None and (model or tasks or endpoint):
         raise fail("--completions: give either a completions file or --model/--endpoint with "
                    "--tasks, not both")
@@ -276,10 +305,6 @@ def _eval_data_config(run_config, tasks, data_path, mixture, split, limit, instr
                       one_shot):
     """The DataConfig ``rlvr eval`` loads (:func:`rlvr.eval.data.eval_data_config`); bad values
     exit 2 naming the option."""
-    # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.eval.data import eval_data_config
-    from rlvr.eval.evaluate import EvalError
-
     try:
         return eval_data_config(run_config.data, tasks=tasks, data_path=data_path,
                                 mixture=mixture, split=split, limit=limit,
@@ -296,9 +321,6 @@ def _model_prompts(models, data, instruction, one_shot, config) -> dict[str, dic
         model -> ``{"instruction", "one_shot", "from", "saved"}`` (``saved``: the
         :class:`rlvr.tasks.prompting.SavedPrompt` used, or ``None``).
     """
-    # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.eval.prompts import model_prompt, wants_saved_prompt
-
     out = {}
     for name in models:
         saved = None
@@ -319,9 +341,6 @@ def _model_prompts(models, data, instruction, one_shot, config) -> dict[str, dic
 def _checked_template(sampler, name: str, saved) -> object:
     """``sampler``, after a warning when its tokenizer's chat template is not the one the model
     was trained with (:func:`rlvr.eval.prompts.template_differs`)."""
-    # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.eval.prompts import template_differs
-
     if template_differs(sampler.tokenizer, saved):
         err.print(f"[yellow]warning:[/] {name}: the tokenizer's chat template differs from the "
                   f"one it was trained with ({saved.origin})", highlight=False)
@@ -331,11 +350,7 @@ def _checked_template(sampler, name: str, saved) -> object:
 def _eval_models(models, endpoint, data, split, settings, reward_config, rerank, http,
                  prompts, env_config=None):
     # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.eval.evaluate import EvalError, evaluate_models
     from rlvr.eval.engine_sampler import load_engine_sampler
-    from rlvr.eval.sampling import EndpointSampler
-    from rlvr.eval.summary import SummaryError
-    from rlvr.models.loader import ModelLoadError
 
     if endpoint is None:
         for name in models:
@@ -383,20 +398,12 @@ def _eval_models(models, endpoint, data, split, settings, reward_config, rerank,
     except ImportError as exc:
         raise fail(str(exc), code=1)
     except RuntimeError as exc:  # a server that cannot be reached or answers errors
-        # deferred: model stack (torch); keeps `rlvr --help` fast
-        from rlvr.eval.endpoint import EndpointError
-
         if isinstance(exc, EndpointError):
             raise fail(f"--endpoint: {exc}", code=1)
         raise
 
 
 def _eval_completions(path, settings, reward_config, ks_text, rerank):
-    # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.eval.evaluate import EvalError, evaluate_completions
-    from rlvr.eval.records import read_completions
-    from rlvr.eval.summary import SummaryError
-
     try:
         data = read_completions(path)
     except InputError as exc:

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rlvr.cli.common import check_output_file, fail, output_errors
+from rlvr.eval.lengths import LengthsError, histogram, length_report, load_lengths
 from rlvr.io import atomic_write, write_json
 from rlvr.limits import MAX_TOKENS
 
@@ -29,9 +30,6 @@ def lengths(
 ) -> None:
     """Completion-length distribution, recommended inference cap (P90 x 1.2) and the
     truncation rate at the current cap."""
-    # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.eval.lengths import LengthsError, histogram, length_report, load_lengths
-
     if json_out is not None:
         check_output_file(json_out, "--json")
     try:

@@ -11,8 +11,15 @@ from typing import Optional
 from rlvr.cli.common import err, fail
 from rlvr.configio import override_for
 from rlvr.io import make_dirs, output_dir_problem
-from rlvr.run_manifest import (BOOKKEEPING, MANIFEST_NAME, Manifest, RunDirError, RunDirLock,
-                               unlisted_entries)
+from rlvr.models.loader import is_model_name, missing_model_path
+from rlvr.run_manifest import (
+    BOOKKEEPING,
+    MANIFEST_NAME,
+    Manifest,
+    RunDirError,
+    RunDirLock,
+    unlisted_entries,
+)
 
 
 def run_dir_option(resume: Optional[Path], output_dir: Optional[Path], run_config) -> str:
@@ -209,9 +216,6 @@ def _run_path(entry: str) -> bool:
 def check_run_inputs(config, overrides: list[str] = ()) -> None:
     """Fail before any work on inputs that cannot work (exit 2); a value that came from a
     ``--set`` override is named by it."""
-    # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.models.loader import is_model_name, missing_model_path
-
     def origin(field: str) -> str:
         text = override_for(tuple(field.split(".")), list(overrides))
         return f"--set {text!r}: " if text else ""

@@ -9,6 +9,7 @@ import typer
 
 from rlvr.cli.common import PRECISION_HELP, check_model_name, err, fail, precision_choice
 from rlvr.limits import MAX_TOKENS, MAX_WORKERS
+from rlvr.models.loader import ModelLoadError
 
 
 def serve(
@@ -90,7 +91,6 @@ def _model_server(name: str, engine: str, max_concurrency: int, max_tokens: int,
     ``name``); bad input exits 2 naming the option."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.models.inference import load_for_inference
-    from rlvr.models.loader import ModelLoadError
     from rlvr.rollout import UnsupportedModelError
     from rlvr.serve import ModelServer
 

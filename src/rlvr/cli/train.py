@@ -12,6 +12,8 @@ from rich.console import Console
 
 from rlvr.cli.common import EXIT_STOPPED, err, fail, load_run_config, output_errors
 from rlvr.cli.run_checks import check_run_inputs, prepare_run_dir, run_dir_option
+from rlvr.eval.paired import gain_summary
+from rlvr.eval.report import pass_at_k_table
 from rlvr.rewards.summary import accuracy_text
 
 
@@ -32,8 +34,7 @@ def train(
 ) -> None:
     """SFT cold start + GRPO, ending with a baseline vs trained validation table."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.train.run import (Run, RunInputError, category_table, results_table,
-                                run_dir_for)
+    from rlvr.train.run import Run, RunInputError, category_table, results_table, run_dir_for
 
     if resume is not None and overwrite:
         raise fail("--resume continues a run and --overwrite clears one: pass one of them")
@@ -63,10 +64,6 @@ def train(
     by_category = category_table(results)
     if by_category is not None:
         Console(width=None if sys.stdout.isatty() else 120).print(by_category)
-    # deferred: model stack (torch; rlvr.eval's package); keeps `rlvr --help` fast
-    from rlvr.eval.paired import gain_summary
-    from rlvr.eval.report import pass_at_k_table
-
     sampled = pass_at_k_table(results)
     if sampled is not None:
         Console(width=None if sys.stdout.isatty() else 120).print(sampled)

@@ -16,6 +16,7 @@ from rlvr.configio import ConfigModel
 from rlvr.envs.registry import ENVIRONMENTS, load_builtin_envs
 from rlvr.limits import MAX_BYTES, MAX_REPEATS, MAX_TIMEOUT_S, MAX_TOKENS, MAX_WORKERS
 from rlvr.rewards.registry import load_plugins
+from rlvr.rewards.verifiers_env import load
 from rlvr.tools.registry import require_tool
 from rlvr.tools.types import DEFAULT_OUTPUT_BYTES, DEFAULT_TIMEOUT_S
 
@@ -150,7 +151,6 @@ class EnvConfig(ConfigModel):
             json.dumps(self.kwargs)
         except (TypeError, ValueError):
             raise ValueError("kwargs: load_environment arguments must be JSON values") from None
-        from rlvr.rewards.verifiers_env import load  # verifiers imports only when used
         try:
             load(self.module, self.kwargs, episodic=True)
         except (ImportError, RuntimeError) as exc:

@@ -19,6 +19,7 @@ from typing import Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlvr import __version__
 from rlvr.serve.errors import bad_field
 from rlvr.serve.schemas import ChatMessage, ChatRequest
 from rlvr.serve.server import ModelServer
@@ -86,8 +87,6 @@ def add_utility_routes(app, server: ModelServer) -> None:
     """Add the routes of the module doc to the FastAPI ``app``."""
     from fastapi.responses import Response
     from starlette.concurrency import run_in_threadpool
-
-    from rlvr import __version__
 
     @app.get("/health")
     def health():
