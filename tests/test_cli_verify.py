@@ -56,8 +56,10 @@ def test_summary_json_counts_per_category(tmp_path):
     "bad_line, message",
     [
         ("{not json", "in.jsonl:2: invalid JSON"),
-        ('{"task_type": "math", "completion": "x"}', "in.jsonl:2: missing required field 'reference'"),
-        ('{"task_type": "math", "reference": "1"}', "in.jsonl:2: missing required field 'completion'"),
+        ('{"task_type": "math", "completion": "x"}',
+         "in.jsonl:2: missing required field 'reference'"),
+        ('{"task_type": "math", "reference": "1"}',
+         "in.jsonl:2: missing required field 'completion'"),
         ('{"task_type": "poetry", "completion": "x", "reference": "1"}',
          "in.jsonl:2: field 'task_type': unknown task type 'poetry'"),
         ('{"task_type": "math", "completion": 5, "reference": "1"}',

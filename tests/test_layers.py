@@ -1,8 +1,9 @@
 """Layering: lower layers never import higher ones (checked on the source, nothing imported).
 
-Bottom: ``rlvr.exact``, ``rlvr.io``, ``rlvr.length_cap`` (no rlvr imports outside themselves). ``rewards``
-sits below ``tasks`` and ``data``: tasks generate, rewards judge, and the logic verifier lives
-in ``rewards`` so that no task module registers into the reward registry when imported.
+Bottom: ``rlvr.exact``, ``rlvr.io``, ``rlvr.length_cap`` (no rlvr imports outside
+themselves). ``rewards`` sits below ``tasks`` and ``data``: tasks generate, rewards judge, and
+the logic verifier lives in ``rewards`` so that no task module registers into the reward
+registry when imported.
 
 The layers themselves, and "tasks register nothing into the reward registry at import", are
 import-linter contracts in pyproject.toml (tests/test_import_contracts.py runs them).

@@ -126,7 +126,8 @@ def test_a_run_follows_the_probe_everywhere(monkeypatch, tmp_path, cap, bf16):
     assert results["precision"]["isa"] == cap.isa
     saved = json.loads((tmp_path / "run" / "results.json").read_text())["precision"]
     assert saved == results["precision"]
-    assert f"precision: {'bf16' if bf16 else 'fp32'}" in (tmp_path / "run" / "config.yaml").read_text()
+    saved_config = (tmp_path / "run" / "config.yaml").read_text()
+    assert f"precision: {'bf16' if bf16 else 'fp32'}" in saved_config
 
 
 @pytest.mark.parametrize("cap, dtype", [(NATIVE, torch.bfloat16), (EMULATED, torch.float32)])

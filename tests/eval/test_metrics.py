@@ -5,10 +5,20 @@ from fractions import Fraction
 
 import pytest
 
-from rlvr.eval.metrics import (DEFAULT_AGGREGATORS, ProblemView, aggregator_for, best_of_k,
-                               get_aggregator, maj_at_k, majority_index, mean_ci95,
-                               normalize_answer, pass_at_k, register_aggregator, saturation)
-
+from rlvr.eval.metrics import (
+    DEFAULT_AGGREGATORS,
+    ProblemView,
+    aggregator_for,
+    best_of_k,
+    get_aggregator,
+    maj_at_k,
+    majority_index,
+    mean_ci95,
+    normalize_answer,
+    pass_at_k,
+    register_aggregator,
+    saturation,
+)
 
 # -- pass@k (Chen et al. 2021 eq. 1) ----------------------------------------------------------
 

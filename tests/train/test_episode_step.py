@@ -16,11 +16,12 @@ import json
 from types import SimpleNamespace
 
 import pytest
+import rlvr_multiturn_plugin  # tests/train is on sys.path: test_first_call, test-chars
 import torch
 
 import rlvr.update.loop as update_loop
 from rlvr.configio import ConfigError, load_config
-from rlvr.envs import EnvConfig, Environment, make_env, register_env, unregister_env
+from rlvr.envs import Environment, make_env, register_env, unregister_env
 from rlvr.envs.runner import EpisodeRunner
 from rlvr.envs.tokens import observation_ids
 from rlvr.models import load_model_and_tokenizer
@@ -34,8 +35,6 @@ from rlvr.tools.types import ToolOutcome, ToolStatus
 from rlvr.train.config import RunConfig
 from rlvr.train.grpo import GRPOStep
 from rlvr.train.hooks import LoggingHook
-
-import rlvr_multiturn_plugin  # tests/train is on sys.path: test_first_call, test-chars
 
 SCORE_TYPE = rlvr_multiturn_plugin.CHARS
 TASKS = [Task(id=f"t{i}", prompt=f"What is {i} + 3?", reference=str(i + 3),

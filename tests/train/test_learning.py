@@ -14,9 +14,9 @@ from rlvr.rewards.pipeline import RewardPipeline  # noqa: E402
 from rlvr.rewards.registry import VERIFIERS, register_verifier  # noqa: E402
 from rlvr.rewards.types import Status, Verdict  # noqa: E402
 from rlvr.rollout import create_engine  # noqa: E402
+from rlvr.tasks.prompting import prompt_ids, stop_token_ids  # noqa: E402
 from rlvr.train.config import RunConfig  # noqa: E402
 from rlvr.train.grpo import GRPOStep  # noqa: E402
-from rlvr.tasks.prompting import prompt_ids, stop_token_ids  # noqa: E402
 
 TARGET = "7"
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
 
 from rlvr.cli.common import err, fail
 from rlvr.configio import override_for
@@ -22,7 +21,7 @@ from rlvr.run_manifest import (
 )
 
 
-def run_dir_option(resume: Optional[Path], output_dir: Optional[Path], run_config) -> str:
+def run_dir_option(resume: Path | None, output_dir: Path | None, run_config) -> str:
     """Where the run directory came from, for messages: ``--resume``, ``--output-dir``,
     ``output_dir`` (the config) or ``the default run directory``."""
     if resume is not None:
@@ -124,9 +123,9 @@ def prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool,
         created = make_dirs(run_dir)
         lock = RunDirLock(run_dir)
     except RunDirError as exc:
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
     except OSError as exc:
-        raise fail(f"{option} {run_dir}: cannot write the run directory ({exc.strerror})")
+        raise fail(f"{option} {run_dir}: cannot write the run directory ({exc.strerror})") from None
     try:
         manifest = Manifest.load(run_dir)
         pending = _check_existing(run_dir, manifest, resume=resume, overwrite=overwrite,
@@ -134,7 +133,7 @@ def prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool,
     except BaseException as exc:
         _give_back(run_dir, lock, created)
         if isinstance(exc, RunDirError):
-            raise fail(str(exc))
+            raise fail(str(exc)) from None
         raise
     run = RunDir(run_dir, lock, manifest or Manifest(run_dir), resume=resume,
                  overwrite=pending, created=created)

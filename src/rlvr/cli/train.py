@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -18,13 +17,13 @@ from rlvr.rewards.summary import accuracy_text
 
 
 def train(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Run config YAML "
+    config: Path | None = typer.Option(None, "--config", "-c", help="Run config YAML "
                                           "(default: configs/arithmetic.yaml settings)."),
     set_: list[str] = typer.Option([], "--set", help="Override KEY=VALUE (dotted keys), "
                                    "e.g. --set grpo.steps=10. Repeatable."),
-    output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Run directory "
+    output_dir: Path | None = typer.Option(None, "--output-dir", "-o", help="Run directory "
                                               "(default runs/<name>-<timestamp>)."),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this "
+    resume: Path | None = typer.Option(None, "--resume", help="Continue the run in this "
                                           "directory from its last checkpoint."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start over in a run directory "
                                    "that already holds a run (otherwise refused: use --resume "
@@ -57,7 +56,7 @@ def train(
                           before_writing=target.start_writing).train()
     except RunInputError as exc:
         target.discard()
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
     finally:
         target.close()
     Console(width=None if sys.stdout.isatty() else 120).print(results_table(results))
@@ -90,10 +89,10 @@ def train(
 
 
 def sft(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Run config YAML; its "
+    config: Path | None = typer.Option(None, "--config", "-c", help="Run config YAML; its "
                                           "model, data, sft, reward and eval sections are used."),
     set_: list[str] = typer.Option([], "--set", help="Override KEY=VALUE (dotted keys)."),
-    output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Run directory "
+    output_dir: Path | None = typer.Option(None, "--output-dir", "-o", help="Run directory "
                                               "(default runs/<name>-sft-<timestamp>)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start over in a run directory "
                                    "that already holds a run (otherwise refused): removes what "
@@ -122,7 +121,7 @@ def sft(
             results = Run(run_config, run_dir, before_writing=target.start_writing).sft_only()
     except RunInputError as exc:
         target.discard()
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
     finally:
         target.close()
     before, after = results["base_model"], results["sft_model"]
@@ -132,7 +131,8 @@ def sft(
            else "")
     print(f"sft: {report['kept']} examples ({report['rejected']} rejected{cut}); "
           f"validation {_pass_at_1(before)} -> {_pass_at_1(after)}, format "
-          f"{before['format_rate']:.1%} -> {after['format_rate']:.1%}; model {results['model_dir']}")
+          f"{before['format_rate']:.1%} -> {after['format_rate']:.1%}; "
+          f"model {results['model_dir']}")
 
 
 def _pass_at_1(row: dict) -> str:
@@ -152,8 +152,8 @@ def _print_config_summary(run_config, run_dir: Path) -> None:
         err.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
-def _check_resume_options(resume: Path, config: Optional[Path],
-                          output_dir: Optional[Path]) -> None:
+def _check_resume_options(resume: Path, config: Path | None,
+                          output_dir: Path | None) -> None:
     """Fail (exit 2) on options a resumed run cannot use: it continues with its own
     ``config.yaml`` in its own directory."""
     if config is not None:

@@ -48,7 +48,9 @@ class InputLimits:
     prompt_setting: str = "data.max_prompt_chars"
 
 
-_LIMITS: ContextVar[InputLimits] = ContextVar("rlvr_input_limits", default=InputLimits())
+# InputLimits is a frozen dataclass: the shared default cannot be mutated
+_LIMITS: ContextVar[InputLimits] = ContextVar("rlvr_input_limits",
+                                              default=InputLimits())  # noqa: B039
 
 
 def current_input_limits() -> InputLimits:

@@ -58,7 +58,7 @@ class SequenceBatch:
         """LongTensor[n, T]."""
         return self.input_ids[:, self.prompt_len:]
 
-    def rows(self, index: Tensor | slice) -> "SequenceBatch":
+    def rows(self, index: Tensor | slice) -> SequenceBatch:
         """The sub-batch of the given rows (for micro-batching)."""
         prompts = None
         if self.prompts is not None:
@@ -69,7 +69,7 @@ class SequenceBatch:
                              self.completion_mask[index], prompts, self.loss_mask[index])
 
 
-    def trimmed(self) -> "SequenceBatch":
+    def trimmed(self) -> SequenceBatch:
         """The same rows without trailing completion columns that no row uses (a micro-batch
         of short completions then costs its own width, not the step's longest)."""
         width = int(self.completion_mask.sum(1).max()) if self.completion_mask.numel() else 0

@@ -3,11 +3,14 @@ the logic, reasoning-gym and verifiers-environment verifiers, whose modules are 
 by task modules and so register nothing themselves (a task module registers nothing into the
 reward registry at import). The last two import their optional library on first use only."""
 
+# The import order is the registration order (the order registries list their names in).
+# isort: off
 from rlvr.rewards import aggregate  # noqa: F401
 from rlvr.rewards import format  # noqa: F401
 from rlvr.rewards import math_task  # noqa: F401
 from rlvr.rewards import code  # noqa: F401
 from rlvr.rewards import gym, logic, verifiers_env
+# isort: on
 from rlvr.rewards.registry import register_batch_verifier, register_verifier
 
 register_verifier(logic.TASK_TYPE, format_rule="hash_line")(logic.verify_logic)

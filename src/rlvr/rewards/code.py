@@ -36,6 +36,7 @@ from rlvr.sandbox.grading import (
     plan_check_function,
 )
 
+
 @register_format_rule("code_block")
 def code_block_format(completion: str, **options) -> float:
     """1.0 if the completion holds a closed, non-empty, parsable ```` ```python ```` block."""
@@ -206,9 +207,10 @@ def grade_code(completion: str, reference: dict, **options) -> CodeGrade:
         # something still escape, report it instead of crashing the caller's batch.
         return CodeGrade(Verdict(Status.error, ext.code, ext.method,
                                  f"grader error: {type(e).__name__}: {e}"[:300]))
+    reason = g.run.detail if g.status is not SandboxStatus.wrong_answer else "tests failed"
     detail = (
         f"sandbox={g.status.value} tier={g.tier.value} passed={g.passed}/{g.total} "
-        f"cpu={g.run.cpu_s:.2f}s wall={g.run.wall_s:.2f}s reason={g.run.detail if g.status is not SandboxStatus.wrong_answer else 'tests failed'}"
+        f"cpu={g.run.cpu_s:.2f}s wall={g.run.wall_s:.2f}s reason={reason}"
     )
     status = _STATUS_MAP[g.status]
     # Partial credit never applies to infrastructure failures (``error``): those samples are
@@ -224,7 +226,8 @@ def verify_code(completion: str, reference: dict, **options) -> Verdict:
 
 
 def parse_detail(detail: str) -> dict[str, str]:
-    """The ``key=value`` fields of a code verdict's detail (``sandbox``, ``tier``, ``passed``...)."""
+    """The ``key=value`` fields of a code verdict's detail (``sandbox``, ``tier``,
+    ``passed``...)."""
     out = {}
     for part in detail.split(" "):
         key, eq, value = part.partition("=")

@@ -65,7 +65,7 @@ def fenced_blocks(text: str) -> list[FencedBlock]:
         fence, lang = m.group(1), m.group(2).lower()
         start = i + 1
 
-        def closes(line: str) -> bool:
+        def closes(line: str, fence: str = fence) -> bool:
             s = line.strip()
             return s.startswith(fence[0] * len(fence)) and set(s) == {fence[0]}
 

@@ -41,9 +41,10 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from rlvr.sandbox import SandboxJob, SandboxLimits, SandboxPool, SandboxStatus, environment
 
@@ -95,7 +96,7 @@ def scorer_fingerprint(functions: Sequence[str]) -> str:
     return hashlib.sha256("\0".join(sources).encode()).hexdigest()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def pure_scorer(dataset: str) -> bool:
     """Whether ``dataset``'s scorer may run in the verifier process: it is in
     :data:`PURE_SCORERS`, its class still inherits ``score_answer`` from the pinned function,
@@ -131,7 +132,7 @@ class Scored:
     value: Any = None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _python_version(python: str) -> tuple[int, int] | None:
     try:
         out = subprocess.run([python, "-I", "-S", "-c",

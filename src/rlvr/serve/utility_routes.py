@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -49,7 +49,7 @@ class DetokenizeRequest(BaseModel):
     tokens: list[int] = Field(default_factory=list)
 
 
-def tokenizer_info(server: ModelServer) -> dict[str, Union[str, int, bool, None]]:
+def tokenizer_info(server: ModelServer) -> dict[str, str | int | bool | None]:
     """What ``GET /tokenizer_info`` answers: ``tokenizer_class``, the special tokens
     (``eos_token``, ``bos_token``, ``pad_token``, ``unk_token``), ``chat_template`` and
     ``model_max_length`` (the served context)."""

@@ -18,7 +18,8 @@ def is_label(s: str) -> bool:
     t = re.sub(r"_\{[^{}]*\}|_\\?[A-Za-z0-9]", "", t)
     t = re.sub(r"\^\{?-1\}?(?=\()", "", t)     # f^{-1}(x): the inverse function, a name
     t = re.sub(r"(?<=[A-Za-z}])\([^()]*\)", "", t)
-    t = re.sub(r"\\(?:frac|overline|angle|triangle|vec|mathbf|mathrm|operatorname|text|hat|bar)", "", t)
+    t = re.sub(r"\\(?:frac|overline|angle|triangle|vec|mathbf|mathrm|operatorname|text|hat|bar)",
+               "", t)
     t = re.sub(r"[{}|:/'()]|\\prime|\\\|", "", t)
     if not t or t in ("e", r"\pi", "i"):
         return False
@@ -32,4 +33,5 @@ def has_variables(s: str) -> bool:
 
 def variable_names(s: str) -> set[str]:
     """Letters and commands naming variables in ``s`` (``f(x)`` -> ``{f, x}``)."""
-    return set(re.findall(r"\\[A-Za-z]+|[A-Za-z]", re.sub(r"\\(?:frac|sqrt|cdot|times|left|right)", " ", s)))
+    without = re.sub(r"\\(?:frac|sqrt|cdot|times|left|right)", " ", s)
+    return set(re.findall(r"\\[A-Za-z]+|[A-Za-z]", without))

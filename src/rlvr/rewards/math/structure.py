@@ -29,8 +29,9 @@ __all__ = ["Assign", "Clock", "Matrix", "MatrixExpr", "Relation", "Scalar", "Seq
            "Text", "has_variables", "is_label", "parse_answer"]
 
 
-_EMPTY_RE = re.compile(r"^(?:there (?:are|is) )?no (?:real |integer |positive )?(?:solutions?|roots?|"
-                       r"values?)(?: exists?)?$|^(?:the )?empty set$|^\\emptyset$|^\\\{\s*\\\}$|^無解$|^无解$",
+_EMPTY_RE = re.compile(r"^(?:there (?:are|is) )?no (?:real |integer |positive )?"
+                       r"(?:solutions?|roots?|values?)(?: exists?)?$|^(?:the )?empty set$|"
+                       r"^\\emptyset$|^\\\{\s*\\\}$|^無解$|^无解$",
                        re.I)
 _REALS_RE = re.compile(r"(?:x (?:can be|is) )?(?:the set of |the )?(?:all |any |every )?"
                        r"real (?:numbers?|values?)(?: of x)?|all (?:the )?reals|"
@@ -39,8 +40,8 @@ _REL_OPS = re.compile(r"\\le(?![a-zA-Z])|\\ge(?![a-zA-Z])|\\ne(?![a-zA-Z])|\\in(
                       r"\\notin(?![a-zA-Z])|<|>|=")
 _THOUSANDS_RE = re.compile(r"(?<![\d.,(\[{])[1-9]\d{0,2}(?:,\d{3})+(?![\d,)\]}])")
 # Words that say "approximately": read like \approx (the value after them is the answer).
-_APPROX_WORDS_RE = re.compile(r"(?i)(?:^|(?<=[\s=]))(?:about|approximately|approx\.?|roughly|around|"
-                              r"circa)(?=\s)|(?:^|(?<=[\s=]))~(?=\s*\d)|大约|约为|约")
+_APPROX_WORDS_RE = re.compile(r"(?i)(?:^|(?<=[\s=]))(?:about|approximately|approx\.?|roughly|"
+                              r"around|circa)(?=\s)|(?:^|(?<=[\s=]))~(?=\s*\d)|大约|约为|约")
 
 
 def _bracketed(s: str) -> tuple[str, str, str] | None:
@@ -132,7 +133,8 @@ def _parse(s: str, depth: int):
         return text
     s, trailing = replace_text_groups(s)
     s, percent, removed = strip_units(s)
-    unit = canonical_unit(trailing) or canonical_unit(removed) or "" if (trailing or removed) else ""
+    unit = (canonical_unit(trailing) or canonical_unit(removed) or ""
+            if (trailing or removed) else "")
     # "1, 2, 3, ..." goes on: keep the ellipsis as an element so it never equals a finite list
     s = re.sub(r",\s*(?:\.\.\.|…|\\ldots)\s*\.?$", r", \\ldots", s.strip())
     s = s.strip().rstrip(".").strip() if not s.endswith(r"\ldots") else s
@@ -266,7 +268,8 @@ def _parse_single(s: str, percent: bool, depth: int, unit: str = ""):
     br = _bracketed(s)
     if br is not None:
         open_, inner, close = br
-        if re.match(r"\s*\\begin\{", inner) and re.search(r"\\end\{[^{}]*\}\s*$", inner) and open_ in "([":
+        if (re.match(r"\s*\\begin\{", inner) and re.search(r"\\end\{[^{}]*\}\s*$", inner)
+                and open_ in "(["):
             return _parse(inner, depth + 1)   # \left[\begin{array}..\end{array}\right]
         items = split_top_level(inner, ",;")
         if len(items) >= 2 or open_ == "{":
