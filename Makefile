@@ -25,6 +25,7 @@ verify-demo: setup
 TEST_WORKERS ?= auto
 
 test: setup
+	$(VENV)/bin/ruff check src tests benchmarks scripts
 	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 	$(MAKE) docs
 

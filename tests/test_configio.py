@@ -49,7 +49,8 @@ def test_a_config_file_without_settings_is_refused(tmp_path, text):
 
 
 def test_wrong_type_names_field_and_value():
-    with pytest.raises(ConfigError, match=r"--set 'workers=many': workers: .*integer.*\(got 'many'\)"):
+    with pytest.raises(ConfigError,
+                       match=r"--set 'workers=many': workers: .*integer.*\(got 'many'\)"):
         load_config(RewardConfig, None, ["workers=many"])
 
 

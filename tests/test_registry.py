@@ -206,7 +206,8 @@ def test_checking_a_config_loads_no_heavy_builtin():
             "from rlvr.rewards.registry import VERIFIERS\n"
             "print(VERIFIERS.get('math')('#### 4', '4').status, 'sympy' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300, check=False, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+                         timeout=300, check=False,
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split("\n")[:2] == ["[]", "correct True"]
 

@@ -232,7 +232,7 @@ class Registry(Generic[T, M]):
             entry.obj.loader()
             entry = self._table.get(name, entry)
             if isinstance(entry.obj, _Pending):  # a broken loader, not a bad argument
-                raise RuntimeError(f"{self.kind} {name!r}: its loader "  # noqa: TRY004
+                raise RuntimeError(f"{self.kind} {name!r}: its loader "
                                    f"{entry.obj.loader!r} registered nothing")
         return entry
 

@@ -6,8 +6,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from rlvr.algo import (ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS, POLICY_LOSSES,
-                       BatchCounts, micro_batch_weight)
+from rlvr.algo import (
+    ADVANTAGE_ESTIMATORS,
+    KL_ESTIMATORS,
+    LOSS_AGGREGATIONS,
+    POLICY_LOSSES,
+    BatchCounts,
+    micro_batch_weight,
+)
 from rlvr.algo.registry import VariantMeta, VariantRegistry
 
 CONFIG = SimpleNamespace(algo=SimpleNamespace(std_scale="batch", clip_eps=0.1, clip_eps_high=0.3),

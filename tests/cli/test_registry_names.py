@@ -12,8 +12,13 @@ from rlvr.cli.data import convertible_names
 from rlvr.cli.eval import _tasks_help
 from rlvr.configio import load_config
 from rlvr.records import Task
-from rlvr.tasks.registry import (TaskSource, generated_names, register_source, source_names,
-                                 unregister_source)
+from rlvr.tasks.registry import (
+    TaskSource,
+    generated_names,
+    register_source,
+    source_names,
+    unregister_source,
+)
 from rlvr.train.config import RunConfig
 
 runner = CliRunner()

@@ -9,8 +9,17 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from rlvr.envs import (EnvConfig, Environment, SingleTurnEnv, ToolEnv, Turn, env_class,
-                       env_names, register_env, unregister_env)
+from rlvr.envs import (
+    EnvConfig,
+    Environment,
+    SingleTurnEnv,
+    ToolEnv,
+    Turn,
+    env_class,
+    env_names,
+    register_env,
+    unregister_env,
+)
 from rlvr.records import Task
 
 

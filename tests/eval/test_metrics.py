@@ -5,11 +5,20 @@ from fractions import Fraction
 
 import pytest
 
-from rlvr.eval.metrics import (DEFAULT_AGGREGATORS, SAMPLE_AGGREGATORS, ProblemView,
-                               aggregator_for, best_of_k, maj_at_k, majority_index, mean_ci95,
-                               normalize_answer, pass_at_k, register_sample_aggregator,
-                               saturation)
-
+from rlvr.eval.metrics import (
+    DEFAULT_AGGREGATORS,
+    SAMPLE_AGGREGATORS,
+    ProblemView,
+    aggregator_for,
+    best_of_k,
+    maj_at_k,
+    majority_index,
+    mean_ci95,
+    normalize_answer,
+    pass_at_k,
+    register_sample_aggregator,
+    saturation,
+)
 
 # -- pass@k (Chen et al. 2021 eq. 1) ----------------------------------------------------------
 

@@ -63,8 +63,9 @@ def test_hanging_verifier_times_out_and_pool_recovers():
 
 
 def test_a_slow_worker_start_does_not_count_against_the_first_jobs_deadline(monkeypatch):
-    import rlvr.rewards.pool as pool_module
     import rlvr_test_plugin
+
+    import rlvr.rewards.pool as pool_module
 
     monkeypatch.setattr(pool_module, "_worker_main", rlvr_test_plugin.slow_starting_worker)
     config = RewardConfig(plugins=PLUGIN, workers=2, timeout_s=0.5)
@@ -76,8 +77,9 @@ def test_a_slow_worker_start_does_not_count_against_the_first_jobs_deadline(monk
 
 
 def test_a_worker_that_dies_before_it_is_ready_is_a_clear_error(monkeypatch):
-    import rlvr.rewards.pool as pool_module
     import rlvr_test_plugin
+
+    import rlvr.rewards.pool as pool_module
 
     monkeypatch.setattr(pool_module, "_worker_main", rlvr_test_plugin.worker_that_dies_at_start)
     with VerifierPool(workers=1) as pool:
@@ -160,7 +162,8 @@ def test_same_input_same_result_across_processes_and_runs():
 
     def judge(workers):
         with RewardPipeline(RewardConfig(workers=workers)) as p:
-            return [(r.reward, r.status, r.extracted, r.components) for r in p.score_batch(requests)]
+            return [(r.reward, r.status, r.extracted, r.components)
+                    for r in p.score_batch(requests)]
 
     first = judge(0)
     assert judge(0) == first and judge(2) == first

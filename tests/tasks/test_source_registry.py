@@ -10,8 +10,15 @@ from pydantic import ValidationError
 
 from rlvr.configio import load_config
 from rlvr.records import Task
-from rlvr.tasks.registry import (TaskSource, generated_names, needs_data_path, register_source,
-                                 source_names, task_source, unregister_source)
+from rlvr.tasks.registry import (
+    TaskSource,
+    generated_names,
+    needs_data_path,
+    register_source,
+    source_names,
+    task_source,
+    unregister_source,
+)
 from rlvr.tasks.sources import load_tasks
 from rlvr.train.config import DEFAULT_INSTRUCTION, DataConfig, RunConfig
 
@@ -91,7 +98,8 @@ def test_a_run_trains_on_a_registered_source(doubles, tmp_path):
     from rlvr.train.run import Run
 
     config = load_config(RunConfig, SMOKE, [
-        "data.source=doubles", "data.mixture=small", "data.train_size=16", "data.val_size=4", "sft.enabled=false",
+        "data.source=doubles", "data.mixture=small", "data.train_size=16", "data.val_size=4",
+        "sft.enabled=false",
         "grpo.steps=1", "eval.every=0", "eval.pass_at_k_samples=0", "logging.tensorboard=false"])
     run = Run(config, tmp_path / "run")
     results = run.train()

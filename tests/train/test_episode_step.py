@@ -16,7 +16,9 @@ import json
 from types import SimpleNamespace
 
 import pytest
+import rlvr_multiturn_plugin  # tests/train is on sys.path: test_first_call, test-chars
 import torch
+from step_state import step_state
 
 import rlvr.update.loop as update_loop
 from rlvr.configio import ConfigError, load_config
@@ -35,9 +37,6 @@ from rlvr.train.config import RunConfig
 from rlvr.train.grpo import GRPOStep
 from rlvr.train.hooks import LoggingHook
 from rlvr.train.rollouts import EpisodeSource
-from step_state import step_state
-
-import rlvr_multiturn_plugin  # tests/train is on sys.path: test_first_call, test-chars
 
 SCORE_TYPE = rlvr_multiturn_plugin.CHARS
 TASKS = [Task(id=f"t{i}", prompt=f"What is {i} + 3?", reference=str(i + 3),

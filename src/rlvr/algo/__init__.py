@@ -37,6 +37,7 @@ from rlvr.algo.advantages import (
     zero_variance_groups,
 )
 from rlvr.algo.entropy import token_entropy
+from rlvr.algo.importance import ImportanceWeights, truncated_importance_weights
 from rlvr.algo.kl import (
     AdaptiveKLController,
     FixedKLController,
@@ -60,7 +61,6 @@ from rlvr.algo.logprobs import (
     next_token_log_probs,
     token_log_probs,
 )
-from rlvr.algo.importance import ImportanceWeights, truncated_importance_weights
 from rlvr.algo.loss_agg import (
     BatchCounts,
     aggregate_loss,

@@ -3,12 +3,11 @@ checkpoint."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from rlvr.cli.common import PRECISION_HELP, check_model_name, err, fail, precision_choice
 from rlvr.limits import MAX_TOKENS, MAX_WORKERS
+from rlvr.models.loader import ModelLoadError
 
 
 def serve(
@@ -31,7 +30,7 @@ def serve(
     max_tokens: int = typer.Option(256, "--default-max-tokens", min=1, max=MAX_TOKENS,
         help="max_tokens of requests that give none."),
     precision: str = typer.Option("auto", "--precision", help=PRECISION_HELP),
-    served_model_name: Optional[str] = typer.Option(None, "--served-model-name", help="The "
+    served_model_name: str | None = typer.Option(None, "--served-model-name", help="The "
                                                     "model id /v1/models reports and a "
                                                     "request's `model` must name (default: "
                                                     "--model)."),
@@ -67,7 +66,7 @@ def serve(
     try:
         sock = bind_socket(host, port)
     except OSError as exc:
-        raise fail(f"--host/--port: {exc.strerror or exc}")
+        raise fail(f"--host/--port: {exc.strerror or exc}") from None
     try:
         server = _model_server(model, engine, max_concurrency, max_tokens, choice.precision,
                                served_model_name, logprobs_mode, max_queue,
@@ -90,18 +89,17 @@ def _model_server(name: str, engine: str, max_concurrency: int, max_tokens: int,
     ``name``); bad input exits 2 naming the option."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.models.inference import load_for_inference
-    from rlvr.models.loader import ModelLoadError
     from rlvr.rollout import UnsupportedModelError
     from rlvr.serve import ModelServer
 
     try:
         model, tokenizer = load_for_inference(name)
     except ModelLoadError as exc:
-        raise fail(f"--model: {exc}")
+        raise fail(f"--model: {exc}") from None
     try:
         return ModelServer(model, tokenizer, served_name or name, engine=engine,
                            max_concurrency=max_concurrency, default_max_tokens=max_tokens,
                            precision=precision, logprobs_mode=logprobs_mode,
                            max_queue=max_queue, ignore_unknown_fields=ignore_unknown_fields)
     except UnsupportedModelError as exc:
-        raise fail(f"--engine: {exc}")
+        raise fail(f"--engine: {exc}") from None

@@ -51,7 +51,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import ray
 import torch
@@ -127,7 +128,7 @@ class RayRolloutEngine:
         self._version = params_version(model)
 
     @classmethod
-    def from_run_config(cls, config, model, pad_token_id: int | None = None) -> "RayRolloutEngine":
+    def from_run_config(cls, config, model, pad_token_id: int | None = None) -> RayRolloutEngine:
         """The engine a run with ``config.rollout.ray_address`` set uses: ``rollout.engine`` in
         ``rollout.ray_rollout_workers`` actors. Connects to (or starts, for ``"local"``) Ray if
         this process is not connected yet, and then owns it.
@@ -250,7 +251,7 @@ class RayRewardPipeline:
                                       "reward", startup_timeout_s)
 
     @classmethod
-    def from_run_config(cls, config) -> "RayRewardPipeline":
+    def from_run_config(cls, config) -> RayRewardPipeline:
         """The reward pipeline of a run with ``config.rollout.ray_address`` set:
         ``rollout.ray_reward_workers`` actors scoring with ``config.reward``. Connects to (or
         starts, for ``"local"``) Ray if this process is not connected yet, and then owns it
@@ -329,7 +330,7 @@ class RayRewardPipeline:
             ray.shutdown()
         self.own_ray = False
 
-    def __enter__(self) -> "RayRewardPipeline":
+    def __enter__(self) -> RayRewardPipeline:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -16,6 +16,7 @@ from rlvr.configio import ConfigModel
 from rlvr.envs.registry import ENVIRONMENTS
 from rlvr.limits import MAX_BYTES, MAX_REPEATS, MAX_TIMEOUT_S, MAX_TOKENS, MAX_WORKERS
 from rlvr.registry import load_plugins
+from rlvr.rewards.verifiers_env import load
 from rlvr.tools.registry import TOOLS
 from rlvr.tools.types import DEFAULT_OUTPUT_BYTES, DEFAULT_TIMEOUT_S
 
@@ -143,7 +144,7 @@ class EnvConfig(ConfigModel):
         return data
 
     @model_validator(mode="after")
-    def _verifiers_module(self) -> "EnvConfig":
+    def _verifiers_module(self) -> EnvConfig:
         if self.source != "verifiers":
             if self.module is not None or self.kwargs:
                 raise ValueError("module / kwargs: only with source: verifiers")
@@ -157,7 +158,6 @@ class EnvConfig(ConfigModel):
             json.dumps(self.kwargs)
         except (TypeError, ValueError):
             raise ValueError("kwargs: load_environment arguments must be JSON values") from None
-        from rlvr.rewards.verifiers_env import load  # verifiers imports only when used
         try:
             load(self.module, self.kwargs, episodic=True)
         except (ImportError, RuntimeError) as exc:
@@ -165,7 +165,7 @@ class EnvConfig(ConfigModel):
         return self
 
     @model_validator(mode="after")
-    def _names_exist(self) -> "EnvConfig":
+    def _names_exist(self) -> EnvConfig:
         try:
             load_plugins(self.plugins)
         except ImportError as exc:

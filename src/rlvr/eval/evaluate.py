@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import importlib
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from rlvr.eval.metrics import SAMPLE_AGGREGATORS, aggregator_for
 from rlvr.eval.probe import DEFAULT_TEMPLATE, PROBES, hinted_task, probe_summary, wrong_hint

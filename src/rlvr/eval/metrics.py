@@ -182,7 +182,7 @@ def best_of_k(scores: Sequence[float], correct: Sequence[bool], k: int) -> float
     return sum(math.comb(n - 1 - r, k - 1) for r, i in enumerate(order) if correct[i]) / total
 
 
-# -- sample aggregators (R30) ------------------------------------------------------------------------
+# -- sample aggregators (R30) ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

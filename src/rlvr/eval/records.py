@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from rlvr.eval.metrics import ProblemView, normalize_answer
-from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
 from rlvr.io import InputError, jsonl_objects
-from rlvr.records import Generated  # noqa: F401  (re-exported)
+from rlvr.records import Generated
+from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
 from rlvr.rewards.registry import VERIFIERS
 from rlvr.rewards.types import RewardResult
 

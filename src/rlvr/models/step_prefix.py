@@ -32,8 +32,13 @@ import torch
 from torch import Tensor
 
 from rlvr.models.common_prefix import MIN_SHARED_PREFILL, common_prefix_length, split_prefix
-from rlvr.models.forward import (SequenceBatch, _from_logits, _RowGather, autocast,
-                                 cache_argument)
+from rlvr.models.sequences import (
+    RowGather,
+    SequenceBatch,
+    autocast,
+    cache_argument,
+    log_probs_from_logits,
+)
 
 
 def prefix_cache(model, prefix_ids: Tensor, *, bf16: bool):
@@ -159,7 +164,7 @@ class StepPrefix:
             ValueError: ``batch.prompts`` is None.
         """
         logits = self.logits(model, batch)
-        return _from_logits(logits, batch.completion_ids, temperature, entropy)
+        return log_probs_from_logits(logits, batch.completion_ids, temperature, entropy)
 
     def logits(self, model, batch: SequenceBatch) -> Tensor:
         """FloatTensor[n, T, V]: the logits that predict each completion token of ``batch``
@@ -167,7 +172,7 @@ class StepPrefix:
         if batch.prompts is None:
             raise ValueError("StepPrefix needs batch.prompts")
         row_prompt = torch.tensor([self.index[tuple(p)] for p in batch.prompts])
-        gather = _RowGather(row_prompt)
+        gather = RowGather(row_prompt)
         layers = len(self.keys)
         if self.leaves:
             keys, values = self.leaves[:layers], self.leaves[layers:2 * layers]

@@ -15,9 +15,9 @@ same alerts as an uninterrupted one.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Callable
 
 from rlvr.io import atomic_write, json_text, make_dirs, record_output
 from rlvr.monitor.alerts import Alert, AlertLog

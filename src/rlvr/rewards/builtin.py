@@ -3,10 +3,13 @@ the logic, reasoning-gym and verifiers-environment verifiers, whose modules are 
 by task modules and so register nothing themselves (a task module registers nothing into the
 reward registry at import); declares the math and code verifiers (and the code_block format
 rule), whose modules are imported on first use. :mod:`rlvr.rewards.registry` imports this
-module at its end, so every lookup sees the built-ins. The reasoning-gym and verifiers verifiers import their
-optional library (``rlvr[gym]``, ``rlvr[verifiers]``) on first call only: their names are
-registered eagerly, so a config naming them validates without the library installed."""
+module at its end, so every lookup sees the built-ins. The reasoning-gym and verifiers
+verifiers import their optional library (``rlvr[gym]``, ``rlvr[verifiers]``) on first call
+only: their names are registered eagerly, so a config naming them validates without the
+library installed."""
 
+# The import order is the registration order (the order registries list their names in).
+# isort: off
 from rlvr.rewards import aggregate  # noqa: F401
 from rlvr.rewards import format  # noqa: F401
 from rlvr.rewards import gym, logic, verifiers_env

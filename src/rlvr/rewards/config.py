@@ -153,7 +153,7 @@ class RewardConfig(ConfigModel):
         return timeouts
 
     @model_validator(mode="after")
-    def _names_exist(self) -> "RewardConfig":
+    def _names_exist(self) -> RewardConfig:
         try:
             load_plugins(self.plugins)
         except ImportError as exc:
@@ -171,7 +171,7 @@ class RewardConfig(ConfigModel):
             FORMAT_RULES.check(rule, f"format_rule.{task_type}")
         return self
 
-    def reference_config(self) -> "RewardConfig":
+    def reference_config(self) -> RewardConfig:
         """This config with every ``verifiers`` override removed: each task type scored by its
         own registered verifier (what validation and the reward audit use)."""
         return self.model_copy(update={"verifiers": {}})

@@ -13,8 +13,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from rlvr.rewards.config import RewardConfig
 from rlvr.rewards.pool import (
@@ -129,7 +130,7 @@ class RewardPipeline:
         if self._own_pool and self._pool is not None:
             self._pool.close()
 
-    def __enter__(self) -> "RewardPipeline":
+    def __enter__(self) -> RewardPipeline:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -150,7 +151,8 @@ class RewardPipeline:
         )
 
     def _batched(self, jobs: list[VerifyJob]) -> tuple[list[VerifyJob], list[float]]:
-        """``jobs`` with the verdicts the batch verifiers (:attr:`rlvr.rewards.registry.VerifierMeta.batch`) give
+        """``jobs`` with the verdicts the batch verifiers
+        (:attr:`rlvr.rewards.registry.VerifierMeta.batch`) give
         set as their ``verdict`` (the pool then runs only their format rule), and the batch
         seconds per job. A job whose batch verifier left it (None) keeps the per-call path; a
         batch verifier that raises makes each of its jobs an ``error`` (as a verifier would)."""
@@ -191,9 +193,10 @@ class RewardPipeline:
             FORMAT: verdict.components.get(FORMAT, 0.0),  # run with the verifier (_job)
         }
         if self.config.weights.get("process", 0) > 0 and request.task_type == "math":
-            # R4, off by default; math only (calculations in worked solutions). A completion that writes no calculation scores 0.0, not
-            # "no opinion": otherwise leaving the work out would be free while a wrong step
-            # costs. Bounded work, so it runs here like the format rule.
+            # R4, off by default; math only (calculations in worked solutions). A completion
+            # that writes no calculation scores 0.0, not "no opinion": otherwise leaving the
+            # work out would be free while a wrong step costs. Bounded work, so it runs here
+            # like the format rule.
             components["process"] = process_score(request.completion) or 0.0
         # A verifier error or timeout is no judgement of the completion: it scores 0 whatever
         # its format (Status docs), and is reported as what it was.

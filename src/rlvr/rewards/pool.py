@@ -17,9 +17,10 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from rlvr.registry import load_plugins
 from rlvr.rewards.registry import FORMAT_RULES, VERIFIERS
@@ -370,7 +371,7 @@ class VerifierPool:
             if had_workers:
                 remove_sandbox_leftovers()
 
-    def __enter__(self) -> "VerifierPool":
+    def __enter__(self) -> VerifierPool:
         return self
 
     def __exit__(self, *exc: object) -> None:

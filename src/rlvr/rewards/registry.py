@@ -24,8 +24,9 @@ registry (the ``tasks-register-nothing`` contract in pyproject.toml).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from rlvr.registry import Registry
 from rlvr.rewards.types import Verdict

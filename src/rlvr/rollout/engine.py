@@ -16,8 +16,9 @@ when the model's parameters changed in place (detected through tensor version co
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -41,7 +42,8 @@ class RolloutEngine(Protocol):
 
     name: str
 
-    def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutOutput:
+    def generate(self, prompt_ids: Sequence[Sequence[int]],
+                 params: SamplingParams) -> RolloutOutput:
         """Sample ``params.n`` completions for each prompt (token ids, no padding).
 
         Raises:

@@ -67,8 +67,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor

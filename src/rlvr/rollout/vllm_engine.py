@@ -64,7 +64,8 @@ import shutil
 import tempfile
 import time
 import warnings
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -222,7 +223,7 @@ class VLLMEngine:
                 from transformers import AutoConfig
 
                 config = AutoConfig.from_pretrained(model)
-            except Exception:  # noqa: BLE001 - vLLM reports a bad path itself
+            except Exception:
                 return None
         size = getattr(config, "vocab_size", None)
         return int(size) if size else None
@@ -383,6 +384,6 @@ class VLLMEngine:
     def __del__(self):  # best effort: the exported copy can be hundreds of MB
         try:
             self._remove_export()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 

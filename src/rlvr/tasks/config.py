@@ -10,8 +10,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import (AfterValidator, ConfigDict, Field, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from rlvr.configio import ConfigModel
@@ -184,7 +190,8 @@ class DataConfig(ConfigSection):
                              "Default: ask for a final `#### <answer>` line; for `humaneval` and "
                              "`mbpp` no tests or example calls in the code block; for `logic` and "
                              "`verifiers` none (their prompts state their own answer format); "
-                             "for `reasoning_gym` the answer between `<answer>` tags. Saved with every "
+                             "for `reasoning_gym` the answer between `<answer>` tags. Saved with "
+                             "every "
                              "checkpoint (`rlvr_prompt.json`), so `rlvr eval` prompts a "
                              "checkpoint as it was trained.")
     one_shot: bool = Field(False, description="Prepend one worked example (a user/assistant "
@@ -250,7 +257,7 @@ class DataConfig(ConfigSection):
                                 else "") + ")")
         return check_mixture(source, mixture)
 
-    def source_config(self, spec: DataSource | None = None) -> "DataConfig":
+    def source_config(self, spec: DataSource | None = None) -> DataConfig:
         """The single-source data section that loads ``spec`` (one entry of ``sources``), or
         this section itself for ``None``. ``path`` and ``val_path`` are the entry's own; unset
         sizes come from this section, ``mixture`` from it when it names the same source, else

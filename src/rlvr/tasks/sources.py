@@ -79,7 +79,8 @@ def load_math500(path: Path, split: str) -> list[Task]:
     return [Task(id=str(obj.get("unique_id", f"math500-{line}")),
                  prompt=_prompt(obj, "problem", path, line),
                  reference=_field(obj, "answer", path, line), task_type="math", source="math500",
-                 category=str(obj.get("subject", "math")), difficulty=str(obj.get("level", "")) or None,
+                 category=str(obj.get("subject", "math")),
+                 difficulty=str(obj.get("level", "")) or None,
                  solution=obj.get("solution"))
             for line, obj in _read_jsonl(path)]
 
@@ -203,8 +204,8 @@ def _without(train: list[Task], val: list[Task], data,
     kept = [t for t in train if t.id not in ids and t.prompt not in prompts]
     if len(kept) < len(train) and log is not None:
         dropped = len(train) - len(kept)
-        log(f"data: {dropped} training task{'s are' if dropped != 1 else ' is'} also in data.val_path "
-            f"{data.val_path}: left out of training")
+        log(f"data: {dropped} training task{'s are' if dropped != 1 else ' is'} also in "
+            f"data.val_path {data.val_path}: left out of training")
     return kept
 
 

@@ -76,7 +76,7 @@ class ScoredRollouts:
     seconds_reward: float
 
     @staticmethod
-    def concat(parts: list["ScoredRollouts"]) -> "ScoredRollouts":
+    def concat(parts: list[ScoredRollouts]) -> ScoredRollouts:
         """Several rounds as one: tasks and rows in order, each part's ``prompt_index``
         shifted by the tasks before it (:func:`rlvr.rollout.types.concat_rollouts`), seconds
         summed. One part is returned as it is.

@@ -16,9 +16,20 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from rlvr.algo import registry
-from rlvr.limits import (MAX_BATCH, MAX_BATCH_TOKENS, MAX_COEF, MAX_GROUP, MAX_LORA_RANK, MAX_LR,
-                         MAX_REPEATS, MAX_ROWS, MAX_STEPS, MAX_TEMPERATURE, MAX_TOKENS,
-                         MAX_WORKERS)
+from rlvr.limits import (
+    MAX_BATCH,
+    MAX_BATCH_TOKENS,
+    MAX_COEF,
+    MAX_GROUP,
+    MAX_LORA_RANK,
+    MAX_LR,
+    MAX_REPEATS,
+    MAX_ROWS,
+    MAX_STEPS,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    MAX_WORKERS,
+)
 from rlvr.models.loader import DEFAULT_MODEL
 from rlvr.models.precision import Precision, resolve_precision
 from rlvr.rollout import ENGINES
@@ -197,7 +208,7 @@ class GRPOConfig(ConfigSection):
 
 
     @model_validator(mode="after")
-    def _update_shards(self) -> "GRPOConfig":
+    def _update_shards(self) -> GRPOConfig:
         rows = self.prompts_per_step * self.group_size
         if self.update_processes > rows:
             # each process trains a contiguous shard of the step's rows: some would get none
@@ -300,7 +311,7 @@ class AlgoConfig(ConfigSection):
         return name
 
     @model_validator(mode="after")
-    def _clip_range(self) -> "AlgoConfig":
+    def _clip_range(self) -> AlgoConfig:
         # What the clip fields mean depends on the loss: its registered options say which it
         # reads as what (clip / dual_clip: eps = clip_eps; clip_higher: eps_low = clip_eps,
         # eps_high = clip_eps_high; cispo: eps_high = clip_eps_high alone, an importance-weight
@@ -325,7 +336,7 @@ class AlgoConfig(ConfigSection):
         return self
 
     @model_validator(mode="after")
-    def _kl_settings(self) -> "AlgoConfig":
+    def _kl_settings(self) -> AlgoConfig:
         if self.kl_controller == "adaptive" and self.kl_coef <= 0:
             raise ValueError("kl_controller: adaptive needs kl_coef > 0 (its starting value)")
         if self.ref_refresh_every and self.kl_coef <= 0:
@@ -397,7 +408,7 @@ class EvalConfig(ConfigSection):
 
 
     @model_validator(mode="after")
-    def _sampled_pass_at_k(self) -> "EvalConfig":
+    def _sampled_pass_at_k(self) -> EvalConfig:
         if self.temperature == 0 and self.pass_at_k_samples > 1:
             # greedy decoding gives n copies of one completion: pass@k = pass@1 at n times
             # the cost, a curve that means nothing

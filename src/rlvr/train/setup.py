@@ -28,7 +28,8 @@ from rlvr.train.logs import console
 from rlvr.train.rollouts import rollout_source
 from rlvr.train.rundir import REFERENCES_DIR, SFT_MODEL_DIR, load_policy, plain_policy, step_of
 from rlvr.train.sampler import run_sampler
-from rlvr.train.schedule import grpo_optimizer as adamw, warmup_schedule
+from rlvr.train.schedule import grpo_optimizer as adamw
+from rlvr.train.schedule import warmup_schedule
 from rlvr.train.state import TrainingState
 from rlvr.train.taskdata import load_run_data
 from rlvr.train.weight_average import new_average

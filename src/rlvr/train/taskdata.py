@@ -5,8 +5,8 @@ from, and each task's instruction."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from rlvr.data.check import drop_unverifiable
 from rlvr.records import Task

@@ -70,7 +70,8 @@ def _response_letters(answer: str) -> list[str]:
     if single:
         return [single.group(1).upper()]
     t = re.sub(r"(?i)\b(?:option|choice)\s+", "", t)
-    return list(dict.fromkeys(_LETTER_RE.findall(_ARTICLE_RE.sub(lambda m: "_" + m.group(0)[1:], t))))
+    marked = _ARTICLE_RE.sub(lambda m: "_" + m.group(0)[1:], t)
+    return list(dict.fromkeys(_LETTER_RE.findall(marked)))
 
 
 def _compare_choice(letter: str, answer: str) -> Outcome:
@@ -109,15 +110,17 @@ def verify_math(completion: str, reference: str, config: MathVerifyConfig = _DEF
 
     Returns a :class:`Verdict` with status ``correct``/``wrong``; ``unparsed`` when no final
     answer can be extracted (empty box, prose only, truncated) or the completion is longer than
-    ``config.max_input_chars`` characters (not searched; ``detail`` names the limit); ``multiple_answers`` when
-    several different answers are offered for a single-valued reference; ``error`` (with the
+    ``config.max_input_chars`` characters (not searched; ``detail`` names the limit);
+    ``multiple_answers`` when several different answers are offered for a single-valued
+    reference; ``error`` (with the
     exception in ``detail``) if something unexpected happens internally, or when the
     reference itself is empty. Never raises.
     """
     try:
         return _verify(completion, reference, config)
     except Exception as exc:  # the reward must never crash the trainer (R6)
-        return Verdict(Status.error, None, "none", f"internal error: {type(exc).__name__}: {exc}"[:200])
+        return Verdict(Status.error, None, "none",
+                       f"internal error: {type(exc).__name__}: {exc}"[:200])
 
 
 def _verify(completion: str, reference: str, config: MathVerifyConfig) -> Verdict:
@@ -138,7 +141,8 @@ def _verify(completion: str, reference: str, config: MathVerifyConfig) -> Verdic
             and len(completion) <= 200 else []
         if len(named) == 1:   # "Because B is valid": a short reply naming exactly one option
             out = _compare_choice(letter, named[0])
-            return Verdict(Status.correct if out.equal else Status.wrong, named[0], "choice", out.detail)
+            return Verdict(Status.correct if out.equal else Status.wrong, named[0], "choice",
+                           out.detail)
         return Verdict(Status.unparsed, None, ex.method, "no final answer found")
     out = _judge(ref.strip(), ex.answer.strip(), config.policy, config.max_answer_chars)
     if ex.method == "bare" and not out.equal and out.detail in _NOT_AN_ANSWER:

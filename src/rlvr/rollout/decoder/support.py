@@ -38,7 +38,8 @@ def check_supported(config) -> None:
             f"torch engine supports model types {', '.join(_SUPPORTED)}, not {kind!r}; "
             f"use engine 'hf'")
     if getattr(config, "hidden_act", "silu") != "silu":
-        raise UnsupportedModelError(f"torch engine needs hidden_act 'silu', not {config.hidden_act!r}")
+        raise UnsupportedModelError(
+            f"torch engine needs hidden_act 'silu', not {config.hidden_act!r}")
     if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
         if kind == "mistral":
             raise UnsupportedModelError("torch engine does not implement sliding-window attention")
