@@ -30,7 +30,7 @@ ALLOWED: dict[tuple[str, str, int], str] = {
     ("cli/eval.py", "rlvr.train.config", 1): _TORCH,
     ("cli/serve.py", "rlvr.models.inference", 1): _TORCH,
     ("cli/serve.py", "rlvr.rollout", 1): _TORCH,
-    ("cli/serve.py", "rlvr.serve", 3): _TORCH,
+    ("cli/serve.py", "rlvr.serve", 2): _TORCH,
     ("cli/sweep.py", "rlvr.train.run", 1): _TORCH,
     ("cli/sweep.py", "rlvr.train.sweep.runner", 1): _TORCH,
     ("cli/sweep.py", "rlvr.train.sweep.spec", 1): _TORCH,
@@ -40,6 +40,15 @@ ALLOWED: dict[tuple[str, str, int], str] = {
     ("rewards/gym.py", "rlvr.rewards.gym_sandbox", 1):
         "start-up: the sandbox package (~30 ms) is not imported by `rlvr` until a "
         "reasoning-gym answer needs its scorer sandboxed",
+    ("rewards/builtin.py", "rlvr.rewards.code", 1):
+        "start-up: the code verifier imports the sandbox; a config naming it validates "
+        "without it, the module loads on the first lookup of `code`",
+    ("rewards/builtin.py", "rlvr.rewards.math_task", 1):
+        "start-up: the math verifier imports sympy (about a second); it loads on the first "
+        "lookup of `math`",
+    ("tools/__init__.py", "rlvr.tools.python_tool", 1):
+        "start-up: the python tool imports the sandbox and the code verifier; it loads on "
+        "the first lookup of `python`",
     ("rewards/pool.py", "rlvr.sandbox.cgroups", 1):
         "start-up: the sandbox package (~30 ms), needed only when a worker is replaced or "
         "the pool closes",

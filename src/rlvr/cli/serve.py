@@ -45,7 +45,7 @@ def serve(
     /tokenizer_info (Ctrl-C stops). Logs one line per request (method, path, status,
     latency, tokens) on stderr."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.serve import ENGINES, LOGPROBS_MODES
+    from rlvr.serve import ENGINES, LOGPROBS_MODES, bind_socket, missing_dependencies, serve_forever
 
     if engine not in ENGINES:
         raise fail(f"--engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
@@ -56,9 +56,6 @@ def serve(
     if served_model_name is not None and not served_model_name.strip():
         raise fail("--served-model-name: expected a non-empty name")
     choice = precision_choice(precision)
-    # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.serve import bind_socket, missing_dependencies, serve_forever
-
     if missing_dependencies():
         raise fail(f"rlvr serve needs {', '.join(missing_dependencies())}: "
                    f"pip install 'rlvr[serve]'", code=1)
