@@ -494,3 +494,6 @@ def overfitting(ctx: CheckContext, cfg) -> Finding | None:
                        f"{scores[best]:.1%} at step {vals[best]['step']}", value=scores[-1],
                        threshold=scores[best] - cfg.drop)
     return None
+
+
+from rlvr.monitor import off_policy  # noqa: F401  (registers its check)
