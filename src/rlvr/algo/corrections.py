@@ -252,7 +252,7 @@ def decoupled(prox_log_probs: Tensor, behav_log_probs: Tensor, mask: Tensor, *,
 
     Args:
         cap: the mask's threshold (> 1), or None for the plain weight (``algo.decoupled_cap``,
-            5.0: the upper edge of IcePop's band; AReaL leaves it unset).
+            5.0 as in AReaL's asynchronous example configs; its dataclass leaves it unset).
 
     Raises:
         ValueError: ``cap <= 1`` or mismatched shapes.

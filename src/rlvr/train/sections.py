@@ -301,8 +301,8 @@ class AlgoConfig(ConfigSection):
         description="`icepop`: the band's upper edge beta (the IcePop blog's 5.0).")
     decoupled_cap: float | None = Field(5.0, gt=1, le=MAX_COEF,
         description="`decoupled`: tokens whose behaviour weight pi_old / pi_rollout exceeds "
-        "this are dropped (AReaL's `behav_imp_weight_cap`; 5.0, the top of IcePop's band); "
-        "null: no mask, the plain weight (AReaL's default).")
+        "this are dropped (AReaL's `behav_imp_weight_cap`, 5.0 in its asynchronous example "
+        "configs); null: no mask, the plain weight.")
     gspo_eps_low: float = Field(3e-4, gt=0, lt=1,
         description="`policy_loss: gspo`: lower clip of the sequence ratio s_i (1 - eps; the "
         "GSPO paper's 3e-4: s_i is a per-token geometric mean, so it stays near 1).")
