@@ -14,11 +14,16 @@ chat-formatted questions x ``--n`` completions of up to ``--new-tokens`` tokens 
   log-prob is of the engine's own bf16 logits), against the fp32 trainer;
 - ``fp32 engine / bf16 trainer``: the fp32 engine against the trainer under bf16 autocast.
 
+``--paths`` first runs the fp32 engine three ways on the same prompts and seed, each against
+the trainer and fp64: its default (native decode-attention and elementwise kernels, oneDNN
+prepacked matmuls), ``native_kernels=False`` (pure-torch cascade attention) and, in addition,
+``prepack_fp32=False`` (transformers' own matmul kernel): where the gap comes from.
+
 On a CPU without native bf16 (AVX2 only) torch emulates bf16 matmuls ~85x slower than fp32:
 keep ``--bf16-rows`` small there (default 4 rows, ``--bf16-tokens`` 32 tokens each).
 
 Usage: python benchmarks/logprob_gap.py [--prompts 3] [--n 4] [--new-tokens 96]
-[--bf16-rows 4] [--bf16-tokens 32]. Last line:
+[--bf16-rows 4] [--bf16-tokens 32] [--paths] (``--bf16-rows 0``: fp32 only). Last line:
 ``logprob gap (max / mean nats/token): fp32 A / B over N tokens, bf16 engine C / D, bf16 trainer
 E / F over M tokens``.
 """
@@ -60,8 +65,7 @@ class ForcedTokens:
 
     def on_step(self, rows, step, tokens, logprobs, logits):
         own = torch.log_softmax(logits.double(), -1).gather(1, tokens[:, None])[:, 0]
-        self.logprobs[rows, step] = own
-        return None
+        self.logprobs[rows, step] = own  # no row is finished early (None: keep decoding)
 
 
 def _stats(gap: torch.Tensor) -> tuple[float, float]:
@@ -82,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new-tokens", type=int, default=96)
     parser.add_argument("--bf16-rows", type=int, default=4)
     parser.add_argument("--bf16-tokens", type=int, default=32)
+    parser.add_argument("--paths", action="store_true")
     args = parser.parse_args(argv)
 
     print(machine_line("fp32"), flush=True)
@@ -90,6 +95,25 @@ def main(argv: list[str] | None = None) -> int:
     prompts = _prompts(tokenizer, args.prompts)
     params = SamplingParams(temperature=1.0, max_new_tokens=args.new_tokens, n=args.n, seed=0,
                             stop_token_ids=(tokenizer.eos_token_id,))
+    double = copy.deepcopy(model).double()
+    if args.paths:
+        for label, options in (("default", {}), ("native_kernels=False",
+                                                 {"native_kernels": False}),
+                               ("native_kernels=False, prepack_fp32=False",
+                                {"native_kernels": False, "prepack_fp32": False})):
+            run = TorchEngine(model, dtype=torch.float32, **options).generate(prompts, params)
+            seqs = build_sequences([prompts[int(i)] for i in run.prompt_index],
+                                   run.completion_ids, run.completion_mask,
+                                   tokenizer.pad_token_id)
+            with torch.no_grad():
+                trainer = completion_log_probs(model, seqs, bf16=False).double()
+                exact = completion_log_probs(double, seqs, bf16=False)
+            engine, mask = run.logprobs[:, :trainer.shape[1]].double(), seqs.completion_mask
+            gap = _stats((engine - trainer).abs()[mask])
+            print(f"path {label}: engine / trainer max {gap[0]:.2e}, mean {gap[1]:.2e} over "
+                  f"{int(mask.sum())} tokens; engine / fp64 mean "
+                  f"{(engine - exact).abs()[mask].mean():.2e}, trainer / fp64 mean "
+                  f"{(trainer - exact).abs()[mask].mean():.2e}", flush=True)
     out = TorchEngine(model, dtype=torch.float32).generate(prompts, params)
     rows = [prompts[int(i)] for i in out.prompt_index]
     seqs = build_sequences(rows, out.completion_ids, out.completion_mask,
@@ -98,13 +122,17 @@ def main(argv: list[str] | None = None) -> int:
     engine = out.logprobs[:, :width].double()
     with torch.no_grad():
         trainer = completion_log_probs(model, seqs, bf16=False).double()
-        exact = completion_log_probs(copy.deepcopy(model).double(), seqs, bf16=False)
+        exact = completion_log_probs(double, seqs, bf16=False)
     fp32 = _stats((engine - trainer).abs()[mask])
     print(f"fp32 engine / fp32 trainer: max {fp32[0]:.2e}, mean {fp32[1]:.2e} nats/token over "
           f"{int(mask.sum())} tokens; engine / fp64 mean "
           f"{(engine - exact).abs()[mask].mean():.2e}, trainer / fp64 mean "
           f"{(trainer - exact).abs()[mask].mean():.2e}", flush=True)
 
+    if args.bf16_rows <= 0:
+        print(f"logprob gap (max / mean nats/token): fp32 {fp32[0]:.2e} / {fp32[1]:.2e} over "
+              f"{int(mask.sum())} tokens")
+        return 0
     # bf16 on a handful of rows, teacher-forced on the fp32 engine's tokens
     picked = torch.arange(min(args.bf16_rows, out.num_rows)) * max(
         1, out.num_rows // max(1, args.bf16_rows))
