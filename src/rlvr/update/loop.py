@@ -77,7 +77,8 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
 
     Returns:
         Means over the micro-batches (of all epochs) of the objective's metrics (``kl`` only
-        with a reference; the maxima in :data:`PEAK_METRICS` are maxima), ``grad_norm`` (mean over epochs, before clipping),
+        with a reference; the maxima in :data:`PEAK_METRICS` are maxima), ``grad_norm``
+        (mean over epochs, before clipping),
         ``nonfinite_log_probs`` (rows), ``nonfinite_loss`` (micro-batches),
         ``nonfinite_grad_norm`` (epochs), ``update_skipped_nonfinite`` (1.0 when an epoch
         was skipped for a non-finite value) and ``micro_batches`` (this process's micro-batches
