@@ -35,7 +35,8 @@ def test_every_check_has_a_config_section():
                                   "zero_variance", "format_errors", "format_collapse",
                                   "entropy_jump", "verifier_errors", "category_bias",
                                   "validation_collapse",
-                                  "degeneration", "reward_hacking", "overfitting"}
+                                  "degeneration", "reward_hacking", "overfitting",
+                                  "off_policy"}
     for name in HEALTH_CHECKS:
         assert CFG.check_config(name).action in ("warn", "stop", "rollback")
 

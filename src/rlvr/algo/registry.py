@@ -31,7 +31,8 @@ from typing import Any
 
 from rlvr.registry import Entry, NoMeta, Registry
 
-__all__ = ["ADVANTAGE_ESTIMATORS", "KL_ESTIMATORS", "LOSS_AGGREGATIONS", "POLICY_LOSSES",
+__all__ = ["ADVANTAGE_ESTIMATORS", "KL_ESTIMATORS", "LOSS_AGGREGATIONS", "OFF_POLICY_CORRECTIONS",
+           "POLICY_LOSSES",
            "Entry", "LossAggregationMeta", "Registry", "VariantMeta", "VariantRegistry"]
 
 
@@ -94,3 +95,8 @@ KL_ESTIMATORS = VariantRegistry("KL estimator", NoMeta, field="algo.kl_estimator
 #: the whole step (:func:`rlvr.algo.loss_agg.micro_batch_weight`).
 LOSS_AGGREGATIONS = VariantRegistry("loss aggregation", LossAggregationMeta,
                                     field="algo.loss_agg")
+#: fn ``(prox_log_probs: FloatTensor[N, T], behav_log_probs: FloatTensor[N, T],
+#: mask: BoolTensor[N, T], **options) -> CorrectionWeights``; options ``(config) -> dict``
+#: (:mod:`rlvr.algo.corrections`).
+OFF_POLICY_CORRECTIONS = VariantRegistry("off-policy correction", VariantMeta,
+                                         field="algo.off_policy_correction")

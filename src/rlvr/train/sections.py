@@ -16,6 +16,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from rlvr.algo import registry
+from rlvr.algo.corrections import check_correction_fields
 from rlvr.limits import (
     MAX_BATCH,
     MAX_BATCH_TOKENS,
@@ -240,7 +241,9 @@ class AlgoConfig(ConfigSection):
     policy_loss: str = Field("clip", description="Policy loss, "
                              f"{registry.POLICY_LOSSES.one_of()}: clip (PPO, symmetric eps), "
                              "clip_higher (DAPO: eps_low / eps_high), dual_clip (Ye et al. "
-                             "2020), cispo (MiniMax-M1: clipped importance weight, detached).")
+                             "2020), cispo (MiniMax-M1: clipped importance weight, detached), "
+                             "gspo (Zheng et al. 2025: one clipped ratio per completion, "
+                             "`gspo_eps_low` / `gspo_eps_high`).")
     clip_eps: float = Field(0.2, gt=0, le=MAX_COEF,
         description="Clip epsilon (eps_low for clip_higher).")
     clip_eps_high: float = Field(0.28, gt=0, le=MAX_COEF,
@@ -293,6 +296,38 @@ class AlgoConfig(ConfigSection):
         "(`rollout_logprob_gap` is logged always). Unset (default): no weight, except with "
         "`rollout.quantization: int8`, which sets it to 2.0 (the paper's cap; config.yaml records "
         "it). 0: off, also with int8.")
+    off_policy_correction: str = Field(
+        "auto", description="How the policy term weights a token the current policy did not "
+        "sample (a stale policy version, another engine or precision), by rho = pi_old / "
+        "pi_rollout, the trainer's policy before the update over the sampler "
+        "(docs/guides/async.md#off-policy-corrections), `auto` or "
+        f"{registry.OFF_POLICY_CORRECTIONS.one_of()}: `none` (w = 1), `tis` (min(rho, "
+        "tis_cap): truncated IS, Yao et al. 2025), `mis` (rho, and 0 above `mis_cap`: masked "
+        "IS), `icepop` (rho inside [`icepop_low`, `icepop_high`], else 0: IcePop), `decoupled` "
+        "(rho, and 0 above `decoupled_cap`: AReaL's decoupled PPO objective, Fu et al. 2025). "
+        "`auto` (default): `decoupled` with `grpo.max_staleness > 0`, `tis` when `tis_cap` is "
+        "set (int8 rollouts), else `none` (a synchronous run is exactly on-policy GRPO). Logs "
+        "`is_ratio_mean` / `is_ratio_max` always and, with a correction, `is_weight_mean`, "
+        "`is_weight_max`, `is_truncated_fraction`, `is_masked_fraction`.")
+    mis_cap: float = Field(2.0, gt=1, le=MAX_COEF,
+        description="`mis`: tokens with rho above this get no gradient (verl's default "
+        "threshold, 2.0).")
+    icepop_low: float = Field(0.5, gt=0, lt=1,
+        description="`icepop`: the band's lower edge alpha (the IcePop blog's 0.5).")
+    icepop_high: float = Field(5.0, gt=1, le=MAX_COEF,
+        description="`icepop`: the band's upper edge beta (the IcePop blog's 5.0).")
+    decoupled_cap: float | None = Field(5.0, gt=1, le=MAX_COEF,
+        description="`decoupled`: tokens whose behaviour weight pi_old / pi_rollout exceeds "
+        "this are dropped (AReaL's `behav_imp_weight_cap`, 5.0 in its asynchronous example "
+        "configs); null: no mask, the plain weight.")
+    gspo_eps_low: float = Field(3e-4, gt=0, lt=1,
+        description="`policy_loss: gspo`: lower clip of the sequence ratio s_i (1 - eps; the "
+        "GSPO paper's 3e-4: s_i is a per-token geometric mean, so it stays near 1).")
+    gspo_eps_high: float = Field(4e-4, gt=0, le=MAX_COEF,
+        description="`policy_loss: gspo`: upper clip of s_i (1 + eps; the paper's 4e-4).")
+    gspo_token: bool = Field(False, description="`policy_loss: gspo`: the GSPO-token form "
+                             "(sg[s_i] * pi_theta / sg[pi_theta] per token): the same value "
+                             "and, with one advantage per completion, the same gradient.")
 
     @field_validator("advantage", "policy_loss", "loss_agg", "kl_estimator")
     @classmethod
@@ -333,6 +368,11 @@ class AlgoConfig(ConfigSection):
                 f"{self.policy_loss}: clip-higher widens the upper clip (DAPO: eps_low 0.2, "
                 f"eps_high 0.28); eps_high below eps_low clips improvements harder than "
                 f"regressions. Set clip_eps_high >= clip_eps (equal: the symmetric clip)")
+        return self
+
+    @model_validator(mode="after")
+    def _correction_settings(self) -> AlgoConfig:
+        check_correction_fields(self)
         return self
 
     @model_validator(mode="after")
