@@ -121,6 +121,21 @@ def run_point(p: dict) -> dict:
     prompts = [torch.randint(100, min(vocab, 40000), (p["prompt"],), generator=g).tolist()
                for _ in range(prompts_n)]
     params = SamplingParams(temperature=1.0, max_new_tokens=p["length"], n=group, seed=0)
+    # one warm-up update on a row of random tokens: AdamW's moments exist from here on, as
+    # in every step of a run after the first, and the update's kernels are loaded
+    config = RunConfig.model_validate({"grpo": {
+        "micro_batch_size": p["micro_batch"], "shared_prefix": "step",
+        "activation_checkpointing": p["checkpointing"],
+        "logprob_chunk_tokens": p["chunk"]}})
+    trained = [q for q in policy.parameters() if q.requires_grad]
+    optimizer = torch.optim.AdamW(trained, lr=1e-7)
+    backend = LocalBackend(policy)
+    policy.train()
+    short = min(8, p["length"])
+    warm = build_sequences(prompts[:1], torch.randint(100, 1000, (1, short), generator=g),
+                           torch.ones(1, short, dtype=torch.bool), 0)
+    policy_update(backend, optimizer, warm, torch.ones(1), None, config, BatchCounts(1, short),
+                  bf16=False)
     # the engine snapshots the policy itself (a LoRA policy's layers merged on the fly)
     engine = TorchEngine(policy, dtype=torch.float32)
     engine.generate(prompts[:1], SamplingParams(temperature=1.0, max_new_tokens=2, n=2, seed=0))
@@ -145,22 +160,8 @@ def run_point(p: dict) -> dict:
     rows = [prompts[int(i)] for i in rollout.prompt_index]
     seqs = build_sequences(rows, rollout.completion_ids, rollout.completion_mask,
                            rollout.pad_token_id)
-    groups = make_group_ids(prompts_n, group)
     advantages = grpo_advantages(token_reward(rollout.completion_ids, rollout.completion_mask),
-                                 groups)
-    config = RunConfig.model_validate({"grpo": {
-        "micro_batch_size": p["micro_batch"], "shared_prefix": "step",
-        "activation_checkpointing": p["checkpointing"],
-        "logprob_chunk_tokens": p["chunk"]}})
-    trained = [q for q in policy.parameters() if q.requires_grad]
-    optimizer = torch.optim.AdamW(trained, lr=1e-7)
-    backend = LocalBackend(policy)
-    policy.train()
-    short = min(8, p["length"])  # AdamW's moments and the kernels, on one short row
-    warm = build_sequences(rows[:1], rollout.completion_ids[:1, :short],
-                           rollout.completion_mask[:1, :short], rollout.pad_token_id)
-    policy_update(backend, optimizer, warm, advantages[:1].clone().fill_(1.0), None, config,
-                  BatchCounts(1, short), bf16=False)
+                                 make_group_ids(prompts_n, group))
     _reset_peak()
     t0 = time.perf_counter()
     metrics = policy_update(backend, optimizer, seqs, advantages, None, config,

@@ -183,6 +183,17 @@ def run_child(points: list[dict], timeout: float) -> list[dict]:
     return lines + [{"error": error or "no output"}] * (len(points) - len(lines))
 
 
+def available_gib() -> float:
+    """Memory the OS can give now (``MemAvailable``), GiB; infinite off Linux."""
+    try:
+        text = Path("/proc/meminfo").read_text()
+    except OSError:
+        return float("inf")
+    kib = next((int(x.split()[1]) for x in text.splitlines() if x.startswith("MemAvailable")),
+               None)
+    return float("inf") if kib is None else kib / 2**20
+
+
 def figures(p: dict, r: dict, flops: float, bandwidth: float) -> dict:
     """The point's derived figures: ratios, roofline share, predictions, fits."""
     roof, bound = rollout_roofline(p, flops, bandwidth)
@@ -224,7 +235,8 @@ HEADER = ("| point | rows | prompt | length | mode | rollout tok/s | vs generate
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="two reduced points, < 1 minute")
-    parser.add_argument("--points", default=None, help="comma-separated point ids of the plan")
+    parser.add_argument("--points", default=None,
+                        help="comma-separated point ids of the plan, run in that order")
     parser.add_argument("--max-seconds", type=float, default=3600.0,
                         help="run points while their estimates fit this budget")
     parser.add_argument("--threads", type=int, default=None,
@@ -243,7 +255,8 @@ def main(argv: list[str] | None = None) -> None:
         if unknown:
             parser.error(f"--points: unknown ids {unknown}; the plan has "
                          f"{[p['id'] for p in plan]}")
-        plan = [p for p in plan if p["id"] in wanted]
+        by_id = {p["id"]: p for p in plan}
+        plan = [by_id[w] for w in wanted]  # in the order given
     threads = args.threads or (1 if args.quick else torch.get_num_threads())
     torch.set_num_threads(threads)
     for p in plan:
@@ -269,6 +282,15 @@ def main(argv: list[str] | None = None) -> None:
     batches = [todo] if args.quick else [[x] for x in todo]
     for batch in batches:
         t0 = time.perf_counter()
+        need = max(predicted(p).peak for p, _ in batch) / 2**30 + 1.0
+        free = available_gib()
+        if need > free:  # an OOM kill would take this or another job down
+            for p, _ in batch:
+                print(f"{p['id']}: skipped, needs ~{need:.1f} GiB (memory model + 1), "
+                      f"{free:.1f} GiB available now", flush=True)
+                results[p["id"]] = {"point": p, "error": f"skipped: needs ~{need:.1f} GiB, "
+                                                          f"{free:.1f} available"}
+            continue
         reports = run_child([p for p, _ in batch],
                             timeout=max(600.0, 4 * sum(est for _, est in batch)))
         for (p, _), r in zip(batch, reports):

@@ -5,7 +5,7 @@ parameters, N_t those trained; L layers, H hidden size, I MLP width, V vocabular
 key/value width ``kv_heads x head_dim``; U prompts of P tokens, R = U x G rows of T completion
 tokens; m rows per update micro-batch):
 
-- the policy, ``N b``; AdamW's two moments and the gradient of the trained weights,
+- a fixed workspace (:data:`WORKSPACE`); the policy, ``N b``; AdamW's two moments and the gradient of the trained weights,
   ``3 x 4 N_t`` (the moments exist from the first optimizer step on);
 - with LoRA and ``engine_copy``, a plain merged copy of the policy for the rollout engine
   (``N b``, what :func:`rlvr.train.setup.make_engine` builds); the ``torch`` engine can
@@ -23,7 +23,8 @@ tokens; m rows per update micro-batch):
   inputs, the SiLU product's operands); with activation checkpointing only each layer's
   input (``H x 4``) plus one layer's full activations for the replay;
 - the log-probs: the logits, their log-softmax and the gradient of the logits,
-  ``3 x m T V x 4`` bytes; with ``logprob_chunk_tokens = c`` the same for c positions.
+  ``3 x m T V x 4`` bytes; with ``logprob_chunk_tokens = c``, ``6 x c V x 4`` (a chunk's
+  recompute and backward).
 
 The constants were counted, then checked against peak resident memory measured in a fresh
 process (benchmarks/scaling.py; tests/update/test_memory_model.py checks a reduced size
@@ -38,6 +39,13 @@ from dataclasses import dataclass
 #: Activation tensors saved per token and decoder layer (module doc): hidden-sized, key/value-
 #: sized and MLP-sized.
 SAVED_HIDDEN, SAVED_KV, SAVED_MLP = 11, 4, 4
+#: fp32 ``positions x vocabulary`` blocks alive at the update's peak: the logits, their
+#: log-softmax and the logits' gradient; a chunk's backward (recomputed logits, log-softmax,
+#: the entropy's softmax and product, two gradients) holds about twice as many.
+LOGITS_COPIES, CHUNK_COPIES = 3, 6
+#: Bytes a step holds whatever its size: the allocator's arenas, oneDNN's scratch and packed
+#: kernels, the engine's compiled kernels (measured above the baseline at a reduced size).
+WORKSPACE = 96 * 2**20
 
 
 @dataclass(frozen=True)
@@ -152,7 +160,7 @@ def predict_step_memory(shape: Shape, *, prompts: int, group: int, prompt_tokens
     engine_copy = shape.params * b if lora_rank and engine_copy else 0
     snapshot = (shape.body_params + v * h) * b
     optimizer = 2 * trained * f32
-    resident = policy + engine_copy + snapshot + optimizer + baseline_bytes
+    resident = policy + engine_copy + snapshot + optimizer + WORKSPACE + baseline_bytes
 
     kv = 2 * layers * k * b * (prompts * prompt_tokens + rows * completion_tokens)
     decode = 3 * rows * v * f32 + rows * (4 * h + 2 * i) * b
@@ -168,9 +176,10 @@ def predict_step_memory(shape: Shape, *, prompts: int, group: int, prompt_tokens
         activations = held + replay
     else:
         activations = (prompt_tokens_step + micro_tokens) * layers * per_token_layer
-    positions = micro_tokens if logprob_chunk_tokens is None else min(logprob_chunk_tokens,
-                                                                        micro_tokens)
-    logits = 3 * positions * v * f32
+    if logprob_chunk_tokens is None:
+        logits = LOGITS_COPIES * micro_tokens * v * f32
+    else:
+        logits = CHUNK_COPIES * min(logprob_chunk_tokens, micro_tokens) * v * f32
     gradients = trained * f32
     update = resident + activations + logits + gradients
     return StepMemory(resident=int(resident), rollout=int(rollout), update=int(update))
