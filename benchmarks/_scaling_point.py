@@ -65,7 +65,7 @@ def build_model(name: str, seed: int = 0):
 
 
 def _kib(field: str) -> int:
-    match = re.search(rf"^{field}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M)
+    match = re.search(rf"^{field}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.MULTILINE)
     return int(match.group(1)) if match else 0
 
 
@@ -83,7 +83,7 @@ def token_reward(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def _imports():
     """The libraries a point uses, imported before the baseline is read (so the baseline is
     the process with its libraries, and the figures above it are the point's own)."""
-    import transformers.models.llama.modeling_llama  # noqa: F401
+    import transformers.models.llama.modeling_llama
     import transformers.models.qwen2.modeling_qwen2  # noqa: F401
 
     from rlvr.algo.advantages import grpo_advantages, make_group_ids
@@ -136,6 +136,8 @@ def run_point(p: dict) -> dict:
                            torch.ones(1, short, dtype=torch.bool), 0)
     policy_update(backend, optimizer, warm, torch.ones(1), None, config, BatchCounts(1, short),
                   bf16=False)
+    if not p.get("rollout", True):  # the update alone, on random completions of full length
+        return _update_only(p, out, policy, prompts, g, backend, optimizer, config)
     # the engine snapshots the policy itself (a LoRA policy's layers merged on the fly)
     engine = TorchEngine(policy, dtype=torch.float32)
     engine.generate(prompts[:1], SamplingParams(temperature=1.0, max_new_tokens=2, n=2, seed=0))
@@ -171,6 +173,29 @@ def run_point(p: dict) -> dict:
     out["micro_batches"] = metrics["micro_batches"]
     out["tokens"] = tokens
     del engine
+    return out
+
+
+def _update_only(p, out, policy, prompts, g, backend, optimizer, config) -> dict:
+    """The point's update without a rollout (no engine resident): every row a random
+    completion of the point's length, the even-id reward."""
+    from rlvr.algo.advantages import grpo_advantages, make_group_ids
+    from rlvr.algo.loss_agg import BatchCounts
+    from rlvr.models.forward import build_sequences
+    from rlvr.update import policy_update
+
+    group, rows = p["group"], p["rows"]
+    ids = torch.randint(100, 40000, (rows, p["length"]), generator=g)
+    mask = torch.ones(rows, p["length"], dtype=torch.bool)
+    seqs = build_sequences([prompts[i // group] for i in range(rows)], ids, mask, 0)
+    advantages = grpo_advantages(token_reward(ids, mask), make_group_ids(rows // group, group))
+    _reset_peak()
+    t0 = time.perf_counter()
+    metrics = policy_update(backend, optimizer, seqs, advantages, None, config,
+                            BatchCounts(rows, rows * p["length"]), bf16=False)
+    out["update_s"] = time.perf_counter() - t0
+    out["update_peak_mib"] = _kib("VmHWM") / 1024
+    out["micro_batches"] = metrics["micro_batches"]
     return out
 
 

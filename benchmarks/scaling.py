@@ -69,14 +69,14 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _scaling_point import EMBEDDED, shape_of  # noqa: E402
+from _scaling_point import EMBEDDED, shape_of
 
 
 def _p(pid, model, rows, prompt, length, lora=0, micro=8, ckpt=False, chunk=None, group=8,
-       generate=True):
-    return dict(id=pid, model=model, rows=rows, prompt=prompt, length=length, lora=lora,
-                micro_batch=micro, checkpointing=ckpt, chunk=chunk, group=min(group, rows),
-                generate=generate)
+       generate=True, rollout=True):
+    return {"id": pid, "model": model, "rows": rows, "prompt": prompt, "length": length,
+            "lora": lora, "micro_batch": micro, "checkpointing": ckpt, "chunk": chunk,
+            "group": min(group, rows), "generate": generate and rollout, "rollout": rollout}
 
 
 #: The full sweep, cheapest first within each axis (ids: model-rows-prompt-length-mode).
@@ -91,6 +91,14 @@ PLAN = [
     _p("0.5b-16-60-256-lora-ck", "qwen2.5-0.5b", 16, 60, 256, lora=16, micro=4, ckpt=True,
        chunk=1024),
     _p("1.5b-4-60-512-lora-ck", "qwen2.5-1.5b", 4, 60, 512, lora=16, micro=1, ckpt=True,
+       chunk=256, group=4, generate=False),
+    # the same step's update alone (no engine resident): where the machine has too little
+    # free memory for the whole step, this part still measures
+    _p("1.5b-2-60-512-lora-ck-update", "qwen2.5-1.5b", 2, 60, 512, lora=16, micro=1,
+       ckpt=True, chunk=256, group=2, rollout=False),
+    _p("0.5b-8-60-256-lora", "qwen2.5-0.5b", 8, 60, 256, lora=16, micro=4, group=4,
+       generate=False),
+    _p("0.5b-8-60-256-lora-ck", "qwen2.5-0.5b", 8, 60, 256, lora=16, micro=4, ckpt=True,
        chunk=256, group=4, generate=False),
     _p("135m-256-60-64-ft", EMBEDDED, 256, 60, 64, micro=32, generate=False),
     _p("135m-16-60-2048-lora-ck", EMBEDDED, 16, 60, 2048, lora=16, micro=2, ckpt=True,
@@ -154,13 +162,13 @@ def predicted(p: dict):
         shape_of(p["model"]), prompts=p["rows"] // p["group"], group=p["group"],
         prompt_tokens=p["prompt"], completion_tokens=p["length"], micro_batch=p["micro_batch"],
         lora_rank=p["lora"], activation_checkpointing=p["checkpointing"],
-        logprob_chunk_tokens=p["chunk"])
+        logprob_chunk_tokens=p["chunk"], engine=p.get("rollout", True))
 
 
 def estimate_seconds(p: dict, flops: float, bandwidth: float) -> float:
     """Wall seconds the point is expected to take (module doc's assumptions)."""
     roof, _ = rollout_roofline(p, flops, bandwidth)
-    rollout = 3 * p["rows"] * p["length"] / roof
+    rollout = 3 * p["rows"] * p["length"] / roof if p.get("rollout", True) else 0.0
     build = 25 if p["model"] == EMBEDDED else shape_of(p["model"]).params / 5e7
     return build + rollout * (6 if p["generate"] else 1) + 2 * update_floor_flops(p) / flops
 
@@ -195,21 +203,39 @@ def available_gib() -> float:
 
 
 def figures(p: dict, r: dict, flops: float, bandwidth: float) -> dict:
-    """The point's derived figures: ratios, roofline share, predictions, fits."""
+    """The point's derived figures: ratios, roofline share, predictions, fits (a point run
+    without its rollout has no rollout figures: ``None``)."""
     roof, bound = rollout_roofline(p, flops, bandwidth)
     floor_s = update_floor_flops(p) / flops
     pred = predicted(p)
     base = r["baseline_mib"]
-    peak = max(r["rollout_peak_mib"], r["update_peak_mib"])
+    measured = "rollout_tps" in r
+    peak = max(r.get("rollout_peak_mib", 0.0), r["update_peak_mib"])
     return {
         "vs_generate": r["rollout_tps"] / r["generate_tps"] if "generate_tps" in r else None,
-        "roofline_tps": roof, "roofline_pct": 100 * r["rollout_tps"] / roof, "bound": bound,
+        "roofline_tps": roof, "bound": bound,
+        "roofline_pct": 100 * r["rollout_tps"] / roof if measured else None,
         "floor_s": floor_s, "vs_floor": r["update_s"] / floor_s,
-        "pred_rollout_mib": pred.rollout / 2**20 + base,
+        "pred_rollout_mib": pred.rollout / 2**20 + base if measured else None,
         "pred_update_mib": pred.update / 2**20 + base,
         "peak_gib": peak / 1024,
         "fits": [gb for gb in (16, 32, 64) if peak <= gb * 1024],
     }
+
+
+def _num(value, form: str, empty: str = "-") -> str:
+    return empty if value is None else format(value, form)
+
+
+def summary_line(p: dict, r: dict) -> str:
+    """One point's figures, for the log."""
+    gen = f"{r['vs_generate']:.1f}x generate" if r["vs_generate"] else "generate not run"
+    rollout = ("no rollout (update alone)" if r.get("rollout_tps") is None else
+               f"rollout {r['rollout_tps']:.0f} tok/s ({gen}, {r['roofline_pct']:.0f}% of "
+               f"{r['bound']} roofline), peak {r['rollout_peak_mib']:.0f} MiB (pred "
+               f"{r['pred_rollout_mib']:.0f})")
+    return (f"{p['id']}: {rollout}; update {r['update_s']:.1f} s ({r['vs_floor']:.2f}x "
+            f"floor), peak {r['update_peak_mib']:.0f} MiB (pred {r['pred_update_mib']:.0f})")
 
 
 def row_markdown(p: dict, r: dict) -> str:
@@ -220,10 +246,13 @@ def row_markdown(p: dict, r: dict) -> str:
         mode += f" +chunk{p['chunk']}"
     gen = f"{r['vs_generate']:.1f}x" if r.get("vs_generate") else "not run"
     fits = "/".join(str(g) for g in r["fits"]) or "none"
+    roof = ("-" if r.get("roofline_pct") is None
+            else f"{r['roofline_pct']:.0f}% ({r['bound']})")
     return (f"| {p['id']} | {p['rows']} | {p['prompt']} | {p['length']} | {mode} | "
-            f"{r['rollout_tps']:.0f} | {gen} | {r['roofline_pct']:.0f}% ({r['bound']}) | "
-            f"{r['update_s']:.1f} | {r['vs_floor']:.2f}x | {r['rollout_peak_mib']:.0f} / "
-            f"{r['pred_rollout_mib']:.0f} | {r['update_peak_mib']:.0f} / "
+            f"{_num(r.get('rollout_tps'), '.0f')} | {gen} | {roof} | "
+            f"{r['update_s']:.1f} | {r['vs_floor']:.2f}x | "
+            f"{_num(r.get('rollout_peak_mib'), '.0f')} / "
+            f"{_num(r.get('pred_rollout_mib'), '.0f')} | {r['update_peak_mib']:.0f} / "
             f"{r['pred_update_mib']:.0f} | {fits} |")
 
 
@@ -246,6 +275,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--markdown", default=None, help="write the table here")
     args = parser.parse_args(argv)
     from _machine import machine_line
+
     from rlvr.models.precision import probe_cpu
 
     plan = QUICK if args.quick else PLAN
@@ -292,7 +322,7 @@ def main(argv: list[str] | None = None) -> None:
                                                           f"{free:.1f} available"}
             continue
         reports = run_child([p for p, _ in batch],
-                            timeout=max(600.0, 4 * sum(est for _, est in batch)))
+                            timeout=max(1800.0, 6 * sum(est for _, est in batch)))
         for (p, _), r in zip(batch, reports):
             if "error" in r:
                 print(f"{p['id']}: {r['error']}", flush=True)
@@ -300,12 +330,7 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             r.update(figures(p, r, flops, bandwidth))
             results[p["id"]] = {"point": p, **r}
-            gen = f"{r['vs_generate']:.1f}x generate" if r["vs_generate"] else "generate not run"
-            print(f"{p['id']}: rollout {r['rollout_tps']:.0f} tok/s ({gen}, "
-                  f"{r['roofline_pct']:.0f}% of {r['bound']} roofline), update "
-                  f"{r['update_s']:.1f} s ({r['vs_floor']:.2f}x floor), peak rollout "
-                  f"{r['rollout_peak_mib']:.0f} MiB (pred {r['pred_rollout_mib']:.0f}), update "
-                  f"{r['update_peak_mib']:.0f} MiB (pred {r['pred_update_mib']:.0f})", flush=True)
+            print(summary_line(p, r), flush=True)
             lines.append(row_markdown(p, r))
         print(f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
     table = HEADER + "\n" + "\n".join(lines)

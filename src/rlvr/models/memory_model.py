@@ -124,7 +124,7 @@ def predict_step_memory(shape: Shape, *, prompts: int, group: int, prompt_tokens
                         completion_tokens: int, micro_batch: int, lora_rank: int = 0,
                         activation_checkpointing: bool = False,
                         logprob_chunk_tokens: int | None = None, engine_copy: bool = False,
-                        value_bytes: int = 4,
+                        engine: bool = True, value_bytes: int = 4,
                         baseline_bytes: int = 0) -> StepMemory:
     """Peak memory of one GRPO step (module doc for every term).
 
@@ -136,6 +136,8 @@ def predict_step_memory(shape: Shape, *, prompts: int, group: int, prompt_tokens
         lora_rank: 0 for full fine-tuning, else LoRA's rank (frozen base weights).
         activation_checkpointing, logprob_chunk_tokens: the update's memory settings.
         engine_copy: with LoRA, the engine samples from a plain merged copy of the policy.
+        engine: the rollout engine's snapshot is resident (False: an update alone, as a
+            process that only trains holds it).
         value_bytes: bytes per value of the compute dtype (4: fp32, 2: bf16).
         baseline_bytes: added to every figure (the process before the model exists).
 
@@ -158,7 +160,7 @@ def predict_step_memory(shape: Shape, *, prompts: int, group: int, prompt_tokens
     if lora_rank:
         policy += shape.lora_params(lora_rank) * f32
     engine_copy = shape.params * b if lora_rank and engine_copy else 0
-    snapshot = (shape.body_params + v * h) * b
+    snapshot = (shape.body_params + v * h) * b if engine else 0
     optimizer = 2 * trained * f32
     resident = policy + engine_copy + snapshot + optimizer + WORKSPACE + baseline_bytes
 
