@@ -31,7 +31,7 @@ __all__ = ["SequenceBatch", "autocast", "build_sequences", "cache_argument",
 
 def completion_log_probs(model, batch: SequenceBatch, *, temperature: float = 1.0,
                          bf16: bool = True, shared_prefix: bool = False,
-                         entropy: str | None = None):
+                         entropy: str | None = None, chunk_tokens: int | None = None):
     """log pi(completion token t | prompt, completion < t) for every completion position.
 
     The logits are divided by ``temperature`` (the sampling temperature), so the result is
@@ -42,6 +42,10 @@ def completion_log_probs(model, batch: SequenceBatch, *, temperature: float = 1.
             batch repeats prompts (``batch.prompts``), else the plain path runs.
         entropy: also return each position's entropy (nats, of the tempered distribution):
             ``"detached"`` (for logging) or ``"grad"`` (for an entropy bonus); ``None`` = not.
+        chunk_tokens: run the LM head, log-softmax and gather over this many positions at a
+            time, each chunk recomputed in the backward (``grpo.logprob_chunk_tokens``,
+            :func:`rlvr.models.activation_memory.head_log_probs`): the ``[n, T, V]`` logits
+            never exist whole. ``None``: the plain head over all positions at once.
 
     Returns:
         FloatTensor[n, T] (fp32) log-probs, or ``(log_probs, entropy)`` both FloatTensor[n, T]
@@ -54,9 +58,22 @@ def completion_log_probs(model, batch: SequenceBatch, *, temperature: float = 1.
             with autocast(bf16):
                 prefix = StepPrefix(model, batch.prompts, bf16=bf16, leaves=False,
                                     chunk=len(batch.prompts))
+                if chunk_tokens is not None:
+                    return prefix.log_probs(model, batch, temperature=temperature,
+                                            entropy=entropy, chunk_tokens=chunk_tokens)
                 logits = prefix.logits(model, batch)
             return log_probs_from_logits(logits, batch.completion_ids, temperature, entropy)
     width = batch.completion_ids.shape[1]
+    if chunk_tokens is not None:
+        from rlvr.models.activation_memory import head_log_probs, lm_parts
+
+        decoder, head = lm_parts(model)
+        with autocast(bf16):
+            hidden = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                             position_ids=batch.position_ids, use_cache=False).last_hidden_state
+            return head_log_probs(hidden[:, -(width + 1):-1], head, batch.completion_ids,
+                                  temperature=temperature, entropy=entropy,
+                                  chunk_tokens=chunk_tokens)
     with autocast(bf16):
         logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                        position_ids=batch.position_ids, logits_to_keep=width + 1,

@@ -158,6 +158,22 @@ class GRPOConfig(ConfigSection):
         "preset (64 rows of ~17 tokens, one ~57; AVX2-only EPYC Zen 2, fp32): such a step's "
         "update 46 s in one micro-batch, 14-17 s with 1536; the run 27.2 -> 24.5 min. "
         "null: rows only (`micro_batch_size`).")
+    activation_checkpointing: bool = Field(
+        False, description="Keep only each decoder layer's input for the update's backward "
+        "and re-run the layer's forward there (Chen et al. 2016): activation memory per token "
+        "drops from ~15 hidden-sized and ~4 MLP-sized fp32 tensors per layer to one hidden-"
+        "sized one, for about one more forward pass of compute. Same loss and gradient up to "
+        "float rounding; the shared-prefix KV cache is kept (src/rlvr/models/"
+        "activation_memory.py). For long completions on bigger models: see the guide "
+        "'Bigger models and longer completions'.")
+    logprob_chunk_tokens: int | None = Field(
+        None, ge=1, le=MAX_BATCH_TOKENS,
+        description="Run the update's language-model head, log-softmax and gather over this "
+        "many completion positions at a time, each chunk recomputed in the backward, so the "
+        "[rows, tokens, vocabulary] fp32 logits (and their gradient) never exist whole: 2,048 "
+        "tokens of a 151,936-token vocabulary are 1.2 GB per row. Costs a second head matmul. "
+        "One update process only (with `update_processes > 1` the head runs whole). null: "
+        "the head over all positions at once.")
     shared_prefix: Literal["step", "micro_batch", "off"] = Field(
         "step", description="How the update runs the G completions' shared prompt. `step`: "
         "each distinct prompt once per optimizer step, its KV cache (with gradients) reused "

@@ -27,6 +27,7 @@ from torch import Tensor
 from rlvr.algo.loss_agg import BatchCounts, micro_batch_weight
 from rlvr.algo.objective import policy_objective
 from rlvr.algo.registry import LOSS_AGGREGATIONS, POLICY_LOSSES
+from rlvr.models.activation_memory import checkpoint_layers
 from rlvr.models.forward import SequenceBatch, completion_log_probs
 from rlvr.models.step_prefix import StepPrefix
 from rlvr.update.backend import UpdateBackend
@@ -56,10 +57,11 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
         config: the run config (:class:`rlvr.train.config.RunConfig` or any object with the
             same attributes): ``grpo.micro_batch_size``, ``micro_batch_tokens`` (optional),
             ``temperature``, ``shared_prefix``,
-            ``max_grad_norm``; ``algo.policy_loss``, ``loss_agg``, ``kl_estimator``,
-            ``entropy_coef``, ``off_policy_correction`` (:mod:`rlvr.update.corrections`),
-            ``tis_cap`` and whatever their registry entries' options read; ``model.bf16``
-            unless ``bf16`` is given.
+            ``max_grad_norm``, ``activation_checkpointing`` and ``logprob_chunk_tokens``
+            (optional; the latter ignored by a collective backend); ``algo.policy_loss``,
+            ``loss_agg``, ``kl_estimator``, ``entropy_coef``, ``off_policy_correction``
+            (:mod:`rlvr.update.corrections`), ``tis_cap`` and whatever their registry entries'
+            options read; ``model.bf16`` unless ``bf16`` is given.
         counts: the step's rows and completion tokens over all ranks and micro-batches
             (``backend.global_counts``).
         ref_log_probs: FloatTensor[n, >= T], log pi_ref, needed when ``kl_coef > 0``.
@@ -115,6 +117,11 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
         old_log_probs, ref_log_probs, sampler_log_probs = (
             None if t is None else t[order]
             for t in (old_log_probs, ref_log_probs, sampler_log_probs))
+    # the memory savers (rlvr.models.activation_memory); the chunked head calls the model's
+    # body and head directly, past a data-parallel wrapper's forward: one process only
+    chunk_tokens = None if backend.collective else getattr(g, "logprob_chunk_tokens", None)
+    restore_layers = (checkpoint_layers(backend.model)
+                      if getattr(g, "activation_checkpointing", False) else None)
     for epoch in range(epochs):
         optimizer.zero_grad(set_to_none=True)
         if n == 0:
@@ -129,11 +136,13 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
                 if prefix is not None:
                     logp, entropy = prefix.log_probs(backend.model, micro,
                                                      temperature=g.temperature,
-                                                     entropy=entropy_mode)
+                                                     entropy=entropy_mode,
+                                                     chunk_tokens=chunk_tokens)
                 else:
                     logp, entropy = completion_log_probs(
                         backend.model, micro, temperature=g.temperature, bf16=bf16,
-                        shared_prefix=g.shared_prefix != "off", entropy=entropy_mode)
+                        shared_prefix=g.shared_prefix != "off", entropy=entropy_mode,
+                        chunk_tokens=chunk_tokens)
                 out = policy_objective(
                     logp, logp.detach() if old_log_probs is None else old_log_probs[rows, :w],
                     advantages[rows], mask,
@@ -177,6 +186,8 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
             skipped = True
             break
         optimizer.step()
+    if restore_layers is not None:
+        restore_layers()
     optimizer.zero_grad(set_to_none=True)
     result = {k: max(v) if k in PEAK_METRICS else sum(v) / len(v) for k, v in metrics.items()}
     if ref_log_probs is None:
