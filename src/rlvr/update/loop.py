@@ -54,7 +54,8 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
             same attributes): ``grpo.micro_batch_size``, ``micro_batch_tokens`` (optional),
             ``temperature``, ``shared_prefix``,
             ``max_grad_norm``, ``activation_checkpointing`` and ``logprob_chunk_tokens``
-            (optional; the latter ignored by a collective backend); ``algo.policy_loss``, ``loss_agg``, ``kl_estimator``,
+            (optional; the latter ignored by a collective backend); ``algo.policy_loss``,
+            ``loss_agg``, ``kl_estimator``,
             ``entropy_coef``, ``tis_cap`` and whatever their registry entries' options read;
             ``model.bf16`` unless ``bf16`` is given.
         counts: the step's rows and completion tokens over all ranks and micro-batches
