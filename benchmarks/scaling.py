@@ -48,7 +48,8 @@ Usage: python benchmarks/scaling.py [--quick] [--points ID,ID] [--max-seconds 36
 2-layer, 128-wide body, 8 rows x 16 tokens: full fine-tuning, and LoRA with checkpointing and
 a chunked head, in one child process (the second point's peaks include what the first left
 allocated), one thread (on a machine busy with other jobs, small ops on two threads wait for
-each other's time slices: measured 8x slower); under a minute on a 2-core AVX2-only CPU.) Never time two heavy jobs at once: wrap the full sweep in
+each other's time slices: measured 8x slower); under a minute on a 2-core AVX2-only CPU.)
+Never time two heavy jobs at once: wrap the full sweep in
 ``flock /tmp/rlvr-bench.lock`` on a shared machine.
 Last line: ``scaling: N points, engine >= Xx generate (worst ID), update <= Yx FLOP floor
 (worst ID), peak Z GiB (ID)``.
@@ -96,6 +97,10 @@ PLAN = [
     # free memory for the whole step, this part still measures
     _p("1.5b-2-60-512-lora-ck-update", "qwen2.5-1.5b", 2, 60, 512, lora=16, micro=1,
        ckpt=True, chunk=256, group=2, rollout=False),
+    _p("135m-4-60-256-lora-update", EMBEDDED, 4, 60, 256, lora=16, micro=4, group=4,
+       rollout=False),
+    _p("135m-4-60-256-lora-ck-update", EMBEDDED, 4, 60, 256, lora=16, micro=4, ckpt=True,
+       chunk=256, group=4, rollout=False),
     _p("0.5b-8-60-256-lora", "qwen2.5-0.5b", 8, 60, 256, lora=16, micro=4, group=4,
        generate=False),
     _p("0.5b-8-60-256-lora-ck", "qwen2.5-0.5b", 8, 60, 256, lora=16, micro=4, ckpt=True,
@@ -261,6 +266,22 @@ HEADER = ("| point | rows | prompt | length | mode | rollout tok/s | vs generate
           "fits GB |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
+def write_outputs(args, flops: float, bandwidth: float, results: dict, lines: list[str]
+                  ) -> str:
+    """Write ``--json`` and ``--markdown`` (so far; each through a temporary file, then
+    renamed); returns the markdown table."""
+    table = HEADER + "\n" + "\n".join(lines)
+    outputs = [(args.json, json.dumps({"flops": flops, "bandwidth": bandwidth,
+                                       "points": results}, indent=1)),
+               (args.markdown, table + "\n")]
+    for path, text in outputs:
+        if path:
+            temp = Path(f"{path}.tmp")
+            temp.write_text(text)
+            temp.replace(path)
+    return table
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="two reduced points, < 1 minute")
@@ -332,14 +353,9 @@ def main(argv: list[str] | None = None) -> None:
             results[p["id"]] = {"point": p, **r}
             print(summary_line(p, r), flush=True)
             lines.append(row_markdown(p, r))
+        write_outputs(args, flops, bandwidth, results, lines)  # after every point
         print(f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
-    table = HEADER + "\n" + "\n".join(lines)
-    print(table)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"flops": flops, "bandwidth": bandwidth,
-                                               "points": results}, indent=1))
-    if args.markdown:
-        Path(args.markdown).write_text(table + "\n")
+    print(write_outputs(args, flops, bandwidth, results, lines))
     ok = {k: v for k, v in results.items() if "error" not in v}
     if not ok:
         print("scaling: no point measured")

@@ -5,7 +5,8 @@ parameters, N_t those trained; L layers, H hidden size, I MLP width, V vocabular
 key/value width ``kv_heads x head_dim``; U prompts of P tokens, R = U x G rows of T completion
 tokens; m rows per update micro-batch):
 
-- a fixed workspace (:data:`WORKSPACE`); the policy, ``N b``; AdamW's two moments and the gradient of the trained weights,
+- a fixed workspace (:data:`WORKSPACE`); the policy, ``N b``; AdamW's two moments and the
+  gradient of the trained weights,
   ``3 x 4 N_t`` (the moments exist from the first optimizer step on);
 - with LoRA and ``engine_copy``, a plain merged copy of the policy for the rollout engine
   (``N b``, what :func:`rlvr.train.setup.make_engine` builds); the ``torch`` engine can
