@@ -76,7 +76,7 @@ def pack_state(source: Any) -> tuple[dict[str, torch.Tensor], list[tuple]]:
     dtypes = {str(t.dtype): t.dtype for t in state.values()}
     flats = {key: torch.empty(size, dtype=dtypes[key]) for key, size in sizes.items()}
     with torch.no_grad():
-        for (name, key, offset, shape), tensor in zip(index, state.values()):
+        for (_, key, offset, _), tensor in zip(index, state.values()):
             flats[key][offset:offset + tensor.numel()].copy_(tensor.detach().reshape(-1))
     return flats, index
 

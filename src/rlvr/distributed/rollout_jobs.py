@@ -129,7 +129,7 @@ def split_groups(output: RolloutOutput, n: int) -> list[RolloutOutput]:
         lengths = output.lengths[sl]
         width = int(lengths.max()) if lengths.numel() else 0
 
-        def cut(tensor):
+        def cut(tensor, sl=sl, width=width):
             return None if tensor is None else tensor[sl, :width].clone()
 
         timing = RolloutTiming(prefill_seconds=t.prefill_seconds / groups,
