@@ -43,7 +43,8 @@ class Group:
 
     Attributes:
         prompt: the prompt's token ids.
-        output: its ``n`` rows (``prompt_index`` 0).
+        output: its ``n`` rows (``prompt_index`` 0); None from a simulated pool
+            (:mod:`rlvr.distributed.pipeline_sim`).
         version: the policy version that sampled every row.
         meta: the job's ``meta`` entry for this prompt.
         job_id: the job it came from.
@@ -210,7 +211,8 @@ class AsyncCollector:
         if result.version > self.version:
             raise ValueError(f"job {result.job_id} came back from policy version "
                              f"{result.version}, newer than the trainer's {self.version}")
-        for prompt, output, meta in zip(job.prompts, split_groups(result.output, job.params.n),
-                                        job.meta):
+        outputs = (split_groups(result.output, job.params.n) if result.output is not None
+                   else [None] * job.groups)  # a simulated pool samples nothing
+        for prompt, output, meta in zip(job.prompts, outputs, job.meta):
             self.buffer.put(Group(prompt, output, result.version, meta, job.job_id),
                             result.version)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from rlvr.distributed.async_collector import AsyncCollector
 from rlvr.distributed.rollout_jobs import PoolTimes, RolloutJob, RolloutResult
-from rlvr.rollout.types import RolloutOutput, SamplingParams
+from rlvr.rollout.types import SamplingParams
 
 
 @dataclass(frozen=True)
@@ -112,9 +112,7 @@ class _VirtualPool:
             self.clock.now = finish
             job, version = self.running[w]
             self.running[w] = None
-            rows = job.groups * job.params.n
-            out = _placeholder_output(rows)
-            self.done.append(RolloutResult(job.job_id, job.prompts, out, version,
+            self.done.append(RolloutResult(job.job_id, job.prompts, None, version,
                                            self.names[w], 0.0, job.meta))
             self.free_since[w] = finish
             self._start(w)
@@ -136,15 +134,6 @@ class _VirtualPool:
     def idle_seconds(self, end: float) -> float:
         return sum(self.idle) + sum(end - f for f, r in zip(self.free_since, self.running)
                                     if r is None)
-
-
-def _placeholder_output(rows: int) -> RolloutOutput:
-    import torch
-
-    return RolloutOutput(torch.zeros(rows, 1, dtype=torch.long),
-                         torch.ones(rows, 1, dtype=torch.bool), torch.zeros(rows, 1),
-                         torch.zeros(rows, dtype=torch.long), ["stop"] * rows,
-                         torch.ones(rows, dtype=torch.long))
 
 
 def simulate(rollout_s: float, update_s: float, *, workers: int = 1, update_processes: int = 1,

@@ -60,7 +60,7 @@ class RolloutResult:
         job_id, meta: the job's.
         prompts: the job's prompts.
         output: the completions (``RolloutOutput``; ``params.n`` rows per prompt, in prompt
-            order).
+            order); None only from a simulated pool.
         version: the policy version (number of updates applied) of the weights that sampled
             every row of the job.
         worker: the name of the worker that ran it.
@@ -69,7 +69,7 @@ class RolloutResult:
 
     job_id: int
     prompts: list[list[int]]
-    output: RolloutOutput
+    output: RolloutOutput | None
     version: int
     worker: str
     seconds: float
