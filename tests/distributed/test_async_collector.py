@@ -161,3 +161,18 @@ def test_a_collection_that_gets_nothing_times_out_with_what_was_in_flight():
                                wait_timeout_s=0.0)
     with pytest.raises(TimeoutError, match=r"4 group\(s\) in flight on scripted-0"):
         collector.collect(2, 0)
+
+
+def test_discard_drops_waiting_and_running_groups_and_refills():
+    pool, drawn = ScriptedPool(), []
+    collector = AsyncCollector(pool, make_jobs(drawn), groups_per_step=2, max_staleness=1)
+    collector.collect(2, 0)
+    collector.step_metrics()
+    # job 1 (tasks 2, 3) is queued; a rollback replaces the weights: discard it
+    assert collector.discard() == 2
+    pool.run_one()  # job 1 finishes anyway, with the discarded weights
+    groups = collector.collect(2, 1, weights=lambda: {})
+    # job 1's result was dropped on arrival; new jobs were admitted at version 1
+    assert [(g.meta, g.version) for g in groups] == [(4, 1), (5, 1)]
+    m = collector.step_metrics()
+    assert m["dropped_discarded"] == 2.0 and m["dropped_stale"] == 0.0

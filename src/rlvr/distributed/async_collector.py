@@ -17,6 +17,9 @@ the buffer, and the time split ``seconds_trainer_idle`` (the trainer waiting for
 ``seconds_rollout_idle`` (worker-seconds without a job, summed over workers) and
 ``seconds_weight_sync`` (handing weights over plus the workers' loading).
 
+A rollback of the trainer's weights calls :meth:`AsyncCollector.discard`: nothing sampled by
+the weights it replaced is handed out.
+
 Resume: :meth:`AsyncCollector.state_dict` holds the groups waiting (with their versions) and
 the jobs in flight (their prompts, sampling parameters and ``meta``); after
 :meth:`AsyncCollector.load_state_dict` the waiting groups are handed out under the same bound
@@ -95,6 +98,8 @@ class AsyncCollector:
         self.jobs: dict[int, RolloutJob] = {}  # in flight
         self.next_job_id = 0
         self.taken_at_version = 0
+        self._ignored: set[int] = set()  # discarded jobs still running
+        self._discarded = 0
         self._idle = self._sync = 0.0
         self._times = pool.times()
 
@@ -149,13 +154,26 @@ class AsyncCollector:
         self._idle += time.perf_counter() - sync_done
         return got
 
+    def discard(self) -> int:
+        """Drop every group waiting and every job in flight (the weights that sampled them
+        were replaced, e.g. by a rollback); results of discarded jobs are dropped when they
+        arrive and the pipeline is refilled. Returns the groups discarded (also reported as
+        ``dropped_discarded`` by the next :meth:`step_metrics`)."""
+        n = self.buffer.clear() + sum(job.groups for job in self.jobs.values())
+        self._ignored.update(self.jobs)
+        self.jobs.clear()
+        self._discarded += n
+        return n
+
     def step_metrics(self) -> dict[str, float]:
         """The staleness histogram and drops since the last call
-        (:meth:`StalenessBuffer.step_metrics`) and the time split in seconds:
-        ``seconds_trainer_idle``, ``seconds_rollout_idle``, ``seconds_weight_sync``; the
-        counts restart."""
+        (:meth:`StalenessBuffer.step_metrics`), ``dropped_discarded`` (:meth:`discard`) and
+        the time split in seconds: ``seconds_trainer_idle``, ``seconds_rollout_idle``,
+        ``seconds_weight_sync``; the counts restart."""
         times = self.pool.times()
         metrics = self.buffer.step_metrics(self.max_staleness)
+        metrics["dropped_discarded"] = float(self._discarded)
+        self._discarded = 0
         metrics.update(
             seconds_trainer_idle=self._idle,
             seconds_rollout_idle=max(0.0, times.rollout_idle - self._times.rollout_idle),
@@ -207,6 +225,9 @@ class AsyncCollector:
             self.pool.submit(job)
 
     def _accept(self, result: RolloutResult) -> None:
+        if result.job_id in self._ignored:
+            self._ignored.discard(result.job_id)
+            return
         job = self.jobs.pop(result.job_id)
         if result.version > self.version:
             raise ValueError(f"job {result.job_id} came back from policy version "

@@ -140,6 +140,13 @@ class StalenessBuffer:
             self._step_taken[current_version - version] += 1
         return out
 
+    def clear(self) -> int:
+        """Remove every waiting group (not counted as dropped for staleness); returns how
+        many there were."""
+        n = len(self._items)
+        self._items = deque()
+        return n
+
     def step_metrics(self, max_staleness: int) -> dict[str, float]:
         """The counts since the last call, as metrics, then reset them.
 
