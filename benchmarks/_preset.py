@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import copy
 import tempfile
 from pathlib import Path
 
@@ -36,14 +35,15 @@ def quick_config(config):
 
 
 def grpo_step_for(config, engine_name: str, shared_prefix: str = "step", prefix: str = "rlvr-bench-"):
-    """The preset's model, data, SFT cold start and KL reference as in a real run, then the
+    """The preset's model, data, SFT cold start, KL reference, task sampler and rollout
+    source as in a real run (:mod:`rlvr.train.setup`), then the
     :class:`rlvr.train.grpo.GRPOStep` that runs its steps with ``engine_name``.
 
     Returns:
-        ``(run, step, sampler)``: the :class:`rlvr.train.run.Run` (close ``run.rewards`` when
-        done), the step runner and the run's task sampler.
+        ``(run, step)``: the :class:`rlvr.train.run.Run` (close ``run.rewards`` when done;
+        ``step.run(run.state, i)`` runs step ``i``) and the step runner.
     """
-    from rlvr.train.grpo import GRPOStep
+    from rlvr.train import setup
     from rlvr.train.run import Run
 
     config = config.model_copy(deep=True)
@@ -51,13 +51,10 @@ def grpo_step_for(config, engine_name: str, shared_prefix: str = "step", prefix:
     config.grpo.shared_prefix = shared_prefix
     run = Run(config, Path(tempfile.mkdtemp(prefix=prefix)))
     run.load()
-    run._engine = run.engine()
+    setup.open_engine(run.state, config)
     if config.sft.enabled:
         run.sft()
-    run._optimizer_for_grpo()
-    reference = None
-    if config.algo.kl_coef > 0:
-        reference = copy.deepcopy(run.policy).eval().requires_grad_(False)
-    step = GRPOStep(config, run.policy, reference, run._engine, run.tokenizer, run.rewards,
-                    run.optimizer, run.scheduler, run.stop_ids)
-    return run, step, run.sampler()
+    setup.grpo_optimizer(run.state, config)
+    setup.open_sampler(run.state, config)
+    step = setup.step_runner(run.state, config, run.run_dir, run.rewards, resume=False)
+    return run, step

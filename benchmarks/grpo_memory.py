@@ -55,9 +55,10 @@ def measure(config, engine_name: str, shared_prefix: str, steps: int) -> dict[st
     """Peak RSS (MiB) of the phases of the last of ``steps`` GRPO steps."""
     from _preset import grpo_step_for
 
-    run, step, sampler = grpo_step_for(config, engine_name, shared_prefix, prefix="rlvr-mem-")
+    run, step = grpo_step_for(config, engine_name, shared_prefix, prefix="rlvr-mem-")
     phases: dict[str, float] = {}
-    generate = run._engine.generate
+    engine = run.state.models.rollout_engine
+    generate = engine.generate
 
     def tracked_generate(*args, **kwargs):
         reset_peak()
@@ -66,12 +67,11 @@ def measure(config, engine_name: str, shared_prefix: str, steps: int) -> dict[st
         reset_peak()
         return out
 
-    run._engine.generate = tracked_generate
+    engine.generate = tracked_generate
     for i in range(steps):
-        idx = sampler.next(config.grpo.prompts_per_step)
         phases["resident"] = _status_kib("VmRSS") / MIB
         start = time.perf_counter()
-        step.run([run.train_tasks[j] for j in idx], [run.train_prompts[j] for j in idx], i + 1)
+        step.run(run.state, i + 1)
         phases["update"] = _status_kib("VmHWM") / MIB
         print(f"  {engine_name} step {i + 1}: {time.perf_counter() - start:.1f} s, resident "
               f"{phases['resident']:.0f} MiB, rollout peak {phases['rollout']:.0f}, update "

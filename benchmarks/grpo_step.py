@@ -36,13 +36,11 @@ def time_steps(config, engine_name: str, steps: int, shared_prefix: str = "step"
 
     from _preset import grpo_step_for
 
-    run, step, sampler = grpo_step_for(config, engine_name, shared_prefix)
+    run, step = grpo_step_for(config, engine_name, shared_prefix)
     rows = []
     for i in range(steps + 1):
-        idx = sampler.next(config.grpo.prompts_per_step)
         t0 = time.perf_counter()
-        batch = step.run([run.train_tasks[j] for j in idx], [run.train_prompts[j] for j in idx],
-                         i + 1)
+        batch = step.run(run.state, i + 1)
         wall = time.perf_counter() - t0
         m = batch.metrics
         print(f"  {engine_name} step {i + 1}{' (warm-up)' if i == 0 else ''}: {wall:.2f} s = "

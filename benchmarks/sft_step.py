@@ -40,7 +40,7 @@ def sft_batches(config, batches: int):
     run = Run(config, Path(tempfile.mkdtemp(prefix="rlvr-bench-sft-")))
     run.load()
     tasks, _ = verified_examples(sft_pool(run.state, config), run.eval_rewards)
-    tokenizer = run.state.tokenizer
+    tokenizer = run.state.models.tokenizer
     prompts = [prompt_ids(tokenizer, t, run.state.data.instruction(t), config.data.one_shot)
                for t in tasks]
     data, _ = encode_examples(tokenizer, tasks, prompts, config.sft.max_length,
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     batches, repeats = (2, 1) if args.quick else (args.batches, args.repeats)
     print(machine_line(config.model.precision))
     run, rows, shared = sft_batches(config, batches)
-    model, pad_id, bf16 = run.state.policy, run.state.tokenizer.pad_token_id, config.model.bf16
+    model, pad_id, bf16 = run.state.models.policy, run.state.models.tokenizer.pad_token_id, config.model.bf16
     model.train()
     tokens = statistics.mean(len(ids) for batch in rows for ids, _ in batch)
     print(f"preset {config.name}: model {config.model.name}, {len(rows)} batches of "

@@ -103,18 +103,19 @@ def draw_batches(run, steps: int) -> list[list[int]]:
 
 def run_rlvr(run, batches: list[list[int]]) -> list[dict]:
     """rlvr's GRPO steps over ``batches``; per step: wall seconds, reward, phases."""
-    from rlvr.train.grpo import GRPOStep
+    from rlvr.train import setup
 
     config = run.config
-    run._engine = run.engine()
-    run._optimizer_for_grpo()
-    step = GRPOStep(config, run.policy, None, run._engine, run.tokenizer, run.rewards,
-                    run.optimizer, run.scheduler, run.stop_ids)
+    setup.open_engine(run.state, config)
+    setup.grpo_optimizer(run.state, config)
+    # a fresh sampler of the same seed: its rollout source draws ``batches`` again, in order
+    setup.open_sampler(run.state, config)
+    step = setup.step_runner(run.state, config, run.run_dir, run.rewards, resume=False)
     rows = []
     for i, idx in enumerate(batches):
         t0 = time.perf_counter()
-        batch = step.run([run.train_tasks[j] for j in idx], [run.train_prompts[j] for j in idx],
-                         i + 1)
+        batch = step.run(run.state, i + 1)
+        assert [t.id for t in batch.tasks] == [run.state.data.train_tasks[j].id for j in idx]
         wall = time.perf_counter() - t0
         m = batch.metrics
         rows.append({"wall": wall, "reward": m["reward_mean"], "length": m["length_mean"]})
@@ -122,7 +123,6 @@ def run_rlvr(run, batches: list[list[int]]) -> list[dict]:
               f"{m['seconds_rollout']:.2f} + reward {m['seconds_reward']:.2f} + update "
               f"{m['seconds_update']:.2f}; reward {m['reward_mean']:.3f}, length "
               f"{m['length_mean']:.1f}", flush=True)
-    run._engine = None
     return rows
 
 
@@ -137,7 +137,7 @@ def trl_dataset(run, batches: list[list[int]]):
     rows = []
     for idx in batches:
         for j in idx:
-            task = run.train_tasks[j]
+            task = run.state.data.train_tasks[j]
             rows.append({"prompt": chat_messages(task, run.instruction(task),
                                                  run.config.data.one_shot),
                          "reference": json.dumps(task.reference), "task_type": task.task_type})
@@ -166,14 +166,14 @@ def check_same_prompt_ids(run, tokenizer, batches) -> None:
     from rlvr.tasks.prompting import chat_messages
 
     j = batches[0][0]
-    task = run.train_tasks[j]
+    task = run.state.data.train_tasks[j]
     encoded = tokenizer.apply_chat_template(
         chat_messages(task, run.instruction(task), run.config.data.one_shot),
         add_generation_prompt=True, tokenize=True)
     ids = list(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
-    if ids != list(run.train_prompts[j]):
+    if ids != list(run.state.data.train_prompts[j]):
         print(f"  note: TRL's prompt tokenization differs from rlvr's ({len(ids)} vs "
-              f"{len(run.train_prompts[j])} tokens)", flush=True)
+              f"{len(run.state.data.train_prompts[j])} tokens)", flush=True)
 
 
 def run_trl(run, batches: list[list[int]], out_dir: Path) -> list[dict]:
@@ -276,7 +276,10 @@ def main(argv: list[str] | None = None) -> None:
     batches = draw_batches(run, args.steps)
     try:
         rlvr_rows = run_rlvr(run, batches)
-        run.policy = run.optimizer = run.scheduler = None  # free rlvr's before TRL's copy
+        from rlvr.train.state import ModelState, OptimState
+
+        # free rlvr's models and optimizer before TRL's copy
+        run.state.models, run.state.optim = ModelState(), OptimState()
         trl_rows = run_trl(run, batches, work / "trl")
     finally:
         run.rewards.close()

@@ -119,7 +119,7 @@ def test_a_run_follows_the_probe_everywhere(monkeypatch, tmp_path, cap, bf16):
     run = Run(config, tmp_path / "run")
     results = run.train()
     dtype = torch.bfloat16 if bf16 else torch.float32
-    assert run._engine.dtype == dtype  # rollouts and validation sample through this engine
+    assert run.state.models.engine.dtype == dtype  # rollouts and validation sample through this engine
     assert seen == {"update": {bf16}, "sft": {bf16}}  # policy and KL reference forwards
     assert results["precision"]["precision"] == ("bf16" if bf16 else "fp32")
     assert results["precision"]["requested"] == "auto"

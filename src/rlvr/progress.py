@@ -27,6 +27,9 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
 EVERY_FRACTION = 0.1
 EVERY_SECONDS = 30.0
 
+#: The phases running now, innermost last (:func:`announce` tells the innermost one).
+_RUNNING: list["Phase"] = []
+
 
 def format_seconds(seconds: float) -> str:
     """A duration for people: ``7 s``, ``3m05s``, ``2h07m``."""
@@ -82,6 +85,7 @@ class Phase:
 
     # -- the context ------------------------------------------------------------------------
     def __enter__(self) -> "Phase":
+        _RUNNING.append(self)
         self._start = self._last_line = self.clock()
         if self.live:
             columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
@@ -100,6 +104,8 @@ class Phase:
         return self
 
     def __exit__(self, *exc) -> None:
+        if self in _RUNNING:
+            _RUNNING.remove(self)
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
@@ -197,6 +203,14 @@ def silent(label: str = "", total: int | None = None, **_) -> _Silent:
 
 
 PhaseFactory = Callable[..., "Phase | _Silent"]
+
+
+def announce(part: str) -> None:
+    """Tell the innermost running :class:`Phase` (if any) which part of it runs now
+    (:meth:`Phase.status`): code deep in a phase (a GRPO step's rollout source) names its
+    parts without being handed the phase."""
+    if _RUNNING:
+        _RUNNING[-1].status(part)
 
 
 def console_phases(console: Console) -> PhaseFactory:

@@ -62,8 +62,8 @@ def test_source_mixture_arithmetic_and_logic_seven_to_three(tmp_path):
     assert mix["arithmetic"]["target"] == pytest.approx(0.7)
     drawn = sum(m["data/pool/logic"] for m in _metrics(run))
     assert mix["logic"]["realised"] == pytest.approx(drawn / 40) and 4 <= drawn <= 22
-    assert {t.task_type for t in run.train_tasks} == {"math", "logic"}
-    assert {t.task_type for t in run.val_tasks} == {"math", "logic"}
+    assert {t.task_type for t in run.state.data.train_tasks} == {"math", "logic"}
+    assert {t.task_type for t in run.state.data.val_tasks} == {"math", "logic"}
 
 
 def test_dynamic_sampling_skips_prompts_whose_groups_stopped_teaching(tmp_path):
@@ -81,7 +81,7 @@ def test_tasks_whose_reference_does_not_verify_are_dropped(tmp_path):
                                                     for i, t in enumerate(good)]])
     run, _ = _run(tmp_path, "data.source=jsonl", f"data.path={path}", "grpo.steps=1",
                   "data.val_size=8", "data.train_size=100")
-    ids = {t.id for t in run.train_tasks + run.val_tasks}
+    ids = {t.id for t in run.state.data.train_tasks + run.state.data.val_tasks}
     assert "broken-ref" not in ids and len(ids) == 80
 
 
@@ -104,8 +104,8 @@ def test_math_code_preset_mixes_gsm8k_and_mbpp_with_their_own_instructions(tmp_p
     assert {k: v["target"] for k, v in results["data_mixture"].items()} == pytest.approx(
         {"gsm8k": 0.7, "mbpp": 0.3})
     assert sum(v["realised"] for v in results["data_mixture"].values()) == pytest.approx(1.0)
-    code = next(t for t in run.val_tasks if t.task_type == "code")
-    math = next(t for t in run.val_tasks if t.task_type == "math")
+    code = next(t for t in run.state.data.val_tasks if t.task_type == "code")
+    math = next(t for t in run.state.data.val_tasks if t.task_type == "math")
     assert run.instruction(code).startswith("Do not put tests")
     assert run.instruction(math).startswith("Solve the problem step by step")
-    assert len(run.val_tasks) == 6
+    assert len(run.state.data.val_tasks) == 6

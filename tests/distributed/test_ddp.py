@@ -24,6 +24,8 @@ from rlvr.models.tiny import tiny_model, tiny_tokenizer
 from rlvr.train.batch import TrainBatch
 from rlvr.train.config import RunConfig
 from rlvr.train.grpo import GRPOStep
+from rlvr.train.setup import kl_controller
+from rlvr.train.state import ModelState, OptimState, TrainingState
 
 WORLD = 2
 MAX_NEW = 8
@@ -169,10 +171,11 @@ def test_single_process_ddp_update_matches_grpo_step(batch):
     seqs, adv, _ = batch
     cfg = _config("grpo")
     model, opt = _model_and_optimizer("sgd")
-    step = GRPOStep(cfg, model, None, None, None, None, opt,
-                    torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0), None)
-    step.update(TrainBatch(train_rows=torch.arange(8), sequences=seqs, advantages=adv,
-                           sampler_log_probs=torch.zeros(8, 6)))
+    schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
+    state = TrainingState(models=ModelState(policy=model),
+                          optim=OptimState(opt, schedule, kl=kl_controller(cfg)))
+    GRPOStep(cfg).update(state, TrainBatch(train_rows=torch.arange(8), sequences=seqs,
+                                           advantages=adv, sampler_log_probs=torch.zeros(8, 6)))
     model2, opt2 = _model_and_optimizer("sgd")
     try:
         accelerator = Accelerator(cpu=True)

@@ -80,10 +80,10 @@ def test_a_rollback_resyncs_the_update_workers(tmp_path, monkeypatch):
 
     real = grpo.GRPOStep.run
 
-    def growing(self, tasks, prompts, step):  # completions get longer each step: rollback
-        self.stop_token_ids = ()
+    def growing(self, state, step):  # completions get longer each step: rollback
+        state.stop_ids = ()
         self.config.grpo.max_new_tokens = 3 + 3 * step
-        return real(self, tasks, prompts, step)
+        return real(self, state, step)
 
     monkeypatch.setattr(grpo.GRPOStep, "run", growing)
     overrides = ["grpo.steps=6", "checkpoint.every=1", "checkpoint.keep=10", "health.window=3",

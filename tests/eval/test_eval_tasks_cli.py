@@ -153,8 +153,8 @@ def test_training_prompts_of_logic_tasks_end_with_the_puzzles_format(tmp_path):
     run = Run(config, tmp_path / "run")
     try:
         run.load()
-        for task, ids in zip(run.val_tasks, run.val_prompts):
-            text = run.tokenizer.decode(ids)
+        for task, ids in zip(run.state.data.val_tasks, run.state.data.val_prompts):
+            text = run.state.models.tokenizer.decode(ids)
             assert task.prompt in text and "Solve the problem" not in text
             assert run.instruction(task) == ""
     finally:
@@ -235,7 +235,7 @@ def test_training_reads_data_val_path(tmp_path):
     run = Run(config, tmp_path / "run")
     try:
         run.load()
-        assert [t.id for t in run.val_tasks] == val_ids and len(run.train_tasks) == 50
+        assert [t.id for t in run.state.data.val_tasks] == val_ids and len(run.state.data.train_tasks) == 50
     finally:
         run.rewards.close()
 

@@ -62,8 +62,8 @@ def test_a_one_off_collapse_is_rolled_back_and_the_run_recovers(tmp_path, monkey
 
     real = grpo.GRPOStep.run
 
-    def run_step(self, tasks, prompts, step):
-        batch = real(self, tasks, prompts, step)
+    def run_step(self, state, step):
+        batch = real(self, state, step)
         if step == 2:  # what the exploding policy's step 2 looked like, this step only
             batch.metrics.update(format_error_rate=1.0, rollout_entropy=4.4)
         return batch

@@ -39,16 +39,17 @@ def _steps_of(run_dir: Path, **where) -> list[int]:
 
 @pytest.fixture
 def step_hook(monkeypatch):
-    """Calls ``hook(step)`` at the start of every GRPO step; returns a setter."""
+    """Calls ``hook(grpo_step, state, step)`` at the start of every GRPO step; returns a
+    setter."""
     import rlvr.train.grpo as grpo
 
     hooks = []
     real = grpo.GRPOStep.run
 
-    def run(self, tasks, prompts, step):
+    def run(self, state, step):
         for hook in hooks:
-            hook(self, step)
-        return real(self, tasks, prompts, step)
+            hook(self, state, step)
+        return real(self, state, step)
 
     monkeypatch.setattr(grpo.GRPOStep, "run", run)
     return hooks.append
@@ -88,7 +89,7 @@ def test_nan_in_one_samples_log_probs_skips_that_update_and_the_run_goes_on(
     from safetensors.torch import load_file
 
     current = _poison_log_probs(monkeypatch, {2})
-    step_hook(lambda _, step: current.__setitem__("step", step))
+    step_hook(lambda _, _state, step: current.__setitem__("step", step))
     run_dir, results = _run(tmp_path, "grpo.steps=3", "checkpoint.every=1", "checkpoint.keep=5")
 
     alerts = _jsonl(run_dir / "alerts.jsonl")
@@ -117,7 +118,7 @@ def test_nan_three_steps_in_a_row_stops_the_run_with_exit_code_3(tmp_path, monke
     from rlvr.cli import app
 
     current = _poison_log_probs(monkeypatch, {2, 3, 4, 5, 6})
-    step_hook(lambda _, step: current.__setitem__("step", step))
+    step_hook(lambda _, _state, step: current.__setitem__("step", step))
     run_dir = tmp_path / "run"
     result = CliRunner().invoke(app, ["train", "--config", str(SMOKE), "-o", str(run_dir),
                                       *[x for o in FAST for x in ("--set", o)],
@@ -136,7 +137,7 @@ def test_reward_that_turns_constant_is_caught_and_stops_the_run(tmp_path, step_h
     import rlvr_health_plugin as plugin
 
     monkeypatch.setitem(plugin.STATE, "constant", False)
-    step_hook(lambda _, step: plugin.STATE.__setitem__("constant", step >= 3))
+    step_hook(lambda _, _state, step: plugin.STATE.__setitem__("constant", step >= 3))
     run_dir, results = _run(tmp_path, *PLUGIN, "reward.verifiers={math: test_switchable}",
                             "reward.weights={outcome: 1.0}", "grpo.steps=6",
                             "health.zero_variance.action=stop")
@@ -152,8 +153,8 @@ def test_completions_that_grow_every_step_trigger_a_rollback_with_a_lower_lr(
         tmp_path, step_hook, monkeypatch):
     from rlvr.train.checkpoint import latest_checkpoint
 
-    def grow(grpo_step, step):  # a policy whose completions get longer each step
-        grpo_step.stop_token_ids = ()
+    def grow(grpo_step, state, step):  # a policy whose completions get longer each step
+        state.stop_ids = ()
         grpo_step.config.grpo.max_new_tokens = 3 + 3 * step
 
     step_hook(grow)
@@ -166,7 +167,7 @@ def test_completions_that_grow_every_step_trigger_a_rollback_with_a_lower_lr(
         restored["target"] = target.name
         from safetensors.torch import load_file
         saved = load_file(target / "model.safetensors")
-        live = self.policy.state_dict()
+        live = self.state.models.policy.state_dict()
         restored["equal"] = all(torch.equal(saved[k], live[k]) for k in saved)
 
     monkeypatch.setattr(RollbackHook, "rollback", rollback)

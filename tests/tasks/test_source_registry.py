@@ -95,7 +95,7 @@ def test_a_run_trains_on_a_registered_source(doubles, tmp_path):
         "grpo.steps=1", "eval.every=0", "eval.pass_at_k_samples=0", "logging.tensorboard=false"])
     run = Run(config, tmp_path / "run")
     results = run.train()
-    assert {t.source for t in run.train_tasks + run.val_tasks} == {"doubles"}
+    assert {t.source for t in run.state.data.train_tasks + run.state.data.val_tasks} == {"doubles"}
     assert results["trained"]["n"] == 4
     rows = [json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     assert rows and all(r["id"].startswith("doubles-train-") for r in rows)

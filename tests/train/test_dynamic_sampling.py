@@ -4,9 +4,8 @@
 variance in draw order. Worked by hand with a scripted rollout: G = 2, so a group with two
 different rewards has advantages +-1/sqrt(2) (sample std)."""
 
-from types import SimpleNamespace
-
 import torch
+from step_state import ScriptedEngine, step_state
 
 from rlvr.configio import load_config
 from rlvr.records import Task
@@ -14,6 +13,7 @@ from rlvr.rewards.pipeline import RewardPipeline
 from rlvr.rollout.types import RolloutOutput
 from rlvr.train.config import RunConfig
 from rlvr.train.grpo import GRPOStep
+from rlvr.train.rollouts import sampling_params
 
 RIGHT, WRONG = "1 + 2 = 3\n#### 3", "1 + 2 = 4\n#### 4"
 # per round, per task: the G = 2 completions
@@ -36,42 +36,38 @@ def _tasks(n, start):
 
 
 def _step(rounds: int):
+    """The step, its state (tasks t0 .. t5 drawn in order), the rollouts' seeds, the sampler's
+    draws and the update's batches."""
     config = load_config(RunConfig, None, [
         "grpo.group_size=2", "grpo.prompts_per_step=2", "reward.workers=0",
         f"grpo.dynamic_sampling_rounds={rounds}"])
-    optimizer = SimpleNamespace(param_groups=[{"lr": 0.0}])
-    step = GRPOStep(config, None, None, None, _Tokenizer(), RewardPipeline(config.reward),
-                    optimizer, None, [99])
     seeds = []
 
-    def rollout(tasks, prompts, step_no, round_=0):
-        seeds.append(step.sampling_params(step_no, round_).seed)
-        first = 4 * round_ + 1  # rows' text ids
+    def rollout(prompts, params):
+        seeds.append(params.seed)
+        first = 4 * (len(seeds) - 1) + 1  # rows' text ids
         ids = torch.tensor([[first + r, 99] for r in range(4)])
         return RolloutOutput(completion_ids=ids, completion_mask=torch.ones_like(ids).bool(),
                              logprobs=torch.zeros(ids.shape),
                              prompt_index=torch.tensor([0, 0, 1, 1]),
                              finish_reason=["stop"] * 4, lengths=torch.full((4,), 2))
 
-    step.rollout = rollout
-    drawn = []
-
-    def refill(k):
-        drawn.append(k)
-        return _tasks(k, 2 * len(drawn)), [[5, 6]] * k
-
-    step.refill = refill
+    state = step_state(config, _tasks(6, 0), [[5, 6]] * 6, ScriptedEngine(rollout), _Tokenizer(),
+                       RewardPipeline(config.reward))
+    step = GRPOStep(config)
     updates = []
-    step.update = lambda batch: updates.append(batch) or {}
-    return step, seeds, drawn, updates
+    step.update = lambda state, batch: updates.append(batch) or {}
+    return step, state, seeds, updates
 
 
 def test_rounds_until_the_batch_has_prompts_per_step_groups_with_variance():
-    step, seeds, drawn, updates = _step(rounds=2)
-    batch = step.run(_tasks(2, 0), [[5, 6]] * 2, step=3)
-    assert drawn == [2]                      # one extra round of prompts_per_step tasks
+    step, state, seeds, updates = _step(rounds=2)
+    batch = step.run(state, step=3)
+    assert state.progress.sampler.drawn == [[0, 1], [2, 3]]  # one extra round of 2 tasks
     assert [t.id for t in batch.tasks] == ["t0", "t1", "t2", "t3"]
+    assert batch.task_indices == [0, 1, 2, 3]
     assert len(set(seeds)) == 2              # the extra round samples with its own seed
+    assert seeds[1] == sampling_params(step.config, (99,), 3, 1).seed
     assert batch.zero_variance.tolist() == [True, False, False, False]
     # trained: the first two groups with variance (tasks t1, t2); t3 is dropped
     assert updates[0].train_rows.tolist() == [2, 3, 4, 5]
@@ -83,10 +79,10 @@ def test_rounds_until_the_batch_has_prompts_per_step_groups_with_variance():
 
 
 def test_off_by_default_one_round_and_the_plain_step():
-    step, seeds, drawn, updates = _step(rounds=0)
-    batch = step.run(_tasks(2, 0), [[5, 6]] * 2, step=3)
-    assert drawn == [] and len(seeds) == 1
-    assert seeds[0] == step.sampling_params(3).seed
+    step, state, seeds, updates = _step(rounds=0)
+    batch = step.run(state, step=3)
+    assert state.progress.sampler.drawn == [[0, 1]] and len(seeds) == 1
+    assert seeds[0] == step.config.seed * 1_000_003 + 3  # round 0: no round offset
     assert updates[0].train_rows.tolist() == [2, 3]
     assert "sampling_rounds" not in batch.metrics
 

@@ -20,7 +20,7 @@ import torch
 
 import rlvr.update.loop as update_loop
 from rlvr.configio import ConfigError, load_config
-from rlvr.envs import EnvConfig, Environment, make_env, register_env, unregister_env
+from rlvr.envs import Environment, make_env, register_env, unregister_env
 from rlvr.envs.runner import EpisodeRunner
 from rlvr.envs.tokens import observation_ids
 from rlvr.models import load_model_and_tokenizer
@@ -34,6 +34,8 @@ from rlvr.tools.types import ToolOutcome, ToolStatus
 from rlvr.train.config import RunConfig
 from rlvr.train.grpo import GRPOStep
 from rlvr.train.hooks import LoggingHook
+from rlvr.train.rollouts import EpisodeSource
+from step_state import step_state
 
 import rlvr_multiturn_plugin  # tests/train is on sys.path: test_first_call, test-chars
 
@@ -66,7 +68,10 @@ def _config(**sections) -> RunConfig:
     return RunConfig.model_validate(data)
 
 
-def _step(tiny, rewards, config: RunConfig, engine=None):
+def _step(tiny, rewards, config: RunConfig, engine=None, tasks=TASKS, prompts=None):
+    """The step and its state over ``tasks`` (drawn in order): a copy of the tiny model, its
+    engine (or ``engine``), plain prompts; episodes through the config's ``env`` with each
+    task's plain chat messages."""
     model, tokenizer = tiny
     policy = copy.deepcopy(model).float()
     reference = (copy.deepcopy(policy).eval().requires_grad_(False)
@@ -74,26 +79,27 @@ def _step(tiny, rewards, config: RunConfig, engine=None):
     optimizer = torch.optim.SGD(policy.parameters(), lr=config.grpo.learning_rate)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
     engine = engine or create_engine("torch", policy, pad_token_id=tokenizer.pad_token_id)
-    step = GRPOStep(config, policy, reference, engine, tokenizer, rewards, optimizer, scheduler,
-                    stop_token_ids(tokenizer))
+    prompts = prompts or [prompt_ids(tokenizer, t, "", False) for t in tasks]
+    state = step_state(config, tasks, prompts, engine, tokenizer, rewards, policy=policy,
+                       reference=reference, optimizer=optimizer, scheduler=scheduler,
+                       stop_ids=stop_token_ids(tokenizer))
     if config.env is not None:
-        step.episodes = EpisodeRunner(make_env(config.env, rewards), tokenizer,
-                                      lambda t: chat_messages(t, "", False))
-    prompts = [prompt_ids(tokenizer, t, "", False) for t in TASKS]
-    return step, prompts
+        state.source = EpisodeSource(config, EpisodeRunner(
+            make_env(config.env, rewards), tokenizer, lambda t: chat_messages(t, "", False)))
+    return GRPOStep(config), state
 
 
-def _weights(step) -> torch.Tensor:
-    return torch.cat([p.detach().flatten() for p in step.policy.parameters()])
+def _weights(state) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in state.models.policy.parameters()])
 
 
 TIMING = ("seconds_rollout", "seconds_reward", "seconds_update", "tokens_per_second")
 
 
 def test_single_turn_env_is_the_plain_step(tiny, rewards):
-    plain, prompts = _step(tiny, rewards, _config())
-    episodic, _ = _step(tiny, rewards, _config(env={"name": "single_turn"}))
-    a, b = plain.run(TASKS, prompts, 1), episodic.run(TASKS, prompts, 1)
+    plain, plain_state = _step(tiny, rewards, _config())
+    episodic, episodic_state = _step(tiny, rewards, _config(env={"name": "single_turn"}))
+    a, b = plain.run(plain_state, 1), episodic.run(episodic_state, 1)
     assert torch.equal(a.rollout.completion_ids, b.rollout.completion_ids)
     assert torch.equal(b.rollout.loss_mask, b.rollout.completion_mask)
     assert torch.equal(a.rewards, b.rewards) and a.texts == b.texts
@@ -103,7 +109,7 @@ def test_single_turn_env_is_the_plain_step(tiny, rewards):
     assert {k: b.metrics[k] for k in plain_metrics} == plain_metrics
     assert b.metrics["episode_turns_mean"] == 1.0 and b.metrics["finish_rate/stop"] + \
         b.metrics["finish_rate/length"] == 1.0
-    torch.testing.assert_close(_weights(episodic), _weights(plain), atol=0, rtol=0)
+    torch.testing.assert_close(_weights(episodic_state), _weights(plain_state), atol=0, rtol=0)
 
 
 MULTI = {"env": {"name": "test_first_call", "tools": ["calculator"], "max_turns": 2,
@@ -112,7 +118,7 @@ MULTI = {"env": {"name": "test_first_call", "tools": ["calculator"], "max_turns"
 
 
 def test_environment_tokens_get_no_gradient(tiny, rewards, monkeypatch):
-    step, prompts = _step(tiny, rewards, _config(**MULTI))
+    step, state = _step(tiny, rewards, _config(**MULTI))
     seen = []
     real = update_loop.completion_log_probs
 
@@ -124,7 +130,7 @@ def test_environment_tokens_get_no_gradient(tiny, rewards, monkeypatch):
         return logp, entropy
 
     monkeypatch.setattr(update_loop, "completion_log_probs", recording)
-    batch = step.run(TASKS, prompts, 1)
+    batch = step.run(state, 1)
     train = batch.train
     assert train is not None and len(seen) == 1  # one micro-batch: every train row
     logp, entropy = seen[0]
@@ -139,20 +145,21 @@ def test_environment_tokens_get_no_gradient(tiny, rewards, monkeypatch):
 
 
 def test_observation_sampler_log_probs_do_not_change_the_update(tiny, rewards):
-    step, prompts = _step(tiny, rewards, _config(**MULTI))
-    before = copy.deepcopy(step.policy.state_dict())
-    batch = step.run(TASKS, prompts, 1)
-    after = _weights(step)
+    step, state = _step(tiny, rewards, _config(**MULTI))
+    policy = state.models.policy
+    before = copy.deepcopy(policy.state_dict())
+    batch = step.run(state, 1)
+    after = _weights(state)
     train = batch.train
     inserted = train.sequences.completion_mask & ~train.sequences.loss_mask
     # the same update again from the same weights, with the observation tokens' sampler
     # log-probs moved far (they enter only through TIS and the rollout gap, both masked)
-    step.policy.load_state_dict(before)
+    policy.load_state_dict(before)
     moved = copy.copy(train)
     moved.sampler_log_probs = train.sampler_log_probs.where(~inserted, torch.tensor(-7.0))
     moved.old_log_probs = moved.ref_log_probs = None
-    metrics = step.update(moved)
-    torch.testing.assert_close(_weights(step), after, atol=0, rtol=0)
+    metrics = step.update(state, moved)
+    torch.testing.assert_close(_weights(state), after, atol=0, rtol=0)
     assert metrics["rollout_logprob_gap"] == pytest.approx(batch.metrics["rollout_logprob_gap"],
                                                            abs=0)
 
@@ -228,9 +235,10 @@ def test_episode_metrics_and_samples_by_hand(tiny, scripted_env, tmp_path):
                      grpo={"prompts_per_step": 2, "group_size": 2})
     tasks = [Task(id="a", prompt="call: 2 + 3", reference="5", task_type="math", source="t"),
              Task(id="b", prompt="plain", reference="9", task_type="math", source="t")]
-    step, _ = _step(tiny, FixedRewards(), config,
-                    engine=ScriptedEngine(tokenizer.pad_token_id, stop))
-    batch = step.run(tasks, [[1]] * 2, 1)
+    step, state = _step(tiny, FixedRewards(), config,
+                        engine=ScriptedEngine(tokenizer.pad_token_id, stop), tasks=tasks,
+                        prompts=[[1]] * 2)
+    batch = step.run(state, 1)
     m = batch.metrics
     # task a: turn, observation, turn (2 turns, 1 call); task b: one turn; all end with "stop"
     assert m["episode_turns_mean"] == (2 + 2 + 1 + 1) / 4

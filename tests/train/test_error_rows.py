@@ -4,10 +4,9 @@ policy) are left out of GRPO's statistics: through the whole reward path of a GR
 by hand from the GRPO formula A_i = (R_i - mean) / (std + eps), sample std (divisor n - 1),
 eps = 1e-6 (rlvr.algo.advantages.DEFAULT_EPS)."""
 
-from types import SimpleNamespace
-
 import pytest
 import torch
+from step_state import ScriptedEngine, step_state
 
 import rlvr.rewards.code as code_module
 import rlvr.sandbox.pool as sandbox_pool
@@ -57,28 +56,29 @@ class _Tokenizer:
 
 
 def _step(*overrides):
-    config = load_config(RunConfig, None, ["grpo.group_size=4", "reward.workers=0",
+    config = load_config(RunConfig, None, ["grpo.group_size=4", "grpo.prompts_per_step=2",
+                                           "reward.workers=0",
                                            *overrides])
     rewards = RewardPipeline(config.reward)  # in-process: the patched launcher applies
-    optimizer = SimpleNamespace(param_groups=[{"lr": 0.0}])
-    step = GRPOStep(config, None, None, None, _Tokenizer(), rewards, optimizer, None, [99])
     n = len(TEXTS)
     ids = torch.tensor([[r + 1, 99] for r in range(n)])
-    step.rollout = lambda tasks, prompts, step_no, *round_: RolloutOutput(
+    engine = ScriptedEngine(lambda prompts, params: RolloutOutput(
         completion_ids=ids, completion_mask=torch.ones_like(ids, dtype=torch.bool),
         logprobs=torch.zeros(ids.shape), prompt_index=torch.tensor([0] * 4 + [1] * 4),
-        finish_reason=["stop"] * n, lengths=torch.full((n,), 2))
+        finish_reason=["stop"] * n, lengths=torch.full((n,), 2)))
+    tasks = [Task(id=f"add-{i}", prompt="Write add(a, b).", reference=ADD, task_type="code",
+                  source="test") for i in range(2)]
+    state = step_state(config, tasks, [[5, 6, 7], [8, 9]], engine, _Tokenizer(), rewards)
+    step = GRPOStep(config)
     updates = []
-    step.update = lambda batch: updates.append(batch) or {}
-    return step, updates
+    step.update = lambda state, batch: updates.append(batch) or {}
+    return step, state, updates
 
 
 def test_a_sandbox_error_row_is_left_out_of_its_groups_statistics(
         launcher_down_for_marked_programs):
-    step, updates = _step()
-    tasks = [Task(id=f"add-{i}", prompt="Write add(a, b).", reference=ADD, task_type="code",
-                  source="test") for i in range(2)]
-    batch = step.run(tasks, [[5, 6, 7], [8, 9]], step=1)
+    step, state, updates = _step()
+    batch = step.run(state, step=1)
 
     statuses = [r.status for r in batch.results]
     assert statuses == [Status.correct, Status.wrong, Status.correct] + [Status.error] * 5
@@ -104,7 +104,7 @@ def test_a_sandbox_error_row_is_left_out_of_its_groups_statistics(
 
 
 def test_a_group_of_only_error_rows_trains_nothing():
-    step, updates = _step()
+    step, _, _ = _step()
     adv, rows, zero = step.advantages(torch.tensor([0.1, 1.1, 0.1, 1.1]),
                                       torch.tensor([0, 0, 0, 0]), torch.zeros(4, dtype=torch.bool))
     assert adv.tolist() == [0.0] * 4 and rows.tolist() == [] and zero.tolist() == [False]
@@ -126,7 +126,7 @@ def test_a_group_of_only_error_rows_trains_nothing():
 def test_batch_statistics_leave_error_rows_out_too(option, expected):
     """With a batch-level std the error row's reward must not count either (it has 5.0 here:
     counted, it would change every other row's advantage)."""
-    step, _ = _step(option)
+    step, _, _ = _step(option)
     valid = torch.tensor([True, True, True, False, True, True, True, True])
     for error_reward in (0.1, 5.0):
         rewards = torch.tensor([1.1, 0.1, 1.1, error_reward, 1.0, 0.0, 0.0, 0.0])
@@ -141,7 +141,7 @@ def test_negative_advantage_scale_weights_the_steps_negative_rows():
     row 3), group 1 R = 1, 0, 0, 0. GRPO by hand: group 0 A = +0.5773493, -1.1546986,
     +0.5773493 (see the first test); group 1 mean 0.25, sample std 0.5, A = 0.75 / 0.500001 =
     1.4999970, -0.25 / 0.500001 = -0.4999990. Negatives x 0.25: -0.2886747, -0.1249998."""
-    step, _ = _step("algo.negative_advantage_scale=0.25")
+    step, _, _ = _step("algo.negative_advantage_scale=0.25")
     valid = torch.tensor([True, True, True, False, True, True, True, True])
     rewards = torch.tensor([1.1, 0.1, 1.1, 0.1, 1.0, 0.0, 0.0, 0.0])
     adv, rows, _ = step.advantages(rewards, torch.tensor([0] * 4 + [1] * 4), valid)

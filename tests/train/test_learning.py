@@ -17,6 +17,7 @@ from rlvr.rollout import create_engine  # noqa: E402
 from rlvr.train.config import RunConfig  # noqa: E402
 from rlvr.train.grpo import GRPOStep  # noqa: E402
 from rlvr.tasks.prompting import prompt_ids, stop_token_ids  # noqa: E402
+from step_state import step_state  # noqa: E402
 
 TARGET = "7"
 
@@ -49,12 +50,14 @@ def _train(invert: bool, steps: int) -> list[float]:
     optimizer = torch.optim.AdamW(policy.parameters(), lr=config.grpo.learning_rate)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
     engine = create_engine("torch", policy, pad_token_id=tokenizer.pad_token_id)
-    step = GRPOStep(config, policy, None, engine, tokenizer, rewards, optimizer, scheduler,
-                    stop_token_ids(tokenizer))
+    state = step_state(config, tasks, prompts, engine, tokenizer, rewards, policy=policy,
+                       optimizer=optimizer, scheduler=scheduler,
+                       stop_ids=stop_token_ids(tokenizer))
+    step = GRPOStep(config)
     # Reward is the share of TARGET among the first 8 characters (inverted: its absence).
     share = []
     for i in range(1, steps + 1):
-        batch = step.run(tasks, prompts, i)
+        batch = step.run(state, i)
         share.append(sum(1 - r.components["outcome"] if invert else r.components["outcome"]
                          for r in batch.results) / len(batch.results))
     return share

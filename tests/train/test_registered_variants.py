@@ -21,6 +21,8 @@ from rlvr.models.tiny import tiny_model, tiny_tokenizer  # noqa: E402
 from rlvr.train.batch import TrainBatch  # noqa: E402
 from rlvr.train.config import RunConfig  # noqa: E402
 from rlvr.train.grpo import GRPOStep  # noqa: E402
+from rlvr.train.setup import kl_controller  # noqa: E402
+from rlvr.train.state import ModelState, OptimState, TrainingState  # noqa: E402
 
 KL_NAME, AGG_NAME = "test_twice_k3", "test_token_sum_per_row"
 SMOKE = Path(__file__).resolve().parents[2] / "configs" / "smoke.yaml"
@@ -91,10 +93,12 @@ def test_grpo_update_uses_the_registered_variants(variants):
     seqs, adv = _batch()
     config = _config(kl_estimator=KL_NAME, loss_agg=AGG_NAME)
     policy, reference, opt = _models()
-    step = GRPOStep(config, policy, reference, None, None, None, opt,
-                    torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0), None)
-    metrics = step.update(TrainBatch(train_rows=torch.arange(8), sequences=seqs, advantages=adv,
-                                     sampler_log_probs=torch.zeros(8, 6)))
+    schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)
+    state = TrainingState(models=ModelState(policy=policy, reference=reference),
+                          optim=OptimState(opt, schedule, kl=kl_controller(config)))
+    metrics = GRPOStep(config).update(state, TrainBatch(
+        train_rows=torch.arange(8), sequences=seqs, advantages=adv,
+        sampler_log_probs=torch.zeros(8, 6)))
     assert variants["kl"] == 3 and metrics["kl"] > 0  # once per micro-batch
     assert metrics["update_skipped_nonfinite"] == 0.0
 

@@ -16,7 +16,7 @@ from rlvr.tasks.tool_arithmetic import generate
 from rlvr.train import tool_table
 from rlvr.train.run import results_table
 from rlvr.train.sections import EvalConfig
-from rlvr.train.state import TrainingState
+from rlvr.train.state import ModelState, TrainingState
 from rlvr.train.taskdata import RunData
 
 
@@ -57,15 +57,16 @@ class _Recording:
 def test_no_tool_validation_uses_plain_prompts_and_is_saved_once(tmp_path):
     model, tokenizer = load_model_and_tokenizer("tiny-random")
     tasks = generate("3dx3d,words1", 4, seed=0, split="validation")
+    policy = model.float()
+    engine = _Recording(create_engine("torch", policy))
     state = TrainingState(data=RunData(val_tasks=tasks, default_instruction="Answer."),
-                          policy=model.float(), tokenizer=tokenizer,
+                          models=ModelState(policy=policy, engine=engine, tokenizer=tokenizer),
                           stop_ids=stop_token_ids(tokenizer))
-    state.engine = _Recording(create_engine("torch", state.policy))
     config = _config("tool")
     with RewardPipeline(RewardConfig(workers=0)) as rewards:
         row = tool_table.validate_without_tools(state, config, tmp_path, rewards)
         # the plain prompts: the question and instruction, no tool system message
-        assert state.engine.prompts == [prompt_ids(tokenizer, t, "Answer.", False)
+        assert state.models.engine.prompts == [prompt_ids(tokenizer, t, "Answer.", False)
                                         for t in tasks]
         assert row["label"] == "no_tool" and row["n"] == 4 and row["pass_at_1"] == 0.0
         saved = json.loads((tmp_path / tool_table.NO_TOOL_FILE).read_text())
@@ -73,7 +74,7 @@ def test_no_tool_validation_uses_plain_prompts_and_is_saved_once(tmp_path):
         # a resumed run reads the row back instead of validating again
         (tmp_path / tool_table.NO_TOOL_FILE).write_text(json.dumps(_row("no_tool", 0.25)))
         again = tool_table.validate_without_tools(state, config, tmp_path, rewards)
-    assert again["pass_at_1"] == 0.25 and len(state.engine.prompts) == 4
+    assert again["pass_at_1"] == 0.25 and len(state.models.engine.prompts) == 4
 
 
 def test_results_hold_the_three_rows_and_the_table_prints_them(tmp_path):

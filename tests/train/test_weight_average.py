@@ -215,12 +215,12 @@ def test_a_rollback_restores_the_policy_and_its_average(tmp_path, monkeypatch):
 
     real_run = grpo.GRPOStep.run
 
-    def grow(self, tasks, prompts, step):  # from step 3 completions grow: a health check
+    def grow(self, state, step):  # from step 3 completions grow: a health check
         # (format collapse or length inflation) rolls back
         if step >= 3:
-            self.stop_token_ids = ()
+            state.stop_ids = ()
             self.config.grpo.max_new_tokens = 20 + 10 * step
-        return real_run(self, tasks, prompts, step)
+        return real_run(self, state, step)
 
     monkeypatch.setattr(grpo.GRPOStep, "run", grow)
     seen = {}
@@ -229,8 +229,9 @@ def test_a_rollback_restores_the_policy_and_its_average(tmp_path, monkeypatch):
     def rollback(self, step, *args):
         seen["target"] = rollback_target(self.run_dir, self.config, step).name
         real_rollback(self, step, *args)
-        seen["policy"] = {k: v.clone() for k, v in trainable_state(self.state.policy).items()}
-        seen["average"] = {k: v.clone() for k, v in self.state.average.model.state_dict().items()}
+        models = self.state.models
+        seen["policy"] = {k: v.clone() for k, v in trainable_state(models.policy).items()}
+        seen["average"] = {k: v.clone() for k, v in models.average.model.state_dict().items()}
 
     monkeypatch.setattr(RollbackHook, "rollback", rollback)
     run_dir = tmp_path / "run"

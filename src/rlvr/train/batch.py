@@ -77,6 +77,7 @@ class StepRollouts:
         episodes: the step's episodes (:class:`rlvr.envs.runner.EpisodeBatch`: the
             rows are episodes, ``rollout`` its output, ``texts`` their decoded trajectories)
             when the run has an ``env`` section, else ``None``.
+        task_indices: the sampler indices of the B tasks (what the sampler records).
     """
 
     # per task
@@ -92,6 +93,7 @@ class StepRollouts:
     train: TrainBatch | None  # n rows
     metrics: dict[str, float] = field(default_factory=dict)
     episodes: EpisodeBatch | None = None
+    task_indices: list[int] = field(default_factory=list)
 
     @property
     def scored_texts(self) -> list[str]:

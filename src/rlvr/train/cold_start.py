@@ -4,14 +4,13 @@ GRPO trains."""
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
 from rlvr.io import json_text, record_output
 from rlvr.models import load_model_and_tokenizer
 from rlvr.models.loader import save_model
-from rlvr.models.lora import apply_lora as wrap_lora, is_lora, merged_copy
+from rlvr.models.lora import is_lora, merged_copy
 from rlvr.progress import Phase
 from rlvr.envs import make_env
 from rlvr.tasks.prompting import chat_messages, prompt_ids, write_prompt_settings
@@ -24,25 +23,13 @@ from rlvr.train.policy import sync_engine
 from rlvr.train.rundir import SFT_MODEL_DIR, SFT_REPORT, SFT_STATE, complete_model, plain_policy
 from rlvr.train.sft import (SFTInputError, no_examples_error, run_sft, sft_steps,
                             verified_examples)
+from rlvr.train.setup import apply_lora, replace_policy
 from rlvr.train.state import TrainingState
-
-
-def apply_lora(state: TrainingState, config, stage: str) -> None:
-    """Wrap ``state.policy`` in fresh LoRA adapters (``model.lora_rank``); only they train
-    from here on. ``stage`` names what they are for in the log line (GRPO, or SFT with
-    ``sft.full_finetune: false``). The adapters go on a copy when a rollout engine exists:
-    the engine keeps the plain module it was given and is synced with merged weights."""
-    c = config
-    plain = copy.deepcopy(state.policy) if state.engine is not None else state.policy
-    state.policy = wrap_lora(plain, c.model.lora_rank, c.model.lora_alpha)
-    trainable = sum(p.numel() for p in state.policy.parameters() if p.requires_grad)
-    console.print(f"LoRA rank {c.model.lora_rank}: {trainable:,} trainable parameters "
-                  f"({stage})")
 
 
 def sft(state: TrainingState, config, eval_rewards, state_path: Path | None = None,
         resume: bool = False) -> dict:
-    """SFT of ``state.policy`` in place (:func:`rlvr.train.sft.run_sft`; ``state_path`` /
+    """SFT of ``state.models.policy`` in place (:func:`rlvr.train.sft.run_sft`; ``state_path`` /
     ``resume``: its checkpoint file and whether to continue from it) on the first
     ``sft.examples`` training tasks (or, for a source with :attr:`sft_mixture
     <rlvr.tasks.registry.TaskSource.sft_mixture>`, ``sft.mixture`` tasks of its generator)
@@ -66,7 +53,7 @@ def sft(state: TrainingState, config, eval_rewards, state_path: Path | None = No
         if not examples:
             raise RunInputError(str(no_examples_error(
                 len(pool), sum(not t.solution for t in pool))))
-        prompts = [prompt_ids(state.tokenizer, t, data.instruction(t), c.data.one_shot)
+        prompts = [prompt_ids(state.models.tokenizer, t, data.instruction(t), c.data.one_shot)
                    for t in examples]
         encoded = None
         console.print(f"sft: {len(examples)} verified examples, {rejected} rejected")
@@ -75,13 +62,13 @@ def sft(state: TrainingState, config, eval_rewards, state_path: Path | None = No
     try:
         steps = sft_steps(len(encoded[0]) if encoded else len(examples), c.sft)
         with Phase("sft", steps, console, unit="steps", every_fraction=None) as phase:
-            report = run_sft(state.policy, state.tokenizer, examples, prompts, c.sft, c.seed,
-                             c.model.bf16, rejected=rejected, log=console.print,
+            report = run_sft(state.models.policy, state.models.tokenizer, examples, prompts,
+                             c.sft, c.seed, c.model.bf16, rejected=rejected, log=console.print,
                              progress=phase.update, state_path=state_path, resume=resume,
                              encoded=encoded)
     except SFTInputError as exc:
         raise RunInputError(str(exc)) from exc
-    sync_engine(state.engine, state.policy)
+    sync_engine(state.models.engine, state.models.policy)
     return report.__dict__
 
 
@@ -121,7 +108,7 @@ def _tool_demonstrations(state: TrainingState, config, pool, eval_rewards):
                 f"calculator call and answer are scripted from metadata.expression): the cold "
                 f"start would train on nothing; check the environment's reward (rlvr verify), "
                 f"or set sft.enabled: false")
-        return rejected, encode_demonstrations(state.tokenizer, demos, c.sft.max_length,
+        return rejected, encode_demonstrations(state.models.tokenizer, demos, c.sft.max_length,
                                                console.print)
     except (DemonstrationError, SFTInputError) as exc:
         raise RunInputError(str(exc)) from exc
@@ -139,8 +126,8 @@ def sft_stage(state: TrainingState, config, run_dir: Path, eval_rewards, resume:
     ``sft_checkpoint.pt`` when there is one."""
     c, saved = config, run_dir / SFT_MODEL_DIR
     if resume and complete_model(saved):
-        state.policy, _ = load_model_and_tokenizer(str(saved))
-        sync_engine(state.engine, state.policy)
+        replace_policy(state, load_model_and_tokenizer(str(saved))[0])
+        sync_engine(state.models.engine, state.models.policy)
         (run_dir / SFT_STATE).unlink(missing_ok=True)  # killed before its removal
         record_output(run_dir / SFT_STATE, removed=True)
         console.print(f"sft: finished before the interruption; {saved} loaded")
@@ -154,8 +141,8 @@ def sft_stage(state: TrainingState, config, run_dir: Path, eval_rewards, resume:
                       f"sft_model/, the KL reference")
     path = run_dir / SFT_STATE if checkpoints else None
     report = sft(state, c, eval_rewards, state_path=path, resume=resume)
-    if is_lora(state.policy):
-        state.policy = merged_copy(state.policy)
+    if is_lora(state.models.policy):
+        replace_policy(state, merged_copy(state.models.policy))
     save_sft_model(state, run_dir, report)
     if path is not None:
         path.unlink(missing_ok=True)
@@ -170,5 +157,5 @@ def save_sft_model(state: TrainingState, run_dir: Path, report: dict | None) -> 
         (tmp / SFT_REPORT).write_text(json_text(report, default=float), encoding="utf-8")
         write_prompt_settings(tmp, state.prompt)
 
-    return save_model(run_dir / SFT_MODEL_DIR, plain_policy(state.policy), state.tokenizer,
-                      write_extra=extra)
+    return save_model(run_dir / SFT_MODEL_DIR, plain_policy(state.models.policy),
+                      state.models.tokenizer, write_extra=extra)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rlvr.eval.engine_sampler import sampled_pass_at_k
 from rlvr.progress import Phase
-from rlvr.train.episode_step import episode_runner
+from rlvr.train.rollouts import episode_runner
 from rlvr.train.logs import append_log, console
 from rlvr.train.policy import sync_engine
 from rlvr.train.state import TrainingState
@@ -49,11 +49,11 @@ class Evaluator:
         ``grpo.ema_decay``) in the policy, in eval mode, synced into the engine (which keeps
         its own weight snapshot); the policy's own weights and train mode after."""
         s = self.state
-        s.policy.eval()
-        with averaged(s.average, s.policy):
-            sync_engine(s.engine, s.policy)
+        s.models.policy.eval()
+        with averaged(s.models.average, s.models.policy):
+            sync_engine(s.models.engine, s.models.policy)
             yield
-        s.policy.train()
+        s.models.policy.train()
 
     def validate(self, label: str, step: int) -> dict:
         """Greedy validation; appends the row (and the first 20 samples) to the run's logs,
@@ -65,13 +65,13 @@ class Evaluator:
             extra = {}
             if c.env is None:
                 result, samples = validate(
-                    s.engine, s.tokenizer, s.data.val_tasks, s.data.val_prompts,
+                    s.models.engine, s.models.tokenizer, s.data.val_tasks, s.data.val_prompts,
                     self.eval_rewards, max_new_tokens=c.eval.max_new_tokens,
                     stop_token_ids=s.stop_ids, batch_size=c.eval.batch_size,
                     progress=phase.update)
             else:
                 result, samples, extra = validate_episodes(
-                    s.engine, self.episodes(), s.data.val_tasks,
+                    s.models.engine, self.episodes(), s.data.val_tasks,
                     max_new_tokens=c.eval.max_new_tokens, stop_token_ids=s.stop_ids,
                     batch_size=c.eval.batch_size, progress=phase.update)
         row = {"label": label, "step": step, **result.__dict__, **extra}
@@ -99,7 +99,7 @@ class Evaluator:
                 f"pass@k {label} (n={c.eval.pass_at_k_samples})", len(s.data.val_tasks),
                 console, unit="problems") as phase:
             row = sampled_pass_at_k(
-                s.engine, s.tokenizer, s.data.val_tasks, s.data.val_prompts,
+                s.models.engine, s.models.tokenizer, s.data.val_tasks, s.data.val_prompts,
                 self.eval_rewards, n=c.eval.pass_at_k_samples, ks=(1, 4, 8, 16),
                 temperature=c.eval.temperature, max_new_tokens=c.eval.max_new_tokens,
                 stop_token_ids=s.stop_ids, batch_size=c.eval.batch_size, seed=c.seed,

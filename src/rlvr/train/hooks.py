@@ -105,10 +105,10 @@ class ReferenceRefreshHook:
             self.refresh(step)
 
     def refresh(self, step: int) -> None:
-        reference = self.state.step_fn.reference
-        reference.load_state_dict(plain_policy(self.state.policy).state_dict())
+        m = self.state.models
+        m.reference.load_state_dict(plain_policy(m.policy).state_dict())
         root = self.run_dir / REFERENCES_DIR
-        save_model(root / f"step-{step:06d}", reference, self.state.tokenizer)
+        save_model(root / f"step-{step:06d}", m.reference, m.tokenizer)
         for old in sorted(root.glob("step-*"))[:-2]:
             shutil.rmtree(old, ignore_errors=True)
             record_output(old, removed=True)
@@ -126,7 +126,7 @@ class ValidationHook:
         c = self.config
         if step == c.grpo.steps or (c.eval.every and step % c.eval.every == 0):
             row = self.evaluator.validate("trained" if step == c.grpo.steps else "grpo", step)
-            self.state.history["validation"].append(row)
+            self.state.progress.history["validation"].append(row)
             self.state.monitor.observe_validation(row)
             self.state.sinks.log(step, {f"val/{k}": v for k, v in row.items()
                                         if isinstance(v, (int, float)) and k != "step"})
@@ -143,33 +143,28 @@ class RollbackHook:
     def __init__(self, config, run_dir: Path, state: TrainingState):
         self.config, self.run_dir, self.state = config, run_dir, state
 
-    @property
-    def policy(self):
-        """The run's current policy."""
-        return self.state.policy
-
     def rollback(self, step: int, check: str | None = None) -> None:
         s, h, g = self.state, self.config.health, self.config.grpo
+        m, o = s.models, s.optim
         target = rollback_target(self.run_dir, self.config, step)
         restored = load_policy(self.run_dir, self.config, target)
-        s.policy.load_state_dict(restored.state_dict())
+        m.policy.load_state_dict(restored.state_dict())
         del restored
         # the optimizer state and the scheduler's position (its step count) at the target
-        saved = load_trainer_state(target, s.optimizer, s.scheduler, rng=False)
+        saved = load_trainer_state(target, o.optimizer, o.scheduler, rng=False)
         # the files held the target's average (if kept): it restarts from them
-        s.average = restore_average(s.policy, saved["policy_weights"], g.ema_decay,
+        m.average = restore_average(m.policy, saved["policy_weights"], g.ema_decay,
                                     step_of(target))
-        s.lr_scale *= h.rollback_lr_factor
-        s.scheduler = warmup_schedule(s.optimizer, g, s.lr_scale, s.scheduler.last_epoch)
-        if s.step_fn is not None:
-            s.step_fn.scheduler = s.scheduler  # the step runner steps the new schedule
-            if s.step_fn.update_group is not None:
-                s.step_fn.update_group.sync()  # the other ranks load the same state
-        lr = g.learning_rate * s.lr_scale
+        o.lr_scale *= h.rollback_lr_factor
+        # the step reads the schedule from the state: replacing it here is all it takes
+        o.scheduler = warmup_schedule(o.optimizer, g, o.lr_scale, o.scheduler.last_epoch)
+        if o.update_group is not None:
+            o.update_group.sync()  # the other ranks load the same state
+        lr = g.learning_rate * o.lr_scale
         s.monitor.after_rollback(step, check, target.name, step_of(target), lr)
         console.print(f"[bold magenta]rollback[/] at step {step} ({check or 'health check'}) "
                       f"to {target.name}; learning rate now {lr:.3g} (grpo.learning_rate "
-                      f"{g.learning_rate:g} x{s.lr_scale:g})")
+                      f"{g.learning_rate:g} x{o.lr_scale:g})")
 
 
 class CheckpointHook:
@@ -188,10 +183,10 @@ class CheckpointHook:
 
     def save(self, step: int) -> None:
         """Write ``checkpoints/step-N`` now."""
-        s = self.state
-        own = None if s.average is None else trainable_state(s.policy)
-        save_checkpoint(self.run_dir, step, s.output_model, s.tokenizer, s.optimizer,
-                        s.scheduler, s.trainer_extra(), keep=self.config.checkpoint.keep,
+        s, m = self.state, self.state.models
+        own = None if m.average is None else trainable_state(m.policy)
+        save_checkpoint(self.run_dir, step, s.output_model, m.tokenizer, s.optim.optimizer,
+                        s.optim.scheduler, s.trainer_extra(), keep=self.config.checkpoint.keep,
                         prompt=s.prompt, policy_weights=own)
 
 

@@ -20,8 +20,8 @@ from rlvr.run_manifest import lists_temp_of
 from rlvr.train.checkpoint import latest_checkpoint, load_trainer_state
 from rlvr.train.errors import RunInputError
 from rlvr.train.logs import LOG_FILES, console
-from rlvr.train.rundir import REFERENCES_DIR, SFT_MODEL_DIR, SFT_STATE, complete_model
-from rlvr.train.setup import grpo_optimizer
+from rlvr.train.rundir import REFERENCES_DIR, SFT_MODEL_DIR, SFT_STATE, complete_model, load_policy
+from rlvr.train.setup import grpo_optimizer, kl_controller, replace_policy
 from rlvr.train.state import TrainingState
 from rlvr.train.weight_average import restore_average
 
@@ -61,25 +61,34 @@ def resume_point(run_dir: Path, config, resume: bool) -> ResumePoint:
 
 
 def restore(state: TrainingState, config, run_dir: Path, checkpoint: Path) -> dict:
-    """Load ``checkpoint``'s trainer state into ``state`` (whose policy was loaded from it):
-    a GRPO optimizer and schedule over the policy, their saved states and the RNG states,
-    ``step``, ``history``, ``lr_scale``, the KL coefficient and the monitor's state, the
-    weight average (``grpo.ema_decay``: the checkpoint's model files) and the policy's own
-    weights (saved beside an average); cut the logs back to the step. Returns the sampler's
-    saved state (the sampler is built later)."""
+    """Load ``checkpoint``'s trainer state into ``state`` (whose policy was loaded from it,
+    :func:`load_checkpoint_policy`): a GRPO optimizer and schedule over the policy, their
+    saved states and the RNG states, the step, the history, the LR scale, the KL controller
+    at its saved coefficient and the monitor's state, the weight average
+    (``grpo.ema_decay``: the checkpoint's model files) and the policy's own weights (saved
+    beside an average); cut the logs back to the step. Returns the sampler's saved state
+    (the sampler is built later)."""
     grpo_optimizer(state, config)
-    saved = load_trainer_state(checkpoint, state.optimizer, state.scheduler)
-    state.step, extra = saved["step"], saved["extra"]
-    state.average = restore_average(state.policy, saved["policy_weights"],
-                                    config.grpo.ema_decay, state.step)
-    state.history = extra["history"]
-    state.lr_scale = extra.get("lr_scale", 1.0)
-    state.kl_coef = extra.get("kl_coef")
+    o, p = state.optim, state.progress
+    saved = load_trainer_state(checkpoint, o.optimizer, o.scheduler)
+    p.step, extra = saved["step"], saved["extra"]
+    state.models.average = restore_average(state.models.policy, saved["policy_weights"],
+                                           config.grpo.ema_decay, p.step)
+    p.history = extra["history"]
+    o.lr_scale = extra.get("lr_scale", 1.0)
+    o.kl = kl_controller(config, extra.get("kl_coef"))
     if "monitor" in extra:
         state.monitor.load_state_dict(extra["monitor"])
-    truncate_logs(run_dir, state.step)
-    console.print(f"resumed from {checkpoint} at step {state.step}")
+    truncate_logs(run_dir, p.step)
+    console.print(f"resumed from {checkpoint} at step {p.step}")
     return extra["sampler"]
+
+
+def load_checkpoint_policy(state: TrainingState, config, run_dir: Path,
+                           checkpoint: Path) -> None:
+    """``state.models.policy`` <- the policy saved in ``checkpoint``
+    (:func:`rlvr.train.rundir.load_policy`)."""
+    replace_policy(state, load_policy(run_dir, config, checkpoint))
 
 
 def remove_stale_temp(run_dir: Path) -> list[Path]:

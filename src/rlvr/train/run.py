@@ -32,26 +32,14 @@ from rlvr.train.logs import LOG_FILES, append_log, console
 from rlvr.train.loop import grpo_loop
 from rlvr.train.resume import remove_stale_temp, reset_logs_before_grpo, truncate_logs
 from rlvr.train.rundir import (LORA_BASE, REFERENCES_DIR, SFT_MODEL_DIR, SFT_REPORT, SFT_STATE,
-                               load_policy, lora_base, run_dir_for, write_yaml_atomic)
+                               lora_base, run_dir_for, write_yaml_atomic)
 from rlvr.train.sampler import TaskSampler, run_sampler
 from rlvr.train.state import TrainingState
-from rlvr.train.weight_average import new_average
 
 __all__ = ["LOG_FILES", "LORA_BASE", "REFERENCES_DIR", "Run", "RunInputError", "SFT_MODEL_DIR",
            "SFT_REPORT", "SFT_STATE", "append_log", "category_table", "console", "lora_base",
            "remove_stale_temp", "reset_logs_before_grpo", "results_table", "run_dir_for",
            "truncate_logs", "write_yaml_atomic"]
-
-
-def _state_attr(name: str, doc: str) -> property:
-    """A property reading / writing ``self.state.<name>`` (the names callers of
-    :class:`Run` use)."""
-    return property(lambda self: getattr(self.state, name),
-                    lambda self, value: setattr(self.state, name, value), doc=doc)
-
-
-def _data_attr(name: str, doc: str) -> property:
-    return property(lambda self: getattr(self.state.data, name), doc=doc)
 
 
 class Run:
@@ -66,18 +54,6 @@ class Run:
             is written to ``run_dir`` (``--overwrite`` removes the old run's files there, so
             that a start refused for bad input deletes nothing).
     """
-
-    policy = _state_attr("policy", "The trained model.")
-    tokenizer = _state_attr("tokenizer", "Its tokenizer.")
-    optimizer = _state_attr("optimizer", "GRPO's optimizer.")
-    scheduler = _state_attr("scheduler", "GRPO's LR scheduler.")
-    _engine = _state_attr("engine", "The rollout engine (``state.engine``).")
-    stop_ids = _state_attr("stop_ids", "Token ids that end a completion.")
-    train_tasks = _data_attr("train_tasks", "Training tasks.")
-    val_tasks = _data_attr("val_tasks", "Validation tasks.")
-    train_prompts = _data_attr("train_prompts", "Prompt ids of the training tasks.")
-    val_prompts = _data_attr("val_prompts", "Prompt ids of the validation tasks.")
-    train_pool_of = _data_attr("pool_of", "Each training task's mixture source label.")
 
     def __init__(self, config: RunConfig, run_dir: Path, resume: bool = False,
                  before_writing: Callable[[], None] | None = None):
@@ -122,7 +98,8 @@ class Run:
 
     def engine(self):
         """A new rollout engine over the current policy (:func:`rlvr.train.setup.make_engine`)."""
-        return setup.make_engine(self.config, self.state.policy, self.state.tokenizer)
+        return setup.make_engine(self.config, self.state.models.policy,
+                                 self.state.models.tokenizer)
 
     def instruction(self, task) -> str:
         """The instruction appended to ``task``'s question: its mixture source's, else
@@ -138,8 +115,6 @@ class Run:
         """SFT of the policy in place (:func:`rlvr.train.cold_start.sft`)."""
         return cold_start.sft(self.state, self.config, self.eval_rewards, state_path, resume)
 
-    def _optimizer_for_grpo(self) -> None:
-        setup.grpo_optimizer(self.state, self.config)
 
     # -- the job ----------------------------------------------------------------------------
     def train(self) -> dict:
@@ -178,19 +153,17 @@ class Run:
         setup.open_monitoring(s, c, self.run_dir, self.eval_rewards, checkpoint)
         sampler_state = None
         if checkpoint is not None:
-            s.policy = load_policy(self.run_dir, c, checkpoint)
-        s.engine = self.engine()
+            resuming.load_checkpoint_policy(s, c, self.run_dir, checkpoint)
+        setup.open_engine(s, c)
         if checkpoint is not None:
             sampler_state = resuming.restore(s, c, self.run_dir, checkpoint)
         else:
             self._before_grpo(point.before_grpo)
-        s.sampler = self.sampler()
-        if sampler_state is not None:
-            s.sampler.load_state_dict(sampler_state)
+        setup.open_sampler(s, c, sampler_state)
         if checkpoint is None:
             self.hooks.checkpoint.save(0)
-        stopped = self._grpo() if s.step < c.grpo.steps else None
-        history = s.history
+        stopped = self._grpo() if s.progress.step < c.grpo.steps else None
+        history = s.progress.history
         if not any(v["label"] == "trained" for v in history["validation"]):
             step = stopped.step if stopped else c.grpo.steps
             history["validation"].append(self.evaluator.validate("trained", step))
@@ -202,9 +175,10 @@ class Run:
             None if stopped else self.evaluator.pass_at_k("trained"))
         results = self._results(history, time.perf_counter() - start)
         tool_table.add_no_tool(results, self.run_dir)  # a tool run's "no tool" row
-        results["data_mixture"] = s.sampler.realised()
-        results["dynamic_sampling_skipped"] = s.sampler.skipped
-        if len(s.sampler.names) > 1:
+        sampler = s.progress.sampler
+        results["data_mixture"] = sampler.realised()
+        results["dynamic_sampling_skipped"] = sampler.skipped
+        if len(sampler.names) > 1:
             console.print("data pools (target -> realised share): " + ", ".join(
                 f"{k} {v['target']:.0%} -> {v['realised']:.0%}"
                 for k, v in results["data_mixture"].items()))
@@ -222,28 +196,29 @@ class Run:
         """A fresh start (or a resume before GRPO): base validation, SFT, the GRPO LoRA
         adapters, GRPO's optimizer, the validation and pass@k GRPO starts from."""
         c, s, ev = self.config, self.state, self.evaluator
+        history = s.progress.history
         if tool_table.wanted(c):  # the model before SFT, without the tool (once)
             tool_table.validate_without_tools(s, c, self.run_dir, self.eval_rewards)
         if before_grpo:  # the base validation (if any) was done; what followed is redone
-            s.history["validation"] = reset_logs_before_grpo(self.run_dir)
+            history["validation"] = reset_logs_before_grpo(self.run_dir)
             console.print(f"resumed {self.run_dir} before GRPO (no GRPO checkpoint yet)")
         elif c.eval.base_model:
-            s.history["validation"].append(ev.validate("base", 0))
+            history["validation"].append(ev.validate("base", 0))
         if c.sft.enabled:
-            s.history["sft"] = cold_start.sft_stage(s, c, self.run_dir, self.eval_rewards,
-                                                    resume=before_grpo)
+            history["sft"] = cold_start.sft_stage(s, c, self.run_dir, self.eval_rewards,
+                                                  resume=before_grpo)
         if c.model.lora_rank:
-            cold_start.apply_lora(s, c, "GRPO, on " + (f"{SFT_MODEL_DIR}/" if c.sft.enabled
-                                                        else c.model.name))
+            setup.apply_lora(s, c, "GRPO, on " + (f"{SFT_MODEL_DIR}/" if c.sft.enabled
+                                                   else c.model.name))
             write_json_atomic(self.run_dir / LORA_BASE,
                               {"base": SFT_MODEL_DIR if c.sft.enabled else c.model.name,
                                "seed": c.seed})
-        self._optimizer_for_grpo()
-        s.average = new_average(s.policy, c.grpo.ema_decay)
+        setup.grpo_optimizer(s, c)
+        setup.weight_average(s, c)
         row = ev.validate("before_grpo", 0)
-        s.history["validation"].append(row)
+        history["validation"].append(row)
         s.monitor.observe_validation(row)
-        s.history["pass_at_k"] = {"baseline": ev.pass_at_k("baseline")}
+        history["pass_at_k"] = {"baseline": ev.pass_at_k("baseline")}
 
     def _grpo(self):
         """GRPO steps ``state.step + 1 .. grpo.steps``, each followed by its hooks. Returns
@@ -251,9 +226,9 @@ class Run:
         step_fn = setup.step_runner(self.state, self.config, self.run_dir, self.rewards,
                                     self.resume)
         try:
-            return grpo_loop(self.config, self.state, self.hooks)
+            return grpo_loop(self.config, self.state, self.hooks, step_fn)
         finally:
-            setup.close_step_runner(step_fn)
+            setup.close_step_runner(self.state)
 
     def sft_only(self) -> dict:
         """The cold-start stage alone (``rlvr sft``): validate, SFT, validate, save the model
@@ -262,7 +237,7 @@ class Run:
         self.load()
         self._start_writing()
         write_yaml_atomic(self.run_dir / "config.yaml", c.model_dump(mode="json"))
-        self.state.engine = self.engine()
+        setup.open_engine(self.state, c)
         before = self.evaluator.validate("base", 0)
         report = cold_start.sft_stage(self.state, c, self.run_dir, self.eval_rewards,
                                       checkpoints=False)
@@ -277,7 +252,7 @@ class Run:
     def _results(self, history: dict, seconds: float) -> dict:
         rows = {v["label"]: v for v in history["validation"]}
         baseline = rows.get("before_grpo") or rows.get("base")
-        trained = rows["trained"]
+        trained, average = rows["trained"], self.state.models.average
         return {"baseline": baseline, "trained": trained, "base_model": rows.get("base"),
                 "sft": history.get("sft"),
                 "pass_at_k": {k: v for k, v in (history.get("pass_at_k") or {}).items() if v},
@@ -288,8 +263,8 @@ class Run:
                 "wall_seconds": seconds, "run_dir": str(self.run_dir),
                 "precision": self.precision.as_dict(),
                 # what "trained" measured: the EMA of the weights (grpo.ema_decay) or None
-                "weight_average": None if self.state.average is None else {
-                    "decay": self.state.average.decay, "updates": self.state.average.updates}}
+                "weight_average": None if average is None else {
+                    "decay": average.decay, "updates": average.updates}}
 
 
 def gain_interval(baseline: dict | None, trained: dict) -> dict | None:

@@ -1,5 +1,7 @@
 """Building a run's :class:`~rlvr.train.state.TrainingState`: tasks and model, rollout
-engine, monitoring and sinks, GRPO's optimizer, and the step runner with its KL reference."""
+engine, monitoring and sinks, GRPO's optimizer, and the step runner with its KL reference and
+rollout source. With :mod:`rlvr.train.resume` and a rollback
+(:class:`rlvr.train.hooks.RollbackHook`), the only code that assigns the state's fields."""
 
 from __future__ import annotations
 
@@ -9,28 +11,33 @@ from pathlib import Path
 
 import torch
 
+from rlvr.algo.kl import AdaptiveKLController, FixedKLController
 from rlvr.distributed.update_group import UpdateGroup
 from rlvr.models import load_model_and_tokenizer
 from rlvr.models.loader import ModelLoadError
+from rlvr.models.lora import apply_lora as wrap_lora
 from rlvr.monitor.health import HealthMonitor
 from rlvr.monitor.sinks import SinkGroup, build_sinks
 from rlvr.progress import Phase
 from rlvr.rollout import create_engine
 from rlvr.tasks.prompting import prompt_settings, stop_token_ids
-from rlvr.train.episode_step import episode_runner
 from rlvr.train.errors import RunInputError
 from rlvr.train.grpo import GRPOStep
 from rlvr.train.hooks import rollback_target
 from rlvr.train.logs import console
+from rlvr.train.rollouts import rollout_source
 from rlvr.train.rundir import REFERENCES_DIR, SFT_MODEL_DIR, load_policy, plain_policy, step_of
+from rlvr.train.sampler import run_sampler
 from rlvr.train.schedule import grpo_optimizer as adamw, warmup_schedule
 from rlvr.train.state import TrainingState
 from rlvr.train.taskdata import load_run_data
+from rlvr.train.weight_average import new_average
 
 
 def load(state: TrainingState, config, eval_rewards) -> None:
     """Tasks first (cheap, and the likelier mistake), then the model; fills ``state.data``
-    (with encoded prompts), ``policy``, ``tokenizer``, ``stop_ids`` and ``prompt``.
+    (with encoded prompts), ``models.policy``, ``models.tokenizer``, ``stop_ids`` and
+    ``prompt``.
 
     Raises:
         RunInputError: bad data (``data: ...``) or a model that does not load
@@ -44,14 +51,15 @@ def load(state: TrainingState, config, eval_rewards) -> None:
     t0 = time.perf_counter()
     try:
         with Phase(f"loading model {c.model.name}", None, console):
-            state.policy, state.tokenizer = load_model_and_tokenizer(c.model.name, seed=c.seed)
+            policy, tokenizer = load_model_and_tokenizer(c.model.name, seed=c.seed)
+        state.models.policy, state.models.tokenizer = policy, tokenizer
     except ModelLoadError as exc:
         raise RunInputError(f"model.name: {exc}") from exc
-    console.print(f"model {c.model.name}: {sum(p.numel() for p in state.policy.parameters()):,}"
+    console.print(f"model {c.model.name}: {sum(p.numel() for p in policy.parameters()):,}"
                   f" parameters, loaded in {time.perf_counter() - t0:.1f} s")
-    state.data.encode(state.tokenizer, c.data.one_shot)
-    state.stop_ids = stop_token_ids(state.tokenizer)
-    state.prompt = prompt_settings(c.data, state.tokenizer)  # saved with every checkpoint
+    state.data.encode(tokenizer, c.data.one_shot)
+    state.stop_ids = stop_token_ids(tokenizer)
+    state.prompt = prompt_settings(c.data, tokenizer)  # saved with every checkpoint
     label = (" + ".join(f"{s.name or s.source} ({s.weight:g})" for s in c.data.sources)
              or c.data.source)
     console.print(f"data {label}: {len(state.data.train_tasks)} train, "
@@ -69,6 +77,41 @@ def make_engine(config, policy, tokenizer):
         return RayRolloutEngine.from_run_config(config, model, tokenizer.pad_token_id)
     return create_engine(config.rollout.engine, model, pad_token_id=tokenizer.pad_token_id,
                          precision=config.model.precision)
+
+
+def open_engine(state: TrainingState, config) -> None:
+    """``state.models.engine``: a new rollout engine over the current policy
+    (:func:`make_engine`)."""
+    state.models.engine = make_engine(config, state.models.policy, state.models.tokenizer)
+
+
+def replace_policy(state: TrainingState, policy) -> None:
+    """``state.models.policy`` <- ``policy`` (a checkpoint's, SFT's saved or merged model);
+    everything that uses the policy reads it from the state."""
+    state.models.policy = policy
+
+
+def apply_lora(state: TrainingState, config, stage: str) -> None:
+    """Wrap the policy in fresh LoRA adapters (``model.lora_rank``); only they train from
+    here on. ``stage`` names what they are for in the log line (GRPO, or SFT with
+    ``sft.full_finetune: false``). The adapters go on a copy when a rollout engine exists:
+    the engine keeps the plain module it was given and is synced with merged weights."""
+    c, m = config, state.models
+    plain = copy.deepcopy(m.policy) if m.engine is not None else m.policy
+    m.policy = wrap_lora(plain, c.model.lora_rank, c.model.lora_alpha)
+    trainable = sum(p.numel() for p in m.policy.parameters() if p.requires_grad)
+    console.print(f"LoRA rank {c.model.lora_rank}: {trainable:,} trainable parameters "
+                  f"({stage})")
+
+
+def open_sampler(state: TrainingState, config, saved: dict | None = None) -> None:
+    """``state.progress.sampler`` over the training tasks
+    (:func:`rlvr.train.sampler.run_sampler`), at ``saved``'s position when given (a
+    checkpoint's)."""
+    sampler = run_sampler(config, state.data.train_tasks, state.data.pool_of, console.print)
+    if saved is not None:
+        sampler.load_state_dict(saved)
+    state.progress.sampler = sampler
 
 
 def grpo_rollout_engine(config, policy, tokenizer, engine):
@@ -107,9 +150,30 @@ def open_monitoring(state: TrainingState, config, run_dir: Path, eval_rewards,
 
 
 def grpo_optimizer(state: TrainingState, config) -> None:
-    """``state.optimizer`` and a fresh ``state.scheduler`` for GRPO over the current policy."""
-    state.optimizer = adamw(state.policy, config.grpo)
-    state.scheduler = warmup_schedule(state.optimizer, config.grpo)
+    """``state.optim.optimizer`` and a fresh ``scheduler`` for GRPO over the current
+    policy."""
+    o = state.optim
+    o.optimizer = adamw(state.models.policy, config.grpo)
+    o.scheduler = warmup_schedule(o.optimizer, config.grpo)
+
+
+def weight_average(state: TrainingState, config) -> None:
+    """``state.models.average``: a new EMA of the policy's weights (``grpo.ema_decay`` > 0),
+    else ``None``."""
+    state.models.average = new_average(state.models.policy, config.grpo.ema_decay)
+
+
+def kl_controller(config, restored: float | None = None):
+    """The KL controller of ``algo.kl_controller``, starting at ``algo.kl_coef``; an adaptive
+    one at ``restored`` (the coefficient a checkpoint saved) when given. A fixed coefficient
+    is always the config's (so a ``--set algo.kl_coef`` on ``--resume`` applies)."""
+    a = config.algo
+    if a.kl_controller != "adaptive":
+        return FixedKLController(a.kl_coef)
+    ctl = AdaptiveKLController(a.kl_coef, a.kl_target)
+    if restored is not None:
+        ctl.value = restored
+    return ctl
 
 
 def initial_reference(state: TrainingState, config, run_dir: Path, resume: bool,
@@ -119,7 +183,7 @@ def initial_reference(state: TrainingState, config, run_dir: Path, resume: bool,
     runs reload it from ``references/`` or ``sft_model/``, or the configured base model when
     SFT is disabled."""
     if not resume:
-        return copy.deepcopy(plain_policy(state.policy)).eval().requires_grad_(False)
+        return copy.deepcopy(plain_policy(state.models.policy)).eval().requires_grad_(False)
     refreshed = [p for p in (run_dir / REFERENCES_DIR).glob("step-*")
                  if (p / "config.json").is_file() and int(p.name[5:]) <= start_step]
     if refreshed:
@@ -133,34 +197,32 @@ def initial_reference(state: TrainingState, config, run_dir: Path, resume: bool,
     return model.eval().requires_grad_(False)
 
 
-def step_runner(state: TrainingState, config, run_dir: Path, rewards, resume: bool):
-    """``state.reference`` (when ``algo.kl_coef`` > 0) and ``state.step_fn``, the
-    :class:`rlvr.train.grpo.GRPOStep` from ``state.step`` on: the adaptive KL coefficient a
-    resume restored, and a data-parallel update group with ``grpo.update_processes`` > 1
-    (close it with :func:`close_step_runner`); its rollouts come from
-    :func:`grpo_rollout_engine`; with an ``env`` section it plays episodes
-    (:func:`episode_runner`, scoring with ``rewards``). Returns the step runner."""
-    c = config
-    state.reference = (initial_reference(state, c, run_dir, resume, state.step)
-                       if c.algo.kl_coef > 0 else None)
-    engine = grpo_rollout_engine(c, state.policy, state.tokenizer, state.engine)
-    step_fn = state.step_fn = GRPOStep(c, state.policy, state.reference, engine,
-                                       state.tokenizer, rewards, state.optimizer,
-                                       state.scheduler, state.stop_ids)
-    step_fn.episodes = episode_runner(state, c, rewards)
-    if state.kl_coef is not None and c.algo.kl_controller == "adaptive":
-        # the adaptive controller's state; a fixed coefficient is the config's (so a
-        # `--set algo.kl_coef` on --resume applies)
-        step_fn.kl_ctl.value = state.kl_coef
+def step_runner(state: TrainingState, config, run_dir: Path, rewards, resume: bool) -> GRPOStep:
+    """What GRPO's steps need, into ``state``, from ``state.progress.step`` on: the KL
+    reference (``models.reference``, when ``algo.kl_coef`` > 0), the engine that samples the
+    rollouts (``models.rollout_engine``, :func:`grpo_rollout_engine`), the rollout source
+    (``source``: :func:`rlvr.train.rollouts.rollout_source`; episodes with an ``env``
+    section, scoring with ``rewards``), the KL controller (``optim.kl``, unless a resume
+    restored it) and a data-parallel update group with ``grpo.update_processes`` > 1 (close
+    them with :func:`close_step_runner`). Returns the step runner."""
+    c, m, o = config, state.models, state.optim
+    m.reference = (initial_reference(state, c, run_dir, resume, state.progress.step)
+                   if c.algo.kl_coef > 0 else None)
+    m.rollout_engine = grpo_rollout_engine(c, m.policy, m.tokenizer, m.engine)
+    state.source = rollout_source(state, c, rewards)
+    if o.kl is None:
+        o.kl = kl_controller(c)
     if c.grpo.update_processes > 1:
-        step_fn.update_group = UpdateGroup(c, state.policy, state.optimizer)
+        o.update_group = UpdateGroup(c, m.policy, o.optimizer)
         console.print(f"policy update data-parallel over {c.grpo.update_processes} "
-                      f"processes ({step_fn.update_group.update_threads} threads each)")
-    return step_fn
+                      f"processes ({o.update_group.update_threads} threads each)")
+    return GRPOStep(c)
 
 
-def close_step_runner(step_fn) -> None:
-    """Stop the step runner's data-parallel update group, if any."""
-    if step_fn.update_group is not None:
-        step_fn.update_group.close()
-        step_fn.update_group = None
+def close_step_runner(state: TrainingState) -> None:
+    """Stop the rollout source and the data-parallel update group, if any."""
+    if state.source is not None:
+        state.source.close()
+    if state.optim.update_group is not None:
+        state.optim.update_group.close()
+        state.optim.update_group = None

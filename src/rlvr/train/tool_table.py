@@ -52,16 +52,16 @@ def validate_without_tools(state: TrainingState, config, run_dir: Path, eval_rew
     if saved is not None:
         return saved
     s, c = state, config
-    prompts = [prompt_ids(s.tokenizer, t, s.data.instruction(t), c.data.one_shot)
+    prompts = [prompt_ids(s.models.tokenizer, t, s.data.instruction(t), c.data.one_shot)
                for t in s.data.val_tasks]
-    s.policy.eval()
-    sync_engine(s.engine, s.policy)
+    s.models.policy.eval()
+    sync_engine(s.models.engine, s.models.policy)
     with Phase("validation without the tool", len(prompts), console, unit="problems") as phase:
         result, samples = validate(
-            s.engine, s.tokenizer, s.data.val_tasks, prompts, eval_rewards,
+            s.models.engine, s.models.tokenizer, s.data.val_tasks, prompts, eval_rewards,
             max_new_tokens=c.eval.max_new_tokens, stop_token_ids=s.stop_ids,
             batch_size=c.eval.batch_size, progress=phase.update)
-    s.policy.train()
+    s.models.policy.train()
     row = {"label": NO_TOOL_LABEL, "step": 0, **result.__dict__, "samples": samples[:20]}
     write_json_atomic(path, row)
     console.print(f"[bold]validation[/] without the tool (model before SFT, one turn): "
