@@ -32,6 +32,7 @@ def train(
 ) -> None:
     """SFT cold start + GRPO, ending with a baseline vs trained validation table."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
+    from rlvr.distributed.rollout_jobs import RolloutWorkerError
     from rlvr.train.run import (Run, RunInputError, category_table, results_table,
                                 run_dir_for)
 
@@ -57,6 +58,9 @@ def train(
     except RunInputError as exc:
         target.discard()
         raise fail(str(exc))
+    except RolloutWorkerError as exc:  # grpo.max_staleness: a rollout worker died or hung
+        raise fail(f"{exc}\nthe run stopped; `rlvr train --resume {run_dir}` continues it "
+                   f"from its last checkpoint", code=1) from None
     finally:
         target.close()
     Console(width=None if sys.stdout.isatty() else 120).print(results_table(results))

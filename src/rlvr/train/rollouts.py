@@ -265,8 +265,13 @@ def episode_runner(state: TrainingState, config, rewards) -> EpisodeRunner | Non
 
 
 def rollout_source(state: TrainingState, config, rewards) -> RolloutSource:
-    """The synchronous source of a run: episodes with an ``env`` section, else single-turn
-    completions."""
+    """The source of a run: with ``grpo.max_staleness`` >= 1 the asynchronous one
+    (:class:`rlvr.train.async_source.AsyncSource`, rollout workers in the background), else
+    synchronous: episodes with an ``env`` section, else single-turn completions."""
+    if config.grpo.max_staleness:
+        from rlvr.train.async_source import AsyncSource  # starts worker processes: on demand
+
+        return AsyncSource(config, state, rewards)
     runner = episode_runner(state, config, rewards)
     return SingleTurnSource(config, rewards) if runner is None else EpisodeSource(config,
                                                                                   runner)
