@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 
@@ -136,8 +137,22 @@ def test_a_killed_worker_is_named_not_waited_on(tiny, prompts):
     assert err.value.worker == "rlvr-rollout-0"
     assert f"rollout worker rlvr-rollout-0 (pid {pid}) died (killed by SIGKILL)" in str(
         err.value)
-    with pytest.raises(RuntimeError, match="closed"):
+    # the same error again from any later call (in case the first was swallowed)
+    with pytest.raises(RolloutWorkerError, match="died"):
         pool.submit(RolloutJob(1, prompts, _params(1)))
+
+
+def test_the_watchdog_interrupts_a_trainer_busy_elsewhere(tiny, prompts):
+    pool = _pool(tiny)
+    pool.watch()
+    pid = pool.pids[0]
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(RolloutWorkerError, match=(
+            rf"rollout worker rlvr-rollout-0 \(pid {pid}\) died \(killed by SIGKILL\)")):
+        for _ in range(600):  # an "update" of up to 60 s that never polls the pool
+            time.sleep(0.1)
+    # the handler the pool replaced is back
+    assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL
 
 
 def test_a_worker_that_stops_answering_is_named(tiny, prompts):

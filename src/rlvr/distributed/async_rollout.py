@@ -21,12 +21,15 @@ what it is doing. :meth:`LocalRolloutPool.poll` (and every other call) raises
 :class:`rlvr.distributed.rollout_jobs.RolloutWorkerError` naming the worker (name and pid),
 how it ended and what it was doing, as soon as a worker process has exited, or once no
 message came from it for ``heartbeat_timeout_s`` seconds (stopped, deadlocked, swapped out);
-the pool then stops all its workers. A worker exits by itself when the trainer's process is
-gone, so a killed run leaves no rollout processes behind.
+the pool then stops all its workers. With :meth:`LocalRolloutPool.watch` a watchdog thread
+raises that error in the trainer's main thread even while it is busy elsewhere (an update).
+A worker exits by itself when the trainer's process is gone, so a killed run leaves no
+rollout processes behind.
 """
 
 from __future__ import annotations
 
+import _thread
 import os
 import queue
 import signal
@@ -148,6 +151,9 @@ class LocalRolloutPool:
         self.version = int(version)
         self._weight_sync = 0.0
         self._closed = False
+        self._pending: tuple[str, str] | None = None  # a failure the watchdog found
+        self._previous_handler = None
+        self._failed: RolloutWorkerError | None = None
         context = mp.get_context("spawn")
         self._outbox = context.Queue()
         self._messages: queue.Queue = queue.Queue()
@@ -261,6 +267,12 @@ class LocalRolloutPool:
         if self._closed:
             return
         self._closed = True
+        if self._previous_handler is not None:
+            try:
+                signal.signal(signal.SIGUSR1, self._previous_handler)
+            except ValueError:  # not the main thread: the handler is a no-op once closed
+                pass
+            self._previous_handler = None
         for handle in self._handles:
             if handle.process.is_alive():
                 try:
@@ -294,13 +306,18 @@ class LocalRolloutPool:
         """Reader thread: the workers' messages into a thread-safe queue, so the trainer's own
         waits always time out (a message cut short by a dying worker blocks only this
         thread)."""
+        by_name = {h.name: h for h in self._handles}
         while not self._stop_pump.is_set():
             try:
-                self._messages.put(self._outbox.get(timeout=0.5))
+                message = self._outbox.get(timeout=0.5)
             except queue.Empty:
                 continue
             except (EOFError, OSError, ValueError):
                 return
+            handle = by_name.get(message[0])
+            if handle is not None:
+                handle.last_seen = time.monotonic()
+            self._messages.put(message)
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -323,7 +340,6 @@ class LocalRolloutPool:
     def _handle(self, message) -> RolloutResult | None:
         name, kind = message[0], message[1]
         handle = next(h for h in self._handles if h.name == name)
-        handle.last_seen = time.monotonic()
         if kind == "heartbeat":
             handle.doing, handle.times = message[2], message[3]
         elif kind == "ready":
@@ -344,26 +360,70 @@ class LocalRolloutPool:
         """Raise (naming the worker) if a worker exited or, with ``silence``, has been silent
         longer than the heartbeat timeout."""
         if self._closed:
+            if self._failed is not None:  # raised before, maybe swallowed where it landed
+                raise self._failed
             raise RuntimeError("the rollout pool is closed")
+        found = self._failure(silence)
+        if found is not None:
+            self._fail(*found)
+
+    def _failure(self, silence: bool = True) -> tuple[str, str] | None:
+        """``(worker name, message)`` of the first worker that exited or (``silence``) has
+        been silent too long, else None. Reads only what the reader thread and the processes
+        update, so the watchdog thread may call it."""
         now = time.monotonic()
         for handle in self._handles:
             code = handle.process.exitcode
             if code is not None:
                 how = (f"killed by {signal.Signals(-code).name}" if code < 0
                        else f"exit code {code}")
-                self._fail(handle.name, f"rollout worker {handle.name} (pid "
-                           f"{handle.process.pid}) died ({how}) while {handle.doing}; "
-                           f"{len(handle.jobs)} job(s) were in flight on it")
+                return handle.name, (f"rollout worker {handle.name} (pid {handle.process.pid}) "
+                                     f"died ({how}) while {handle.doing}; {len(handle.jobs)} "
+                                     f"job(s) were in flight on it")
             silent = now - handle.last_seen
             if silence and handle.ready and silent > self.heartbeat_timeout_s:
-                self._fail(handle.name, f"rollout worker {handle.name} (pid "
-                           f"{handle.process.pid}) stopped answering: no heartbeat for "
-                           f"{silent:.0f} s (timeout {self.heartbeat_timeout_s:.0f} s); last "
-                           f"seen {handle.doing}")
+                return handle.name, (f"rollout worker {handle.name} (pid "
+                                     f"{handle.process.pid}) stopped answering: no heartbeat "
+                                     f"for {silent:.0f} s (timeout "
+                                     f"{self.heartbeat_timeout_s:.0f} s); last seen "
+                                     f"{handle.doing}")
+        return None
+
+    # -- the watchdog: a failure interrupts the trainer even while it is not waiting ---------
+    def watch(self) -> None:
+        """Check the workers every half second from a thread of this process and, on a
+        failure, raise the :class:`RolloutWorkerError` in the main thread wherever it is (a
+        long update, a validation): the error comes within about a second of a worker's death
+        (heartbeat timeout for a silent one) instead of at the next :meth:`poll`. Uses
+        ``SIGUSR1`` (the previous handler comes back at :meth:`close`); call it from the main
+        thread.
+
+        Raises:
+            ValueError: not called from the main thread.
+        """
+        if threading.current_thread() is not threading.main_thread():
+            raise ValueError("LocalRolloutPool.watch must be called from the main thread")
+        self._previous_handler = signal.signal(signal.SIGUSR1, self._on_interrupt)
+        self._watchdog = threading.Thread(target=self._watch, daemon=True,
+                                          name=f"{self.names[0]}-watchdog")
+        self._watchdog.start()
+
+    def _watch(self) -> None:
+        while not self._closed and not self._stop_pump.wait(0.5):
+            found = self._failure()
+            if found is not None and self._pending is None and not self._closed:
+                self._pending = found
+                _thread.interrupt_main(signal.SIGUSR1)
+                return
+
+    def _on_interrupt(self, signum, frame) -> None:
+        if self._pending is not None and not self._closed:
+            self._fail(*self._pending)
 
     def _fail(self, name: str, message: str) -> None:
+        self._failed = RolloutWorkerError(name, message)
         self.close(timeout_s=2.0)
-        raise RolloutWorkerError(name, message)
+        raise self._failed
 
 
 def _rollout_main(name: str, inbox, outbox, model_cls, model_config, packed, engine: str,
