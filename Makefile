@@ -49,6 +49,7 @@ bench: setup
 	$(PY) benchmarks/update_prefix.py --quick
 	$(PY) benchmarks/shared_prefill.py --quick
 	$(PY) benchmarks/sft_step.py --quick
+	$(PY) benchmarks/async_pipeline.py --quick
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache site

@@ -170,7 +170,8 @@ def main(argv: list[str] | None = None) -> None:
         print(machine_line(config.model.precision))
         print(f"measuring {path.name} ({config.model.name}): {groups} prompts x "
               f"{config.grpo.group_size}, {config.grpo.max_new_tokens} new tokens, {steps} "
-              f"timed steps per mode", flush=True)
+              f"timed steps per mode, threads {config.threads or 'all'} (async: split between "
+              f"the trainer and its rollout worker)", flush=True)
         sync, run = measure(config, k, steps)
         rollout_s = run["seconds_rollout"]
         update_s = max(0.0, run["wall"] - run["seconds_trainer_idle"])
