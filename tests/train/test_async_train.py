@@ -111,6 +111,31 @@ def _gone(pid: int, within: float = 30.0) -> bool:
     return False
 
 
+@pytest.mark.parametrize(("sets", "message"), [
+    (["rollout.quantization=int8"], "rollout.quantization: int8 runs in this process only"),
+    (["rollout.engine=vllm"], "the local rollout worker process runs the torch or hf engine"),
+])
+def test_configs_async_rollouts_cannot_run_are_refused(sets, message):
+    from rlvr.configio import load_config
+    from rlvr.train.config import RunConfig
+
+    smoke = ROOT / "configs" / "smoke.yaml"
+    assert load_config(RunConfig, smoke, ["grpo.max_staleness=3"]).grpo.max_staleness == 3
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_config(RunConfig, smoke, ["grpo.max_staleness=1", *sets])
+    # the same settings are fine for the synchronous loop
+    load_config(RunConfig, smoke, ["grpo.max_staleness=0", *sets])
+
+
+def test_episodes_are_refused_with_async_rollouts():
+    from rlvr.configio import load_config
+    from rlvr.train.config import RunConfig
+
+    tool = ROOT / "configs" / "tool_arithmetic.yaml"
+    with pytest.raises(ValueError, match="cannot be combined with an env section"):
+        load_config(RunConfig, tool, ["grpo.max_staleness=1"])
+
+
 @pytest.mark.timeout(900)
 def test_max_staleness_zero_is_the_synchronous_run_bit_for_bit(tmp_path):
     plain = _run(tmp_path / "plain", "grpo.steps=3")
