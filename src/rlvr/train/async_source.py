@@ -52,31 +52,38 @@ def _weights(policy):
 
 
 def rollout_pool(config, policy, pad_token_id: int, version: int):
-    """The rollout workers of an asynchronous run: Ray actors with ``rollout.ray_address``,
-    else one process on this machine with half of the run's threads (the trainer keeps the
-    rest). Returns ``(pool, trainer threads or None)``."""
+    """The rollout workers of an asynchronous run: with ``rollout.ray_address`` the
+    ``rollout.ray_rollout_workers`` Ray actors, else one process; on this machine (no Ray, or
+    a local Ray cluster) the workers share half of the run's threads and the trainer keeps the
+    rest. Returns ``(pool, trainer threads or None: unchanged)``."""
     r = config.rollout
     dtype = resolve_precision(config.model.precision).dtype
     model = plain_policy(policy)
+    threads = config.threads or os.cpu_count() or 1
+    half = max(1, threads // 2)
+    trainer = max(1, threads - half)
     if r.ray_address:
         # optional dependency: ray (extra `ray`), imported by rlvr.distributed.ray_async
         from rlvr.distributed.ray_async import RayRolloutPool
-        from rlvr.distributed.ray_cluster import init_ray, local_num_cpus
+        from rlvr.distributed.ray_cluster import LOCAL, init_ray, local_num_cpus
 
         started = init_ray(r.ray_address, local_num_cpus(r.ray_rollout_workers
                                                          + r.ray_reward_workers))
+        local = r.ray_address == LOCAL
+        # a local cluster is this machine, whose CPUs the run's other actors (validation's
+        # rollout engine, the reward workers) already reserve: share them rather than wait
         pool = RayRolloutPool(model, engine=r.engine, workers=r.ray_rollout_workers,
                               pad_token_id=pad_token_id, engine_options={"dtype": dtype},
-                              version=version, own_ray=started)
-        return pool, None
+                              threads_per_worker=max(1, half // r.ray_rollout_workers)
+                              if local else None,
+                              num_cpus_per_worker=0.0 if local else 1.0, version=version,
+                              own_ray=started)
+        return pool, trainer if local else None
     from rlvr.distributed.async_rollout import LocalRolloutPool
 
-    threads = config.threads or os.cpu_count() or 1
-    worker_threads = max(1, threads // 2)
     pool = LocalRolloutPool(model, engine=r.engine, pad_token_id=pad_token_id,
-                            engine_options={"dtype": dtype}, threads=worker_threads,
-                            version=version)
-    return pool, max(1, threads - worker_threads)
+                            engine_options={"dtype": dtype}, threads=half, version=version)
+    return pool, trainer
 
 
 class AsyncSource:

@@ -203,9 +203,10 @@ def step_runner(state: TrainingState, config, run_dir: Path, rewards, resume: bo
     reference (``models.reference``, when ``algo.kl_coef`` > 0), the engine that samples the
     rollouts (``models.rollout_engine``, :func:`grpo_rollout_engine`), the rollout source
     (``source``: :func:`rlvr.train.rollouts.rollout_source`; episodes with an ``env``
-    section, scoring with ``rewards``; on resume with the state the checkpoint saved), the KL controller (``optim.kl``, unless a resume
-    restored it) and a data-parallel update group with ``grpo.update_processes`` > 1 (close
-    them with :func:`close_step_runner`). Returns the step runner."""
+    section, scoring with ``rewards``; on resume with the state its checkpoint saved), the
+    KL controller (``optim.kl``, unless a resume restored it) and a data-parallel update
+    group with ``grpo.update_processes`` > 1 (close them with :func:`close_step_runner`).
+    Returns the step runner."""
     c, m, o = config, state.models, state.optim
     m.reference = (initial_reference(state, c, run_dir, resume, state.progress.step)
                    if c.algo.kl_coef > 0 else None)
