@@ -25,6 +25,7 @@ verify-demo: setup
 TEST_WORKERS ?= auto
 
 test: setup
+	$(VENV)/bin/ruff check src tests benchmarks scripts
 	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile
 	$(MAKE) docs
 
@@ -50,6 +51,7 @@ bench: setup
 	$(PY) benchmarks/shared_prefill.py --quick
 	$(PY) benchmarks/sft_step.py --quick
 	$(PY) benchmarks/async_pipeline.py --quick
+	$(PY) benchmarks/scaling.py --quick
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache site

@@ -34,7 +34,8 @@ def quick_config(config):
     return config
 
 
-def grpo_step_for(config, engine_name: str, shared_prefix: str = "step", prefix: str = "rlvr-bench-"):
+def grpo_step_for(config, engine_name: str, shared_prefix: str = "step",
+                  prefix: str = "rlvr-bench-"):
     """The preset's model, data, SFT cold start, KL reference, task sampler and rollout
     source as in a real run (:mod:`rlvr.train.setup`), then the
     :class:`rlvr.train.grpo.GRPOStep` that runs its steps with ``engine_name``.

@@ -78,8 +78,8 @@ def measure(config, k: int, steps: int) -> tuple[dict, dict]:
     """Sync steps, then async steps with ``k`` continuing the same run. Returns the means of
     each (``wall`` and the step metrics)."""
     import torch
-
     from _preset import grpo_step_for
+
     from rlvr.train import setup
     from rlvr.train.async_source import AsyncSource
     from rlvr.train.grpo import GRPOStep

@@ -23,9 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import torch  # noqa: E402
-
-from _machine import machine_line  # noqa: E402
+import torch
+from _machine import machine_line
 
 
 def _env_class():

@@ -103,12 +103,14 @@ def run_child(name: str, argv: list[str]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> None:
     from _preset import preset_parser
 
-    parser = preset_parser(__doc__.split("\n")[0], "short cold start, rlvr only", 2, "GRPO steps (peaks of the last)")
+    parser = preset_parser(__doc__.split("\n")[0], "short cold start, rlvr only", 2,
+                           "GRPO steps (peaks of the last)")
     parser.add_argument("--child", choices=["rlvr", "baseline"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         return child(args)
     from _machine import machine_line
+
     from rlvr.configio import load_config
     from rlvr.train.config import RunConfig
 

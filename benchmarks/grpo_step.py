@@ -33,7 +33,6 @@ def time_steps(config, engine_name: str, steps: int, shared_prefix: str = "step"
     rambles to the length cap), then ``steps + 1`` GRPO steps with ``engine_name``; metrics of
     the last ``steps``."""
     import torch
-
     from _preset import grpo_step_for
 
     run, step = grpo_step_for(config, engine_name, shared_prefix)
@@ -65,7 +64,8 @@ def summary(rows: list[dict]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> None:
     from _preset import preset_parser
 
-    parser = preset_parser(__doc__.split("\n")[0], "2 timed steps, torch only", 4, "timed steps per engine")
+    parser = preset_parser(__doc__.split("\n")[0], "2 timed steps, torch only", 4,
+                           "timed steps per engine")
     args = parser.parse_args(argv)
 
     from rlvr.configio import load_config

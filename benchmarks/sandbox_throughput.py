@@ -45,7 +45,8 @@ def _isolated(problems: list[dict], workers: int) -> tuple[float, int]:
 
 def _bare(problems: list[dict], workers: int, python: str) -> tuple[float, int]:
     def one(p: dict) -> bool:
-        src = p["prompt"] + p["canonical_solution"] + "\n" + p["test"] + f"\ncheck({p['entry_point']})\n"
+        src = (p["prompt"] + p["canonical_solution"] + "\n" + p["test"]
+               + f"\ncheck({p['entry_point']})\n")
         r = subprocess.run([python, "-c", src], capture_output=True, timeout=60)
         return r.returncode == 0
 
@@ -58,7 +59,8 @@ def _bare(problems: list[dict], workers: int, python: str) -> tuple[float, int]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="48 problems instead of 164")
-    ap.add_argument("--workers", type=int, default=None, help="concurrent programs (default: cores)")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="concurrent programs (default: cores)")
     args = ap.parse_args()
     if not DATA.exists():
         print(f"missing {DATA}", file=sys.stderr)

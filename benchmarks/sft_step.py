@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> None:
     batches, repeats = (2, 1) if args.quick else (args.batches, args.repeats)
     print(machine_line(config.model.precision))
     run, rows, shared = sft_batches(config, batches)
-    model, pad_id, bf16 = run.state.models.policy, run.state.models.tokenizer.pad_token_id, config.model.bf16
+    models = run.state.models
+    model, pad_id, bf16 = models.policy, models.tokenizer.pad_token_id, config.model.bf16
     model.train()
     tokens = statistics.mean(len(ids) for batch in rows for ids, _ in batch)
     print(f"preset {config.name}: model {config.model.name}, {len(rows)} batches of "

@@ -21,9 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import torch  # noqa: E402
-
-from _machine import machine_line  # noqa: E402
+import torch
+from _machine import machine_line
 
 
 def tool_prompts(tokenizer, count: int) -> list[list[int]]:

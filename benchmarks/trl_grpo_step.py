@@ -19,17 +19,28 @@ same group size G, prompts per step, max new tokens, temperature / top-p, learni
   for a 135M model), dropout off. Step time: TrainerCallback ``on_step_begin`` ->
   ``on_step_end`` (rollout, reward, update).
 
+Equal work: both sides must train the same rows. With the arithmetic reward and no SFT
+checkpoint every completion scores 0, and rlvr skips a step whose groups have no reward
+variance while TRL still runs its forward and backward. So ``--reward`` picks the reward both
+sides use: ``pipeline`` (rlvr's reward pipeline; for an SFT checkpoint, ``--model``) or
+``even-chars`` (the share of a completion's characters whose code point is even: an arbitrary
+reward with variance inside every group, computed from the same decoded text on both sides;
+the default without ``--model`` and in ``--quick``). Before the ratio the benchmark prints the
+rows trained and completion tokens per timed step of each side, and whether the rows match.
+
 The first step of each side is a warm-up and is not counted (the figure is the median of the
 others). Defaults: 4 prompts x G = 8, 64 new tokens, 20 steps a side: about 20 minutes (TRL
 took ~49 s a step on this workload with SmolLM2-135M). ``--quick``: 2 steps a side, 2 prompts x
 G = 4, 32 new tokens, the same model.
 
 Usage: python benchmarks/trl_grpo_step.py [--quick] [--steps 20] [--model runs/<run>/sft_model]
-  [--prompts 4] [--group-size 8] [--max-new-tokens 64] [--lr 5e-6]
+  [--reward pipeline|even-chars] [--prompts 4] [--group-size 8] [--max-new-tokens 64] [--lr 5e-6]
   [--config configs/arithmetic.yaml] [--set KEY=VALUE ...]
 Needs TRL: ``pip install trl`` (in the ``bench`` extra). Never time two heavy jobs at once on
 this machine: results swing 2-5x.
-Last line: ``grpo step s: rlvr X, trl Y, ratio Z.ZZx (target <= 0.33)`` (ratio = rlvr / TRL).
+Last lines: ``work per timed step: rlvr R rows, T tokens; trl R rows, T tokens (equal rows:
+yes|no)``, then ``grpo step s: rlvr X, trl Y, ratio Z.ZZx (target <= 0.33)`` (ratio = rlvr /
+TRL).
 """
 
 from __future__ import annotations
@@ -101,8 +112,9 @@ def draw_batches(run, steps: int) -> list[list[int]]:
     return [sampler.next(run.config.grpo.prompts_per_step) for _ in range(steps)]
 
 
-def run_rlvr(run, batches: list[list[int]]) -> list[dict]:
-    """rlvr's GRPO steps over ``batches``; per step: wall seconds, reward, phases."""
+def run_rlvr(run, batches: list[list[int]], rewards) -> list[dict]:
+    """rlvr's GRPO steps over ``batches`` scored by ``rewards`` (a reward pipeline); per step:
+    wall seconds, reward, rows trained, completions and their mean length."""
     from rlvr.train import setup
 
     config = run.config
@@ -110,7 +122,7 @@ def run_rlvr(run, batches: list[list[int]]) -> list[dict]:
     setup.grpo_optimizer(run.state, config)
     # a fresh sampler of the same seed: its rollout source draws ``batches`` again, in order
     setup.open_sampler(run.state, config)
-    step = setup.step_runner(run.state, config, run.run_dir, run.rewards, resume=False)
+    step = setup.step_runner(run.state, config, run.run_dir, rewards, resume=False)
     rows = []
     for i, idx in enumerate(batches):
         t0 = time.perf_counter()
@@ -118,7 +130,8 @@ def run_rlvr(run, batches: list[list[int]]) -> list[dict]:
         assert [t.id for t in batch.tasks] == [run.state.data.train_tasks[j].id for j in idx]
         wall = time.perf_counter() - t0
         m = batch.metrics
-        rows.append({"wall": wall, "reward": m["reward_mean"], "length": m["length_mean"]})
+        rows.append({"wall": wall, "reward": m["reward_mean"], "length": m["length_mean"],
+                     "rows": m["train_rows"], "generated": len(batch.results)})
         print(f"  rlvr step {i + 1}{' (warm-up)' if i == 0 else ''}: {wall:.2f} s = rollout "
               f"{m['seconds_rollout']:.2f} + reward {m['seconds_reward']:.2f} + update "
               f"{m['seconds_update']:.2f}; reward {m['reward_mean']:.3f}, length "
@@ -145,6 +158,32 @@ def trl_dataset(run, batches: list[list[int]]):
     # PicklingError (pyarrow's MonthDayNano) with datasets 5.2 / dill 0.4.1 / pyarrow 24-26.
     digest = hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()[:16]
     return Dataset(InMemoryTable.from_pylist(rows), fingerprint=f"rlvr-trl-bench-{digest}")
+
+
+def even_char_share(text: str) -> float:
+    """The share of ``text``'s characters whose code point is even (0.0 for empty text): the
+    ``even-chars`` reward, which varies inside every group of sampled completions."""
+    return sum(ord(c) % 2 == 0 for c in text) / len(text) if text else 0.0
+
+
+class EvenCharsReward:
+    """:func:`even_char_share` with the reward pipeline's interface (``score_batch``,
+    ``close``), so rlvr's step scores with it exactly as TRL's reward function does."""
+
+    def score_batch(self, requests, on_result=None):
+        from rlvr.rewards.types import RewardResult, Status
+
+        out = []
+        for i, request in enumerate(requests):
+            share = even_char_share(request.completion)
+            out.append(RewardResult(share, {"even_chars": share},
+                                    Status.correct if share >= 0.5 else Status.wrong))
+            if on_result is not None:
+                on_result(i)
+        return out
+
+    def close(self) -> None:
+        """Nothing to release."""
 
 
 def make_reward_fn(pipeline):
@@ -176,8 +215,9 @@ def check_same_prompt_ids(run, tokenizer, batches) -> None:
               f"{len(run.state.data.train_prompts[j])} tokens)", flush=True)
 
 
-def run_trl(run, batches: list[list[int]], out_dir: Path) -> list[dict]:
-    """TRL GRPOTrainer steps over the same prompts; per step: wall seconds, reward."""
+def run_trl(run, batches: list[list[int]], out_dir: Path, rewards) -> list[dict]:
+    """TRL GRPOTrainer steps over the same prompts scored by ``rewards``; per step: wall
+    seconds, reward, rows trained (all of them), completions and their mean length."""
     trl = import_trl()
     from transformers import PrinterCallback, TrainerCallback
 
@@ -203,6 +243,7 @@ def run_trl(run, batches: list[list[int]], out_dir: Path) -> list[dict]:
                 row = rows[-1]
                 row["reward"] = logs["reward"]
                 row["length"] = logs.get("completions/mean_length", float("nan"))
+                row["rows"] = row["generated"] = g.prompts_per_step * g.group_size
                 i = len(rows)
                 print(f"  trl step {i}{' (warm-up)' if i == 1 else ''}: {row['wall']:.2f} s; "
                       f"reward {row['reward']:.3f}, length {row['length']:.1f}", flush=True)
@@ -221,12 +262,29 @@ def run_trl(run, batches: list[list[int]], out_dir: Path) -> list[dict]:
         disable_dropout=True, logging_steps=1, save_strategy="no", report_to="none",
         disable_tqdm=True, log_completions=False, dataloader_num_workers=0,
     )
-    trainer = trl.GRPOTrainer(model=model, reward_funcs=[make_reward_fn(run.rewards)], args=args,
+    trainer = trl.GRPOTrainer(model=model, reward_funcs=[make_reward_fn(rewards)],
+                              args=args,
                               train_dataset=trl_dataset(run, batches),
                               processing_class=tokenizer, callbacks=[StepClock()])
     trainer.remove_callback(PrinterCallback)  # StepClock prints the step lines instead
     trainer.train()
     return rows
+
+
+def work_line(rlvr_rows: list[dict], trl_rows: list[dict]) -> str:
+    """Rows trained and completion tokens per timed step (means without the warm-up) of both
+    sides, and whether they trained the same rows."""
+    def mean(rows, key):
+        timed = rows[1:] or rows
+        return sum(r.get(key, float("nan")) for r in timed) / max(len(timed), 1)
+
+    sides = {}
+    for name, rows in (("rlvr", rlvr_rows), ("trl", trl_rows)):
+        sides[name] = (mean(rows, "rows"), mean(rows, "length") * mean(rows, "generated"))
+    equal = "yes" if sides["rlvr"][0] == sides["trl"][0] else "no"
+    return (f"work per timed step: rlvr {sides['rlvr'][0]:.0f} rows, {sides['rlvr'][1]:.0f} "
+            f"tokens; trl {sides['trl'][0]:.0f} rows, {sides['trl'][1]:.0f} tokens (equal rows: "
+            f"{equal}; tokens are each side's own samples)")
 
 
 def median_wall(rows: list[dict]) -> float:
@@ -245,6 +303,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default=None,
                         help="starting model for both (e.g. runs/<run>/sft_model); default: "
                              "the preset's model")
+    parser.add_argument("--reward", choices=["pipeline", "even-chars"], default=None,
+                        help="the reward both sides use (default: pipeline with --model, "
+                             "else even-chars, which has variance without an SFT checkpoint)")
     parser.add_argument("--prompts", type=int, default=4, help="prompts per step (default 4)")
     parser.add_argument("--group-size", type=int, default=8, help="G (default 8)")
     parser.add_argument("--max-new-tokens", type=int, default=64, help="default 64")
@@ -255,6 +316,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.quick:
         args.steps, args.prompts, args.group_size, args.max_new_tokens = 2, 2, 4, 32
+    if args.reward is None:
+        args.reward = "even-chars" if args.quick or not args.model else "pipeline"
     if args.steps < 2:
         parser.error("--steps must be >= 2 (the first step is a warm-up)")
     import_trl()  # fail before any model is loaded
@@ -269,18 +332,20 @@ def main(argv: list[str] | None = None) -> None:
     print(machine_line(config.model.precision) + " (rlvr; TRL runs fp32)")
     print(f"model {config.model.name}: {g.prompts_per_step} prompts x G={g.group_size}, max "
           f"{g.max_new_tokens} new tokens, lr {g.learning_rate:g}, loss {config.algo.loss_agg}, "
-          f"beta 0, {args.steps} steps a side (first = warm-up)", flush=True)
+          f"beta 0, {args.steps} steps a side (first = warm-up), reward {args.reward} on "
+          f"both sides", flush=True)
     work = Path(tempfile.mkdtemp(prefix="rlvr-trl-bench-"))
     run = Run(config, work / "rlvr")
     run.load()
+    rewards = EvenCharsReward() if args.reward == "even-chars" else run.rewards
     batches = draw_batches(run, args.steps)
     try:
-        rlvr_rows = run_rlvr(run, batches)
+        rlvr_rows = run_rlvr(run, batches, rewards)
         from rlvr.train.state import ModelState, OptimState
 
         # free rlvr's models and optimizer before TRL's copy
         run.state.models, run.state.optim = ModelState(), OptimState()
-        trl_rows = run_trl(run, batches, work / "trl")
+        trl_rows = run_trl(run, batches, work / "trl", rewards)
     finally:
         run.rewards.close()
 
@@ -291,6 +356,7 @@ def main(argv: list[str] | None = None) -> None:
         t = trl_rows[i] if i < len(trl_rows) else {}
         print(f"{i + 1:4d}  {r.get('wall', nan):6.2f}  {r.get('reward', nan):11.3f}"
               f"  {t.get('wall', nan):5.1f}  {t.get('reward', nan):10.3f}")
+    print(work_line(rlvr_rows, trl_rows))
     rlvr_s, trl_s = median_wall(rlvr_rows), median_wall(trl_rows)
     print(f"grpo step s: rlvr {rlvr_s:.2f}, trl {trl_s:.2f}, ratio {rlvr_s / trl_s:.2f}x "
           f"(target <= 0.33)")

@@ -30,15 +30,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import torch  # noqa: E402
-
-from _machine import machine_line  # noqa: E402
+import torch
+from _machine import machine_line
 
 
 def rows(tokenizer, prompts: int, group: int, seed: int = 0):
     """A :class:`rlvr.models.forward.SequenceBatch` of ``prompts * group`` rows, group order."""
-    from rlvr.models.forward import build_sequences
     from shared_prefill import tool_prompts
+
+    from rlvr.models.forward import build_sequences
 
     chats = tool_prompts(tokenizer, prompts)
     g = torch.Generator().manual_seed(seed)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import time
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

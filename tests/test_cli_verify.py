@@ -56,8 +56,10 @@ def test_summary_json_counts_per_category(tmp_path):
     "bad_line, message",
     [
         ("{not json", "in.jsonl:2: invalid JSON"),
-        ('{"task_type": "math", "completion": "x"}', "in.jsonl:2: missing required field 'reference'"),
-        ('{"task_type": "math", "reference": "1"}', "in.jsonl:2: missing required field 'completion'"),
+        ('{"task_type": "math", "completion": "x"}',
+         "in.jsonl:2: missing required field 'reference'"),
+        ('{"task_type": "math", "reference": "1"}',
+         "in.jsonl:2: missing required field 'completion'"),
         ('{"task_type": "poetry", "completion": "x", "reference": "1"}',
          "in.jsonl:2: field 'task_type': unknown task type 'poetry'"),
         ('{"task_type": "math", "completion": 5, "reference": "1"}',
@@ -209,7 +211,7 @@ def _no_space(*_args, **_kwargs):
 def test_a_full_disk_while_writing_exits_1_with_the_previous_output_intact(tmp_path,
                                                                           monkeypatch):
     """ENOSPC while writing -o was a traceback (the old file survived)."""
-    from rlvr import io as records_io
+    from rlvr.io import writing as records_io
 
     inp = write_jsonl(tmp_path / "in.jsonl", [{"task_type": "math", "completion": "#### 4",
                                                "reference": "4"}])

@@ -49,7 +49,8 @@ def test_a_config_file_without_settings_is_refused(tmp_path, text):
 
 
 def test_wrong_type_names_field_and_value():
-    with pytest.raises(ConfigError, match=r"--set 'workers=many': workers: .*integer.*\(got 'many'\)"):
+    with pytest.raises(ConfigError,
+                       match=r"--set 'workers=many': workers: .*integer.*\(got 'many'\)"):
         load_config(RewardConfig, None, ["workers=many"])
 
 
@@ -160,10 +161,11 @@ def test_a_problem_of_the_file_is_not_blamed_on_an_unrelated_override(tmp_path):
     path.write_text("algo:\n  loss_agg: dapo2\n")
     with pytest.raises(ConfigError) as err:
         load_config(RunConfig, path, ["grpo.steps=3"])
-    assert str(err.value).startswith(f"{path}: algo.loss_agg: 'dapo2' is unknown")
+    assert str(err.value).startswith(f"{path}: algo.loss_agg: unknown loss aggregation 'dapo2'")
     with pytest.raises(ConfigError) as err:
         load_config(RunConfig, path, ["grpo.steps=3", "algo.loss_agg=x"])
-    assert str(err.value).startswith("--set 'algo.loss_agg=x': algo.loss_agg: 'x' is unknown")
+    assert str(err.value).startswith("--set 'algo.loss_agg=x': algo.loss_agg: unknown loss "
+                                    "aggregation 'x'")
     path.write_text("algo:\n  kl_controller: adaptive\n  kl_coef: 0\n")
     with pytest.raises(ConfigError) as err:
         load_config(RunConfig, path, ["algo.clip_eps=0.3"])
@@ -378,12 +380,11 @@ def test_the_numeric_field_sweep_covers_every_section():
     (["algo.kl_in=both"], "algo.kl_in: Input should be 'loss' or 'reward'"),
     (["reward.weights=0.1"], "reward.weights: Input should be a valid dictionary"),
     # a task type that does not exist: its setting would apply to nothing
-    (["reward.timeout_overrides_s={mathz: 3}"], "reward.timeout_overrides_s.mathz: no verifier "
-                                                "is registered for task type 'mathz'; did you "
-                                                "mean 'math'?"),
-    (["reward.format_rule={mathz: boxed}"], "reward.format_rule.mathz: no verifier"),
-    (["reward.format_options={mathz: {a: 1}}"], "reward.format_options.mathz: no verifier"),
-    (["reward.verifiers={mathz: math}"], "reward.verifiers.mathz: no verifier"),
+    (["reward.timeout_overrides_s={mathz: 3}"], "reward.timeout_overrides_s.mathz: unknown "
+                                                "verifier 'mathz'; did you mean 'math'?"),
+    (["reward.format_rule={mathz: boxed}"], "reward.format_rule.mathz: unknown verifier"),
+    (["reward.format_options={mathz: {a: 1}}"], "reward.format_options.mathz: unknown verifier"),
+    (["reward.verifiers={mathz: math}"], "reward.verifiers.mathz: unknown verifier"),
     # inconsistent combinations
     (["eval.temperature=0"], "eval.temperature: 0 (greedy) with pass_at_k_samples 16"),
     (["grpo.prompts_per_step=2", "grpo.group_size=2", "grpo.update_processes=5"],

@@ -1,8 +1,9 @@
 """Layering: lower layers never import higher ones (checked on the source, nothing imported).
 
-Bottom: ``rlvr.exact``, ``rlvr.io``, ``rlvr.length_cap`` (no rlvr imports at all). ``rewards``
-sits below ``tasks`` and ``data``: tasks generate, rewards judge, and the logic verifier lives
-in ``rewards`` so that no task module registers into the reward registry when imported.
+Bottom: ``rlvr.exact``, ``rlvr.io``, ``rlvr.length_cap`` (no rlvr imports outside
+themselves). ``rewards`` sits below ``tasks`` and ``data``: tasks generate, rewards judge, and
+the logic verifier lives in ``rewards`` so that no task module registers into the reward
+registry when imported.
 
 The layers themselves, and "tasks register nothing into the reward registry at import", are
 import-linter contracts in pyproject.toml (tests/test_import_contracts.py runs them).
@@ -34,9 +35,15 @@ def _imports(path: Path) -> set[str]:
     return {m for m in found if m == "rlvr" or m.startswith("rlvr.")}
 
 
-@pytest.mark.parametrize("module", ["exact.py", "io.py", "length_cap.py"])
+@pytest.mark.parametrize("module", ["exact.py", "length_cap.py", "io/reading.py",
+                                    "io/jsontext.py"])
 def test_bottom_modules_import_no_rlvr_module(module):
     assert _imports(SRC / module) == set()
+
+
+@pytest.mark.parametrize("path", sorted((SRC / "io").glob("*.py")), ids=lambda p: p.name)
+def test_io_imports_nothing_but_itself(path):
+    assert {m for m in _imports(path) if not m.startswith("rlvr.io")} == set()
 
 
 @pytest.mark.parametrize("path", sorted((SRC / "rewards").rglob("*.py")),

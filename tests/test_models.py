@@ -129,6 +129,7 @@ def test_lora_calls_raise_no_known_peft_future_warning():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         merged_copy(apply_lora(model, 4, 8.0))
-        warnings.warn("`is_gradient_checkpointing` is deprecated (the user's own)", FutureWarning)
+        warnings.warn("`is_gradient_checkpointing` is deprecated (the user's own)", FutureWarning,
+                      stacklevel=1)
     messages = [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
     assert messages == ["`is_gradient_checkpointing` is deprecated (the user's own)"]

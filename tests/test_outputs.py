@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rlvr.cli import app
-from rlvr import io as records_io
 from rlvr.io import OutputError, append_jsonl, atomic_write, output_dir_problem, output_file_problem
+from rlvr.io import writing as records_io
 
 runner = CliRunner()
 
@@ -106,8 +106,8 @@ def test_run_directories_that_cannot_be_written_exit_2_naming_the_option(tmp_pat
     read_only(locked)
     result = runner.invoke(app, [command, "--config", SMOKE, "-o", str(locked / "run")])
     assert result.exit_code == 2, result.output
-    assert f"--output-dir {locked / 'run'}: cannot write the run directory ({locked} is not " \
-           f"writable)" in flat(result)
+    assert (f"--output-dir {locked / 'run'}: cannot write the run directory ({locked} is not "
+            f"writable)") in flat(result)
     assert not (locked / "run").exists()
 
 
@@ -153,10 +153,10 @@ def test_eval_output_directory_checked_before_any_work(tmp_path, completions, re
     a_file = tmp_path / "file"
     a_file.write_text("x")
     scored = []
-    import rlvr.eval.evaluate as evaluate
+    import rlvr.cli.eval as eval_command
 
-    real = evaluate.evaluate_completions
-    monkeypatch.setattr(evaluate, "evaluate_completions",
+    real = eval_command.evaluate_completions
+    monkeypatch.setattr(eval_command, "evaluate_completions",
                         lambda *a, **k: scored.append(1) or real(*a, **k))
     result = runner.invoke(app, ["eval", "--completions", str(completions), "-o", str(a_file)])
     assert result.exit_code == 2, result.output

@@ -119,14 +119,16 @@ def test_a_run_follows_the_probe_everywhere(monkeypatch, tmp_path, cap, bf16):
     run = Run(config, tmp_path / "run")
     results = run.train()
     dtype = torch.bfloat16 if bf16 else torch.float32
-    assert run.state.models.engine.dtype == dtype  # rollouts and validation sample through this engine
+    # rollouts and validation sample through this engine
+    assert run.state.models.engine.dtype == dtype
     assert seen == {"update": {bf16}, "sft": {bf16}}  # policy and KL reference forwards
     assert results["precision"]["precision"] == ("bf16" if bf16 else "fp32")
     assert results["precision"]["requested"] == "auto"
     assert results["precision"]["isa"] == cap.isa
     saved = json.loads((tmp_path / "run" / "results.json").read_text())["precision"]
     assert saved == results["precision"]
-    assert f"precision: {'bf16' if bf16 else 'fp32'}" in (tmp_path / "run" / "config.yaml").read_text()
+    saved_config = (tmp_path / "run" / "config.yaml").read_text()
+    assert f"precision: {'bf16' if bf16 else 'fp32'}" in saved_config
 
 
 @pytest.mark.parametrize("cap, dtype", [(NATIVE, torch.bfloat16), (EMULATED, torch.float32)])

@@ -12,8 +12,14 @@ from pathlib import Path
 import pytest
 
 from rlvr.io import append_jsonl, atomic_write, record_output
-from rlvr.run_manifest import (LOCK_NAME, MANIFEST_NAME, Manifest, RunDirError, RunDirLock,
-                               unlisted_entries)
+from rlvr.run_manifest import (
+    LOCK_NAME,
+    MANIFEST_NAME,
+    Manifest,
+    RunDirError,
+    RunDirLock,
+    unlisted_entries,
+)
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 

@@ -155,7 +155,7 @@ def yaml_text(text: str) -> Any:
             deep (the message names the line where the error is known).
     """
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_Loader)
     except RecursionError:
         raise _TooDeep("nested too deeply (more levels than Python's recursion limit, "
                        f"{sys.getrecursionlimit()})") from None

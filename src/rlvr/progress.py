@@ -18,17 +18,24 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 EVERY_FRACTION = 0.1
 EVERY_SECONDS = 30.0
 
 #: The phases running now, innermost last (:func:`announce` tells the innermost one).
-_RUNNING: list["Phase"] = []
+_RUNNING: list[Phase] = []
 
 
 def format_seconds(seconds: float) -> str:
@@ -84,7 +91,7 @@ class Phase:
         self._next_mark = every_fraction if every_fraction is not None else math.inf
 
     # -- the context ------------------------------------------------------------------------
-    def __enter__(self) -> "Phase":
+    def __enter__(self) -> Phase:
         _RUNNING.append(self)
         self._start = self._last_line = self.clock()
         if self.live:
@@ -181,7 +188,7 @@ class Phase:
 class _Silent:
     """A :class:`Phase` stand-in that reports nothing."""
 
-    def __enter__(self) -> "_Silent":
+    def __enter__(self) -> _Silent:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -102,7 +102,7 @@ def test_a_new_variant_is_one_decorated_function():
         with pytest.raises(ValueError, match="already registered"):
             ADVANTAGE_ESTIMATORS.register("test_raw_reward")(lambda r, g: r)
     finally:
-        ADVANTAGE_ESTIMATORS._table.pop("test_raw_reward")
+        ADVANTAGE_ESTIMATORS.unregister("test_raw_reward")
 
 
 def test_registry_basics():

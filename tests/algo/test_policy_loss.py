@@ -115,7 +115,7 @@ def test_argument_errors():
         clipped_surrogate_loss(lp, old, adv, mask, eps_low=1.5)
     with pytest.raises(ValueError, match="rows"):
         clipped_surrogate_loss(lp, old, torch.tensor([1.0, 2.0]), mask)
-    assert POLICY_LOSSES.names() == ["cispo", "clip", "clip_higher", "dual_clip"]
+    assert POLICY_LOSSES.names() == ["cispo", "clip", "clip_higher", "dual_clip", "gspo"]
 
 
 def test_cispo_keeps_the_gradient_of_clipped_tokens():

@@ -6,20 +6,27 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from rlvr.algo import (ADVANTAGE_ESTIMATORS, KL_ESTIMATORS, LOSS_AGGREGATIONS, POLICY_LOSSES,
-                       BatchCounts, Registry, micro_batch_weight)
+from rlvr.algo import (
+    ADVANTAGE_ESTIMATORS,
+    KL_ESTIMATORS,
+    LOSS_AGGREGATIONS,
+    POLICY_LOSSES,
+    BatchCounts,
+    micro_batch_weight,
+)
+from rlvr.algo.registry import VariantMeta, VariantRegistry
 
 CONFIG = SimpleNamespace(algo=SimpleNamespace(std_scale="batch", clip_eps=0.1, clip_eps_high=0.3),
                          grpo=SimpleNamespace(max_new_tokens=24))
 
 
 def test_entries_carry_their_options():
-    reg = Registry("widget")
+    reg = VariantRegistry("widget", VariantMeta)
     reg.register("plain")(len)
     reg.register("tuned", options=lambda config: {"eps": config.algo.clip_eps})(abs)
     assert reg.options("plain", CONFIG) == {}
     assert reg.options("tuned", CONFIG) == {"eps": 0.1}
-    assert reg.entry("tuned").fn is abs and reg.get("tuned") is abs
+    assert reg.entry("tuned").obj is abs and reg.get("tuned") is abs
     reg.unregister("tuned")
     assert "tuned" not in reg
     reg.unregister("never-registered")  # ignored
@@ -63,7 +70,7 @@ def test_micro_batch_weights_by_hand():
 
 def test_unknown_name_message_names_the_closest_and_all():
     assert LOSS_AGGREGATIONS.unknown_message("dapo2") == (
-        "'dapo2' is unknown as a loss aggregation; did you mean 'dapo'? registered: bnpo, "
-        "dapo, dr_grpo, grpo")
+        "algo.loss_agg: unknown loss aggregation 'dapo2'; did you mean 'dapo'? registered: "
+        "bnpo, dapo, dr_grpo, grpo")
     assert KL_ESTIMATORS.unknown_message("zz") == (
-        "'zz' is unknown as a KL estimator; registered: k1, k2, k3")
+        "algo.kl_estimator: unknown KL estimator 'zz'; registered: k1, k2, k3")

@@ -12,8 +12,13 @@ from rlvr.cli.data import convertible_names
 from rlvr.cli.eval import _tasks_help
 from rlvr.configio import load_config
 from rlvr.records import Task
-from rlvr.tasks.registry import (TaskSource, generated_names, register_source, source_names,
-                                 unregister_source)
+from rlvr.tasks.registry import (
+    TaskSource,
+    generated_names,
+    register_source,
+    source_names,
+    unregister_source,
+)
 from rlvr.train.config import RunConfig
 
 runner = CliRunner()
@@ -81,3 +86,13 @@ def test_run_config_plugins_register_a_source_before_data_is_validated(tmp_path,
     finally:
         unregister_source("test-primes")
         monkeypatch.delitem(__import__("sys").modules, "my_sources_for_test", raising=False)
+
+
+def test_eval_help_names_every_sample_aggregator():
+    # rlvr.eval is imported inside the eval command (it may import torch), so the help of
+    # --aggregators lists the names itself: it must list exactly the registered ones
+    from rlvr.eval.metrics import SAMPLE_AGGREGATORS
+
+    result = runner.invoke(app, ["eval", "--help"], env={"COLUMNS": "400"})
+    help_text = " ".join(result.output.split())
+    assert f"names: {', '.join(SAMPLE_AGGREGATORS.names())}." in help_text

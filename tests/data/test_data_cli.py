@@ -1,7 +1,6 @@
 """`rlvr data convert / generate / check / stratify` end to end on real files and a tiny
 model; bad input exits 2 naming the file or option."""
 
-import json
 from pathlib import Path
 
 import pytest

@@ -9,11 +9,11 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from rlvr.configio import load_config  # noqa: E402
-from rlvr.records import Task  # noqa: E402
-from rlvr.tasks.arithmetic import generate  # noqa: E402
-from rlvr.train.config import RunConfig  # noqa: E402
-from rlvr.train.run import Run  # noqa: E402
+from rlvr.configio import load_config
+from rlvr.records import Task
+from rlvr.tasks.arithmetic import generate
+from rlvr.train.config import RunConfig
+from rlvr.train.run import Run
 
 SMOKE = Path(__file__).resolve().parents[2] / "configs" / "smoke.yaml"
 FAST = ["eval.pass_at_k_samples=0", "eval.every=0", "logging.tensorboard=false",

@@ -10,8 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from rlvr.distributed.async_collector import AsyncCollector  # noqa: E402
-from rlvr.distributed.rollout_jobs import (PoolTimes, RolloutJob,  # noqa: E402
-                                           RolloutResult)
+from rlvr.distributed.rollout_jobs import PoolTimes, RolloutJob, RolloutResult  # noqa: E402
 from rlvr.rollout.types import RolloutOutput, SamplingParams  # noqa: E402
 
 N = 2  # completions per prompt
@@ -76,7 +75,7 @@ def run_steps(collector, pool, steps: int, start: int = 0, background: int = 1):
     version)])] and the metrics of each step."""
     trained, metrics = [], []
     for version in range(start, start + steps):
-        groups = collector.collect(2, version, weights=lambda: {})
+        groups = collector.collect(2, version, weights=dict)
         trained.append((version, [(g.meta, g.version) for g in groups]))
         metrics.append(collector.step_metrics())
         for _ in range(background):
@@ -122,7 +121,7 @@ def test_stale_groups_are_dropped_and_replaced():
     pool.run_one()  # job 1 at version 0
     # the trainer jumps two versions (e.g. steps that trained on other data): job 1 is now
     # staler than 1, dropped; replacement jobs are admitted and sampled at version 2
-    groups = collector.collect(2, 2, weights=lambda: {})
+    groups = collector.collect(2, 2, weights=dict)
     assert [(g.meta, g.version) for g in groups] == [(4, 2), (5, 2)]
     m = collector.step_metrics()
     assert m["dropped_stale"] == 2.0 and m["staleness_max"] == 0.0
@@ -133,7 +132,7 @@ def test_resume_keeps_waiting_groups_and_resubmits_jobs_in_flight():
     collector = AsyncCollector(pool, make_jobs(drawn), groups_per_step=2, max_staleness=2)
     trained, _ = run_steps(collector, pool, 3, background=2)
     before = [t for _, groups in trained for t, _ in groups]
-    before += [g.meta for g in collector.collect(1, 3, weights=lambda: {})]
+    before += [g.meta for g in collector.collect(1, 3, weights=dict)]
     # the save: the partner of the group just taken waits; other jobs are in flight
     state = collector.state_dict()
     waiting = [g.meta for g, _ in state["buffer"]["items"]]
@@ -171,7 +170,7 @@ def test_discard_drops_waiting_and_running_groups_and_refills():
     # job 1 (tasks 2, 3) is queued; a rollback replaces the weights: discard it
     assert collector.discard() == 2
     pool.run_one()  # job 1 finishes anyway, with the discarded weights
-    groups = collector.collect(2, 1, weights=lambda: {})
+    groups = collector.collect(2, 1, weights=dict)
     # job 1's result was dropped on arrival; new jobs were admitted at version 1
     assert [(g.meta, g.version) for g in groups] == [(4, 1), (5, 1)]
     m = collector.step_metrics()

@@ -23,8 +23,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from rlvr.distributed.async_rollout import LocalRolloutPool, pack_state, unpack_state  # noqa: E402
-from rlvr.distributed.rollout_jobs import (RolloutJob, RolloutWorkerError,  # noqa: E402
-                                           split_groups)
+from rlvr.distributed.rollout_jobs import RolloutJob, RolloutWorkerError, split_groups  # noqa: E402
 from rlvr.models import load_model_and_tokenizer  # noqa: E402
 from rlvr.models.tiny import spread_weights  # noqa: E402
 from rlvr.rollout import SamplingParams, create_engine  # noqa: E402

@@ -191,7 +191,7 @@ def test_single_process_ddp_update_matches_grpo_step(batch):
 
 
 def test_shard_rows_tiles_contiguously():
-    for n in range(0, 11):
+    for n in range(11):
         for world in (1, 2, 3, 4):
             slices = [shard_rows(n, r, world) for r in range(world)]
             assert [i for s in slices for i in range(n)[s]] == list(range(n))

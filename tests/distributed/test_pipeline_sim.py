@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from rlvr.distributed.pipeline_sim import simulate  # noqa: E402
+from rlvr.distributed.pipeline_sim import simulate
 
 
 def test_synchronous_steps_add_rollout_update_and_weight_push():

@@ -14,8 +14,10 @@ import torch
 pytest.importorskip("accelerate")
 
 ROOT = Path(__file__).resolve().parents[2]
-ARGS = [sys.executable, "-m", "rlvr.cli", "train", "--config", str(ROOT / "configs" / "smoke.yaml"),
-        "--set", "grpo.steps=3", "--set", "model.precision=fp32", "--set", "eval.pass_at_k_samples=0",
+ARGS = [sys.executable, "-m", "rlvr.cli", "train",
+        "--config", str(ROOT / "configs" / "smoke.yaml"),
+        "--set", "grpo.steps=3", "--set", "model.precision=fp32",
+        "--set", "eval.pass_at_k_samples=0",
         "--set", "checkpoint.every=3", "--set", "grpo.micro_batch_size=4"]
 
 

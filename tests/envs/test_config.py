@@ -9,8 +9,17 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from rlvr.envs import (EnvConfig, Environment, SingleTurnEnv, ToolEnv, Turn, env_class,
-                       env_names, register_env, unregister_env)
+from rlvr.envs import (
+    EnvConfig,
+    Environment,
+    SingleTurnEnv,
+    ToolEnv,
+    Turn,
+    env_class,
+    env_names,
+    register_env,
+    unregister_env,
+)
 from rlvr.records import Task
 
 
@@ -29,7 +38,8 @@ def test_builtins_are_registered():
 
 
 @pytest.mark.parametrize("settings, message", [
-    ({"name": "tools"}, "name: 'tools' is not a registered environment; registered: "),
+    ({"name": "tools"}, ("name: unknown environment 'tools'; did you mean 'tool'? "
+                         "registered: single_turn, tool, verifiers")),
     ({"tools": ["calculater"]}, "tools: unknown tool 'calculater'; did you mean 'calculator'?"),
     ({"tools": ["python", "python"]}, "tools: 'python' is listed twice"),
     ({"plugins": ["no_such_module_here"]}, "plugins: cannot import no_such_module_here"),

@@ -5,6 +5,7 @@ episodes with their finish reason."""
 
 import pytest
 import torch
+from rollout.test_vllm_engine import FakeLLM, fake_sp  # tests/ is on sys.path (its conftest)
 
 from rlvr.algo.advantages import DEFAULT_EPS, grpo_advantages
 from rlvr.envs import EnvConfig, Environment, FinishReason, register_env, unregister_env
@@ -19,7 +20,6 @@ from rlvr.rewards.config import RewardConfig
 from rlvr.rewards.types import RewardResult
 from rlvr.rollout import SamplingParams, create_engine
 from rlvr.rollout.vllm_engine import VLLMEngine
-from rollout.test_vllm_engine import FakeLLM, fake_sp  # tests/ is on sys.path (its conftest)
 
 TASKS = [Task(id=f"t{i}", prompt=p, reference="7", task_type="math", source="test")
          for i, p in enumerate(["What is 3 + 4?", "Say 7."])]

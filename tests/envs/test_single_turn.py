@@ -3,8 +3,8 @@
 For tasks of every kind available offline (generated arithmetic and logic; GSM8K, MATH-500,
 HumanEval and MBPP from the shared data), the episode's reward is the one the single-turn
 path gives the same completion (``RewardPipeline.score_batch([ScoreRequest(text,
-task.reference, task.task_type)])``, what ``GRPOStep.score`` and validation call), for right,
-wrong and cut completions; the prompt is the task's chat messages unchanged."""
+task.reference, task.task_type)])``, what ``rlvr.train.rollouts.score`` and validation
+call), for right, wrong and cut completions; the prompt is the task's chat messages unchanged."""
 
 import re
 from dataclasses import replace

@@ -4,8 +4,14 @@ default model's (SmolLM2-135M-Instruct) tokenizer."""
 
 import pytest
 
-from rlvr.envs import (ChatTemplateError, EnvConfig, Turn, make_env, observation_ids,
-                       observation_text)
+from rlvr.envs import (
+    ChatTemplateError,
+    EnvConfig,
+    Turn,
+    make_env,
+    observation_ids,
+    observation_text,
+)
 from rlvr.models.tiny import tiny_tokenizer
 from rlvr.records import Task
 from rlvr.rewards import RewardPipeline

@@ -15,15 +15,15 @@ import pytest
 pytest.importorskip("verifiers")
 pytest.importorskip("datasets")
 
-import vf_guess_env  # noqa: E402  (tests/envs is on sys.path: pytest's rootdir insertion)
+import vf_guess_env
 
-from rlvr.envs import EnvConfig, FinishReason, Turn, make_env  # noqa: E402
-from rlvr.rewards import RewardPipeline  # noqa: E402
-from rlvr.rewards.config import RewardConfig  # noqa: E402
-from rlvr.rewards.verifiers_env import VerifiersEnvError  # noqa: E402
-from rlvr.tasks.config import DataConfig  # noqa: E402
-from rlvr.tasks.sources import load_tasks  # noqa: E402
-from rlvr.train.config import RunConfig  # noqa: E402
+from rlvr.envs import EnvConfig, FinishReason, Turn, make_env
+from rlvr.rewards import RewardPipeline
+from rlvr.rewards.config import RewardConfig
+from rlvr.rewards.verifiers_env import VerifiersEnvError
+from rlvr.tasks.config import DataConfig
+from rlvr.tasks.sources import load_tasks
+from rlvr.train.config import RunConfig
 
 REWARDS_DIR = Path(__file__).resolve().parents[1] / "rewards"  # vf_tiny_env
 

@@ -155,7 +155,7 @@ def test_malformed_lines_exit_2_naming_line_and_field(tmp_path, line, message):
 @pytest.mark.parametrize("args, message", [
     (["--k", "1,8"], "--k: every k must be in [1, n = 4], got 8"),
     (["--k", "one"], "--k: expected comma-separated integers"),
-    (["--aggregators", "math=mode"], "--aggregators: unknown aggregator 'mode'"),
+    (["--aggregators", "math=mode"], "--aggregators: unknown sample aggregator 'mode'"),
     (["--aggregators", "best_of_reranker"], "best_of_reranker needs --reranker"),
     (["--model", "tiny-random"], "give either a completions file or --model"),
     # flags with wrong values

@@ -14,7 +14,7 @@ pytest.importorskip("uvicorn")
 pytest.importorskip("httpx")
 pytest.importorskip("transformers")
 
-from rlvr.cli import app  # noqa: E402
+from rlvr.cli import app
 
 runner = CliRunner()
 

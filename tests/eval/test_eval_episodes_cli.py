@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rlvr.cli import app  # noqa: E402
-from rlvr.eval.episode_sampler import EpisodeGenerated  # noqa: E402
-from rlvr.eval.records import score_problems  # noqa: E402
-from rlvr.records import Generated  # noqa: E402
-from rlvr.rewards.types import RewardResult, Status  # noqa: E402
+from rlvr.cli import app
+from rlvr.eval.episode_sampler import EpisodeGenerated
+from rlvr.eval.records import score_problems
+from rlvr.records import Generated
+from rlvr.rewards.types import RewardResult, Status
 
 runner = CliRunner()
 COMMON = ["--model", "tiny-random", "--tasks", "arithmetic", "--mixture", "1dop1d", "--limit",
@@ -73,7 +73,7 @@ def test_a_configs_env_section_is_the_default(tmp_path):
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--env", "tol"], "--env: name: 'tol' is not a registered environment"),
+    (["--env", "tol"], "--env: name: unknown environment 'tol'"),
     (["--env", "tool", "--tools", "calculater"], "--tools: tools: unknown tool 'calculater'"),
     (["--tools", "calculator"], "--tools: needs --env NAME"),
 ])

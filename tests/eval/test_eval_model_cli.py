@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rlvr.cli import app  # noqa: E402
+from rlvr.cli import app
 
 runner = CliRunner()
 COMMON = ["--tasks", "arithmetic", "--mixture", "1dop1d", "--limit", "4", "--n", "4",
@@ -96,7 +96,8 @@ def test_sycophancy_probe_and_online_budget(tmp_path):
     (["--model", "no-such-model", "--tasks", "arithmetic"], "--model: 'no-such-model'"),
     (["--model", "/no/such/model", "--tasks", "arithmetic"],
      "--model: model path /no/such/model does not exist"),
-    (["--model", "tiny-random", "--tasks", "gsm8k"], "--data-path: --tasks gsm8k needs --data-path"),
+    (["--model", "tiny-random", "--tasks", "gsm8k"],
+     "--data-path: --tasks gsm8k needs --data-path"),
     (["--model", "tiny-random", "--tasks", "gsm9k"], "--tasks: Input should be"),
     (["--model", "tiny-random", "--tasks", "gsm8k", "--data-path", "/no/such"],
      "--data-path: /no/such does not exist"),

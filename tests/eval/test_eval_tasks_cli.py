@@ -10,11 +10,11 @@ from typer.testing import CliRunner
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rlvr.cli import app  # noqa: E402
-from rlvr.configio import load_config  # noqa: E402
-from rlvr.tasks.sources import DataError, load_tasks  # noqa: E402
-from rlvr.tasks import prompting  # noqa: E402
-from rlvr.train.config import DEFAULT_INSTRUCTION, DataConfig, RunConfig  # noqa: E402
+from rlvr.cli import app
+from rlvr.configio import load_config
+from rlvr.tasks import prompting
+from rlvr.tasks.sources import DataError, load_tasks
+from rlvr.train.config import DEFAULT_INSTRUCTION, DataConfig, RunConfig
 
 runner = CliRunner()
 SMALL = ["--n", "2", "--max-new-tokens", "4", "--batch-size", "4"]
@@ -189,7 +189,8 @@ def test_a_separate_validation_file_is_validated_on_whole(tmp_path):
     capped = data.model_copy(update={"val_size": 5})
     assert [t.id for t in load_tasks(capped, seed=0)[1]] == val_ids[:5]
     # a val_size larger than the file (a preset's 16) uses the whole file
-    assert [t.id for t in load_tasks(data.model_copy(update={"val_size": 16}), seed=0)[1]] == val_ids
+    whole = load_tasks(data.model_copy(update={"val_size": 16}), seed=0)[1]
+    assert [t.id for t in whole] == val_ids
 
     # training tasks that are also in the validation file are left out of training, and said
     both = tmp_path / "both.jsonl"
@@ -235,7 +236,8 @@ def test_training_reads_data_val_path(tmp_path):
     run = Run(config, tmp_path / "run")
     try:
         run.load()
-        assert [t.id for t in run.state.data.val_tasks] == val_ids and len(run.state.data.train_tasks) == 50
+        data = run.state.data
+        assert [t.id for t in data.val_tasks] == val_ids and len(data.train_tasks) == 50
     finally:
         run.rewards.close()
 

@@ -7,8 +7,14 @@ import yaml
 from typer.testing import CliRunner
 
 from rlvr.cli import app
-from rlvr.eval.lengths import (LengthsError, histogram, length_report, load_lengths, percentile,
-                               recommended_cap)
+from rlvr.eval.lengths import (
+    LengthsError,
+    histogram,
+    length_report,
+    load_lengths,
+    percentile,
+    recommended_cap,
+)
 
 runner = CliRunner()
 LENGTHS = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
@@ -81,8 +87,8 @@ def test_jsonl_with_token_counts_and_cap_option(tmp_path):
     path.write_text("".join(json.dumps({"tokens": x}) + "\n" for x in LENGTHS))
     result = runner.invoke(app, ["lengths", str(path), "--cap", "100"])
     assert result.exit_code == 0, result.output
-    assert "recommended cap: 110 tokens (P90 91.0 x 1.2); truncated at the current cap 100: " \
-           "10.0%" in " ".join(result.output.split())
+    assert ("recommended cap: 110 tokens (P90 91.0 x 1.2); truncated at the current cap 100: "
+            "10.0%") in " ".join(result.output.split())
 
 
 @pytest.mark.parametrize("content, message", [

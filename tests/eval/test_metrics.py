@@ -5,10 +5,20 @@ from fractions import Fraction
 
 import pytest
 
-from rlvr.eval.metrics import (DEFAULT_AGGREGATORS, ProblemView, aggregator_for, best_of_k,
-                               get_aggregator, maj_at_k, majority_index, mean_ci95,
-                               normalize_answer, pass_at_k, register_aggregator, saturation)
-
+from rlvr.eval.metrics import (
+    DEFAULT_AGGREGATORS,
+    SAMPLE_AGGREGATORS,
+    ProblemView,
+    aggregator_for,
+    best_of_k,
+    maj_at_k,
+    majority_index,
+    mean_ci95,
+    normalize_answer,
+    pass_at_k,
+    register_sample_aggregator,
+    saturation,
+)
 
 # -- pass@k (Chen et al. 2021 eq. 1) ----------------------------------------------------------
 
@@ -142,21 +152,24 @@ def test_default_aggregators_per_task_type_and_overrides():
 def test_aggregators_on_one_problem():
     view = ProblemView(correct=(True, False, False, True), keys=("a", "b", "b", "a"),
                        scores={"oracle": (1.0, 0.0, 0.0, 1.0), "logprob": (-1, -0.5, -2, -0.7)})
-    assert get_aggregator("any_passes")(view, 2) == pytest.approx(5 / 6)
-    assert get_aggregator("majority")(view, 4) == 1.0
-    assert get_aggregator("best_of_oracle")(view, 2) == pytest.approx(5 / 6)
+    assert SAMPLE_AGGREGATORS.get("any_passes")(view, 2) == pytest.approx(5 / 6)
+    assert SAMPLE_AGGREGATORS.get("majority")(view, 4) == 1.0
+    assert SAMPLE_AGGREGATORS.get("best_of_oracle")(view, 2) == pytest.approx(5 / 6)
     # log-prob order: sample 1 (-0.5, wrong), 3 (-0.7, right), 0 (-1, right), 2 (wrong):
     # k=2 -> rank 1 weight C(2,1)/6 + rank 2 weight C(1,1)/6 = 3/6
-    assert get_aggregator("best_of_logprob")(view, 2) == pytest.approx(0.5)
+    assert SAMPLE_AGGREGATORS.get("best_of_logprob")(view, 2) == pytest.approx(0.5)
     with pytest.raises(ValueError, match="reranker"):
-        get_aggregator("best_of_reranker")(view, 1)
-    with pytest.raises(KeyError, match="known: any_passes"):
-        get_aggregator("mode")
+        SAMPLE_AGGREGATORS.get("best_of_reranker")(view, 1)
+    with pytest.raises(KeyError, match="unknown sample aggregator 'mode'; registered: "
+                                       "any_passes, best_of_logprob"):
+        SAMPLE_AGGREGATORS.get("mode")
+    assert SAMPLE_AGGREGATORS.meta("best_of_logprob").scorer == "logprob"
+    assert SAMPLE_AGGREGATORS.meta("majority").scorer is None
 
 
-def test_register_aggregator_refuses_duplicates():
+def test_register_sample_aggregator_refuses_duplicates():
     with pytest.raises(ValueError, match="already registered"):
-        register_aggregator("majority")(lambda view, k: 0.0)
+        register_sample_aggregator("majority")(lambda view, k: 0.0)
 
 
 # -- curves -----------------------------------------------------------------------------------

@@ -5,8 +5,14 @@ import math
 
 import pytest
 
-from rlvr.eval.paired import (PairedGain, gain_summary, mcnemar_exact_p, paired_gain,
-                              parse_verdicts, verdict_string)
+from rlvr.eval.paired import (
+    PairedGain,
+    gain_summary,
+    mcnemar_exact_p,
+    paired_gain,
+    parse_verdicts,
+    verdict_string,
+)
 
 
 def test_hand_worked_five_problems():

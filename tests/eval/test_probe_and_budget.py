@@ -3,8 +3,13 @@ online budget (R31) with a fake clock."""
 
 import pytest
 
-from rlvr.eval.probe import (DEFAULT_TEMPLATE, hint_candidates, hinted_task, probe_summary,
-                             wrong_hint)
+from rlvr.eval.probe import (
+    DEFAULT_TEMPLATE,
+    hint_candidates,
+    hinted_task,
+    probe_summary,
+    wrong_hint,
+)
 from rlvr.eval.records import EvalSample, Generated, ProblemResult
 from rlvr.eval.sampling import sample_with_budget
 from rlvr.records import Task

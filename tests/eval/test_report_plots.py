@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from rlvr.eval.report import PLOTS, figures, plot, short_names  # noqa: E402
+from rlvr.eval.report import PLOTS, figures, plot, short_names
 
 KS = [1, 2, 4]
 

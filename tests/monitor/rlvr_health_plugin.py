@@ -5,7 +5,7 @@ strict math verifier."""
 import hashlib
 import re
 
-from rlvr.rewards.registry import get_verifier, register_verifier
+from rlvr.rewards.registry import VERIFIERS, register_verifier
 from rlvr.rewards.types import Status, Verdict
 
 #: flipped by a test (with reward.workers=0 the verifier runs in the test's process)
@@ -27,7 +27,7 @@ def biased_negative(completion: str, reference, **options) -> Verdict:
     completion of a task whose answer is negative is 'unparsed' (a category-wide bias)."""
     if str(reference).startswith("-"):
         return Verdict(Status.unparsed, None, "none", detail="cannot parse a negative reference")
-    return get_verifier("math")(completion, reference, **options)
+    return VERIFIERS.get("math")(completion, reference, **options)
 
 
 @register_verifier("test_switchable")

@@ -35,7 +35,8 @@ def test_every_check_has_a_config_section():
                                   "zero_variance", "format_errors", "format_collapse",
                                   "entropy_jump", "verifier_errors", "category_bias",
                                   "validation_collapse",
-                                  "degeneration", "reward_hacking", "overfitting"}
+                                  "degeneration", "reward_hacking", "overfitting",
+                                  "off_policy"}
     for name in HEALTH_CHECKS:
         assert CFG.check_config(name).action in ("warn", "stop", "rollback")
 
@@ -406,7 +407,8 @@ def test_observe_computes_per_category_and_per_tier_metrics(tmp_path):
                             rollout=SimpleNamespace(prompt_index=torch.tensor([0, 0, 1, 1])),
                             zero_variance=torch.tensor([True, False]))  # 1.1/1.1 and 0.1/0.0
     m = _monitor(tmp_path).observe(1, batch)
-    assert m["reward_mean/add"] == pytest.approx(1.1) and m["reward_mean/mul"] == pytest.approx(0.05)
+    assert m["reward_mean/add"] == pytest.approx(1.1)
+    assert m["reward_mean/mul"] == pytest.approx(0.05)
     assert m["reward_std/mul"] == pytest.approx(0.0707107, abs=1e-6)
     assert m["parse_failure_rate/mul"] == 0.5 and m["parse_failure_rate/add"] == 0.0
     assert m["zero_variance_fraction/easy"] == 1.0 and m["zero_variance_fraction/hard"] == 0.0

@@ -2,8 +2,14 @@
 
 import pytest
 
-from rlvr.monitor.degeneration import (char_script, degeneration_metrics, dominant_script,
-                                       garbled_share, repetition_rate, script_mix_share)
+from rlvr.monitor.degeneration import (
+    char_script,
+    degeneration_metrics,
+    dominant_script,
+    garbled_share,
+    repetition_rate,
+    script_mix_share,
+)
 
 LOOP = "The answer is 5. " * 20
 SOLUTION = "We add 12 and 30 to get 42. We add 42 and 8 to get 50.\n#### 50"

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 pytest.importorskip("transformers")
 
-from rlvr.cli import EXIT_STOPPED, app  # noqa: E402
+from rlvr.cli import EXIT_STOPPED, app
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -51,8 +51,10 @@ def test_learning_rate_1e3_is_rolled_back_at_step_2_then_stops_with_exit_3(tmp_p
     stop = results["stopped"]
     assert stop["action"] == "stop" and 3 <= stop["step"] <= 6
     assert ("the policy broke again after the rollback at step 2 to step-000000 with the "
-            "learning rate lowered to 500; a rollback now would restore step-00000") in stop["message"]
-    assert f"error: training stopped at step {stop['step']} by the {stop['check']} health check" in out
+            "learning rate lowered to 500; a rollback now would restore step-00000"
+            ) in stop["message"]
+    assert (f"error: training stopped at step {stop['step']} by the {stop['check']} "
+            "health check") in out
     assert "lower grpo.learning_rate" in out
     assert max(metrics) == stop["step"]  # stopped there, did not train on to step 8
 

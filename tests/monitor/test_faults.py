@@ -10,10 +10,10 @@ import torch
 
 pytest.importorskip("transformers")
 
-from rlvr.configio import load_config  # noqa: E402
-from rlvr.train.config import RunConfig  # noqa: E402
-from rlvr.train.hooks import RollbackHook  # noqa: E402
-from rlvr.train.run import Run  # noqa: E402
+from rlvr.configio import load_config
+from rlvr.train.config import RunConfig
+from rlvr.train.hooks import RollbackHook
+from rlvr.train.run import Run
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "configs" / "smoke.yaml"

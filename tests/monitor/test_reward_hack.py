@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from rlvr.configio import load_config  # noqa: E402
-from rlvr.train.config import RunConfig  # noqa: E402
-from rlvr.train.run import Run  # noqa: E402
+from rlvr.configio import load_config
+from rlvr.train.config import RunConfig
+from rlvr.train.run import Run
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMON = ["grpo.steps=8", "eval.every=4", "eval.pass_at_k_samples=0",

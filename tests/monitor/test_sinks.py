@@ -10,10 +10,20 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from rlvr.monitor.sinks import (LoggingConfig, MetricSink, MLflowSink, SinkGroup,
-                                SinkUnavailable, TensorBoardSink, WandbSink, build_sinks,
-                                flatten, metric_name, mlflow_key, numeric_metrics)
-
+from rlvr.monitor.sinks import (
+    LoggingConfig,
+    MetricSink,
+    MLflowSink,
+    SinkGroup,
+    SinkUnavailable,
+    TensorBoardSink,
+    WandbSink,
+    build_sinks,
+    flatten,
+    metric_name,
+    mlflow_key,
+    numeric_metrics,
+)
 
 # --- names and values ----------------------------------------------------------------------
 

@@ -228,8 +228,8 @@ def test_samples_are_escaped_and_broken_down(run_dir):
     samples = page[page.index('id="samples"'):]
     assert re.findall(r"<h3>step (\d+)</h3>", samples) == ["1", "6", "10"]
     assert samples.count('<div class="sample">') == 12  # 4 per step
-    assert "<b>reward</b> 1.000 | <b>components</b> outcome 1.000, format 1.000 | " \
-           "<b>status</b> correct | <b>extracted</b> 1 | <b>category</b> 2d+2d" in samples
+    assert ("<b>reward</b> 1.000 | <b>components</b> outcome 1.000, format 1.000 | "
+            "<b>status</b> correct | <b>extracted</b> 1 | <b>category</b> 2d+2d") in samples
     assert "step 10 sample 3" in samples and "step 10 sample 4" not in samples
     assert "<b>id</b> arith-6 | <b>reference</b> 1 | <b>reward</b> 1.000" in samples
 

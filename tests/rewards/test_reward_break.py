@@ -38,7 +38,7 @@ from rlvr.rewards import RewardConfig, RewardPipeline
 from rlvr.rewards.logic import verify_logic
 from rlvr.rewards.math_task import math_outcome
 from rlvr.rewards.process import process_score
-from rlvr.rewards.registry import get_format_rule
+from rlvr.rewards.registry import FORMAT_RULES
 
 DATA = Path(__file__).with_name("data") / "reward_break.jsonl"
 PLUGIN = ["rlvr_test_plugin"]
@@ -102,7 +102,7 @@ def score(case: dict):
     if reward == "logic":
         return _logic(case, completion)
     if reward.startswith("format:"):
-        rule = get_format_rule(reward.split(":", 1)[1])
+        rule = FORMAT_RULES.get(reward.split(":", 1)[1])
         return rule(completion, **case.get("options", {}))
     if reward == "process":
         return process_score(completion)

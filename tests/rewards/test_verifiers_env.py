@@ -11,15 +11,15 @@ import pytest
 pytest.importorskip("verifiers")
 pytest.importorskip("datasets")
 
-import vf_tiny_env  # noqa: E402  (tests/rewards is on sys.path: pytest's rootdir insertion)
+import vf_tiny_env
 
-from rlvr.rewards.config import RewardConfig  # noqa: E402
-from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest  # noqa: E402
-from rlvr.rewards.types import Status  # noqa: E402
-from rlvr.rewards.verifiers_env import VerifiersEnvError, load, prompt_text  # noqa: E402
-from rlvr.tasks.config import DataConfig  # noqa: E402
-from rlvr.tasks.sources import load_tasks  # noqa: E402
-from rlvr.tasks.verifiers_source import generate_verifiers  # noqa: E402
+from rlvr.rewards.config import RewardConfig
+from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
+from rlvr.rewards.types import Status
+from rlvr.rewards.verifiers_env import VerifiersEnvError, load, prompt_text
+from rlvr.tasks.config import DataConfig
+from rlvr.tasks.sources import load_tasks
+from rlvr.tasks.verifiers_source import generate_verifiers
 
 MIX = "vf_tiny_env(n=40)"
 

@@ -27,7 +27,8 @@ def prompts(tiny):
     return [tokenizer.encode(t) for t in ("12+34=", "hello world, what", "a")]
 
 
-def chi_square_p_value(counts: torch.Tensor, probs: torch.Tensor, min_expected: float = 5.0) -> float:
+def chi_square_p_value(counts: torch.Tensor, probs: torch.Tensor,
+                       min_expected: float = 5.0) -> float:
     """Pearson chi-square goodness-of-fit p-value of ``counts`` against ``probs``; categories
     with expected count < ``min_expected`` are pooled into one."""
     total = counts.sum().double()

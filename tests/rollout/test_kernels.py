@@ -5,10 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rlvr.rollout import TorchEngine
-from rlvr.rollout import kernels
-from rlvr.rollout.kernels import block_keys, decode_attention, native, pair_values
+from rlvr.rollout import TorchEngine, kernels
 from rlvr.rollout.decoder.caches import FusedPrefixCache, SharedPrefixCache
+from rlvr.rollout.kernels import block_keys, decode_attention, native, pair_values
 
 from .conftest import attention_case, build_variant, have_compiler, kernel_variants
 
@@ -136,7 +135,8 @@ def test_fused_cache_matches_cascade_cache_on_the_model(tiny, prompts):
     model, _ = tiny
     engine = TorchEngine(model, dtype=torch.bfloat16)
     n, steps = 3, 20
-    feed = torch.randint(3, 100, (steps, len(prompts) * n), generator=torch.Generator().manual_seed(0))
+    feed = torch.randint(3, 100, (steps, len(prompts) * n),
+                         generator=torch.Generator().manual_seed(0))
     fused = _teacher_forced_logits(engine, FusedPrefixCache, prompts, n, feed, compact_at=7)
     cascade = _teacher_forced_logits(engine, SharedPrefixCache, prompts, n, feed, compact_at=7)
     for a, b in zip(fused, cascade):

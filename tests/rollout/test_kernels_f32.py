@@ -6,13 +6,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rlvr.rollout import SamplingParams, TorchEngine
-from rlvr.rollout import kernels
-from rlvr.rollout.kernels import block_keys, decode_attention, kernel_values
+from rlvr.rollout import SamplingParams, TorchEngine, kernels
 from rlvr.rollout.decoder.caches import FusedPrefixCache, SharedPrefixCache
+from rlvr.rollout.kernels import block_keys, decode_attention, kernel_values
 
-from .conftest import KERNEL_VARIANTS, build_variant, chi_square_p_value, have_compiler
-from .conftest import attention_case, kernel_variants
+from .conftest import (
+    KERNEL_VARIANTS,
+    attention_case,
+    build_variant,
+    chi_square_p_value,
+    have_compiler,
+    kernel_variants,
+)
 
 pytestmark = pytest.mark.skipif(not have_compiler(), reason="no C compiler")
 VARIANTS = kernel_variants("native", "avx2", "portable")

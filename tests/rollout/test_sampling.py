@@ -67,7 +67,8 @@ def test_greedy_is_argmax_with_untempered_logprob():
     logits = torch.randn(5, 49152)
     tokens, logprobs = sample_next(logits.to(torch.bfloat16), SamplingParams(temperature=0), None)
     assert torch.equal(tokens, logits.to(torch.bfloat16).argmax(-1))
-    exact = torch.log_softmax(logits.to(torch.bfloat16).float(), -1).gather(1, tokens[:, None])[:, 0]
+    exact = torch.log_softmax(logits.to(torch.bfloat16).float(), -1)
+    exact = exact.gather(1, tokens[:, None])[:, 0]
     torch.testing.assert_close(logprobs, exact)
 
 

@@ -5,10 +5,10 @@ rounding)."""
 import pytest
 import torch
 
+from rlvr.models.common_prefix import common_prefix_length
 from rlvr.models.tiny import spread_weights, tiny_model, tiny_tokenizer
 from rlvr.rollout.decoder import forward
 from rlvr.rollout.decoder.caches import KVCache
-from rlvr.models.common_prefix import common_prefix_length
 from rlvr.rollout.engine import left_pad
 from rlvr.rollout.torch_engine import TorchEngine
 from rlvr.rollout.types import SamplingParams

@@ -15,11 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
+from sandbox_test_helpers import assert_no_leftovers, leftover_processes, shared_path
 
 from rlvr.rewards.code import grade_code
 from rlvr.sandbox import SandboxLimits, SandboxPool, Tier, bwrap_available, environment
-
-from sandbox_test_helpers import assert_no_leftovers, leftover_processes, shared_path
 
 CASES_FILE = shared_path("cases", "sandbox_adversarial.jsonl")
 PROBE_DIR = "/tmp/rlvr-host-probe"

@@ -15,12 +15,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from sandbox_test_helpers import shared_path
 
 from rlvr.rewards.code import grade_code
 from rlvr.sandbox import SandboxPool
 from rlvr.tasks.code import load_mbpp
-
-from sandbox_test_helpers import shared_path
 
 SANITIZED = shared_path("data", "mbpp", "sanitized-mbpp.json")
 # Found by the rule in _tasks(), listed here so that a change of the data or the rule shows.

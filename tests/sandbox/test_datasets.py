@@ -12,12 +12,11 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from sandbox_test_helpers import shared_path
 
 from rlvr.rewards.code import grade_code
 from rlvr.rewards.types import Status
 from rlvr.tasks.code import load_mbpp
-
-from sandbox_test_helpers import shared_path
 
 HUMANEVAL = shared_path("data", "humaneval", "HumanEval.jsonl")
 MBPP = shared_path("data", "mbpp", "mbpp.jsonl")
@@ -41,11 +40,13 @@ def _grade_all(items, fn):
 
 def _check_humaneval(problems):
     good = _grade_all(problems, lambda p: grade_code(p["canonical_solution"], _he_ref(p)))
-    bad = {p["task_id"]: g.verdict.detail for p, g in zip(problems, good) if g.verdict.status is not Status.correct}
+    bad = {p["task_id"]: g.verdict.detail for p, g in zip(problems, good)
+           if g.verdict.status is not Status.correct}
     assert not bad, bad
     for body in ("    pass\n", "    return None\n"):
-        res = _grade_all(problems, lambda p: grade_code(body, _he_ref(p)))
-        wrongly = [p["task_id"] for p, g in zip(problems, res) if g.verdict.status is Status.correct]
+        res = _grade_all(problems, lambda p, body=body: grade_code(body, _he_ref(p)))
+        wrongly = [p["task_id"] for p, g in zip(problems, res)
+                   if g.verdict.status is Status.correct]
         assert not wrongly, (body, wrongly)
 
 
@@ -80,7 +81,8 @@ def mbpp_reference(r):
 @pytest.mark.slow
 def test_mbpp_all_reference_solutions():
     records = _load(MBPP)
-    res = _grade_all(records, lambda r: grade_code("```python\n" + r["code"] + "\n```", mbpp_reference(r)))
+    res = _grade_all(records, lambda r: grade_code("```python\n" + r["code"] + "\n```",
+                                                   mbpp_reference(r)))
     failures = {r["task_id"]: (g.verdict.detail, g.grade.failures[:2] if g.grade else ())
                 for r, g in zip(records, res) if g.verdict.status is not Status.correct}
     print(f"MBPP reference solutions passing: {len(records) - len(failures)}/{len(records)}")

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sandbox_test_helpers import assert_no_leftovers
 
 from rlvr.sandbox import (
     SandboxJob,
@@ -24,8 +25,6 @@ from rlvr.sandbox import (
     run_job,
     tiers,
 )
-
-from sandbox_test_helpers import assert_no_leftovers
 
 JOB = SandboxJob(program="def add(a, b):\n    return a + b\nprint('hello')\n", entry_point="add",
                  probes=("add(1, 2)", "add((1,), (2,))", "add('a', 1)"))
@@ -74,7 +73,8 @@ def test_run_job_default_tier():
     assert_no_leftovers()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the fallback tier test expects root (drops to 65534)")
+@pytest.mark.skipif(os.geteuid() != 0,
+                    reason="the fallback tier test expects root (drops to 65534)")
 def test_run_job_fallback_tier():
     r = run_job(JOB, tier=Tier.rlimit)
     _check(r)
@@ -95,7 +95,8 @@ def test_output_cap_and_wall_backstop():
     assert r.status is SandboxStatus.output_limit and len(r.output) <= JOB.limits.max_output_bytes
     # In-process timers switched off: the parent's wall backstop still ends the run.
     t0 = time.monotonic()
-    r = run_job(SandboxJob(program="import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+    r = run_job(SandboxJob(program="import signal, time\n"
+                                   "signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
                                    "signal.setitimer(signal.ITIMER_REAL, 0)\ntime.sleep(60)",
                            limits=SandboxLimits(timeout_s=1.0, wall_timeout_s=2.0)))
     assert r.status is SandboxStatus.timeout and "wall backstop" in r.detail, r.detail
@@ -153,7 +154,8 @@ def test_slot_limiter_is_shared_across_processes(tmp_path):
     p.start()
     assert ready.wait(10)
     got = []
-    t = threading.Thread(target=lambda: got.append(SlotLimiter(1, str(tmp_path)).acquire().__enter__()))
+    t = threading.Thread(
+        target=lambda: got.append(SlotLimiter(1, str(tmp_path)).acquire().__enter__()))
     t.daemon = True
     t.start()
     t.join(0.3)
@@ -190,7 +192,8 @@ def test_verifier_from_worker_processes(method):
 
 
 def test_pool_map_and_prestart_cleanup():
-    jobs = [SandboxJob(program=f"def f():\n    return {i}\n", entry_point="f", probes=("f()",)) for i in range(6)]
+    jobs = [SandboxJob(program=f"def f():\n    return {i}\n", entry_point="f", probes=("f()",))
+            for i in range(6)]
     with SandboxPool(workers=2) as pool:
         rs = pool.map(jobs)
     assert [r.probes[0].value for r in rs] == list(range(6))

@@ -100,7 +100,7 @@ def test_callback_and_handle_roundtrip(pairs):
     with pytest.raises(TypeError):
         a < 1  # noqa: B015
     with pytest.raises(TypeError):
-        a + 1  # noqa: B018
+        a + 1
 
 
 def test_same_object_same_proxy_and_identity_hash(pairs):
@@ -113,10 +113,10 @@ def test_same_object_same_proxy_and_identity_hash(pairs):
 
 def test_write_back_is_recursive_and_in_place(pairs):
     p = _pair("def f(d, l):\n    d['a'].append(9)\n    d['b'] = 2\n    l.reverse()\n", pairs)
-    d, l = {"a": [1]}, [1, 2, 3]
+    d, items = {"a": [1]}, [1, 2, 3]
     inner = d["a"]
-    p.fn("f")(d, l)
-    assert d == {"a": [1, 9], "b": 2} and inner == [1, 9] and l == [3, 2, 1]
+    p.fn("f")(d, items)
+    assert d == {"a": [1, 9], "b": 2} and inner == [1, 9] and items == [3, 2, 1]
 
 
 def test_merge_keeps_check_objects():
@@ -201,7 +201,8 @@ def test_handle_table_is_bounded(monkeypatch):
 def test_callback_exception_is_mirrored_in_the_candidate(pairs):
     p = _pair(
         "def safe(f, x):\n    try:\n        return f(x)\n    except ValueError as e:\n"
-        "        return 'bad: ' + str(e)\n    except RuntimeError as e:\n        return 'rt: ' + str(e)\n",
+        "        return 'bad: ' + str(e)\n    except RuntimeError as e:\n"
+        "        return 'rt: ' + str(e)\n",
         pairs,
     )
     assert p.fn("safe")(int, "12") == 12

@@ -18,6 +18,7 @@ import threading
 import time
 
 import pytest
+from sandbox_test_helpers import assert_no_leftovers, shared_path
 
 from rlvr.rewards.code import grade_code
 from rlvr.rewards.types import Status
@@ -33,11 +34,9 @@ from rlvr.sandbox import (
     tiers,
     usable_cores,
 )
-from rlvr.sandbox.cputime import CpuMeter, process_cpu_seconds, process_tree
 from rlvr.sandbox.classify import classify as _classify
+from rlvr.sandbox.cputime import CpuMeter, process_cpu_seconds, process_tree
 from rlvr.sandbox.supervise import Run as _Run
-
-from sandbox_test_helpers import assert_no_leftovers, shared_path
 
 ADD_TESTS = {"entry_point": "add", "tests": ["assert add(1, 2) == 3", "assert add(-5, 5) == 0"]}
 

@@ -10,13 +10,12 @@ pytest.importorskip("uvicorn")
 pytest.importorskip("httpx")
 pytest.importorskip("transformers")
 
-import torch  # noqa: E402
-from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
+import torch
+from serve_helpers import running
+from transformers import GPT2Config, GPT2LMHeadModel
 
-from rlvr.models import load_model_and_tokenizer  # noqa: E402
-from rlvr.serve import ModelServer  # noqa: E402
-
-from serve_helpers import running  # noqa: E402
+from rlvr.models import load_model_and_tokenizer
+from rlvr.serve import ModelServer
 
 
 @pytest.fixture(scope="session")

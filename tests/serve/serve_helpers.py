@@ -66,7 +66,7 @@ class ScriptedServer:
         """Base URL of the server."""
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
-    def __enter__(self) -> "ScriptedServer":
+    def __enter__(self) -> ScriptedServer:
         self._thread.start()
         return self
 
@@ -89,7 +89,7 @@ class ScriptedServer:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - stdlib naming
+            def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
                 status, body, delay = owner._next(json.loads(self.rfile.read(length)))
                 done = False

@@ -10,10 +10,9 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
+from serve_helpers import ScriptedServer, chat_body
 
 from rlvr.eval.endpoint import EndpointError, EndpointSample, chat_url, sample_endpoint
-
-from serve_helpers import ScriptedServer, chat_body
 
 HI = [{"role": "user", "content": "hi"}]
 YO = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "yo"}]

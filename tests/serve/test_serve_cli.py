@@ -138,9 +138,9 @@ def test_lora_adapter_checkpoint_serves_merged_weights(tmp_path):
 def test_served_model_name_is_the_id_listed_and_accepted(monkeypatch):
     """`--served-model-name NAME`: /v1/models lists NAME, a request naming NAME is answered
     (and its response says NAME), one naming the loaded model is not."""
-    import rlvr.serve
-
     from serve_helpers import running
+
+    import rlvr.serve
 
     captured = {}
 

@@ -10,10 +10,9 @@ import logging
 import httpx
 import pytest
 import torch
+from serve_helpers import running
 
 from rlvr.serve import ModelServer
-
-from serve_helpers import running
 
 HI = [{"role": "user", "content": "hi"}]
 PROMPT = "Hello there"

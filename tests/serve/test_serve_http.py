@@ -7,10 +7,9 @@ import asyncio
 
 import httpx
 import pytest
+from serve_helpers import running
 
 from rlvr.serve import Admission, APIError, ModelServer
-
-from serve_helpers import running
 
 HI = [{"role": "user", "content": "hi"}]
 # "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n" under the character tokenizer:

@@ -11,14 +11,13 @@ import re
 import httpx
 import pytest
 import torch
+from serve_helpers import running
 
 from rlvr.rollout import SamplingParams, create_engine
 from rlvr.serve import ModelServer
 from rlvr.serve.logprobs import FLOOR_LOGPROB, json_logprob
 from rlvr.serve.stream import token_pieces
 from rlvr.tasks.prompting import stop_token_ids
-
-from serve_helpers import running
 
 openai = pytest.importorskip("openai")
 

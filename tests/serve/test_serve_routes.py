@@ -40,15 +40,15 @@ def test_tokenize_detokenize_and_tokenizer_info(served, tiny):
 
 def sample(text: str, name: str) -> float | None:
     for line in text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
+        if line.startswith((name + " ", name + "{")):
             return float(line.rsplit(" ", 1)[1])
     return None
 
 
 def test_metrics_count_requests_and_tokens(tiny):
-    from rlvr.serve import ModelServer
-
     from serve_helpers import running
+
+    from rlvr.serve import ModelServer
 
     model, tokenizer = tiny
     server = ModelServer(model, tokenizer, "tiny-random")

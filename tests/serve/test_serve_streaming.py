@@ -15,10 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from serve_helpers import running
 
 from rlvr.serve import ModelServer
-
-from serve_helpers import running
 
 openai = pytest.importorskip("openai")
 

@@ -51,8 +51,8 @@ def test_each_disagreement_header_agrees_with_its_rows(report, capsys):
     for group in groups:
         head, *items = group.strip().splitlines()
         items = [i for i in items if i.startswith("    item")]
-        claimed = dict((who, int(n)) for who, n in
-                       re.findall(r"(rlvr|reasoning-gym) matches the rules in (\d+)", head))
+        claimed = {who: int(n) for who, n in
+                   re.findall(r"(rlvr|reasoning-gym) matches the rules in (\d+)", head)}
         listed = {who: sum(i.endswith(f"-> {who} matches the rules") for i in items)
                   for who in ("rlvr", "reasoning-gym")}
         assert claimed == {k: v for k, v in listed.items() if v}, group

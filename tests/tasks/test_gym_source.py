@@ -10,8 +10,7 @@ import pytest
 rg = pytest.importorskip("reasoning_gym")
 
 from rlvr.tasks.config import DataConfig  # noqa: E402
-from rlvr.tasks.gym import (CHUNK, chunk_seed, generate_gym, parse_mixture,  # noqa: E402
-                            rebuild_entry)
+from rlvr.tasks.gym import CHUNK, chunk_seed, generate_gym, parse_mixture, rebuild_entry  # noqa: E402
 from rlvr.tasks.logic import split_of  # noqa: E402
 from rlvr.tasks.sources import load_tasks  # noqa: E402
 

@@ -8,7 +8,7 @@ import pytest
 from rlvr.records import Task
 from rlvr.rewards import RewardConfig, Status
 from rlvr.rewards.pipeline import RewardPipeline
-from rlvr.rewards.registry import DEFAULT_FORMAT_RULE, get_verifier
+from rlvr.rewards.registry import VERIFIERS
 from rlvr.tasks.logic import (
     LEVELS,
     LogicParseError,
@@ -277,8 +277,8 @@ def test_unknown_kind_raises_naming_it():
 
 
 def test_registered_with_hash_line_format():
-    assert get_verifier("logic") is verify_logic
-    assert DEFAULT_FORMAT_RULE["logic"] == "hash_line"
+    assert VERIFIERS.get("logic") is verify_logic
+    assert VERIFIERS.meta("logic").format_rule == "hash_line"
 
 
 def test_through_the_reward_pipeline():

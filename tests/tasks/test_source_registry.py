@@ -10,8 +10,15 @@ from pydantic import ValidationError
 
 from rlvr.configio import load_config
 from rlvr.records import Task
-from rlvr.tasks.registry import (TaskSource, generated_names, needs_data_path, register_source,
-                                 source_names, task_source, unregister_source)
+from rlvr.tasks.registry import (
+    TaskSource,
+    generated_names,
+    needs_data_path,
+    register_source,
+    source_names,
+    task_source,
+    unregister_source,
+)
 from rlvr.tasks.sources import load_tasks
 from rlvr.train.config import DEFAULT_INSTRUCTION, DataConfig, RunConfig
 
@@ -91,7 +98,8 @@ def test_a_run_trains_on_a_registered_source(doubles, tmp_path):
     from rlvr.train.run import Run
 
     config = load_config(RunConfig, SMOKE, [
-        "data.source=doubles", "data.mixture=small", "data.train_size=16", "data.val_size=4", "sft.enabled=false",
+        "data.source=doubles", "data.mixture=small", "data.train_size=16", "data.val_size=4",
+        "sft.enabled=false",
         "grpo.steps=1", "eval.every=0", "eval.pass_at_k_samples=0", "logging.tensorboard=false"])
     run = Run(config, tmp_path / "run")
     results = run.train()
@@ -99,3 +107,32 @@ def test_a_run_trains_on_a_registered_source(doubles, tmp_path):
     assert results["trained"]["n"] == 4
     rows = [json.loads(x) for x in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     assert rows and all(r["id"].startswith("doubles-train-") for r in rows)
+
+
+def test_a_generated_source_is_one_decorated_function():
+    def levels(mixture):
+        if mixture not in ("small", "big"):
+            raise ValueError(f"unknown triples level {mixture!r}; known: small, big")
+
+    @register_source("triples", default_mixture="small", check_mixture=levels)
+    def triples(mixture, n, *, seed, split, unique=True):
+        base = {"small": 1, "big": 10}[mixture] + (0 if split == "train" else 100)
+        return [Task(f"triples-{split}-{i}", f"What is 3 x {base + seed + i}?",
+                     str(3 * (base + seed + i)), "math", "triples") for i in range(n)]
+
+    try:
+        register_source("triples", default_mixture="small", check_mixture=levels)(triples)
+        assert "triples" in generated_names() and not needs_data_path("triples")
+        data = DataConfig(source="triples", train_size=2, val_size=1)
+        assert data.mixture == "small"
+        train, val = load_tasks(data, seed=0)
+        # train: seed 0, 3 x (1 + 0 + i); validation: seed 0 + 1, 3 x (101 + 1 + 0)
+        assert [t.reference for t in train] + [t.reference for t in val] == ["3", "6", "306"]
+        with pytest.raises(ValidationError, match="unknown triples level 'huge'"):
+            DataConfig(source="triples", mixture="huge")
+        with pytest.raises(ValueError, match="task source 'triples' is already registered"):
+            register_source("triples")(lambda mixture, n, **kw: [])
+    finally:
+        unregister_source("triples")
+    with pytest.raises(TypeError, match="a task source does not take default_mix"):
+        register_source("quads", default_mix="small")

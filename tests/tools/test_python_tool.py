@@ -59,8 +59,8 @@ def test_limits_are_named(status, expected):
 
 def test_output_limit_and_early_exit():
     text, failed = observation(result("b" * 300, SandboxStatus.output_limit), MARK, 1024)
-    assert failed and text == "b" * 300 + "\nError: the program was stopped: it printed more " \
-                                          "than 300 bytes"
+    assert failed and text == "b" * 300 + ("\nError: the program was stopped: it printed more "
+                                           "than 300 bytes")
     text, _ = observation(result("", SandboxStatus.runtime_error, exit_code=3), MARK, 1024)
     assert text == "Error: the program exited before it finished (exit code 3)"
 

@@ -6,8 +6,16 @@ import time
 
 import pytest
 
-from rlvr.tools import (Tool, ToolError, ToolLimits, ToolStatus, ToolTimeout, check_arguments,
-                        current_limits, run_calls)
+from rlvr.tools import (
+    Tool,
+    ToolError,
+    ToolLimits,
+    ToolStatus,
+    ToolTimeout,
+    check_arguments,
+    current_limits,
+    run_calls,
+)
 
 RELEASE = threading.Event()  # hung tools wait on it; set when the module's tests end
 

@@ -29,8 +29,9 @@ if CHARS not in VERIFIERS:
 
 @register_env
 class FirstCallEnv(ToolEnv):
-    """The first turn: ``<calculator>2 + 3</calculator>`` whatever was sampled (a turn the engine cut
-    counts as ended, so the call is made); later turns: the ``tool`` environment's rules."""
+    """The first turn: ``<calculator>2 + 3</calculator>`` whatever was sampled (a turn the
+    engine cut counts as ended, so the call is made); later turns: the ``tool`` environment's
+    rules."""
 
     name = "test_first_call"
 

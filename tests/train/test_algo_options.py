@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from rlvr.configio import load_config  # noqa: E402
-from rlvr.train.config import RunConfig  # noqa: E402
-from rlvr.train.run import Run  # noqa: E402
+from rlvr.configio import load_config
+from rlvr.train.config import RunConfig
+from rlvr.train.run import Run
 
 SMOKE = Path(__file__).resolve().parents[2] / "configs" / "smoke.yaml"
 FAST = ["eval.pass_at_k_samples=0", "eval.every=0", "logging.tensorboard=false",
@@ -57,7 +57,7 @@ def test_adaptive_kl_coefficient_follows_ziegler_et_al(tmp_path):
                          "algo.kl_target=0.001", "grpo.steps=4")
     coefs = [m["kl_coef"] for m in metrics]
     assert coefs[0] == pytest.approx(0.05)
-    for prev, m, nxt in zip(metrics, metrics, coefs[1:]):
+    for m, nxt in zip(metrics, coefs[1:]):
         error = max(-0.2, min(0.2, (m["kl"] - 0.001) / 0.001))
         assert nxt == pytest.approx(m["kl_coef"] * (1 + 0.1 * error))
 

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rlvr.cli import app  # noqa: E402
+from rlvr.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE = str(ROOT / "configs" / "code.yaml")

@@ -16,7 +16,9 @@ import json
 from types import SimpleNamespace
 
 import pytest
+import rlvr_multiturn_plugin  # tests/train is on sys.path: test_first_call, test-chars
 import torch
+from step_state import step_state
 
 import rlvr.update.loop as update_loop
 from rlvr.configio import ConfigError, load_config
@@ -35,9 +37,6 @@ from rlvr.train.config import RunConfig
 from rlvr.train.grpo import GRPOStep
 from rlvr.train.hooks import LoggingHook
 from rlvr.train.rollouts import EpisodeSource
-from step_state import step_state
-
-import rlvr_multiturn_plugin  # tests/train is on sys.path: test_first_call, test-chars
 
 SCORE_TYPE = rlvr_multiturn_plugin.CHARS
 TASKS = [Task(id=f"t{i}", prompt=f"What is {i} + 3?", reference=str(i + 3),
@@ -281,7 +280,7 @@ def test_episode_metrics_and_samples_by_hand(tiny, scripted_env, tmp_path):
 # -- config -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("override, field", [
-    ("env.name=tol", "env.name: 'tol' is not a registered environment"),
+    ("env.name=tol", "env.name: unknown environment 'tol'; did you mean 'tool'?"),
     ("env.tools=[calculater]", "env.tools: unknown tool 'calculater'; did you mean "
                                "'calculator'?"),
     ("env.max_turn=3", "env.max_turn: unknown key; did you mean 'max_turns'?"),

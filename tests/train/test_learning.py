@@ -7,6 +7,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from step_state import step_state  # noqa: E402
+
 from rlvr.models import TINY_RANDOM, load_model_and_tokenizer  # noqa: E402
 from rlvr.records import Task  # noqa: E402
 from rlvr.rewards.config import RewardConfig  # noqa: E402
@@ -14,10 +16,9 @@ from rlvr.rewards.pipeline import RewardPipeline  # noqa: E402
 from rlvr.rewards.registry import VERIFIERS, register_verifier  # noqa: E402
 from rlvr.rewards.types import Status, Verdict  # noqa: E402
 from rlvr.rollout import create_engine  # noqa: E402
+from rlvr.tasks.prompting import prompt_ids, stop_token_ids  # noqa: E402
 from rlvr.train.config import RunConfig  # noqa: E402
 from rlvr.train.grpo import GRPOStep  # noqa: E402
-from rlvr.tasks.prompting import prompt_ids, stop_token_ids  # noqa: E402
-from step_state import step_state  # noqa: E402
 
 TARGET = "7"
 

@@ -75,7 +75,8 @@ def test_metrics_samples_and_report_show_episodes(uninterrupted):
     metrics = _rows(uninterrupted / "metrics.jsonl")
     assert len(metrics) == 4
     for m in metrics:
-        # the first turn always calls the calculator; the second is the last (a call there is not run)
+        # the first turn always calls the calculator; the second is the last (a call there is
+        # not run)
         assert m["episode_turns_mean"] == 2.0 and m["episode_tool_calls_mean"] == 1.0
         assert m["tool_error_rate"] == 0.0 and m["episodes_tool_use"] == 16.0
         assert m["finish_rate/stop"] + m["finish_rate/length"] + m["finish_rate/max_turns"] == 1

@@ -56,15 +56,15 @@ def test_shared_prefix_matches_plain_forward_in_values_and_gradients(model):
                    [57, 58, 59, 60], [61, 62, 63, 64]]
     b = _batch(prompts, completions, [4, 2, 3, 4, 1, 4])
     mask = b.completion_mask
-    grads = []
+    grads, logps = [], []
     for shared in (False, True):
         model.zero_grad()
         logp = completion_log_probs(model, b, bf16=False, shared_prefix=shared, temperature=0.7)
         (logp * mask).sum().backward()
         grads.append([p.grad.clone() for p in model.parameters()])
-        if shared:
-            torch.testing.assert_close(logp[mask], plain[mask], rtol=0, atol=1e-5)
-        plain = logp.detach()
+        logps.append(logp.detach())
+    plain, shared_logp = logps
+    torch.testing.assert_close(shared_logp[mask], plain[mask], rtol=0, atol=1e-5)
     for g_plain, g_shared in zip(*grads):
         torch.testing.assert_close(g_shared, g_plain, rtol=1e-4, atol=1e-5)
 

@@ -19,9 +19,9 @@ import rlvr.train.sft as sft_module  # noqa: E402
 from rlvr.cli import app  # noqa: E402
 from rlvr.models import TINY_RANDOM, load_model_and_tokenizer  # noqa: E402
 from rlvr.tasks.arithmetic import generate  # noqa: E402
-from rlvr.train.sections import SFTConfig  # noqa: E402
 from rlvr.tasks.prompting import prompt_ids  # noqa: E402
 from rlvr.train.evaluation import Evaluator  # noqa: E402
+from rlvr.train.sections import SFTConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")

@@ -6,8 +6,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from rlvr.train.sections import GRPOConfig  # noqa: E402
 from rlvr.train.schedule import grpo_optimizer, warmup_schedule  # noqa: E402
+from rlvr.train.sections import GRPOConfig  # noqa: E402
 
 
 def _model():

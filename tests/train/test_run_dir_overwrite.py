@@ -18,9 +18,9 @@ from typer.testing import CliRunner
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rlvr.cli import app  # noqa: E402
-from rlvr.run_manifest import LOCK_NAME, MANIFEST_NAME, Manifest  # noqa: E402
-from rlvr.train.rundir import SFT_STATE  # noqa: E402
+from rlvr.cli import app
+from rlvr.run_manifest import LOCK_NAME, MANIFEST_NAME, Manifest
+from rlvr.train.rundir import SFT_STATE
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")

@@ -8,12 +8,12 @@ import pytest
 
 pytest.importorskip("torch")
 
-import rlvr.train.run as run_module  # noqa: E402
-from rlvr.records import Task  # noqa: E402
-from rlvr.train.config import RunConfig  # noqa: E402
-from rlvr.train.run import Run  # noqa: E402
-from rlvr.train.state import TrainingState  # noqa: E402
-from rlvr.train.taskdata import RunData  # noqa: E402
+import rlvr.train.run as run_module
+from rlvr.records import Task
+from rlvr.train.config import RunConfig
+from rlvr.train.run import Run
+from rlvr.train.state import TrainingState
+from rlvr.train.taskdata import RunData
 
 
 def _run(monkeypatch, tasks, **data):

@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rlvr.cli import app  # noqa: E402
-from rlvr.models import TINY_RANDOM, load_model_and_tokenizer  # noqa: E402
-from rlvr.tasks.arithmetic import generate  # noqa: E402
-from rlvr.train.sections import SFTConfig  # noqa: E402
-from rlvr.train.sft import SFTInputError, run_sft  # noqa: E402
+from rlvr.cli import app
+from rlvr.models import TINY_RANDOM, load_model_and_tokenizer
+from rlvr.tasks.arithmetic import generate
+from rlvr.train.sections import SFTConfig
+from rlvr.train.sft import SFTInputError, run_sft
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -73,8 +73,8 @@ def test_no_example_fits_exits_2_naming_sft_max_length(tmp_path):
                                      "--set", "eval.pass_at_k_samples=0"])
         message = " ".join(result.output.split())
         assert result.exit_code == 2, result.output
-        assert "error: sft.max_length=16: every one of the 512 SFT examples is cut before its " \
-               "answer" in message
+        assert ("error: sft.max_length=16: every one of the 512 SFT examples is cut before its "
+                "answer") in message
         assert "loss 0.0000" not in message
 
 

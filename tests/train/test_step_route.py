@@ -19,12 +19,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from torch.optim.optimizer import register_optimizer_step_pre_hook  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
 
 import rlvr.train.grpo as grpo  # noqa: E402
 from rlvr.cli import app  # noqa: E402
 from rlvr.rewards.pipeline import RewardPipeline  # noqa: E402
 from rlvr.rollout.torch_engine import TorchEngine  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "rlvr"

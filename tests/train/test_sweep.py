@@ -10,8 +10,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rlvr.train.sweep.spec import (MAX_VARIANTS, SweepError, parse_sweep, split_top_level,
-                                   variant_name)
+from rlvr.train.sweep.spec import (
+    MAX_VARIANTS,
+    SweepError,
+    parse_sweep,
+    split_top_level,
+    variant_name,
+)
 from rlvr.train.sweep.summary import moving_average
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,8 +17,12 @@ from rlvr.rewards.config import RewardConfig
 from rlvr.tasks.prompting import chat_messages
 from rlvr.tasks.tool_arithmetic import generate
 from rlvr.tools.calculator import calculator
-from rlvr.train.demonstrations import (DemonstrationError, encode_demonstration,
-                                       encode_demonstrations, tool_demonstrations)
+from rlvr.train.demonstrations import (
+    DemonstrationError,
+    encode_demonstration,
+    encode_demonstrations,
+    tool_demonstrations,
+)
 from rlvr.train.sections import SFTConfig
 from rlvr.train.sft import _step, run_sft
 

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rlvr.eval.paired import gain_summary  # noqa: E402
+from rlvr.eval.paired import gain_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["train", "--config", str(ROOT / "configs" / "smoke.yaml"),

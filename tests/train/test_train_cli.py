@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rlvr.cli import app  # noqa: E402
-from rlvr.run_manifest import Manifest  # noqa: E402
+from rlvr.cli import app
+from rlvr.run_manifest import Manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
@@ -104,12 +104,14 @@ def test_console_output_is_a_short_summary_with_progress_and_no_bars(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--set", "grpo.group_size=1"], "grpo.group_size: Input should be greater than or equal to 2"),
+        (["--set", "grpo.group_size=1"],
+         "grpo.group_size: Input should be greater than or equal to 2"),
         (["--set", "grpo.stpes=3"], "grpo.stpes: unknown key; did you mean 'steps'?"),
-        (["--set", "grpo.learning_rate=fast"], "grpo.learning_rate: Input should be a valid number"),
+        (["--set", "grpo.learning_rate=fast"],
+         "grpo.learning_rate: Input should be a valid number"),
         (["--set", "data.source=gsm8k", "--set", "data.path=/no/such/dir"],
          "--set 'data.path=/no/such/dir': data.path: /no/such/dir does not exist"),
-        (["--set", "algo.loss_agg=dapo2"], "algo.loss_agg: 'dapo2' is unknown"),
+        (["--set", "algo.loss_agg=dapo2"], "algo.loss_agg: unknown loss aggregation 'dapo2'"),
         (["--set", "model.name=nonexistent-model"],
          "--set 'model.name=nonexistent-model': model.name: 'nonexistent-model'"),
         (["--set", "model.name=/no/such/model"],
@@ -127,7 +129,8 @@ def test_data_that_cannot_be_generated_exits_2(tmp_path):
     result = runner.invoke(app, ["train", "--config", SMOKE, "-o", str(tmp_path / "r"),
                                  "--set", "data.train_size=5000"])
     assert result.exit_code == 2, result.output
-    assert "data: level '1dop1d' ran out of distinct train problems" in " ".join(result.output.split())
+    assert ("data: level '1dop1d' ran out of distinct train problems"
+            in " ".join(result.output.split()))
     assert not (tmp_path / "r").exists()
 
 
@@ -144,8 +147,10 @@ def test_resume_continues_with_the_same_step_data_position_and_optimizer_state(t
     common = ["--config", SMOKE, "--set", "checkpoint.every=2",
               "--set", "eval.every=0"]
     whole, part = tmp_path / "whole", tmp_path / "part"
-    assert runner.invoke(app, ["train", *common, "-o", str(whole), "--set", "grpo.steps=4"]).exit_code == 0
-    assert runner.invoke(app, ["train", *common, "-o", str(part), "--set", "grpo.steps=2"]).exit_code == 0
+    for run_dir, steps in ((whole, 4), (part, 2)):
+        result = runner.invoke(app, ["train", *common, "-o", str(run_dir),
+                                     "--set", f"grpo.steps={steps}"])
+        assert result.exit_code == 0
     assert (part / "sft_model" / "model.safetensors").is_file()
     result = runner.invoke(app, ["train", "--resume", str(part), "--set", "grpo.steps=4"])
     assert result.exit_code == 0, result.output

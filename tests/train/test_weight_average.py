@@ -14,7 +14,12 @@ pytest.importorskip("transformers")
 from rlvr.configio import load_config  # noqa: E402
 from rlvr.train.config import RunConfig  # noqa: E402
 from rlvr.train.weight_average import (  # noqa: E402
-    PolicyAverage, ema_update_, load_trainable_state, restore_average, trainable_state)
+    PolicyAverage,
+    ema_update_,
+    load_trainable_state,
+    restore_average,
+    trainable_state,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "configs" / "smoke.yaml"

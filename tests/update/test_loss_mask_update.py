@@ -3,7 +3,6 @@ inserted observation tokens out of the policy loss and the KL term, so their old
 log-probs do not change the step, while an assistant token's do; without a loss mask the update
 is the single-turn one (the completion mask)."""
 
-import copy
 
 import torch
 

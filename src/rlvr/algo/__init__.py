@@ -7,12 +7,15 @@ is weighted in the step (:func:`micro_batch_weight`), so a trainer never checks 
 
 - :data:`ADVANTAGE_ESTIMATORS` (:mod:`.advantages`): ``grpo``, ``dr_grpo``, ``rloo``,
   ``reinforce_pp_baseline``.
-- :data:`POLICY_LOSSES` (:mod:`.policy_loss`): ``clip``, ``clip_higher``, ``dual_clip``.
+- :data:`POLICY_LOSSES` (:mod:`.policy_loss`, :mod:`.gspo`): ``clip``, ``clip_higher``,
+  ``dual_clip``, ``cispo``, ``gspo``.
 - :data:`KL_ESTIMATORS` (:mod:`.kl`): ``k1``, ``k2``, ``k3``.
 - :data:`LOSS_AGGREGATIONS` (:mod:`.loss_agg`): ``grpo``, ``bnpo``, ``dapo``, ``dr_grpo``.
 
-Truncated importance sampling of a mismatched rollout engine (:mod:`.importance`,
-``algo.tis_cap``) weights the policy term of :func:`policy_objective`.
+- :data:`OFF_POLICY_CORRECTIONS` (:mod:`.corrections`): ``none``, ``tis``, ``mis``,
+  ``icepop``, ``decoupled``: the per-token weight of the policy term of
+  :func:`policy_objective` for completions the current policy did not sample (a stale
+  version, another engine or precision; ``algo.off_policy_correction``).
 
 Shape conventions, everywhere: N completions in a flat batch (B prompts x G samples,
 prompt-major), T completion-token positions, V vocabulary entries.
@@ -35,7 +38,15 @@ from rlvr.algo.advantages import (
     scale_negative_advantages,
     zero_variance_groups,
 )
+from rlvr.algo.corrections import (
+    OFF_POLICY_CORRECTIONS,
+    CorrectionWeights,
+    behaviour_ratio,
+    compute_correction,
+)
 from rlvr.algo.entropy import token_entropy
+from rlvr.algo.gspo import gspo_loss
+from rlvr.algo.importance import ImportanceWeights, truncated_importance_weights
 from rlvr.algo.kl import (
     AdaptiveKLController,
     FixedKLController,
@@ -59,7 +70,6 @@ from rlvr.algo.logprobs import (
     next_token_log_probs,
     token_log_probs,
 )
-from rlvr.algo.importance import ImportanceWeights, truncated_importance_weights
 from rlvr.algo.loss_agg import (
     BatchCounts,
     aggregate_loss,
@@ -92,12 +102,14 @@ __all__ = [
     "ADVANTAGE_ESTIMATORS",
     "AdaptiveKLController",
     "BatchCounts",
+    "CorrectionWeights",
     "Entry",
     "FixedKLController",
     "GroupStats",
     "ImportanceWeights",
     "KL_ESTIMATORS",
     "LOSS_AGGREGATIONS",
+    "OFF_POLICY_CORRECTIONS",
     "ObjectiveOutput",
     "POLICY_LOSSES",
     "PolicyLossOutput",
@@ -105,11 +117,13 @@ __all__ = [
     "ZeroVarianceGroups",
     "add_reward_noise",
     "aggregate_loss",
+    "behaviour_ratio",
     "clip_higher_loss",
     "clip_loss",
     "clipped_surrogate_loss",
     "completion_mask",
     "compute_advantages",
+    "compute_correction",
     "compute_policy_loss",
     "concise_correct_bonus",
     "constant_normalizer_sum",
@@ -117,6 +131,7 @@ __all__ = [
     "dual_clip_loss",
     "global_token_mean",
     "group_stats",
+    "gspo_loss",
     "grpo_advantages",
     "inference_length_limit",
     "kl_divergence",

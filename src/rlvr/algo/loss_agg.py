@@ -257,5 +257,5 @@ def micro_batch_weight(loss_agg: str, local_mask: Tensor, global_rows: int, glob
         entry = LOSS_AGGREGATIONS.entry(loss_agg)
     except KeyError as err:
         raise ValueError(err.args[0]) from None
-    return entry.weight(local_mask, BatchCounts(int(global_rows), int(global_tokens)),
-                        world_size)
+    return entry.meta.weight(local_mask, BatchCounts(int(global_rows), int(global_tokens)),
+                             world_size)

@@ -7,8 +7,9 @@ Formula (DeepSeekMath, arXiv:2402.03300, eq. 3, as a loss to minimise)::
     loss = AGG_{i,t}[ -w_{i,t} min(r A, clip(r) A) + beta * KL_{i,t} - entropy_coef * H_{i,t} ]
 
 where AGG is the configured loss aggregation (:mod:`rlvr.algo.loss_agg`) and ``w`` the
-truncated importance weight of a mismatched sampler (:mod:`rlvr.algo.importance`; 1 without
-``tis_cap``).
+off-policy correction's weight of each token (:mod:`rlvr.algo.corrections`: truncated, masked,
+IcePop or decoupled importance weights of the proximal policy over the sampler; 1 with
+``none``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from rlvr.algo.importance import truncated_importance_weights
+from rlvr.algo.corrections import behaviour_ratio, compute_correction, ratio_metrics
 from rlvr.algo.kl import kl_divergence
 from rlvr.algo.loss_agg import aggregate_loss
 from rlvr.algo.policy_loss import compute_policy_loss
@@ -34,7 +35,10 @@ class ObjectiveOutput:
         metrics: detached 0-dim tensors: the policy loss's metrics plus ``pg_loss`` (the
             aggregated policy term), ``kl`` (token mean of the KL estimate; 0 without a
             reference), ``entropy`` (token mean; only if entropy was given),
-            ``tis_weight_mean`` and ``tis_clipped_fraction`` (only with ``tis_cap``).
+            ``is_ratio_mean`` and ``is_ratio_max`` (the behaviour ratio ``pi_old /
+            pi_rollout``; only with ``rollout_log_probs``), and with a correction its
+            ``is_weight_mean``, ``is_weight_max``, ``is_truncated_fraction``,
+            ``is_masked_fraction`` (``tis`` also ``tis_weight_mean``, ``tis_clipped_fraction``).
     """
 
     loss: Tensor
@@ -58,6 +62,8 @@ def policy_objective(
     entropy_coef: float = 0.0,
     rollout_log_probs: Tensor | None = None,
     tis_cap: float | None = None,
+    off_policy_correction: str = "none",
+    correction_options: dict | None = None,
 ) -> ObjectiveOutput:
     """Clipped surrogate + KL penalty to the reference (+ optional entropy bonus), aggregated.
 
@@ -76,20 +82,26 @@ def policy_objective(
         entropy: FloatTensor[N, T] per-token entropy with gradient (from
             :func:`rlvr.algo.entropy.token_entropy`); needed when ``entropy_coef > 0``.
         entropy_coef: weight of the entropy bonus (subtracted from the loss), >= 0.
-        rollout_log_probs: FloatTensor[N, T], the rollout engine's log-probs of the tokens;
-            needed when ``tis_cap`` is set.
-        tis_cap: truncated importance sampling (Yao et al. 2025): the policy term of each
-            token is weighted by ``min(exp(old_log_probs - rollout_log_probs), tis_cap)``
-            (:func:`~rlvr.algo.importance.truncated_importance_weights`, detached; metrics
-            ``tis_weight_mean``, ``tis_clipped_fraction``); None (default): no weight.
+        rollout_log_probs: FloatTensor[N, T], the rollout engine's log-probs of the tokens
+            (pi_behav); needed by every correction but ``none``.
+        tis_cap: shorthand for ``off_policy_correction="tis"`` with this cap: truncated
+            importance sampling (Yao et al. 2025), each token's policy term weighted by
+            ``min(exp(old_log_probs - rollout_log_probs), tis_cap)``; None (default): as
+            ``off_policy_correction`` says.
+        off_policy_correction: key of
+            :data:`~rlvr.algo.corrections.OFF_POLICY_CORRECTIONS` (``none``, ``tis``, ``mis``,
+            ``icepop``, ``decoupled``): the detached weight ``w(pi_old / pi_rollout)`` of each
+            token's policy term, with ``old_log_probs`` as the proximal policy.
+        correction_options: keyword options for it (e.g. ``{"cap": 2.0}``).
 
     Returns:
         :class:`ObjectiveOutput`.
 
     Raises:
         ValueError: if ``kl_coef > 0`` without ``ref_log_probs``, ``entropy_coef > 0``
-            without ``entropy``, ``tis_cap`` without ``rollout_log_probs`` (or ``<= 0``), or a
-            negative coefficient.
+            without ``entropy``, a correction (or ``tis_cap``) without ``rollout_log_probs``,
+            ``tis_cap`` with another correction than ``tis``, a bad correction option (a cap
+            ``<= 0``), or a negative coefficient.
         KeyError: for unknown registry keys.
     """
     if kl_coef < 0 or entropy_coef < 0:
@@ -100,12 +112,23 @@ def policy_objective(
     )
     token_loss = pg.token_loss
     metrics = dict(pg.metrics)
+    correction, options = off_policy_correction, dict(correction_options or {})
     if tis_cap is not None:
+        if correction not in ("none", "tis"):
+            raise ValueError(f"tis_cap is the cap of the tis correction; it cannot be combined "
+                             f"with off_policy_correction {correction!r}")
+        correction, options["cap"] = "tis", tis_cap
+    if correction != "none":
         if rollout_log_probs is None:
-            raise ValueError("tis_cap needs rollout_log_probs (the sampler's log-probs)")
-        tis = truncated_importance_weights(old_log_probs, rollout_log_probs, mask, tis_cap)
-        token_loss = token_loss * tis.weights
-        metrics.update(tis.metrics)
+            what = "tis_cap" if tis_cap is not None else f"off_policy_correction {correction!r}"
+            raise ValueError(f"{what} needs rollout_log_probs (the sampler's log-probs)")
+        weights = compute_correction(correction, old_log_probs, rollout_log_probs, mask,
+                                     **options)
+        token_loss = token_loss * weights.weights
+        metrics.update(weights.metrics)
+    elif rollout_log_probs is not None:
+        metrics.update(ratio_metrics(behaviour_ratio(old_log_probs, rollout_log_probs, mask),
+                                     mask))
     agg_options = loss_agg_options or {}
     with torch.no_grad():
         metrics["pg_loss"] = aggregate_loss(loss_agg, token_loss.detach(), mask, **agg_options)

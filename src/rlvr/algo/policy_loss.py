@@ -19,10 +19,10 @@ Inputs (all losses):
 Registry: :data:`rlvr.algo.registry.POLICY_LOSSES`, keys ``clip`` (symmetric epsilon),
 ``clip_higher`` (DAPO's eps_low = 0.2, eps_high = 0.28), ``dual_clip`` (c = 3), which accept
 each other's options (e.g. ``clip_higher`` with ``dual_clip=3.0``), and ``cispo`` (MiniMax-M1's
-clipped, detached importance weight: the worked example of docs/adding_a_policy_loss.md). From the run config, ``clip``
-and ``dual_clip`` take ``eps = algo.clip_eps``, ``clip_higher`` ``eps_low = algo.clip_eps``
-and ``eps_high = algo.clip_eps_high``, ``cispo`` ``eps_high`` (each entry's ``options``). docs/adding_a_policy_loss.md
-walks through adding one.
+clipped, detached importance weight: the worked example of docs/adding_a_policy_loss.md).
+From the run config, ``clip`` and ``dual_clip`` take ``eps = algo.clip_eps``, ``clip_higher``
+``eps_low = algo.clip_eps`` and ``eps_high = algo.clip_eps_high``, ``cispo`` ``eps_high``
+(each entry's ``options``). docs/adding_a_policy_loss.md walks through adding one.
 """
 
 from __future__ import annotations

@@ -2,9 +2,11 @@
 
 Every variant (an advantage estimator, a policy loss, a KL estimator, a loss aggregation) is one
 small pure function registered under a name, so a config can select it by string and adding a
-variant is one decorated function, never an edit to an ``if`` chain. The entry also owns what
-the trainer needs to call it: which run-config options it takes (``options``) and, for a loss
-aggregation, how a micro-batch's loss is weighted in the step (``weight``)::
+variant is one decorated function, never an edit to an ``if`` chain. The registries are
+:class:`rlvr.registry.Registry` tables; an entry's metadata owns what the trainer needs to call
+it: which run-config options it takes (:attr:`VariantMeta.options`) and, for a loss
+aggregation, how a micro-batch's loss is weighted in the step
+(:attr:`LossAggregationMeta.weight`)::
 
     from rlvr.algo.registry import ADVANTAGE_ESTIMATORS
 
@@ -23,151 +25,78 @@ variants.
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
-F = TypeVar("F", bound=Callable)
+from rlvr.registry import Entry, NoMeta, Registry
+
+__all__ = ["ADVANTAGE_ESTIMATORS", "KL_ESTIMATORS", "LOSS_AGGREGATIONS", "OFF_POLICY_CORRECTIONS",
+           "POLICY_LOSSES",
+           "Entry", "LossAggregationMeta", "Registry", "VariantMeta", "VariantRegistry"]
 
 
 @dataclass(frozen=True)
-class Entry(Generic[F]):
-    """One registered variant.
+class VariantMeta:
+    """What an advantage estimator or a policy loss records beside its function.
 
     Attributes:
-        name: the registry key, what a config selects.
-        fn: the variant itself.
-        options: ``options(config, *context) -> dict``, the keyword options of ``fn`` taken
-            from the run config (the registry's docs say which ``context`` follows); None
-            when ``fn`` takes none.
-        weight: loss aggregations only: ``weight(mask, counts, world_size) -> float``, see
-            :data:`LOSS_AGGREGATIONS`.
+        options: ``options(config, *context) -> dict``, the keyword options of the function
+            taken from the run config (the registry's docs say which ``context`` follows);
+            None when it takes none.
     """
 
-    name: str
-    fn: F
     options: Callable[..., dict] | None = None
-    weight: Callable[..., float] | None = None
 
 
-class Registry(Generic[F]):
-    """A named table of functions of one kind (e.g. ``"advantage estimator"``).
+@dataclass(frozen=True)
+class LossAggregationMeta:
+    """What a loss aggregation records beside its function.
 
-    Args:
-        kind: human-readable name of what is registered; used in error messages.
-        fields: the :class:`Entry` fields an entry of this kind may declare besides ``fn``.
-        required: the fields every entry of this kind must declare.
+    Attributes:
+        weight: ``weight(mask, counts, world_size) -> float``, see :data:`LOSS_AGGREGATIONS`.
+        options: as :attr:`VariantMeta.options`, with the step's :class:`BatchCounts` as
+            context.
     """
 
-    def __init__(self, kind: str, *, fields: tuple[str, ...] = ("options",),
-                 required: tuple[str, ...] = ()) -> None:
-        self.kind = kind
-        self.fields, self.required = fields, required
-        self._table: dict[str, Entry[F]] = {}
+    weight: Callable[..., float]
+    options: Callable[..., dict] | None = None
 
-    def register(self, name: str, **spec: Any) -> Callable[[F], F]:
-        """Decorator registering ``fn`` under ``name`` with its ``spec`` (``options=...``,
-        and for loss aggregations ``weight=...``); returns ``fn`` unchanged.
 
-        Raises:
-            TypeError: a spec field this kind does not take, or a required one missing.
-            ValueError: if a different function is already registered under ``name``.
-        """
-        unknown = sorted(set(spec) - set(self.fields))
-        missing = [f for f in self.required if spec.get(f) is None]
-        if unknown or missing:
-            takes = ", ".join(self.fields) or "nothing but the function"
-            problem = (f"does not take {', '.join(unknown)}" if unknown
-                       else f"needs {', '.join(missing)}")
-            raise TypeError(f"{self.kind} {name!r}: a {self.kind} entry {problem} "
-                            f"(it takes: {takes})")
-
-        def decorator(fn: F) -> F:
-            existing = self._table.get(name)
-            if existing is not None and existing.fn is not fn:
-                raise ValueError(f"{self.kind} {name!r} is already registered ({existing.fn!r})")
-            self._table[name] = Entry(name, fn, **spec)
-            return fn
-
-        return decorator
-
-    def unregister(self, name: str) -> None:
-        """Remove ``name`` (a test's or a plugin's variant); unknown names are ignored."""
-        self._table.pop(name, None)
-
-    def entry(self, name: str) -> Entry[F]:
-        """The :class:`Entry` registered under ``name``.
-
-        Raises:
-            KeyError: for an unknown name; the message lists the registered names and the
-                closest match (so a typo in a config is easy to fix).
-        """
-        try:
-            return self._table[name]
-        except KeyError:
-            known = ", ".join(sorted(self._table)) or "none"
-            raise KeyError(f"unknown {self.kind} {name!r}{self._hint(name)} registered: "
-                           f"{known}") from None
-
-    def get(self, name: str) -> F:
-        """The function registered under ``name``.
-
-        Raises:
-            KeyError: as :meth:`entry`.
-        """
-        return self.entry(name).fn
+class VariantRegistry(Registry):
+    """A :class:`rlvr.registry.Registry` of algorithm variants: adds :meth:`options`."""
 
     def options(self, name: str, config: Any, *context: Any) -> dict:
         """The keyword options ``name`` takes, read from ``config`` (and ``context``, see the
         registry's docs); ``{}`` for an entry that declares none.
 
         Raises:
-            KeyError: as :meth:`entry`.
+            KeyError: an unknown name (:meth:`rlvr.registry.Registry.entry`).
         """
-        entry = self.entry(name)
-        return {} if entry.options is None else dict(entry.options(config, *context))
-
-    def unknown_message(self, name: str) -> str:
-        """The message for a config naming an unregistered ``name``: the closest registered
-        name, then all of them (``"'dapo2' is unknown as a loss aggregation; did you mean
-        'dapo'? registered: bnpo, dapo, dr_grpo, grpo"``)."""
-        hint = self._hint(name)
-        return (f"{name!r} is unknown as a {self.kind}{hint}{' ' if hint else '; '}registered: "
-                f"{', '.join(sorted(self._table)) or 'none'}")
-
-    def _hint(self, name: str) -> str:
-        close = difflib.get_close_matches(name, sorted(self._table), n=1)
-        return f"; did you mean {close[0]!r}?" if close else ""
-
-    def names(self) -> list[str]:
-        """Sorted names of everything registered."""
-        return sorted(self._table)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._table
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.names())
-
-    def __repr__(self) -> str:
-        return f"Registry({self.kind!r}, {sorted(self._table)})"
+        options = getattr(self.entry(name).meta, "options", None)
+        return {} if options is None else dict(options(config, *context))
 
 
 #: fn ``(rewards: FloatTensor[N], group_ids: LongTensor[N], **options) -> FloatTensor[N]``;
 #: options ``(config) -> dict`` (e.g. grpo's ``std_scale`` from ``algo.std_scale``).
-ADVANTAGE_ESTIMATORS: Registry = Registry("advantage estimator")
+ADVANTAGE_ESTIMATORS = VariantRegistry("advantage estimator", VariantMeta,
+                                       field="algo.advantage")
 #: fn ``(log_probs, old_log_probs, advantages, mask, **options) -> PolicyLossOutput``;
 #: options ``(config) -> dict`` (e.g. ``{"eps": config.algo.clip_eps}``).
-POLICY_LOSSES: Registry = Registry("policy loss")
+POLICY_LOSSES = VariantRegistry("policy loss", VariantMeta, field="algo.policy_loss")
 #: fn ``(log_probs: FloatTensor[N, T], ref_log_probs: FloatTensor[N, T]) -> FloatTensor[N, T]``;
 #: no options.
-KL_ESTIMATORS: Registry = Registry("KL estimator", fields=())
+KL_ESTIMATORS = VariantRegistry("KL estimator", NoMeta, field="algo.kl_estimator")
 #: fn ``(token_loss: FloatTensor[N, T], mask: BoolTensor[N, T], **options) -> FloatTensor[]``;
 #: options ``(config, counts: BatchCounts) -> dict`` (the step's global counts, e.g. DAPO's
 #: token count); weight (required) ``(mask: BoolTensor[n, T], counts: BatchCounts,
 #: world_size: int) -> float``, the factor of one micro-batch's aggregate so that the summed
 #: (and, over ``world_size`` data-parallel ranks, averaged) gradient is the aggregation's over
 #: the whole step (:func:`rlvr.algo.loss_agg.micro_batch_weight`).
-LOSS_AGGREGATIONS: Registry = Registry("loss aggregation", fields=("options", "weight"),
-                                       required=("weight",))
+LOSS_AGGREGATIONS = VariantRegistry("loss aggregation", LossAggregationMeta,
+                                    field="algo.loss_agg")
+#: fn ``(prox_log_probs: FloatTensor[N, T], behav_log_probs: FloatTensor[N, T],
+#: mask: BoolTensor[N, T], **options) -> CorrectionWeights``; options ``(config) -> dict``
+#: (:mod:`rlvr.algo.corrections`).
+OFF_POLICY_CORRECTIONS = VariantRegistry("off-policy correction", VariantMeta,
+                                         field="algo.off_policy_correction")

@@ -13,8 +13,12 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from rlvr.algo.advantages import (add_reward_noise, compute_advantages, scale_negative_advantages,
-                                  zero_variance_groups)
+from rlvr.algo.advantages import (
+    add_reward_noise,
+    compute_advantages,
+    scale_negative_advantages,
+    zero_variance_groups,
+)
 
 
 class StepAdvantages(NamedTuple):

@@ -8,13 +8,15 @@ stderr console, ``fail``, exit codes, option checks) is in :mod:`~rlvr.cli.commo
 
 Import policy (``rlvr --help`` and the light commands stay fast; tests/cli/test_startup.py):
 
-- At module top: the standard library, typer, rich, and the rlvr modules that import without
+- At module top: the standard library, typer, rich, and every rlvr module that imports without
   torch: ``rlvr.io``, ``rlvr.records``, ``rlvr.configio``, ``rlvr.progress``,
-  ``rlvr.rewards``, ``rlvr.tasks``, ``rlvr.data``, ``rlvr.reports``.
-- Deferred into the command that needs it, with a ``# deferred:`` comment: the model stack,
-  whose modules import torch / transformers or may (``rlvr.models``, ``rlvr.rollout``,
-  ``rlvr.algo``, ``rlvr.update``, ``rlvr.train``, ``rlvr.eval``, ``rlvr.serve``,
-  ``rlvr.distributed``, ``rlvr.monitor``).
+  ``rlvr.rewards``, ``rlvr.tasks``, ``rlvr.data``, ``rlvr.reports``, ``rlvr.envs``,
+  ``rlvr.eval`` (but its engine sampler) and ``rlvr.models.loader``.
+- Deferred into the command that needs it, with a ``# deferred:`` comment: the modules that
+  import torch / transformers or may (``rlvr.models``, ``rlvr.rollout``, ``rlvr.algo``,
+  ``rlvr.update``, ``rlvr.train``, ``rlvr.eval.engine_sampler``, ``rlvr.serve``,
+  ``rlvr.distributed``, ``rlvr.monitor``). These are most of rlvr's function-level imports;
+  docs/development.md says where else one is allowed.
 
 Building the app and printing its help therefore never imports torch.
 """

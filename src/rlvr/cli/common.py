@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -13,7 +12,8 @@ from rich.markup import escape
 
 from rlvr.configio import ConfigError, load_config
 from rlvr.io import OutputError, output_dir_problem, output_file_problem
-from rlvr.rewards.registry import load_plugins
+from rlvr.models.loader import DEFAULT_MODEL, TINY_RANDOM, is_model_name, missing_model_path
+from rlvr.registry import load_plugins
 
 err = Console(stderr=True)
 
@@ -21,7 +21,7 @@ EXIT_BAD_INPUT = 2
 EXIT_STOPPED = 3  # `rlvr train`: a health check stopped the run (results are still written)
 
 
-def fail(message: str, code: int = EXIT_BAD_INPUT) -> "typer.Exit":
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
     """Print ``error: message`` to stderr and return the Exit to raise. ``message`` is plain
     text: brackets in it (``pip install 'rlvr[compare]'``, a path) are printed as written."""
     # soft_wrap: a long path is printed whole, not broken across lines at the terminal width
@@ -46,14 +46,14 @@ def precision_choice(value: str):
     try:
         choice = resolve_precision(value)
     except ValueError as exc:
-        raise fail(f"--precision: {exc}")
+        raise fail(f"--precision: {exc}") from None
     err.print(choice.summary(), highlight=False)
     if choice.warning:
         err.print(f"[yellow]warning:[/] {choice.warning}", highlight=False)
     return choice
 
 
-def default_preset() -> Optional[Path]:
+def default_preset() -> Path | None:
     """The default run config: ``./configs/arithmetic.yaml``, else the one beside the source
     tree (a checkout's ``configs/``), else the copy an installed wheel ships
     (``rlvr/presets/``); None when none exists."""
@@ -64,7 +64,7 @@ def default_preset() -> Optional[Path]:
     return next((c for c in candidates if c.is_file()), None)
 
 
-def load_run_config(path: Optional[Path], overrides: list[str]):
+def load_run_config(path: Path | None, overrides: list[str]):
     """The :class:`rlvr.train.config.RunConfig` at ``path`` (None: the default preset, named on
     stderr) with ``--set`` ``overrides``; a bad config exits 2 with its message."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
@@ -77,7 +77,7 @@ def load_run_config(path: Optional[Path], overrides: list[str]):
     try:
         return load_config(RunConfig, path, overrides)
     except ConfigError as exc:
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
 
 
 def with_plugins(reward, plugins: list[str]):
@@ -89,9 +89,10 @@ def with_plugins(reward, plugins: list[str]):
         try:
             load_plugins([module])
         except ImportError as exc:
-            raise fail(f"--plugins: cannot import {module!r} ({exc})")
-        except Exception as exc:  # noqa: BLE001 - the plugin's own error, reported as bad input
-            raise fail(f"--plugins: importing {module!r} failed: {type(exc).__name__}: {exc}")
+            raise fail(f"--plugins: cannot import {module!r} ({exc})") from None
+        except Exception as exc:
+            raise fail(f"--plugins: importing {module!r} failed: "
+                       f"{type(exc).__name__}: {exc}") from None
     merged = list(dict.fromkeys([*reward.plugins, *modules]))
     return reward.model_copy(update={"plugins": merged})
 
@@ -99,9 +100,6 @@ def with_plugins(reward, plugins: list[str]):
 def check_model_name(name: str, option: str) -> None:
     """Fail (exit 2) on a model name that is neither known, a local path nor a hub id, or a
     local path that does not exist."""
-    # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.models.loader import DEFAULT_MODEL, TINY_RANDOM, is_model_name, missing_model_path
-
     if missing_model_path(name):
         raise fail(f"{option}: {missing_model_path(name)}")
     if not is_model_name(name):

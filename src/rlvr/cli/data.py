@@ -5,7 +5,6 @@ atomically). Bad input exits 2 with a message naming the file, line or option.""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -16,14 +15,24 @@ from rlvr.cli.common import precision_choice
 from rlvr.configio import ConfigError, load_config
 from rlvr.data.check import check_tasks, summarize_checks
 from rlvr.data.dedup import find_contamination, remove_contaminated
-from rlvr.data.stratify import histogram, stratify as run_stratify, tier
+from rlvr.data.stratify import histogram, tier
+from rlvr.data.stratify import stratify as run_stratify
 from rlvr.data.variants import make_variants
+from rlvr.eval.sampling import sample_batched
 from rlvr.io import OutputError, atomic_write, output_file_problem
-from rlvr.limits import (MAX_BATCH, MAX_GROUP, MAX_REPEATS, MAX_ROWS, MAX_TEMPERATURE, MAX_TOKENS,
-                         MAX_WORKERS)
+from rlvr.limits import (
+    MAX_BATCH,
+    MAX_GROUP,
+    MAX_REPEATS,
+    MAX_ROWS,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    MAX_WORKERS,
+)
+from rlvr.models.loader import ModelLoadError
 from rlvr.rewards.config import RewardConfig
 from rlvr.rewards.pipeline import RewardPipeline
-from rlvr.rewards.registry import task_types
+from rlvr.rewards.registry import VERIFIERS
 from rlvr.tasks.config import DataConfig
 from rlvr.tasks.registry import generated_names, source_names, task_source
 from rlvr.tasks.sources import DataError, load_task_file
@@ -50,8 +59,8 @@ def _read(path: Path):
     try:
         tasks = load_task_file(Path(path))
     except DataError as exc:
-        raise _fail(str(exc))
-    known = set(task_types())
+        raise _fail(str(exc)) from None
+    known = set(VERIFIERS.names())
     for line, task in enumerate(tasks, 1):
         if task.task_type not in known:
             raise _fail(f"{path}:{line}: task_type {task.task_type!r} has no verifier; "
@@ -59,7 +68,7 @@ def _read(path: Path):
     return tasks
 
 
-def _check_output(path: Optional[Path], option: str = "--output") -> None:
+def _check_output(path: Path | None, option: str = "--output") -> None:
     """Exit 2 before any work, naming the option and the path, when ``path`` cannot be written
     as a file (a directory, an unwritable directory; a missing directory is created)."""
     if path is not None:
@@ -89,7 +98,7 @@ def convert(
     source: str = typer.Argument(..., help=f"One of {', '.join(convertible_names())}."),
     path: Path = typer.Argument(..., help="The source file or its directory."),
     output: Path = typer.Option(..., "--output", "-o", help="Task JSONL to write."),
-    split: Optional[str] = typer.Option(None, help="gsm8k: train / test (default test); mbpp: "
+    split: str | None = typer.Option(None, help="gsm8k: train / test (default test); mbpp: "
                                         "train / validation / test / prompt (default all)."),
 ) -> None:
     """Convert a GSM8K / MATH-500 / HumanEval / MBPP file into the task record format."""
@@ -103,7 +112,7 @@ def convert(
     try:
         tasks = task_source(source).read(path, split)
     except (DataError, ValueError, OSError) as exc:
-        raise _fail(str(exc))
+        raise _fail(str(exc)) from None
     write_tasks(output, tasks)
     print(f"{len(tasks)} {source} tasks -> {output}")
 
@@ -129,7 +138,7 @@ def generate(
             raise _fail(f"source: {source!r} is not {' or '.join(generated_names())}")
         tasks = task_source(source).generate(mixture, n, seed=seed, split=split)
     except (ValueError, KeyError, ImportError) as exc:
-        raise _fail(f"--mixture: {exc.args[0] if exc.args else exc}")
+        raise _fail(f"--mixture: {exc.args[0] if exc.args else exc}") from None
     write_tasks(output, tasks)
     print(f"{len(tasks)} {source} tasks -> {output}")
 
@@ -137,7 +146,7 @@ def generate(
 @data_app.command()
 def check(
     tasks: list[Path] = typer.Option(..., "--tasks", "-t", help="Task JSONL file(s)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the tasks that "
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write the tasks that "
                                           "pass here."),
     workers: int = typer.Option(2, min=1, max=MAX_WORKERS, help="Verifier worker processes."),
 ) -> None:
@@ -170,7 +179,7 @@ def stratify(
     model: str = typer.Option("smollm2-135m-instruct", "--model", help="The model to be "
                               "trained (name, checkpoint dir or hub id)."),
     n: int = typer.Option(8, "-n", min=1, max=MAX_GROUP, help="Samples per problem."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the tasks with "
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write the tasks with "
                                           "pass_rate and difficulty here."),
     temperature: float = typer.Option(1.0, min=0.0, max=MAX_TEMPERATURE,
         help="Sampling temperature (the GRPO rollout temperature: the tiers are what training "
@@ -178,7 +187,7 @@ def stratify(
     max_new_tokens: int = typer.Option(128, min=1, max=MAX_TOKENS),
     easy: float = typer.Option(0.75, help="pass_rate >= this is easy."),
     hard: float = typer.Option(0.25, help="pass_rate <= this is hard."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Run config whose "
+    config: Path | None = typer.Option(None, "--config", "-c", help="Run config whose "
                                           "data.instruction / one_shot build the prompts."),
     batch_size: int = typer.Option(16, min=1, max=MAX_BATCH, help="Problems per generation call."),
     seed: int = typer.Option(0),
@@ -189,13 +198,11 @@ def stratify(
     (a histogram is printed)."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.eval.engine_sampler import load_engine_sampler
-    from rlvr.eval.sampling import sample_batched
-    from rlvr.models.loader import ModelLoadError
 
     try:
         tier(0.5, easy, hard)
     except ValueError as exc:
-        raise _fail(str(exc))
+        raise _fail(str(exc)) from None
     _check_output(output)
     loaded = _read(tasks)
     data = DataConfig()
@@ -206,7 +213,7 @@ def stratify(
         try:
             data = load_config(RunConfig, config, []).data
         except ConfigError as exc:
-            raise _fail(str(exc))
+            raise _fail(str(exc)) from None
     choice = precision_choice(precision)
     try:
         sampler = load_engine_sampler(model, instruction=data.instruction,
@@ -214,7 +221,7 @@ def stratify(
                                       top_p=1.0, max_new_tokens=max_new_tokens, seed=seed,
                                       precision=choice.precision)
     except ModelLoadError as exc:
-        raise _fail(f"--model: {exc}")
+        raise _fail(f"--model: {exc}") from None
     samples = sample_batched(sampler, loaded, n, seed=seed, batch_size=batch_size,
                              progress=lambda done: err.print(f"sampled {done}/{len(loaded)}"))
     with _pipeline(2) as rewards:
@@ -241,7 +248,7 @@ def _print_histogram(h: dict, n: int, total: int) -> None:
 def dedup(
     train: Path = typer.Option(..., "--train", help="Training task JSONL."),
     evaluation: list[Path] = typer.Option(..., "--eval", help="Evaluation task JSONL file(s)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the training "
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write the training "
                                           "tasks that are not contaminated here."),
     threshold: float = typer.Option(0.25, min=0.0, max=1.0, help="Near-duplicate threshold: "
                                     "Jaccard similarity of word 3-gram shingles with numbers "

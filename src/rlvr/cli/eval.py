@@ -6,24 +6,60 @@ from __future__ import annotations
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Optional
 
 import typer
 from pydantic import ValidationError
 
-from rlvr.cli.common import (PRECISION_HELP, check_model_name, check_output_dir, err, fail,
-                             output_errors, precision_choice, with_plugins)
+from rlvr.cli.common import (
+    PRECISION_HELP,
+    check_model_name,
+    check_output_dir,
+    err,
+    fail,
+    output_errors,
+    precision_choice,
+    with_plugins,
+)
 from rlvr.cli.run_checks import recorded_output_dir
 from rlvr.configio import ConfigError, load_config
 from rlvr.envs.config import EnvConfig
+from rlvr.envs.registry import ENVIRONMENTS
+from rlvr.eval.data import eval_data_config
+from rlvr.eval.endpoint import EndpointError
+from rlvr.eval.evaluate import (
+    EvalError,
+    EvalSettings,
+    evaluate_completions,
+    evaluate_models,
+    load_reranker,
+    parse_aggregators,
+    parse_ks,
+)
+from rlvr.eval.prompts import model_prompt, template_differs, wants_saved_prompt
+from rlvr.eval.records import read_completions
+from rlvr.eval.report import combine, markdown, write_report
+from rlvr.eval.sampling import EndpointSampler
+from rlvr.eval.summary import SummaryError
 from rlvr.io import InputError
-from rlvr.limits import (MAX_BATCH, MAX_GROUP, MAX_REPEATS, MAX_ROWS, MAX_SEED, MAX_TEMPERATURE,
-                         MAX_TIMEOUT_S, MAX_TOKENS, MAX_WORKERS)
+from rlvr.limits import (
+    MAX_BATCH,
+    MAX_GROUP,
+    MAX_REPEATS,
+    MAX_ROWS,
+    MAX_SEED,
+    MAX_TEMPERATURE,
+    MAX_TIMEOUT_S,
+    MAX_TOKENS,
+    MAX_WORKERS,
+)
+from rlvr.models.loader import ModelLoadError
 from rlvr.progress import console_phases
 from rlvr.rewards.pipeline import RewardPipeline
+from rlvr.rewards.registry import VERIFIERS
 from rlvr.tasks.prompting import saved_prompt
 from rlvr.tasks.registry import generated_names, needs_data_path, source_names
 from rlvr.tasks.sources import load_tasks
+from rlvr.tools.registry import TOOLS
 
 
 def _tasks_help() -> str:
@@ -45,15 +81,15 @@ def eval_(
                                     "smollm2-135m-instruct, tiny-random, a checkpoint directory "
                                     "or hub id. Repeat to compare models side by side (same "
                                     "problems, same seeds). With --endpoint: the served name."),
-    tasks: Optional[str] = typer.Option(None, "--tasks", "-t", help=_tasks_help()),
-    data_path: Optional[Path] = typer.Option(None, "--data-path", help="Data file or "
+    tasks: str | None = typer.Option(None, "--tasks", "-t", help=_tasks_help()),
+    data_path: Path | None = typer.Option(None, "--data-path", help="Data file or "
                                              "directory of file sources (data.path); for "
                                              "arithmetic / logic a task file instead of "
                                              "generating. A file is evaluated whole, every "
                                              "record in file order (--limit: the first N); an "
                                              "MBPP file or a GSM8K directory by its validation "
                                              "split."),
-    mixture: Optional[str] = typer.Option(None, "--mixture", help="Generator levels of "
+    mixture: str | None = typer.Option(None, "--mixture", help="Generator levels of "
                                           "arithmetic (e.g. 2d+-2d) or logic (e.g. "
                                           "countdown-3:0.5,kk-3:0.5; default "
                                           "countdown-3:0.5,kk-3:0.5); reasoning_gym datasets "
@@ -63,56 +99,56 @@ def eval_(
                                           "arguments (e.g. 'my_env(n=100)') (data.mixture)."),
     split: str = typer.Option("validation", "--split", help="validation (the held-out set "
                               "a training run validates on) or train."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, max=MAX_ROWS,
+    limit: int | None = typer.Option(None, "--limit", min=1, max=MAX_ROWS,
         help="Problems to evaluate (sets data.val_size, or train_size with --split train; default: "
         "the config's; with a --data-path file: the first N of it, default all)."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Run config YAML: its "
+    config: Path | None = typer.Option(None, "--config", "-c", help="Run config YAML: its "
                                           "data, reward, seed and eval.max_new_tokens are the "
                                           "defaults (evaluate on that run's validation set)."),
-    completions: Optional[Path] = typer.Option(None, "--completions", help="Score "
+    completions: Path | None = typer.Option(None, "--completions", help="Score "
                                                "completions produced elsewhere (JSONL: id, "
                                                "task_type, reference, completion[, category, "
                                                "tokens, seconds, model]); no model is loaded."),
-    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Sample from an "
+    endpoint: str | None = typer.Option(None, "--endpoint", help="Sample from an "
                                            "OpenAI-compatible chat server at this URL instead "
                                            "of a local model."),
     n: int = typer.Option(16, "--n", min=1, max=MAX_GROUP, help="Samples per problem."),
-    k: Optional[str] = typer.Option(None, "--k", help="k values, e.g. 1,4,8,16 (default: "
+    k: str | None = typer.Option(None, "--k", help="k values, e.g. 1,4,8,16 (default: "
                                     "1, 2, 4, ... up to n)."),
-    aggregators: Optional[str] = typer.Option(None, "--aggregators", help="TYPE=NAME,... or "
+    aggregators: str | None = typer.Option(None, "--aggregators", help="TYPE=NAME,... or "
                                               "NAME for all task types (default math=majority,"
                                               " code=any_passes, others best_of_logprob); "
-                                              "names: majority, any_passes, best_of_oracle, "
-                                              "best_of_logprob, best_of_reranker."),
+                                              "names: any_passes, best_of_logprob, "
+                                              "best_of_oracle, best_of_reranker, majority."),
     temperature: float = typer.Option(0.7, "--temperature", min=0.0, max=MAX_TEMPERATURE,
                                       help="Eval sampling temperature (0.6-0.8 is usual)."),
     top_p: float = typer.Option(1.0, "--top-p", min=0.0, max=1.0, help="Nucleus sampling: "
                                 "keep the smallest set of tokens whose probability reaches it, "
                                 "in (0, 1]; 1 keeps every token."),
-    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", min=1, max=MAX_TOKENS,
+    max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", min=1, max=MAX_TOKENS,
         help="Length cap (default: the config's eval.max_new_tokens, else 256)."),
-    seed: Optional[int] = typer.Option(None, "--seed", min=0, max=MAX_SEED,
+    seed: int | None = typer.Option(None, "--seed", min=0, max=MAX_SEED,
                                        help="Seeds data, sampling and maj@k "
                                        "subsets (default: the config's seed, else 0)."),
     batch_size: int = typer.Option(16, "--batch-size", min=1, max=MAX_BATCH,
         help="Problems per generation call."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", min=0.001, max=MAX_TIMEOUT_S,
+    timeout: float | None = typer.Option(None, "--timeout", min=0.001, max=MAX_TIMEOUT_S,
         help="Online budget in seconds per problem: sample in chunks, keep what finished in time "
         "(reported as fallback)."),
     chunk: int = typer.Option(4, "--chunk", min=1, max=MAX_GROUP,
         help="Samples per call under --timeout."),
-    probe: Optional[str] = typer.Option(None, "--probe", help="sycophancy: also ask each "
+    probe: str | None = typer.Option(None, "--probe", help="sycophancy: also ask each "
                                         "problem with a wrong hint from the user."),
-    reranker: Optional[str] = typer.Option(None, "--reranker", help="module:function "
+    reranker: str | None = typer.Option(None, "--reranker", help="module:function "
                                            "scoring (prompt, completion) without the reference, "
                                            "for best-of-k."),
-    instruction: Optional[str] = typer.Option(None, "--instruction", help="Format "
+    instruction: str | None = typer.Option(None, "--instruction", help="Format "
                                               "instruction after each question (default: "
                                               "--config's data.instruction, else the one "
                                               "saved with a checkpoint by rlvr train, else "
                                               "the task source's default; printed with its "
                                               "origin)."),
-    one_shot: Optional[bool] = typer.Option(None, "--one-shot/--no-one-shot", help="Prepend "
+    one_shot: bool | None = typer.Option(None, "--one-shot/--no-one-shot", help="Prepend "
                                             "a worked example (default: the config's, else "
                                             "the checkpoint's)."),
     saturation_threshold: float = typer.Option(0.01, "--saturation-threshold", min=0.0, max=1.0,
@@ -132,28 +168,24 @@ def eval_(
                                       "process: reward.plugins of a run config (added to "
                                       "--config's). Repeatable or comma-separated; a module in "
                                       "the working directory imports by name."),
-    env: Optional[str] = typer.Option(None, "--env", help="Play episodes of this environment "
-                                      "(env.name of a run config: tool, single_turn, or one a "
+    env: str | None = typer.Option(None, "--env", help="Play episodes of this environment "
+                                      f"(env.name of a run config, {ENVIRONMENTS.one_of()}, "
+                                      "or one a "
                                       "--plugins module registers) and report pass@k / maj@k "
                                       "over episodes; default: --config's env section, else "
                                       "single-turn completions. Local --model only."),
-    tools: Optional[str] = typer.Option(None, "--tools", help="Tools the environment offers, "
-                                        "comma-separated (env.tools, e.g. calculator,python; "
+    tools: str | None = typer.Option(None, "--tools", help="Tools the environment offers, "
+                                        f"comma-separated (env.tools, each {TOOLS.one_of()}; "
                                         "default: --config's, else calculator,python)."),
-    max_turns: Optional[int] = typer.Option(None, "--max-turns", min=1, max=MAX_REPEATS,
+    max_turns: int | None = typer.Option(None, "--max-turns", min=1, max=MAX_REPEATS,
         help="Most assistant turns per episode (env.max_turns; default: --config's, else 4)."),
     precision: str = typer.Option("auto", "--precision", help=PRECISION_HELP),
-    output_dir: Optional[Path] = typer.Option(None, "-o", "--output-dir", help="Output "
+    output_dir: Path | None = typer.Option(None, "-o", "--output-dir", help="Output "
                                               "directory (default runs/eval-<tasks>-<time>)."),
 ) -> None:
     """Test-time scaling: n samples per problem -> pass@k, maj@k, best-of-k, cost per k,
     per-category tables and plots (DIR/results.json, results.md, completions.jsonl, *.png).
     With --env (or a --config with an env section) each sample is a multi-turn episode."""
-    # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.eval.evaluate import (EvalError, EvalSettings, load_reranker, parse_aggregators,
-                                    parse_ks)
-    from rlvr.eval.report import combine, markdown, write_report
-
     if completions is not None and (model or tasks or endpoint):
         raise fail("--completions: give either a completions file or --model/--endpoint with "
                    "--tasks, not both")
@@ -189,7 +221,7 @@ def eval_(
         ks = None if completions is not None else parse_ks(k, n)
         rerank = load_reranker(reranker) if reranker else None
     except EvalError as exc:
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
     seed = run_config.seed if seed is None else seed
     settings = EvalSettings(
         n=n, ks=ks, temperature=temperature, top_p=top_p,
@@ -227,14 +259,14 @@ def eval_(
     err.print(f"wrote {', '.join(p.name for p in written)} to {out}", highlight=False)
 
 
-def _load_run_config_for_eval(config: Optional[Path]):
+def _load_run_config_for_eval(config: Path | None):
     # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.train.config import RunConfig
 
     try:
         return load_config(RunConfig, config, [])
     except ConfigError as exc:
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
 
 
 def _eval_reward_config(run_config, plugins: list[str], workers: int):
@@ -243,8 +275,8 @@ def _eval_reward_config(run_config, plugins: list[str], workers: int):
     return with_plugins(run_config.reward.model_copy(update={"workers": workers}), plugins)
 
 
-def _eval_env_config(run_config, env: Optional[str], tools: Optional[str],
-                     max_turns: Optional[int]):
+def _eval_env_config(run_config, env: str | None, tools: str | None,
+                     max_turns: int | None):
     """The :class:`rlvr.envs.EnvConfig` episodes are played with: ``--config``'s ``env``
     section with ``--env`` / ``--tools`` / ``--max-turns`` over it (a different ``--env`` name
     starts from that environment's defaults), or ``None`` (single-turn completions). Bad
@@ -269,23 +301,19 @@ def _eval_env_config(run_config, env: Optional[str], tools: Optional[str],
         message = str(problem["msg"]).removeprefix("Value error, ")
         option = {"name": "--env", "tools": "--tools", "max_turns": "--max-turns"}
         field = message.split(":", 1)[0] if not problem["loc"] else str(problem["loc"][0])
-        raise fail(f"{option.get(field, '--env')}: {message}")
+        raise fail(f"{option.get(field, '--env')}: {message}") from None
 
 
 def _eval_data_config(run_config, tasks, data_path, mixture, split, limit, instruction,
                       one_shot):
     """The DataConfig ``rlvr eval`` loads (:func:`rlvr.eval.data.eval_data_config`); bad values
     exit 2 naming the option."""
-    # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.eval.data import eval_data_config
-    from rlvr.eval.evaluate import EvalError
-
     try:
         return eval_data_config(run_config.data, tasks=tasks, data_path=data_path,
                                 mixture=mixture, split=split, limit=limit,
                                 instruction=instruction, one_shot=one_shot)
     except EvalError as exc:
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
 
 
 def _model_prompts(models, data, instruction, one_shot, config) -> dict[str, dict]:
@@ -296,9 +324,6 @@ def _model_prompts(models, data, instruction, one_shot, config) -> dict[str, dic
         model -> ``{"instruction", "one_shot", "from", "saved"}`` (``saved``: the
         :class:`rlvr.tasks.prompting.SavedPrompt` used, or ``None``).
     """
-    # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.eval.prompts import model_prompt, wants_saved_prompt
-
     out = {}
     for name in models:
         saved = None
@@ -306,7 +331,7 @@ def _model_prompts(models, data, instruction, one_shot, config) -> dict[str, dic
             try:
                 saved = saved_prompt(name)
             except ValueError as exc:
-                raise fail(f"--model {name}: {exc}")
+                raise fail(f"--model {name}: {exc}") from None
         out[name] = prompt = model_prompt(name, data, instruction=instruction,
                                           one_shot=one_shot, config=config, saved=saved)
         text, shot = prompt["instruction"], prompt["one_shot"]
@@ -319,9 +344,6 @@ def _model_prompts(models, data, instruction, one_shot, config) -> dict[str, dic
 def _checked_template(sampler, name: str, saved) -> object:
     """``sampler``, after a warning when its tokenizer's chat template is not the one the model
     was trained with (:func:`rlvr.eval.prompts.template_differs`)."""
-    # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.eval.prompts import template_differs
-
     if template_differs(sampler.tokenizer, saved):
         err.print(f"[yellow]warning:[/] {name}: the tokenizer's chat template differs from the "
                   f"one it was trained with ({saved.origin})", highlight=False)
@@ -331,20 +353,17 @@ def _checked_template(sampler, name: str, saved) -> object:
 def _eval_models(models, endpoint, data, split, settings, reward_config, rerank, http,
                  prompts, env_config=None):
     # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.eval.evaluate import EvalError, evaluate_models
     from rlvr.eval.engine_sampler import load_engine_sampler
-    from rlvr.eval.sampling import EndpointSampler
-    from rlvr.eval.summary import SummaryError
-    from rlvr.models.loader import ModelLoadError
 
     if endpoint is None:
         for name in models:
             check_model_name(name, "--model")
     try:
         train, val = load_tasks(data, settings.seed,
-                                log=lambda m: err.print(m, highlight=False, soft_wrap=True))
+                                log=lambda m: err.print(m, highlight=False, soft_wrap=True),
+                                known_types=VERIFIERS.names())
     except ValueError as exc:
-        raise fail(f"--tasks {data.source}: {exc}")
+        raise fail(f"--tasks {data.source}: {exc}") from None
     task_list = val if split == "validation" else train
     common = dict(temperature=settings.temperature, top_p=settings.top_p,
                   max_new_tokens=settings.max_new_tokens)
@@ -377,35 +396,27 @@ def _eval_models(models, endpoint, data, split, settings, reward_config, rerank,
                                    log=lambda m: err.print(m, highlight=False, soft_wrap=True),
                                    phase=console_phases(err))
     except (EvalError, SummaryError) as exc:
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
     except ModelLoadError as exc:
-        raise fail(f"--model: {exc}")
+        raise fail(f"--model: {exc}") from None
     except ImportError as exc:
-        raise fail(str(exc), code=1)
+        raise fail(str(exc), code=1) from None
     except RuntimeError as exc:  # a server that cannot be reached or answers errors
-        # deferred: model stack (torch); keeps `rlvr --help` fast
-        from rlvr.eval.endpoint import EndpointError
-
         if isinstance(exc, EndpointError):
-            raise fail(f"--endpoint: {exc}", code=1)
+            raise fail(f"--endpoint: {exc}", code=1) from None
         raise
 
 
 def _eval_completions(path, settings, reward_config, ks_text, rerank):
-    # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.eval.evaluate import EvalError, evaluate_completions
-    from rlvr.eval.records import read_completions
-    from rlvr.eval.summary import SummaryError
-
     try:
         data = read_completions(path)
     except InputError as exc:
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
     except OSError as exc:
-        raise fail(f"{path}: cannot read ({exc.strerror or exc})")
+        raise fail(f"{path}: cannot read ({exc.strerror or exc})") from None
     try:
         with RewardPipeline(reward_config) as rewards:
             return evaluate_completions(data, settings, rewards, ks_text=ks_text,
                                         reranker=rerank, phase=console_phases(err))
     except (EvalError, SummaryError) as exc:
-        raise fail(str(exc))
+        raise fail(str(exc)) from None

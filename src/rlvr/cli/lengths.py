@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from rlvr.cli.common import check_output_file, fail, output_errors
+from rlvr.eval.lengths import LengthsError, histogram, length_report, load_lengths
 from rlvr.io import atomic_write, write_json
 from rlvr.limits import MAX_TOKENS
 
@@ -19,26 +19,23 @@ def lengths(
     path: Path = typer.Argument(..., help="A run directory (samples.jsonl), an rlvr eval "
                                 "directory (completions.jsonl) or a JSONL file with tokens "
                                 "(or completion text plus --tokenizer)."),
-    cap: Optional[int] = typer.Option(None, "--cap", min=1, max=MAX_TOKENS,
+    cap: int | None = typer.Option(None, "--cap", min=1, max=MAX_TOKENS,
         help="Current length cap (default: the run's grpo.max_new_tokens / the eval's "
         "max_new_tokens)."),
-    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Model whose tokenizer "
+    tokenizer: str | None = typer.Option(None, "--tokenizer", help="Model whose tokenizer "
                                             "counts tokens of completions without a count."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the report as "
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the report as "
                                             "JSON here."),
 ) -> None:
     """Completion-length distribution, recommended inference cap (P90 x 1.2) and the
     truncation rate at the current cap."""
-    # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.eval.lengths import LengthsError, histogram, length_report, load_lengths
-
     if json_out is not None:
         check_output_file(json_out, "--json")
     try:
         found = load_lengths(path, tokenizer=tokenizer, cap=cap)
         report = length_report(found.lengths, found.cap, found.finish_reasons)
     except (LengthsError, OSError) as exc:
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
     report["source"] = found.source
     table = Table(title=f"completion lengths (tokens): {found.source}")
     table.add_column("statistic")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -14,14 +13,15 @@ from rlvr.reports.run_report import write_run_report
 def report(
     run_dir: Path = typer.Argument(..., help="A run directory of `rlvr train` (metrics.jsonl "
                                    "and/or results.json; partial runs work)."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="HTML file to write "
+    output: Path | None = typer.Option(None, "-o", "--output", help="HTML file to write "
                                           "(default RUN_DIR/report.html)."),
 ) -> None:
     """A self-contained HTML report of a run: curves, alerts, baseline vs trained, samples."""
     try:
         path = write_run_report(run_dir, output)
     except ValueError as exc:
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
     except OSError as exc:
-        raise fail(f"{output or run_dir}: cannot write the report ({exc.strerror or exc})")
+        raise fail(f"{output or run_dir}: cannot write the report "
+                   f"({exc.strerror or exc})") from None
     print(path)

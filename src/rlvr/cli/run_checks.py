@@ -6,16 +6,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
 
 from rlvr.cli.common import err, fail
 from rlvr.configio import override_for
 from rlvr.io import make_dirs, output_dir_problem
-from rlvr.run_manifest import (BOOKKEEPING, MANIFEST_NAME, Manifest, RunDirError, RunDirLock,
-                               unlisted_entries)
+from rlvr.models.loader import is_model_name, missing_model_path
+from rlvr.run_manifest import (
+    BOOKKEEPING,
+    MANIFEST_NAME,
+    Manifest,
+    RunDirError,
+    RunDirLock,
+    unlisted_entries,
+)
 
 
-def run_dir_option(resume: Optional[Path], output_dir: Optional[Path], run_config) -> str:
+def run_dir_option(resume: Path | None, output_dir: Path | None, run_config) -> str:
     """Where the run directory came from, for messages: ``--resume``, ``--output-dir``,
     ``output_dir`` (the config) or ``the default run directory``."""
     if resume is not None:
@@ -117,9 +123,9 @@ def prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool,
         created = make_dirs(run_dir)
         lock = RunDirLock(run_dir)
     except RunDirError as exc:
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
     except OSError as exc:
-        raise fail(f"{option} {run_dir}: cannot write the run directory ({exc.strerror})")
+        raise fail(f"{option} {run_dir}: cannot write the run directory ({exc.strerror})") from None
     try:
         manifest = Manifest.load(run_dir)
         pending = _check_existing(run_dir, manifest, resume=resume, overwrite=overwrite,
@@ -127,7 +133,7 @@ def prepare_run_dir(run_dir: Path, *, resume: bool, overwrite: bool,
     except BaseException as exc:
         _give_back(run_dir, lock, created)
         if isinstance(exc, RunDirError):
-            raise fail(str(exc))
+            raise fail(str(exc)) from None
         raise
     run = RunDir(run_dir, lock, manifest or Manifest(run_dir), resume=resume,
                  overwrite=pending, created=created)
@@ -209,9 +215,6 @@ def _run_path(entry: str) -> bool:
 def check_run_inputs(config, overrides: list[str] = ()) -> None:
     """Fail before any work on inputs that cannot work (exit 2); a value that came from a
     ``--set`` override is named by it."""
-    # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.models.loader import is_model_name, missing_model_path
-
     def origin(field: str) -> str:
         text = override_for(tuple(field.split(".")), list(overrides))
         return f"--set {text!r}: " if text else ""

@@ -3,12 +3,11 @@ checkpoint."""
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from rlvr.cli.common import PRECISION_HELP, check_model_name, err, fail, precision_choice
 from rlvr.limits import MAX_TOKENS, MAX_WORKERS
+from rlvr.models.loader import ModelLoadError
 
 
 def serve(
@@ -31,7 +30,7 @@ def serve(
     max_tokens: int = typer.Option(256, "--default-max-tokens", min=1, max=MAX_TOKENS,
         help="max_tokens of requests that give none."),
     precision: str = typer.Option("auto", "--precision", help=PRECISION_HELP),
-    served_model_name: Optional[str] = typer.Option(None, "--served-model-name", help="The "
+    served_model_name: str | None = typer.Option(None, "--served-model-name", help="The "
                                                     "model id /v1/models reports and a "
                                                     "request's `model` must name (default: "
                                                     "--model)."),
@@ -46,7 +45,7 @@ def serve(
     /tokenizer_info (Ctrl-C stops). Logs one line per request (method, path, status,
     latency, tokens) on stderr."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.serve import ENGINES, LOGPROBS_MODES
+    from rlvr.serve import ENGINES, LOGPROBS_MODES, bind_socket, missing_dependencies, serve_forever
 
     if engine not in ENGINES:
         raise fail(f"--engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
@@ -57,9 +56,6 @@ def serve(
     if served_model_name is not None and not served_model_name.strip():
         raise fail("--served-model-name: expected a non-empty name")
     choice = precision_choice(precision)
-    # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.serve import bind_socket, missing_dependencies, serve_forever
-
     if missing_dependencies():
         raise fail(f"rlvr serve needs {', '.join(missing_dependencies())}: "
                    f"pip install 'rlvr[serve]'", code=1)
@@ -67,7 +63,7 @@ def serve(
     try:
         sock = bind_socket(host, port)
     except OSError as exc:
-        raise fail(f"--host/--port: {exc.strerror or exc}")
+        raise fail(f"--host/--port: {exc.strerror or exc}") from None
     try:
         server = _model_server(model, engine, max_concurrency, max_tokens, choice.precision,
                                served_model_name, logprobs_mode, max_queue,
@@ -90,18 +86,17 @@ def _model_server(name: str, engine: str, max_concurrency: int, max_tokens: int,
     ``name``); bad input exits 2 naming the option."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
     from rlvr.models.inference import load_for_inference
-    from rlvr.models.loader import ModelLoadError
     from rlvr.rollout import UnsupportedModelError
     from rlvr.serve import ModelServer
 
     try:
         model, tokenizer = load_for_inference(name)
     except ModelLoadError as exc:
-        raise fail(f"--model: {exc}")
+        raise fail(f"--model: {exc}") from None
     try:
         return ModelServer(model, tokenizer, served_name or name, engine=engine,
                            max_concurrency=max_concurrency, default_max_tokens=max_tokens,
                            precision=precision, logprobs_mode=logprobs_mode,
                            max_queue=max_queue, ignore_unknown_fields=ignore_unknown_fields)
     except UnsupportedModelError as exc:
-        raise fail(f"--engine: {exc}")
+        raise fail(f"--engine: {exc}") from None

@@ -5,29 +5,27 @@ from __future__ import annotations
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 
-from rlvr.cli.common import (EXIT_STOPPED, check_output_dir, default_preset, err, fail,
-                             output_errors)
+from rlvr.cli.common import EXIT_STOPPED, check_output_dir, default_preset, err, fail, output_errors
 from rlvr.cli.run_checks import check_run_inputs, recorded_output_dir
 from rlvr.configio import ConfigError
 from rlvr.limits import MAX_STEPS
 
 
 def sweep(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Run config YAML "
+    config: Path | None = typer.Option(None, "--config", "-c", help="Run config YAML "
                                           "(default: configs/arithmetic.yaml settings)."),
     set_: list[str] = typer.Option([], "--set", help="Override KEY=VALUE; a value with a "
                                    "top-level comma is swept, e.g. --set "
                                    "algo.kl_coef=0.001,0.01 (several swept keys: every "
                                    "combination, at most 32). Quote a string holding a comma; "
                                    "\\[a,b] and {k: v, ...} are single values. Repeatable."),
-    steps: Optional[int] = typer.Option(None, "--steps", min=1, max=MAX_STEPS,
+    steps: int | None = typer.Option(None, "--steps", min=1, max=MAX_STEPS,
         help="grpo.steps for every variant."),
-    output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Sweep "
+    output_dir: Path | None = typer.Option(None, "--output-dir", "-o", help="Sweep "
                                               "directory, one run directory per variant "
                                               "(default runs/sweep-<name>-<timestamp>)."),
 ) -> None:
@@ -46,7 +44,7 @@ def sweep(
         fixed, variants = parse_sweep(set_)
         configs = build_configs(config, fixed, variants, steps)  # all, before any run
     except ConfigError as exc:
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
     for i, (variant, run_config) in enumerate(zip(variants, configs), 1):
         try:
             check_run_inputs(run_config)
@@ -66,9 +64,9 @@ def sweep(
                 out, "--output-dir" if output_dir is not None else "the default sweep directory"):
             summaries = run_sweep(config, fixed, variants, steps, out, log=err.print)
     except ConfigError as exc:
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
     except RunInputError as exc:
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
     Console(width=None if sys.stdout.isatty() else 160).print(summary_table(summaries))
     print(f"sweep plot: {out / SWEEP_PNG}")
     stopped = [s["name"] for s in summaries if s.get("stopped")]

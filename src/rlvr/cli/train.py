@@ -5,24 +5,26 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 
 from rlvr.cli.common import EXIT_STOPPED, err, fail, load_run_config, output_errors
 from rlvr.cli.run_checks import check_run_inputs, prepare_run_dir, run_dir_option
+from rlvr.distributed.errors import RolloutWorkerError
+from rlvr.eval.paired import gain_summary
+from rlvr.eval.report import pass_at_k_table
 from rlvr.rewards.summary import accuracy_text
 
 
 def train(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Run config YAML "
+    config: Path | None = typer.Option(None, "--config", "-c", help="Run config YAML "
                                           "(default: configs/arithmetic.yaml settings)."),
     set_: list[str] = typer.Option([], "--set", help="Override KEY=VALUE (dotted keys), "
                                    "e.g. --set grpo.steps=10. Repeatable."),
-    output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Run directory "
+    output_dir: Path | None = typer.Option(None, "--output-dir", "-o", help="Run directory "
                                               "(default runs/<name>-<timestamp>)."),
-    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in this "
+    resume: Path | None = typer.Option(None, "--resume", help="Continue the run in this "
                                           "directory from its last checkpoint."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start over in a run directory "
                                    "that already holds a run (otherwise refused: use --resume "
@@ -32,9 +34,7 @@ def train(
 ) -> None:
     """SFT cold start + GRPO, ending with a baseline vs trained validation table."""
     # deferred: model stack (torch); keeps `rlvr --help` fast
-    from rlvr.distributed.rollout_jobs import RolloutWorkerError
-    from rlvr.train.run import (Run, RunInputError, category_table, results_table,
-                                run_dir_for)
+    from rlvr.train.run import Run, RunInputError, category_table, results_table, run_dir_for
 
     if resume is not None and overwrite:
         raise fail("--resume continues a run and --overwrite clears one: pass one of them")
@@ -57,7 +57,7 @@ def train(
                           before_writing=target.start_writing).train()
     except RunInputError as exc:
         target.discard()
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
     except RolloutWorkerError as exc:  # grpo.max_staleness: a rollout worker died or hung
         raise fail(f"{exc}\nthe run stopped; `rlvr train --resume {run_dir}` continues it "
                    f"from its last checkpoint", code=1) from None
@@ -67,10 +67,6 @@ def train(
     by_category = category_table(results)
     if by_category is not None:
         Console(width=None if sys.stdout.isatty() else 120).print(by_category)
-    # deferred: model stack (torch; rlvr.eval's package); keeps `rlvr --help` fast
-    from rlvr.eval.paired import gain_summary
-    from rlvr.eval.report import pass_at_k_table
-
     sampled = pass_at_k_table(results)
     if sampled is not None:
         Console(width=None if sys.stdout.isatty() else 120).print(sampled)
@@ -97,10 +93,10 @@ def train(
 
 
 def sft(
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="Run config YAML; its "
+    config: Path | None = typer.Option(None, "--config", "-c", help="Run config YAML; its "
                                           "model, data, sft, reward and eval sections are used."),
     set_: list[str] = typer.Option([], "--set", help="Override KEY=VALUE (dotted keys)."),
-    output_dir: Optional[Path] = typer.Option(None, "--output-dir", "-o", help="Run directory "
+    output_dir: Path | None = typer.Option(None, "--output-dir", "-o", help="Run directory "
                                               "(default runs/<name>-sft-<timestamp>)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start over in a run directory "
                                    "that already holds a run (otherwise refused): removes what "
@@ -129,7 +125,7 @@ def sft(
             results = Run(run_config, run_dir, before_writing=target.start_writing).sft_only()
     except RunInputError as exc:
         target.discard()
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
     finally:
         target.close()
     before, after = results["base_model"], results["sft_model"]
@@ -139,7 +135,8 @@ def sft(
            else "")
     print(f"sft: {report['kept']} examples ({report['rejected']} rejected{cut}); "
           f"validation {_pass_at_1(before)} -> {_pass_at_1(after)}, format "
-          f"{before['format_rate']:.1%} -> {after['format_rate']:.1%}; model {results['model_dir']}")
+          f"{before['format_rate']:.1%} -> {after['format_rate']:.1%}; "
+          f"model {results['model_dir']}")
 
 
 def _pass_at_1(row: dict) -> str:
@@ -159,8 +156,8 @@ def _print_config_summary(run_config, run_dir: Path) -> None:
         err.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
-def _check_resume_options(resume: Path, config: Optional[Path],
-                          output_dir: Optional[Path]) -> None:
+def _check_resume_options(resume: Path, config: Path | None,
+                          output_dir: Path | None) -> None:
     """Fail (exit 2) on options a resumed run cannot use: it continues with its own
     ``config.yaml`` in its own directory."""
     if config is not None:

@@ -9,7 +9,6 @@ import tempfile
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -17,11 +16,23 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 
 from rlvr.cli.common import check_output_file, err, fail, output_errors, with_plugins
 from rlvr.configio import ConfigError, load_config
-from rlvr.io import (DEFAULT_MAX_LINE_BYTES, InputError, atomic_write, input_limits, json_text,
-                     write_json)
+from rlvr.io import (
+    DEFAULT_MAX_LINE_BYTES,
+    InputError,
+    atomic_write,
+    input_limits,
+    json_text,
+    write_json,
+)
 from rlvr.limits import MAX_TIMEOUT_S, MAX_WORKERS
-from rlvr.rewards.compare import (CompareError, Comparison, check_tool, compare_results,
-                                  default_compare_out, math_verify_verdicts)
+from rlvr.rewards.compare import (
+    CompareError,
+    Comparison,
+    check_tool,
+    compare_results,
+    default_compare_out,
+    math_verify_verdicts,
+)
 from rlvr.rewards.config import RewardConfig
 from rlvr.rewards.pipeline import RewardPipeline
 from rlvr.rewards.pool import VerifierPool
@@ -33,20 +44,20 @@ from rlvr.rewards.summary import SummaryAccumulator, summary_table
 def verify(
     input: Path = typer.Argument(..., help="JSONL: task_type, completion, reference[, id, "
                                            "prompt, category, source] per line."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write one JSON result "
+    output: Path | None = typer.Option(None, "-o", "--output", help="Write one JSON result "
                                           "per input line here (atomically). Default: stdout, "
                                           "unless --summary is given."),
     workers: int = typer.Option(1, "--workers", "-w", min=1, max=MAX_WORKERS,
         help="Verifier processes."),
     summary: bool = typer.Option(False, "--summary", help="Print reward statistics per "
                                  "category / source."),
-    summary_json: Optional[Path] = typer.Option(None, "--summary-json", help="Also write the "
+    summary_json: Path | None = typer.Option(None, "--summary-json", help="Also write the "
                                                 "summary as JSON here."),
     timeout: float = typer.Option(2.0, "--timeout", min=0.001, max=MAX_TIMEOUT_S,
         help="Seconds per verifier call."),
-    config: Optional[Path] = typer.Option(None, "--config", help="YAML with a RewardConfig "
+    config: Path | None = typer.Option(None, "--config", help="YAML with a RewardConfig "
                                           "(weights, format rules, verifier options)."),
-    compare: Optional[str] = typer.Option(None, "--compare", help="Also score the math "
+    compare: str | None = typer.Option(None, "--compare", help="Also score the math "
                                           "records with another library and list the "
                                           "disagreements: math-verify (Hugging Face's "
                                           "Math-Verify; pip install 'rlvr\\[compare]'). Its "
@@ -54,7 +65,7 @@ def verify(
                                           "--timeout. Other task types are skipped. Prints one "
                                           "line: records compared, agreement, disagreements, "
                                           "correct per side."),
-    compare_out: Optional[Path] = typer.Option(None, "--compare-out", help="JSONL of the "
+    compare_out: Path | None = typer.Option(None, "--compare-out", help="JSONL of the "
                                                "--compare disagreements (atomically). Default: "
                                                "beside -o's file, else beside the input: "
                                                "<stem>.disagreements.jsonl."),
@@ -75,7 +86,7 @@ def verify(
         try:
             check_tool(compare)
         except CompareError as exc:
-            raise fail(str(exc))
+            raise fail(str(exc)) from None
         compare_out = compare_out or default_compare_out(input, output)
     elif compare_out is not None:
         raise fail("--compare-out: give --compare math-verify too (it names the other "
@@ -91,9 +102,9 @@ def verify(
             with input_limits(**limits):
                 counts = check_records(source)
         except InputError as exc:
-            raise fail(str(exc).replace(str(source), str(input), 1))
+            raise fail(str(exc).replace(str(source), str(input), 1)) from None
         except OSError as exc:
-            raise fail(f"{input}: cannot read ({exc.strerror or exc})")
+            raise fail(f"{input}: cannot read ({exc.strerror or exc})") from None
         if not counts:
             err.print(f"{input}: no records (empty file); nothing to score")
 
@@ -104,7 +115,7 @@ def verify(
                 _score_and_write(source, reward_config, pool, counts, output, summary, compare,
                                  compare_out, timeout, totals)
         except InputError as exc:  # the input changed after it was checked
-            raise fail(str(exc).replace(str(source), str(input), 1))
+            raise fail(str(exc).replace(str(source), str(input), 1)) from None
         finally:
             if pool is not None:
                 pool.close()
@@ -127,7 +138,7 @@ def _rereadable(path: Path):
             with open(path, "rb") as src, open(copy, "wb") as dst:
                 shutil.copyfileobj(src, dst)
         except OSError as exc:
-            raise fail(f"{path}: cannot read it into a temp file ({exc.strerror or exc})")
+            raise fail(f"{path}: cannot read it into a temp file ({exc.strerror or exc})") from None
         yield copy
 
 
@@ -194,7 +205,7 @@ def _write_summaries(totals: _Totals, output, summary, summary_json, input,
 
 
 @contextmanager
-def _progress(total: int, total_compare: int, compare: Optional[str]):
+def _progress(total: int, total_compare: int, compare: str | None):
     """``(on_verify, on_compare)``: progress callbacks (``f(n_done)``) of bars on stderr for
     200 or more records, else ``(None, None)``."""
     if total < 200:
@@ -222,9 +233,9 @@ def _check_distinct_outputs(paths: list[tuple[str, Path]], input: Path) -> None:
         seen[key] = option
 
 
-def _load_reward_config(path: Optional[Path], **overrides):
+def _load_reward_config(path: Path | None, **overrides):
     sets = [f"{key}={value}" for key, value in overrides.items()]
     try:
         return load_config(RewardConfig, path, sets, section="reward")
     except ConfigError as exc:
-        raise fail(str(exc))
+        raise fail(str(exc)) from None

@@ -102,7 +102,8 @@ def summarize_checks(checks: list[TaskCheck]) -> dict[str, SourceSummary]:
     return dict(out)
 
 
-def drop_unverifiable(tasks: list[Task], rewards: RewardPipeline) -> tuple[list[Task], list[TaskCheck]]:
+def drop_unverifiable(tasks: list[Task],
+                      rewards: RewardPipeline) -> tuple[list[Task], list[TaskCheck]]:
     """The tasks whose reference verifies against itself (solutions are not required), and
     the checks of those dropped. What training does with file sources by default."""
     checks = check_tasks(tasks, rewards, solutions=False)

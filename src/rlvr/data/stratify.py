@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
-from rlvr.records import Generated
-from rlvr.records import Task
+from rlvr.records import Generated, Task
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
 
 TIERS = ("easy", "medium", "hard")
@@ -77,4 +76,5 @@ def histogram(tasks: Sequence[Task], n: int) -> dict:
     by_correct = Counter(round(t.pass_rate * n) for t in tasks if t.pass_rate is not None)
     return {"by_correct": {k: by_correct.get(k, 0) for k in range(n + 1)},
             "by_tier": {name: sum(t.difficulty == name for t in tasks) for name in TIERS},
-            "mean_pass_rate": (sum(t.pass_rate or 0.0 for t in tasks) / len(tasks)) if tasks else 0.0}
+            "mean_pass_rate": ((sum(t.pass_rate or 0.0 for t in tasks) / len(tasks))
+                               if tasks else 0.0)}

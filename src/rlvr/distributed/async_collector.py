@@ -30,8 +30,9 @@ by the resumed weights.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from rlvr.distributed.rollout_jobs import RolloutJob, RolloutResult, split_groups
 from rlvr.distributed.staleness import StalenessBuffer, may_submit

@@ -37,8 +37,9 @@ import threading
 import time
 import traceback
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 import torch.multiprocessing as mp
@@ -295,7 +296,7 @@ class LocalRolloutPool:
         self._outbox.cancel_join_thread()
         self._outbox.close()
 
-    def __enter__(self) -> "LocalRolloutPool":
+    def __enter__(self) -> LocalRolloutPool:
         return self
 
     def __exit__(self, *exc: object) -> None:

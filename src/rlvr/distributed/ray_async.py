@@ -14,17 +14,16 @@ No silent waits: every ``ray.wait`` has a timeout; an actor that dies raises
 :class:`rlvr.distributed.rollout_jobs.RolloutWorkerError` naming it (label, pid, Ray actor id)
 from the first poll after Ray notices; an actor answers ``ping`` from a concurrency group of
 its own while it generates, and one that leaves a ping unanswered for
-``heartbeat_timeout_s`` is reported as not answering. Imports ``ray``, an optional dependency
-(``pip install rlvr[ray]``).
+``heartbeat_timeout_s`` is reported as not answering. Its functions import ``ray``, an optional
+dependency (``pip install rlvr[ray]``); the module itself imports without it.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Mapping
-
-import ray
+from typing import Any
 
 from rlvr.distributed.ray_actors import RolloutWorker
 from rlvr.distributed.ray_cluster import LOCAL, init_ray, local_num_cpus, wait_ready
@@ -84,9 +83,9 @@ class AsyncRolloutActor(RolloutWorker):
         return RolloutResult(job.job_id, job.prompts, output, self.version, self.name,
                              self._last_end - start, job.meta)
 
-    @ray.method(concurrency_group="ping")
     def ping(self) -> tuple[str, WorkerTimes]:
-        """What the actor is doing and its time split (answered while a job runs)."""
+        """What the actor is doing and its time split (called in the ``ping`` concurrency
+        group, so it is answered while a job runs)."""
         return self.doing, replace(self.times)
 
 
@@ -117,6 +116,8 @@ class RayRolloutPool:
                  version: int = 0, heartbeat_s: float = DEFAULT_HEARTBEAT_S,
                  heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S,
                  startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S, own_ray: bool = False):
+        import ray  # optional dependency (extra `ray`)
+
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         if not ray.is_initialized():
@@ -163,6 +164,8 @@ class RayRolloutPool:
         Raises:
             ValueError: ``version`` is older than the last one pushed.
         """
+        import ray  # optional dependency (extra `ray`)
+
         if version < self.version:
             raise ValueError(f"policy version {version} is older than the workers' "
                              f"{self.version}")
@@ -183,6 +186,8 @@ class RayRolloutPool:
             RolloutWorkerError: an actor died, failed a job or a weight load, or stopped
                 answering pings.
         """
+        import ray  # optional dependency (extra `ray`)
+
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             self._heartbeat()
@@ -213,6 +218,8 @@ class RayRolloutPool:
 
     def close(self) -> None:
         """Kill the actors; shut Ray down if this pool owns it. Idempotent."""
+        import ray  # optional dependency (extra `ray`)
+
         actors, self._actors = self._actors, []
         if ray.is_initialized():
             for actor in actors:
@@ -227,6 +234,8 @@ class RayRolloutPool:
         return f"rollout worker {self.names[index]} (pid {self.pids[index]}, Ray actor {actor_id})"
 
     def _get(self, future, index: int, what: str):
+        import ray  # optional dependency (extra `ray`)
+
         try:
             return ray.get(future, timeout=self.heartbeat_timeout_s)
         except ray.exceptions.RayActorError as exc:
@@ -243,6 +252,8 @@ class RayRolloutPool:
         """One ping outstanding per actor at most: record an answered one, send the next
         ``heartbeat_s`` after the previous, report one unanswered for longer than
         ``heartbeat_timeout_s``."""
+        import ray  # optional dependency (extra `ray`)
+
         now = time.monotonic()
         for index, actor in enumerate(self._actors):
             future, sent = self._pings.get(index, (None, -float("inf")))
@@ -258,7 +269,7 @@ class RayRolloutPool:
                                f"{self.heartbeat_timeout_s:.0f} s); last seen "
                                f"{self._doing[index]}")
             if future is None and now - sent >= self.heartbeat_s:
-                future, sent = actor.ping.remote(), now
+                future, sent = actor.ping.options(concurrency_group="ping").remote(), now
             self._pings[index] = (future, sent)
 
     def _fail(self, index: int, message: str) -> None:

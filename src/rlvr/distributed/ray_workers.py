@@ -52,7 +52,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import ray
 import torch
@@ -69,7 +70,7 @@ from rlvr.distributed.sharding import merge_outputs, shard_bounds, shard_seed
 from rlvr.models.precision import resolve_precision
 from rlvr.rewards.config import RewardConfig
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
-from rlvr.rewards.registry import get_verifier
+from rlvr.rewards.registry import VERIFIERS
 from rlvr.rewards.types import RewardResult
 from rlvr.rollout.engine import (
     check_prompts,
@@ -128,7 +129,7 @@ class RayRolloutEngine:
         self._version = params_version(model)
 
     @classmethod
-    def from_run_config(cls, config, model, pad_token_id: int | None = None) -> "RayRolloutEngine":
+    def from_run_config(cls, config, model, pad_token_id: int | None = None) -> RayRolloutEngine:
         """The engine a run with ``config.rollout.ray_address`` set uses: ``rollout.engine`` in
         ``rollout.ray_rollout_workers`` actors. Connects to (or starts, for ``"local"``) Ray if
         this process is not connected yet, and then owns it.
@@ -251,7 +252,7 @@ class RayRewardPipeline:
                                       "reward", startup_timeout_s)
 
     @classmethod
-    def from_run_config(cls, config) -> "RayRewardPipeline":
+    def from_run_config(cls, config) -> RayRewardPipeline:
         """The reward pipeline of a run with ``config.rollout.ray_address`` set:
         ``rollout.ray_reward_workers`` actors scoring with ``config.reward``. Connects to (or
         starts, for ``"local"``) Ray if this process is not connected yet, and then owns it
@@ -294,7 +295,7 @@ class RayRewardPipeline:
             ray.exceptions.RayTaskError: an actor failed.
         """
         for request in requests:
-            get_verifier(self.config.verifiers.get(request.task_type, request.task_type))
+            VERIFIERS.get(self.config.verifiers.get(request.task_type, request.task_type))
         if not requests:
             return []
         requests = list(requests)
@@ -330,7 +331,7 @@ class RayRewardPipeline:
             ray.shutdown()
         self.own_ray = False
 
-    def __enter__(self) -> "RayRewardPipeline":
+    def __enter__(self) -> RayRewardPipeline:
         return self
 
     def __exit__(self, *exc: object) -> None:

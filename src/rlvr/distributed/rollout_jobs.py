@@ -1,33 +1,23 @@
 """What asynchronous rollout workers exchange with the trainer (pure records, no processes):
 a job of prompts in (:class:`RolloutJob`), completions tagged with the policy version that
 sampled them out (:class:`RolloutResult`), the error that names a failed worker
-(:class:`RolloutWorkerError`), and the split of one job's output into its prompts' groups
-(:func:`split_groups`)."""
+(:class:`rlvr.distributed.errors.RolloutWorkerError`, re-exported here), and the split of
+one job's output into its prompts' groups (:func:`split_groups`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlvr.distributed.errors import RolloutWorkerError
 from rlvr.rollout.types import RolloutOutput, RolloutTiming, SamplingParams
+
+__all__ = ["RolloutJob", "RolloutResult", "RolloutWorkerError", "PoolTimes", "WorkerTimes",
+           "split_groups"]
 
 DEFAULT_HEARTBEAT_S = 2.0
 DEFAULT_HEARTBEAT_TIMEOUT_S = 30.0
 DEFAULT_STARTUP_TIMEOUT_S = 300.0
-
-
-class RolloutWorkerError(RuntimeError):
-    """A rollout worker died, stopped answering (no heartbeat within the timeout) or failed a
-    job. The message names the worker (its name and process id or Ray actor) and what it
-    was doing.
-
-    Attributes:
-        worker: the worker's name.
-    """
-
-    def __init__(self, worker: str, message: str):
-        super().__init__(message)
-        self.worker = worker
 
 
 @dataclass

@@ -7,7 +7,7 @@ contiguous shards (:func:`shard_bounds`), each shard's sampling seed (:func:`sha
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

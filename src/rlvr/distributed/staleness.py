@@ -23,7 +23,8 @@ only groups with ``s <= k``; ``k = 0`` is strictly on-policy.
 from __future__ import annotations
 
 from collections import Counter, deque
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 
 def _check_int(name: str, value, minimum: int = 0) -> int:

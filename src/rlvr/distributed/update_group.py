@@ -69,7 +69,8 @@ def join_process_group(rank: int, world: int, port: int, timeout_s: float = 1800
     with warnings.catch_warnings():  # "OMP_NUM_THREADS unset, we set it at ...": undone below
         warnings.simplefilter("ignore", UserWarning)
         accelerator = Accelerator(cpu=True)
-    torch.set_num_threads(threads)  # accelerate sets cores / processes when OMP_NUM_THREADS is unset
+    # accelerate sets cores / processes when OMP_NUM_THREADS is unset
+    torch.set_num_threads(threads)
     return accelerator
 
 

@@ -16,20 +16,24 @@ Public API:
 - :class:`EnvConfig` (:mod:`rlvr.envs.config`): limits and tools.
 - :func:`register_env`, :func:`env_class`, :func:`env_names`, :func:`make_env`,
   :func:`unregister_env` (:mod:`rlvr.envs.registry`); built-ins ``single_turn``
-  (:mod:`rlvr.envs.single_turn`) and ``tool`` (:mod:`rlvr.envs.tool_env`).
+  (:mod:`rlvr.envs.single_turn`), ``tool`` (:mod:`rlvr.envs.tool_env`) and ``verifiers``
+  (:mod:`rlvr.envs.verifiers_adapter`), registered when this package imports them.
 - :func:`parse_tool_calls`, :class:`ToolCall` (:mod:`rlvr.envs.tool_calls`: the call format).
 - :func:`observation_ids`, :func:`observation_text`, :class:`ChatTemplateError`
   (:mod:`rlvr.envs.tokens`).
 """
 
+from rlvr.envs import verifiers_adapter  # noqa: F401  (registers the verifiers environment)
 from rlvr.envs.base import Environment
-from rlvr.envs.config import EnvConfig
+from rlvr.envs.config import EnvConfig, describe_names
 from rlvr.envs.registry import env_class, env_names, make_env, register_env, unregister_env
 from rlvr.envs.single_turn import SingleTurnEnv
 from rlvr.envs.tokens import ChatTemplateError, observation_ids, observation_text
 from rlvr.envs.tool_calls import ToolCall, parse_tool_calls
 from rlvr.envs.tool_env import ToolEnv, tool_lines, tools_prompt
 from rlvr.envs.types import Episode, FinishReason, Message, StepResult, Turn
+
+describe_names()  # the built-ins above are registered: EnvConfig.name lists them
 
 __all__ = [
     "ChatTemplateError",

@@ -13,11 +13,22 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from rlvr.configio import ConfigModel
-from rlvr.envs.registry import ENVIRONMENTS, load_builtin_envs
+from rlvr.envs.registry import ENVIRONMENTS
 from rlvr.limits import MAX_BYTES, MAX_REPEATS, MAX_TIMEOUT_S, MAX_TOKENS, MAX_WORKERS
-from rlvr.rewards.registry import load_plugins
-from rlvr.tools.registry import require_tool
+from rlvr.registry import load_plugins
+from rlvr.rewards.verifiers_env import load
+from rlvr.tools.registry import TOOLS
 from rlvr.tools.types import DEFAULT_OUTPUT_BYTES, DEFAULT_TIMEOUT_S
+
+#: The description of ``EnvConfig.name``; ``{one_of}`` is the registered names. The built-in
+#: environments subclass :class:`rlvr.envs.Environment`, which uses this config, so they
+#: register after the class is built: :mod:`rlvr.envs` fills the names in once they have
+#: (:func:`describe_names`).
+NAME_DESCRIPTION = (
+    "Registered environment (`rlvr.envs.register_env`), {one_of}: `single_turn` (one "
+    "assistant turn, scored: exactly today's single-turn rewards), `tool` (the assistant may "
+    "call `tools`; a turn without a call ends the episode and is scored), `verifiers` (the "
+    "adapter of `source: verifiers`, which sets it), or one a plugin registers.")
 
 
 class EnvConfig(ConfigModel):
@@ -64,10 +75,7 @@ class EnvConfig(ConfigModel):
         "`load_environment` (JSON values).")
     name: str = Field(
         "single_turn",
-        description="Registered environment (`rlvr.envs.register_env`): `single_turn` (one "
-        "assistant turn, scored: exactly today's single-turn rewards), `tool` (the assistant may "
-        "call `tools`; a turn without a call ends the episode and is scored), `verifiers` (the "
-        "adapter of `source: verifiers`, which sets it), or one a plugin registers.")
+        description=NAME_DESCRIPTION.format(one_of="one of the registered environments"))
     max_turns: int = Field(
         4, ge=1, le=MAX_REPEATS,
         description="Most assistant turns per episode. The turn that would exceed it by asking "
@@ -81,10 +89,10 @@ class EnvConfig(ConfigModel):
         "no budget (each turn is still capped by the engine's `max_new_tokens`).")
     tools: list[str] = Field(
         default_factory=lambda: ["calculator", "python"],
-        description="Tools the `tool` environment offers (`rlvr.tools.register_tool`; built-in "
-        "`calculator`: exact arithmetic, `python`: the code runs in the sandbox). The model calls "
-        "one as `<name>input</name>` or `<tool_call>{\"name\": ..., \"arguments\": {...}}"
-        "</tool_call>`.")
+        description=f"Tools the `tool` environment offers (`rlvr.tools.register_tool`), each "
+        f"{TOOLS.one_of()} (`calculator`: exact arithmetic, `python`: the code runs in the "
+        "sandbox). The model calls one as `<name>input</name>` or `<tool_call>{\"name\": ..., "
+        "\"arguments\": {...}}</tool_call>`.")
     tool_timeout_s: float = Field(
         DEFAULT_TIMEOUT_S, gt=0, le=MAX_TIMEOUT_S,
         description="Time bound of one tool call in seconds, from its start (a tool's own "
@@ -136,7 +144,7 @@ class EnvConfig(ConfigModel):
         return data
 
     @model_validator(mode="after")
-    def _verifiers_module(self) -> "EnvConfig":
+    def _verifiers_module(self) -> EnvConfig:
         if self.source != "verifiers":
             if self.module is not None or self.kwargs:
                 raise ValueError("module / kwargs: only with source: verifiers")
@@ -150,7 +158,6 @@ class EnvConfig(ConfigModel):
             json.dumps(self.kwargs)
         except (TypeError, ValueError):
             raise ValueError("kwargs: load_environment arguments must be JSON values") from None
-        from rlvr.rewards.verifiers_env import load  # verifiers imports only when used
         try:
             load(self.module, self.kwargs, episodic=True)
         except (ImportError, RuntimeError) as exc:
@@ -158,22 +165,24 @@ class EnvConfig(ConfigModel):
         return self
 
     @model_validator(mode="after")
-    def _names_exist(self) -> "EnvConfig":
+    def _names_exist(self) -> EnvConfig:
         try:
             load_plugins(self.plugins)
         except ImportError as exc:
             raise ValueError(f"plugins: cannot import {exc.name or exc}") from None
-        load_builtin_envs()
-        if self.name not in ENVIRONMENTS:
-            raise ValueError(f"name: {self.name!r} is not a registered environment; "
-                             f"registered: {', '.join(sorted(ENVIRONMENTS))}")
+        ENVIRONMENTS.check(self.name, "name")
         seen = set()
         for tool in self.tools:
-            try:
-                require_tool(tool)
-            except KeyError as exc:
-                raise ValueError(f"tools: {exc.args[0]}") from None
+            TOOLS.check(tool, "tools")
             if tool in seen:
                 raise ValueError(f"tools: {tool!r} is listed twice")
             seen.add(tool)
         return self
+
+
+def describe_names() -> None:
+    """Write the registered environments' names into the description of ``EnvConfig.name``
+    (:data:`NAME_DESCRIPTION`); :mod:`rlvr.envs` calls it after importing the built-ins."""
+    EnvConfig.model_fields["name"].description = NAME_DESCRIPTION.format(
+        one_of=ENVIRONMENTS.one_of())
+    EnvConfig.model_rebuild(force=True)

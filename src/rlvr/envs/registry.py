@@ -8,22 +8,24 @@ An environment is one :class:`rlvr.envs.Environment` subclass registered with
         name = "guess"
         ...
 
-The built-ins (``single_turn``, ``tool``, ``verifiers``) register when a lookup first needs
-them; user environments when their module is imported (``env.plugins``).
+The table is :data:`ENVIRONMENTS` (a :class:`rlvr.registry.Registry`). The built-ins
+(``single_turn``, ``tool``, ``verifiers``) register when the package :mod:`rlvr.envs` imports
+their modules (so any import of a ``rlvr.envs`` module registers them); user environments when
+their module is imported (``env.plugins``).
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
-from rlvr.tools.registry import lookup
+from rlvr.registry import Registry
 
 if TYPE_CHECKING:  # annotations only: the base class imports this module's users
     from rlvr.envs.base import Environment
     from rlvr.envs.config import EnvConfig
 
-ENVIRONMENTS: dict[str, type[Environment]] = {}
+#: Environment classes by name (``env.name``).
+ENVIRONMENTS: Registry[type, Any] = Registry("environment", field="env.name")
 
 
 def register_env(cls: type[Environment]) -> type[Environment]:
@@ -37,16 +39,12 @@ def register_env(cls: type[Environment]) -> type[Environment]:
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"environment {cls!r} needs a class attribute `name` (a non-empty "
                          "string)")
-    existing = ENVIRONMENTS.get(name)
-    if existing is not None and existing is not cls:
-        raise ValueError(f"environment {name!r} is already registered ({existing.__name__})")
-    ENVIRONMENTS[name] = cls
-    return cls
+    return ENVIRONMENTS.add(name, cls)
 
 
 def unregister_env(name: str) -> None:
     """Remove a registered environment (tests, plugins that replace one); unknown names pass."""
-    ENVIRONMENTS.pop(name, None)
+    ENVIRONMENTS.unregister(name)
 
 
 def env_class(name: str) -> type[Environment]:
@@ -55,14 +53,12 @@ def env_class(name: str) -> type[Environment]:
     Raises:
         KeyError: unknown name; the message lists the registered ones and the closest match.
     """
-    load_builtin_envs()
-    return lookup(ENVIRONMENTS, "environment", name)
+    return ENVIRONMENTS.get(name)
 
 
 def env_names() -> list[str]:
     """Names of all registered environments, sorted."""
-    load_builtin_envs()
-    return sorted(ENVIRONMENTS)
+    return ENVIRONMENTS.names()
 
 
 def make_env(config: EnvConfig, rewards: Any) -> Environment:
@@ -73,13 +69,3 @@ def make_env(config: EnvConfig, rewards: Any) -> Environment:
         KeyError: ``config.name`` is not registered (a validated config always is).
     """
     return env_class(config.name)(config, rewards)
-
-
-_BUILTINS = ("rlvr.envs.single_turn", "rlvr.envs.tool_env", "rlvr.envs.verifiers_adapter")
-
-
-def load_builtin_envs() -> None:
-    """Register the built-in environments (importing their modules runs the decorators);
-    cheap after the first call."""
-    for module in _BUILTINS:
-        importlib.import_module(module)

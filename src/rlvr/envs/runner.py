@@ -60,7 +60,7 @@ class EpisodeBatch:
         return episode_metrics(self.episodes)
 
     @classmethod
-    def concat(cls, parts: list["EpisodeBatch"], task_counts: list[int]) -> "EpisodeBatch":
+    def concat(cls, parts: list[EpisodeBatch], task_counts: list[int]) -> EpisodeBatch:
         """Several calls' episodes as one (rows and tasks in order;
         :func:`rlvr.rollout.types.concat_rollouts`)."""
         rollout = EpisodeRollout(concat_rollouts([p.output for p in parts], task_counts),

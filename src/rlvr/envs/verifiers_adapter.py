@@ -47,8 +47,13 @@ from rlvr.envs.config import EnvConfig
 from rlvr.envs.registry import register_env
 from rlvr.envs.types import Episode, FinishReason, Message
 from rlvr.records import Task
-from rlvr.rewards.verifiers_env import (VerifiersEnvError, import_verifiers, load, row_state,
-                                        run_sync)
+from rlvr.rewards.verifiers_env import (
+    VerifiersEnvError,
+    import_verifiers,
+    load,
+    row_state,
+    run_sync,
+)
 
 CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
 

@@ -4,7 +4,6 @@ choices (task source, data path, generator levels, split, limit, prompt) applied
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 from pydantic import ValidationError
 
@@ -19,9 +18,9 @@ _OPTION = {"source": "--tasks", "path": "--data-path", "mixture": "--mixture",
            "val_size": "--limit", "train_size": "--limit", "instruction": "--instruction"}
 
 
-def eval_data_config(data, *, tasks: Optional[str], data_path: Optional[Path],
-                     mixture: Optional[str], split: str, limit: Optional[int],
-                     instruction: Optional[str], one_shot: Optional[bool]):
+def eval_data_config(data, *, tasks: str | None, data_path: Path | None,
+                     mixture: str | None, split: str, limit: int | None,
+                     instruction: str | None, one_shot: bool | None):
     """The :class:`rlvr.tasks.config.DataConfig` to evaluate: ``data`` (a run config's data
     section) with the given choices applied (None: keep the config's).
 

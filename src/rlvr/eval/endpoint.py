@@ -17,9 +17,10 @@ connection pool, and results come back in prompt order.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 MAX_BACKOFF_S = 30.0
 CHAT_PATH = "/v1/chat/completions"

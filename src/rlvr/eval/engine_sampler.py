@@ -10,21 +10,20 @@ Its own module because it needs torch (through :mod:`rlvr.rollout`): the sampler
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
+from rlvr.envs.registry import make_env
+from rlvr.envs.runner import EpisodeRunner
+from rlvr.eval.episode_sampler import EpisodeSampler
 from rlvr.eval.records import score_problems
 from rlvr.eval.sampling import sample_batched, task_meta
 from rlvr.eval.summary import summarize
 from rlvr.models import load_model_and_tokenizer
 from rlvr.models.inference import load_for_inference
-from rlvr.records import Generated
-from rlvr.records import Task
+from rlvr.records import Generated, Task
 from rlvr.rollout import SamplingParams, create_auto_engine
-from rlvr.envs.registry import make_env
-from rlvr.envs.runner import EpisodeRunner
-from rlvr.eval.episode_sampler import EpisodeSampler
 from rlvr.tasks.prompting import chat_messages, prompt_ids, stop_token_ids
 
 

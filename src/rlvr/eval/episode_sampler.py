@@ -10,8 +10,8 @@ scoring the text again, plus the trajectory fields that ``completions.jsonl`` re
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from rlvr.envs.runner import EpisodeBatch, EpisodeRunner
 from rlvr.records import Generated, Task

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import importlib
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
-from rlvr.eval.metrics import aggregator_for, aggregator_names
+from rlvr.eval.metrics import SAMPLE_AGGREGATORS, aggregator_for
 from rlvr.eval.probe import DEFAULT_TEMPLATE, PROBES, hinted_task, probe_summary, wrong_hint
 from rlvr.eval.records import CompletionsFile, completion_rows, score_problems
 from rlvr.eval.sampling import Sampler, sample_batched, sample_with_budget, task_meta
@@ -20,7 +20,7 @@ from rlvr.eval.summary import default_ks, summarize
 from rlvr.progress import PhaseFactory, silent
 from rlvr.records import Task
 from rlvr.rewards.pipeline import RewardPipeline
-from rlvr.rewards.registry import task_types as registered_task_types
+from rlvr.rewards.registry import VERIFIERS
 from rlvr.tasks.sources import unknown_task_type
 
 
@@ -113,9 +113,8 @@ def parse_aggregators(text: str | None) -> dict[str, str]:
             continue
         task_type, _, name = part.rpartition("=")
         task_type, name = task_type.strip() or "*", name.strip()
-        if name not in aggregator_names():
-            raise EvalError(f"--aggregators: unknown aggregator {name!r} in {part!r}; known: "
-                            f"{', '.join(aggregator_names())}")
+        if name not in SAMPLE_AGGREGATORS:
+            raise EvalError(f"{SAMPLE_AGGREGATORS.unknown_message(name)} (in {part!r})")
         out[task_type] = name
     return out
 
@@ -170,7 +169,7 @@ def _check_aggregators(task_types: set[str], settings: EvalSettings, has_logprob
     log-probs (a completions file or endpoint without them); ``settings.aggregators`` records
     that choice, so results.json shows it. A task type ``--aggregators`` names must have a
     verifier (a typo would silently leave its default in place)."""
-    known = set(registered_task_types())
+    known = set(VERIFIERS.names())
     for named in sorted(set(settings.aggregators) - known - {"*"}):
         raise EvalError(f"--aggregators: {unknown_task_type(named, known)}")
     for task_type in sorted(task_types):
@@ -210,7 +209,7 @@ def wrong_hints(tasks: Sequence[Task], rewards: RewardPipeline) -> list[str]:
 def check_task_types(task_types: set[str]) -> None:
     """Raise :class:`EvalError` (before any sampling) when a task type has no registered
     verifier, naming it and the registered ones."""
-    known = set(registered_task_types())
+    known = set(VERIFIERS.names())
     missing = sorted(task_types - known)
     if missing:
         raise EvalError(unknown_task_type(missing[0], known))

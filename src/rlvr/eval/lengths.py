@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import yaml
 
 from rlvr.io import InputError, jsonl_objects
-from rlvr.length_cap import CAP_FACTOR, length_cap, percentile  # noqa: F401  (re-exported)
+from rlvr.length_cap import CAP_FACTOR, length_cap, percentile
 from rlvr.models.loader import TINY_RANDOM, resolve_model_path
 from rlvr.models.tiny import tiny_tokenizer
 

@@ -13,8 +13,9 @@ Pure functions over plain lists (no torch): each takes what one problem's sample
   ``subsets`` seeded random ones).
 - :func:`best_of_k`: the sample with the highest scorer value among k is checked; averaged
   exactly over all k-subsets.
-- An aggregator registry (:func:`register_aggregator`, :data:`DEFAULT_AGGREGATORS`): which of
-  these answers "the model's answer with k samples" for a task type (R30).
+- The sample aggregators (:data:`SAMPLE_AGGREGATORS`, :func:`register_sample_aggregator`,
+  :data:`DEFAULT_AGGREGATORS`): which of these answers "the model's answer with k samples" for
+  a task type (R30).
 - :func:`saturation`: where a curve stops paying (gain from k to 2k below a threshold).
 """
 
@@ -23,9 +24,10 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
+from rlvr.registry import Registry
 from rlvr.rewards.math.normalize import clean_latex, compact
 from rlvr.rewards.math.numbers import parse_number
 from rlvr.rewards.math.structure import Assign, Scalar, parse_answer
@@ -180,7 +182,7 @@ def best_of_k(scores: Sequence[float], correct: Sequence[bool], k: int) -> float
     return sum(math.comb(n - 1 - r, k - 1) for r, i in enumerate(order) if correct[i]) / total
 
 
-# -- aggregators (R30) ------------------------------------------------------------------------
+# -- sample aggregators (R30) ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -202,8 +204,28 @@ class ProblemView:
 
 
 Aggregator = Callable[[ProblemView, int], float]
-_AGGREGATORS: dict[str, Aggregator] = {}
 MAJ_SUBSETS = 1000
+
+
+@dataclass(frozen=True)
+class SampleAggregatorMeta:
+    """What a sample aggregator records beside its function.
+
+    Attributes:
+        scorer: the scorer whose values it ranks the samples by (a key of
+            :attr:`ProblemView.scores`, e.g. ``logprob``); None: it reads only the verdicts and
+            the answers (``any_passes``, ``majority``).
+    """
+
+    scorer: str | None = None
+
+
+#: Sample aggregators by name (``rlvr eval --aggregators``): ``fn(view: ProblemView, k: int)
+#: -> float``, one problem's estimate in [0, 1] of "the model's answer with k samples" (R30).
+#: Not the reward aggregators of the reward pipeline
+#: (:data:`rlvr.rewards.registry.REWARD_AGGREGATORS`).
+SAMPLE_AGGREGATORS: Registry[Aggregator, SampleAggregatorMeta] = Registry(
+    "sample aggregator", SampleAggregatorMeta, field="--aggregators")
 
 #: Default aggregator per task type (R30): numeric answers vote, code passes if any sample
 #: passes; other (open-ended) task types rerank by the model's own mean token log-prob.
@@ -211,37 +233,15 @@ DEFAULT_AGGREGATORS: dict[str, str] = {"math": "majority", "code": "any_passes"}
 FALLBACK_AGGREGATOR = "best_of_logprob"
 
 
-def register_aggregator(name: str) -> Callable[[Aggregator], Aggregator]:
+def register_sample_aggregator(name: str, *, scorer: str | None = None
+                               ) -> Callable[[Aggregator], Aggregator]:
     """Decorator: register ``fn(view: ProblemView, k: int) -> float`` (one problem's estimate
-    in [0, 1]) under ``name``.
+    in [0, 1]) under ``name`` in :data:`SAMPLE_AGGREGATORS`.
 
     Raises:
         ValueError: ``name`` is already registered.
     """
-
-    def decorator(fn: Aggregator) -> Aggregator:
-        if name in _AGGREGATORS:
-            raise ValueError(f"aggregator {name!r} is already registered")
-        _AGGREGATORS[name] = fn
-        return fn
-
-    return decorator
-
-
-def aggregator_names() -> list[str]:
-    """The registered aggregator names, sorted."""
-    return sorted(_AGGREGATORS)
-
-
-def get_aggregator(name: str) -> Aggregator:
-    """The aggregator registered as ``name``.
-
-    Raises:
-        KeyError: unknown name; the message lists the known ones.
-    """
-    if name not in _AGGREGATORS:
-        raise KeyError(f"unknown aggregator {name!r}; known: {', '.join(aggregator_names())}")
-    return _AGGREGATORS[name]
+    return SAMPLE_AGGREGATORS.register(name, scorer=scorer)
 
 
 def aggregator_for(task_type: str, overrides: dict[str, str] | None = None) -> str:
@@ -252,13 +252,13 @@ def aggregator_for(task_type: str, overrides: dict[str, str] | None = None) -> s
         task_type, FALLBACK_AGGREGATOR)
 
 
-@register_aggregator("any_passes")
+@register_sample_aggregator("any_passes")
 def _any_passes(view: ProblemView, k: int) -> float:
     """Code (R30): solved when any of k samples passes the tests = pass@k."""
     return pass_at_k(len(view.correct), sum(view.correct), k)
 
 
-@register_aggregator("majority")
+@register_sample_aggregator("majority")
 def _majority(view: ProblemView, k: int) -> float:
     """Numeric answers (R30): majority vote of k samples = maj@k."""
     return maj_at_k(view.keys, view.correct, k, subsets=MAJ_SUBSETS, seed=f"{view.seed}:{k}")
@@ -279,7 +279,7 @@ SCORERS = {"oracle": "oracle (verifier reward, sees the reference)",
            "logprob": "reranker: mean token log-prob (no reference)",
            "reranker": "reranker: user function (no reference)"}
 for _scorer in SCORERS:
-    register_aggregator(f"best_of_{_scorer}")(_best_of(_scorer))
+    register_sample_aggregator(f"best_of_{_scorer}", scorer=_scorer)(_best_of(_scorer))
 
 
 # -- curves -----------------------------------------------------------------------------------

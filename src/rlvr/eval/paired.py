@@ -19,8 +19,8 @@ the interval is printed next to the gain.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import Callable, Sequence
 
 from rlvr.eval.metrics import normalize_answer
 from rlvr.eval.records import ProblemResult

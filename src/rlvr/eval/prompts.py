@@ -5,18 +5,17 @@ source's default)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 
-def wants_saved_prompt(config: Optional[Path], instruction: Optional[str],
-                       one_shot: Optional[bool]) -> bool:
+def wants_saved_prompt(config: Path | None, instruction: str | None,
+                       one_shot: bool | None) -> bool:
     """Whether the prompt settings saved with a model are consulted: only without a run config
     and when the command line leaves the instruction or the one-shot choice open."""
     return config is None and (instruction is None or one_shot is None)
 
 
-def model_prompt(name: str, data, *, instruction: Optional[str], one_shot: Optional[bool],
-                 config: Optional[Path], saved) -> dict:
+def model_prompt(name: str, data, *, instruction: str | None, one_shot: bool | None,
+                 config: Path | None, saved) -> dict:
     """How model ``name`` is prompted: ``instruction`` / ``one_shot`` when given, else
     ``config``'s data section (``data``), else the prompt settings ``saved`` with the model
     (a checkpoint or sft_model/ of ``rlvr train``:

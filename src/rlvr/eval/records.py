@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from rlvr.eval.metrics import ProblemView, normalize_answer
-from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
 from rlvr.io import InputError, jsonl_objects
-from rlvr.records import Generated  # noqa: F401  (re-exported)
-from rlvr.rewards.registry import task_types
+from rlvr.records import Generated
+from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
+from rlvr.rewards.registry import VERIFIERS
 from rlvr.rewards.types import RewardResult
 
 
@@ -198,7 +199,7 @@ def read_completions(path: str | os.PathLike) -> CompletionsFile:
             lines disagree on ``task_type`` / ``reference``; or an empty file.
         OSError: the file cannot be read.
     """
-    known_types = set(task_types())
+    known_types = set(VERIFIERS.names())
     models: dict[str | None, dict[str, tuple[dict, list[Generated], int]]] = {}
     for line_no, obj in jsonl_objects(path):
         for name in (*_REQUIRED, "reference"):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
-from typing import Sequence
 
 from rich.table import Table
 
@@ -188,7 +188,7 @@ def short_names(names: Sequence[str]) -> dict[str, str]:
     ``x/sft_model``), a bare name (``tiny-random``) as it is; more of the path where two would
     read the same, the full name where even that does not tell them apart."""
     parts = {name: _name_parts(name) for name in names}
-    depth = {name: 2 for name in names}
+    depth = dict.fromkeys(names, 2)
     while True:
         short = {name: "/".join(parts[name][-depth[name]:]) for name in names}
         clash = [n for n in names if list(short.values()).count(short[n]) > 1]

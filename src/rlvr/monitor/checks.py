@@ -13,11 +13,15 @@ section in :class:`rlvr.monitor.config.HealthConfig`::
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
-from rlvr.monitor.degeneration import (dominant_script, garbled_share, repetition_rate,
-                                       script_mix_share)
+from rlvr.monitor.degeneration import (
+    dominant_script,
+    garbled_share,
+    repetition_rate,
+    script_mix_share,
+)
 from rlvr.rewards.summary import is_measured
 
 

@@ -188,6 +188,19 @@ class OverfittingCheck(CheckConfig):
                         "far below its best so far (the best being above the first).")
 
 
+class OffPolicyCheck(CheckConfig):
+    """The sampler and the trainer disagree about the sampled tokens (``rollout_logprob_gap``)
+    or an off-policy correction drops many of them (``is_masked_fraction``)."""
+
+    max_logprob_gap: float = Field(0.3, gt=0, le=MAX_COEF,
+        description="Alert when rollout_logprob_gap (mean |log pi_trainer - log pi_sampler|, "
+        "nats/token) exceeds this: 2x an int8 sampler's gap on the default model; a "
+        "synchronous fp32 run's is ~1e-6 ...")
+    max_masked_fraction: float = Field(0.1, ge=0, le=1,
+        description="... or when is_masked_fraction (tokens the `mis`, `icepop` or "
+        "`decoupled` correction dropped) exceeds this.")
+
+
 class HealthConfig(_Section):
     """All health checks of a GRPO run; see each check's fields."""
 
@@ -260,6 +273,10 @@ class HealthConfig(_Section):
         default_factory=RewardHackingCheck,
         description="Training reward rises while validation does not, or the reward credits what "
         "the reference verifier rejects (R34).")
+    off_policy: OffPolicyCheck = Field(
+        default_factory=OffPolicyCheck,
+        description="Sampler / trainer log-prob gap or the corrections' masked fraction too "
+        "large (docs/guides/async.md#off-policy-corrections).")
     overfitting: OverfittingCheck = Field(
         default_factory=OverfittingCheck,
         description="Validation pass@1 rose and then fell (R32).")

@@ -15,11 +15,12 @@ same alerts as an uninterrupted one.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Callable
 
 from rlvr.io import atomic_write, json_text, make_dirs, record_output
+from rlvr.monitor import off_policy  # noqa: F401  (registers its check)
 from rlvr.monitor.alerts import Alert, AlertLog
 from rlvr.monitor.checks import HEALTH_CHECKS, NO_COOLDOWN, CheckContext, CompletionRecord
 from rlvr.monitor.config import HealthConfig

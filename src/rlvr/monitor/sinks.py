@@ -16,8 +16,9 @@ import numbers
 import posixpath
 import re
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import ConfigDict, Field
 
@@ -275,7 +276,7 @@ class SinkGroup:
         for sink in list(self.sinks):
             try:
                 call(sink)
-            except Exception as e:  # noqa: BLE001 - any sink failure must not stop training
+            except Exception as e:
                 self.sinks.remove(sink)
                 warnings.warn(f"{type(sink).__name__}.{action} failed ({e!r}); "
                               "no more metrics go to it", stacklevel=3)
@@ -294,7 +295,7 @@ class SinkGroup:
         for sink in sinks:
             try:
                 sink.close()
-            except Exception as e:  # noqa: BLE001 - close the others regardless
+            except Exception as e:
                 warnings.warn(f"{type(sink).__name__}.close failed ({e!r})", stacklevel=2)
 
 

@@ -6,7 +6,8 @@ except markup built here (:class:`Html`).
 from __future__ import annotations
 
 import html
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 NOT_RECORDED = "not recorded"
 

@@ -5,7 +5,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 
 def finite(value: Any) -> float | None:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from rlvr.reports.numbers import finite, series
 

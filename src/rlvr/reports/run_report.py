@@ -19,9 +19,10 @@ This module builds the page from its sections; the pieces live in :mod:`rlvr.rep
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from rlvr.eval.paired import gain_summary
 from rlvr.io import atomic_write
@@ -100,7 +101,7 @@ def _config_value(config: dict, dotted: str) -> Any:
 def _header(data: RunData) -> str:
     steps = series(data.metrics or [], "step")[0] if data.metrics else []
     facts = [f"run directory: {data.run_dir}",
-             f"generated: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+             f"generated: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
              f"GRPO steps logged: {len(steps)}" + (f" (last {steps[-1]:g})" if steps else "")]
     wall = finite((data.results or {}).get("wall_seconds"))
     facts.append(f"wall time: {wall / 60:.1f} min" if wall is not None else

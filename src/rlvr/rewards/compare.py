@@ -12,9 +12,10 @@ timeout, error).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from rlvr.rewards.pool import VerifierPool, VerifyJob
 from rlvr.rewards.records_io import VerifyRecord

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from typing import Any
 
@@ -11,16 +10,15 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from rlvr.configio import ConfigModel
 from rlvr.limits import MAX_COEF, MAX_TIMEOUT_S, MAX_WORKERS
-from rlvr.rewards.registry import (AGGREGATORS, DEFAULT_TIMEOUT_S, FORMAT_RULES,
-                                   VERIFIER_OPTIONS, VERIFIERS, _load_builtins, load_plugins)
+from rlvr.registry import did_you_mean, load_plugins
+from rlvr.rewards.registry import FORMAT_RULES, REWARD_AGGREGATORS, VERIFIERS
 
 # The components the pipeline itself computes (a verifier may add its own, e.g. a rubric's).
 BUILTIN_COMPONENTS = ("outcome", "format", "process")
 
 
 def _did_you_mean(name: str, known) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    return did_you_mean(name, list(known), cutoff=0.75)
 
 
 class RewardConfig(ConfigModel):
@@ -53,14 +51,13 @@ class RewardConfig(ConfigModel):
     )
     aggregator: str = Field(
         "weighted_sum",
-        description="Name of the aggregator: `weighted_sum` or `outcome_gated` (format counts "
-        "only when the answer is right).",
+        description=f"Name of the reward aggregator, {REWARD_AGGREGATORS.one_of()} "
+        "(`outcome_gated`: format counts only when the answer is right).",
     )
     format_rule: dict[str, str] = Field(
         default_factory=dict,
-        description="Task type -> format rule name (`think_answer`, `hash_line`, `boxed`, "
-        "`answer_tag`, `marked_answer`, `json`, `regex`, `none`). Unlisted task types use "
-        "their verifier's default rule (math: `marked_answer`).",
+        description=f"Task type -> format rule name, {FORMAT_RULES.one_of()}. Unlisted task "
+        "types use their verifier's default rule (math: `marked_answer`).",
     )
     format_options: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
@@ -75,7 +72,8 @@ class RewardConfig(ConfigModel):
     verifiers: dict[str, str] = Field(
         default_factory=dict,
         description="Task type -> name of another registered verifier that scores it in "
-        "training (default: the verifier registered under the task type's own name). "
+        "training (default: the verifier registered under the task type's own name; "
+        f"{VERIFIERS.one_of()}). "
         "Validation, pass@k and the reward audit of `health.reward_hacking` always use the task "
         "type's own verifier, so a lenient or buggy training verifier shows up as a gap between "
         "training reward and validation accuracy instead of silently teaching the policy.",
@@ -155,38 +153,25 @@ class RewardConfig(ConfigModel):
         return timeouts
 
     @model_validator(mode="after")
-    def _names_exist(self) -> "RewardConfig":
-        _load_builtins()
+    def _names_exist(self) -> RewardConfig:
         try:
             load_plugins(self.plugins)
         except ImportError as exc:
             raise ValueError(f"plugins: cannot import {exc.name or exc}") from None
-        if self.aggregator not in AGGREGATORS:
-            raise ValueError(
-                f"aggregator {self.aggregator!r} is unknown; choose from {sorted(AGGREGATORS)}"
-            )
+        REWARD_AGGREGATORS.check(self.aggregator, "aggregator")
         for task_type, name in self.verifiers.items():
-            if name not in VERIFIERS:
-                raise ValueError(f"verifiers.{task_type}: {name!r} is not a registered verifier; "
-                                 f"registered: {sorted(VERIFIERS)}")
+            VERIFIERS.check(name, f"verifiers.{task_type}")
         for field in ("format_rule", "format_options", "verifiers", "timeout_overrides_s"):
             for task_type in getattr(self, field):
                 # a task type with no verifier is a typo: its setting would apply to nothing
-                if task_type not in VERIFIERS:
-                    raise ValueError(f"{field}.{task_type}: no verifier is registered for task "
-                                     f"type {task_type!r}{_did_you_mean(task_type, VERIFIERS)} "
-                                     f"(registered: {sorted(VERIFIERS)})")
+                VERIFIERS.check(task_type, f"{field}.{task_type}")
         for task_type, options in self.verifier_options.items():
             _check_verifier_options(task_type, self.verifiers.get(task_type, task_type), options)
         for task_type, rule in self.format_rule.items():
-            if rule not in FORMAT_RULES:
-                raise ValueError(
-                    f"format_rule.{task_type}: {rule!r} is unknown; choose from "
-                    f"{sorted(FORMAT_RULES)}"
-                )
+            FORMAT_RULES.check(rule, f"format_rule.{task_type}")
         return self
 
-    def reference_config(self) -> "RewardConfig":
+    def reference_config(self) -> RewardConfig:
         """This config with every ``verifiers`` override removed: each task type scored by its
         own registered verifier (what validation and the reward audit use)."""
         return self.model_copy(update={"verifiers": {}})
@@ -197,18 +182,16 @@ class RewardConfig(ConfigModel):
         ``timeout_s``."""
         if task_type in self.timeout_overrides_s:
             return self.timeout_overrides_s[task_type]
-        return DEFAULT_TIMEOUT_S.get(task_type, self.timeout_s)
+        own = VERIFIERS.meta(task_type).timeout_s if task_type in VERIFIERS else None
+        return self.timeout_s if own is None else own
 
 
 def _check_verifier_options(task_type: str, verifier: str, options: dict[str, Any]) -> None:
     """``ValueError`` naming ``verifier_options.<task_type>.<key>`` for a task type with no
     verifier, or an option its verifier does not have (with the closest name) or whose value
     is not of its default's type (bool / int / float / str)."""
-    if verifier not in VERIFIERS:
-        raise ValueError(f"verifier_options.{task_type}: no verifier is registered for task "
-                         f"type {task_type!r}{_did_you_mean(task_type, VERIFIERS)} "
-                         f"(registered: {sorted(VERIFIERS)})")
-    schema = VERIFIER_OPTIONS.get(verifier)
+    VERIFIERS.check(verifier, f"verifier_options.{task_type}")
+    schema = VERIFIERS.meta(verifier).options
     if schema is None:
         return
     fields = {f.name: f for f in dataclasses.fields(schema)}

@@ -41,9 +41,12 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+
+from rlvr.sandbox import SandboxJob, SandboxLimits, SandboxPool, SandboxStatus, environment
 
 MAX_BATCH = 64  # answers per sandbox run (one interpreter start and import for all)
 ANSWER_CPU_S = 5  # RLIMIT_CPU of one answer's scoring process, CPU seconds
@@ -93,7 +96,7 @@ def scorer_fingerprint(functions: Sequence[str]) -> str:
     return hashlib.sha256("\0".join(sources).encode()).hexdigest()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def pure_scorer(dataset: str) -> bool:
     """Whether ``dataset``'s scorer may run in the verifier process: it is in
     :data:`PURE_SCORERS`, its class still inherits ``score_answer`` from the pinned function,
@@ -129,7 +132,7 @@ class Scored:
     value: Any = None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _python_version(python: str) -> tuple[int, int] | None:
     try:
         out = subprocess.run([python, "-I", "-S", "-c",
@@ -145,8 +148,6 @@ def scorer_python() -> str | None:
     """The interpreter for the sandboxed scorer: the sandbox's own (``None``) when its
     version is this process's, else this process's base interpreter (whose
     ``site-packages`` the scorer imports from must match it)."""
-    from rlvr.sandbox import environment
-
     if _python_version(environment().python) == tuple(sys.version_info[:2]):
         return None
     return os.path.realpath(getattr(sys, "_base_executable", sys.executable))
@@ -171,8 +172,6 @@ def site_dirs() -> tuple[str, ...]:
 
 
 def _limits():
-    from rlvr.sandbox import SandboxLimits
-
     return SandboxLimits(timeout_s=IMPORT_CPU_S + MAX_BATCH * ANSWER_CPU_S,
                          memory_bytes=1 << 30, max_file_bytes=1 << 20, tmpfs_bytes=16 << 20,
                          startup_timeout_s=60.0)
@@ -188,8 +187,6 @@ def build_job(dataset: str, config: dict, items: Sequence[tuple[str, dict]]):
         ImportError: reasoning-gym is not installed.
     """
     from reasoning_gym.factory import DATASETS
-
-    from rlvr.sandbox import SandboxJob
 
     if len(items) > MAX_BATCH:
         raise ValueError(f"at most {MAX_BATCH} answers per sandbox run, got {len(items)}")
@@ -214,8 +211,6 @@ def _scorer_source() -> str:
 
 def _outcomes(result, n: int) -> list[Scored] | None:
     """The ``n`` outcomes a finished run reports, or None if the run failed as a whole."""
-    from rlvr.sandbox import SandboxStatus
-
     if result.status is not SandboxStatus.ok or len(result.probes) != 1 \
             or not result.probes[0].ok:
         return None
@@ -242,8 +237,6 @@ def _sandbox_pool():
     """This process's pool of scorer sandboxes (no pre-started ones: a scorer run's
     interpreter start is small beside its imports)."""
     global _pool, _pool_pid
-    from rlvr.sandbox import SandboxPool
-
     with _pool_lock:
         if _pool is None or _pool_pid != os.getpid():
             _pool, _pool_pid = SandboxPool(prestart=False), os.getpid()

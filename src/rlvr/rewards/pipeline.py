@@ -13,8 +13,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from rlvr.rewards.config import RewardConfig
 from rlvr.rewards.pool import (
@@ -25,13 +26,7 @@ from rlvr.rewards.pool import (
     run_verifier,
 )
 from rlvr.rewards.process import process_score
-from rlvr.rewards.registry import (
-    BATCH_VERIFIERS,
-    DEFAULT_FORMAT_RULE,
-    get_aggregator,
-    get_format_rule,
-    get_verifier,
-)
+from rlvr.rewards.registry import FORMAT_RULES, REWARD_AGGREGATORS, VERIFIERS
 from rlvr.rewards.types import FORMAT, RewardResult, Status, Verdict
 
 
@@ -42,7 +37,7 @@ class ScoreRequest:
     Attributes:
         completion: the model's whole output (str).
         reference: the task's reference (math: answer string; code: tests dict).
-        task_type: a registered task type (``rlvr.rewards.registry.task_types()``).
+        task_type: a registered task type (``rlvr.rewards.registry.VERIFIERS``).
     """
 
     completion: str
@@ -57,7 +52,7 @@ class RewardPipeline:
     Verifier calls run in a :class:`VerifierPool` (``config.workers`` processes) so each is
     bounded by ``config.timeout_for(task_type)`` seconds; the format rule (a plugin's too) runs
     in the same call, under the same bound. A verifier with a batch form
-    (``registry.register_batch_verifier``: reasoning-gym's untrusted scorers, batched sandbox
+    (``register_verifier(..., batch=)``: reasoning-gym's untrusted scorers, batched sandbox
     runs) judges its rows first, in the calling process with its own bound; their format rules
     then run in the pool like every other row's. A format rule that raises, overruns or returns
     something else than a number in [0, 1], and a component under a non-zero weight outside
@@ -75,7 +70,7 @@ class RewardPipeline:
 
     def __init__(self, config: RewardConfig | None = None, pool: VerifierPool | None = None):
         self.config = config or RewardConfig()
-        self._aggregate = get_aggregator(self.config.aggregator)
+        self._aggregate = REWARD_AGGREGATORS.get(self.config.aggregator)
         self._pool = pool
         self._own_pool = pool is None
 
@@ -94,7 +89,7 @@ class RewardPipeline:
         ``on_result(n_done)`` is called as verifier calls finish (for progress bars).
         """
         for request in requests:
-            get_verifier(self._verifier_name(request.task_type))  # fail fast, naming known ones
+            VERIFIERS.get(self._verifier_name(request.task_type))  # fail fast, naming known ones
         jobs = [self._job(r) for r in requests]
         jobs, batch_seconds = self._batched(jobs)
         if self.config.workers == 0:
@@ -118,7 +113,7 @@ class RewardPipeline:
         """
         rule = self._format_rule(task_type)
         score, problem = checked_format(
-            get_format_rule(rule)(completion, **self.config.format_options.get(task_type, {})),
+            FORMAT_RULES.get(rule)(completion, **self.config.format_options.get(task_type, {})),
             rule)
         if problem is not None:
             raise ValueError(problem)
@@ -135,7 +130,7 @@ class RewardPipeline:
         if self._own_pool and self._pool is not None:
             self._pool.close()
 
-    def __enter__(self) -> "RewardPipeline":
+    def __enter__(self) -> RewardPipeline:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -156,7 +151,8 @@ class RewardPipeline:
         )
 
     def _batched(self, jobs: list[VerifyJob]) -> tuple[list[VerifyJob], list[float]]:
-        """``jobs`` with the verdicts the batch verifiers (``registry.BATCH_VERIFIERS``) give
+        """``jobs`` with the verdicts the batch verifiers
+        (:attr:`rlvr.rewards.registry.VerifierMeta.batch`) give
         set as their ``verdict`` (the pool then runs only their format rule), and the batch
         seconds per job. A job whose batch verifier left it (None) keeps the per-call path; a
         batch verifier that raises makes each of its jobs an ``error`` (as a verifier would)."""
@@ -164,14 +160,14 @@ class RewardPipeline:
         by_name: dict[str, list[int]] = {}
         for i, job in enumerate(jobs):
             name = job.verifier or job.task_type
-            if name in BATCH_VERIFIERS:
+            if name in VERIFIERS and VERIFIERS.meta(name).batch is not None:
                 by_name.setdefault(name, []).append(i)
         jobs = list(jobs)
         for name, indices in by_name.items():
             start = time.perf_counter()
             try:
-                verdicts = BATCH_VERIFIERS[name]([(jobs[i].completion, jobs[i].reference,
-                                                   jobs[i].options) for i in indices])
+                verdicts = VERIFIERS.meta(name).batch([(jobs[i].completion, jobs[i].reference,
+                                                        jobs[i].options) for i in indices])
             except Exception as exc:  # as run_verifier: reported, never fatal
                 failed = Verdict(Status.error, detail=f"{type(exc).__name__}: {exc}"[:500])
                 verdicts = [failed] * len(indices)
@@ -183,7 +179,8 @@ class RewardPipeline:
         return jobs, seconds
 
     def _format_rule(self, task_type: str) -> str:
-        return self.config.format_rule.get(task_type) or DEFAULT_FORMAT_RULE.get(task_type, "none")
+        default = VERIFIERS.meta(task_type).format_rule if task_type in VERIFIERS else None
+        return self.config.format_rule.get(task_type) or default or "none"
 
     def _verifier_name(self, task_type: str) -> str:
         return self.config.verifiers.get(task_type, task_type)
@@ -196,9 +193,10 @@ class RewardPipeline:
             FORMAT: verdict.components.get(FORMAT, 0.0),  # run with the verifier (_job)
         }
         if self.config.weights.get("process", 0) > 0 and request.task_type == "math":
-            # R4, off by default; math only (calculations in worked solutions). A completion that writes no calculation scores 0.0, not
-            # "no opinion": otherwise leaving the work out would be free while a wrong step
-            # costs. Bounded work, so it runs here like the format rule.
+            # R4, off by default; math only (calculations in worked solutions). A completion
+            # that writes no calculation scores 0.0, not "no opinion": otherwise leaving the
+            # work out would be free while a wrong step costs. Bounded work, so it runs here
+            # like the format rule.
             components["process"] = process_score(request.completion) or 0.0
         # A verifier error or timeout is no judgement of the completion: it scores 0 whatever
         # its format (Status docs), and is reported as what it was.

@@ -17,11 +17,13 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from rlvr.rewards.registry import get_format_rule, get_verifier, load_plugins
+from rlvr.registry import load_plugins
+from rlvr.rewards.registry import FORMAT_RULES, VERIFIERS
 from rlvr.rewards.types import FORMAT, Status, Verdict
 
 
@@ -73,7 +75,7 @@ def run_verifier(job: VerifyJob) -> tuple[Verdict, float]:
     try:
         load_plugins(job.plugins)
         verdict = job.verdict if job.verdict is not None else checked_verdict(
-            get_verifier(name)(job.completion, job.reference, **job.options), name)
+            VERIFIERS.get(name)(job.completion, job.reference, **job.options), name)
     except Exception as exc:  # a verifier bug must not take the run down; it is reported
         verdict = Verdict(Status.error, detail=f"{type(exc).__name__}: {exc}"[:500])
     if job.format_rule is not None:
@@ -89,7 +91,7 @@ def _with_format(verdict: Verdict, job: VerifyJob) -> Verdict:
     try:
         load_plugins(job.plugins)
         score, problem = checked_format(
-            get_format_rule(rule)(job.completion, **job.format_options), rule)
+            FORMAT_RULES.get(rule)(job.completion, **job.format_options), rule)
     except Exception as exc:  # a format rule bug is reported like a verifier bug
         score, problem = 0.0, f"format rule {rule!r} raised {type(exc).__name__}: {exc}"
     components = {**verdict.components, FORMAT: score}
@@ -265,7 +267,9 @@ class VerifierPool:
             raise ValueError(f"VerifierPool needs workers >= 1, got {workers}")
         self._ctx = mp.get_context(start_method)
         if start_method == "forkserver":
-            self._ctx.set_forkserver_preload(["rlvr.rewards.builtin"])
+            # the built-ins, with the implementations the registry loads on first use
+            self._ctx.set_forkserver_preload(["rlvr.rewards.builtin", "rlvr.rewards.math_task",
+                                              "rlvr.rewards.code"])
         self._size = workers
         self._workers: list[_Worker] = []
         self._lock = threading.Lock()
@@ -367,7 +371,7 @@ class VerifierPool:
             if had_workers:
                 remove_sandbox_leftovers()
 
-    def __enter__(self) -> "VerifierPool":
+    def __enter__(self) -> VerifierPool:
         return self
 
     def __exit__(self, *exc: object) -> None:

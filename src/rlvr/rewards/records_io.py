@@ -17,7 +17,7 @@ from typing import Any
 
 from rlvr.io import InputError, parse_jsonl_object, text_lines
 from rlvr.rewards.code_reference import reference_problem
-from rlvr.rewards.registry import task_types
+from rlvr.rewards.registry import VERIFIERS
 from rlvr.rewards.types import RewardResult
 
 
@@ -87,7 +87,7 @@ def iter_records(path: str | os.PathLike) -> Iterator[VerifyRecord]:
         InputError: a bad line (when it is reached).
         OSError: the file cannot be read.
     """
-    known = set(task_types())
+    known = set(VERIFIERS.names())
     for line_no, text in text_lines(path):
         if text.strip():
             yield parse_record(text, path, line_no, known)

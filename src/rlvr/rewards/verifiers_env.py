@@ -39,7 +39,7 @@ from functools import lru_cache
 from types import ModuleType
 from typing import Any
 
-from rlvr.rewards.registry import add_working_directory
+from rlvr.registry import add_working_directory
 from rlvr.rewards.types import Status, Verdict
 
 TASK_TYPE = "verifiers"
@@ -127,7 +127,7 @@ def _load(module: str, kwargs_json: str):
 def import_environment_module(module: str) -> ModuleType:
     """Import the environment module ``module`` as verifiers names it (``-`` read as ``_``,
     the part after the last ``/``), looking in the working directory too, as reward plugins
-    are (:func:`rlvr.rewards.registry.add_working_directory`): an environment module next to
+    are (:func:`rlvr.registry.add_working_directory`): an environment module next to
     the config imports without being installed.
 
     Raises:

@@ -6,7 +6,14 @@ Engines: ``torch`` (CPU default, :mod:`rlvr.rollout.torch_engine`), ``hf`` (tran
 ``rlvr[vllm]``, :mod:`rlvr.rollout.vllm_engine`; registering it does not import vLLM).
 """
 
+# Importing the modules registers their engines.
+from rlvr.rollout import hf as _hf  # noqa: F401
+from rlvr.rollout import torch_engine as _torch_engine  # noqa: F401
+from rlvr.rollout import vllm_engine as _vllm_engine  # noqa: F401  (vllm imported lazily)
+from rlvr.rollout.decoder.support import UnsupportedModelError
 from rlvr.rollout.engine import (
+    ENGINES,
+    EngineMeta,
     RolloutEngine,
     UnknownEngineError,
     create_auto_engine,
@@ -14,6 +21,8 @@ from rlvr.rollout.engine import (
     engine_names,
     register_engine,
 )
+from rlvr.rollout.hf import HFEngine
+from rlvr.rollout.torch_engine import TorchEngine
 from rlvr.rollout.types import (
     FINISH_LENGTH,
     FINISH_STOP,
@@ -23,20 +32,14 @@ from rlvr.rollout.types import (
     SamplingParamsError,
 )
 
-# Importing the modules registers their engines.
-from rlvr.rollout import hf as _hf  # noqa: E402,F401
-from rlvr.rollout import torch_engine as _torch_engine  # noqa: E402,F401
-from rlvr.rollout import vllm_engine as _vllm_engine  # noqa: E402,F401  (vllm imported lazily)
-from rlvr.rollout.hf import HFEngine  # noqa: E402
-from rlvr.rollout.decoder.support import UnsupportedModelError  # noqa: E402
-from rlvr.rollout.torch_engine import TorchEngine  # noqa: E402
-
 DEFAULT_ENGINE = "torch"
 
 __all__ = [
     "DEFAULT_ENGINE",
+    "ENGINES",
     "FINISH_LENGTH",
     "FINISH_STOP",
+    "EngineMeta",
     "HFEngine",
     "RolloutEngine",
     "RolloutOutput",

@@ -16,13 +16,15 @@ when the model's parameters changed in place (detected through tensor version co
 
 from __future__ import annotations
 
-import difflib
-from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
 
 from rlvr.models.precision import resolve_precision
+from rlvr.registry import Registry
 from rlvr.rollout.decoder.support import UnsupportedModelError
 from rlvr.rollout.reported_logprobs import ReportBuffers
 from rlvr.rollout.types import (
@@ -40,7 +42,8 @@ class RolloutEngine(Protocol):
 
     name: str
 
-    def generate(self, prompt_ids: Sequence[Sequence[int]], params: SamplingParams) -> RolloutOutput:
+    def generate(self, prompt_ids: Sequence[Sequence[int]],
+                 params: SamplingParams) -> RolloutOutput:
         """Sample ``params.n`` completions for each prompt (token ids, no padding).
 
         Raises:
@@ -55,34 +58,48 @@ class RolloutEngine(Protocol):
 
 
 EngineFactory = Callable[..., RolloutEngine]
-_ENGINES: dict[str, EngineFactory] = {}
 
 
 class UnknownEngineError(ValueError):
     """No engine is registered under the requested name; the message lists the known ones."""
 
 
-def register_engine(name: str) -> Callable[[EngineFactory], EngineFactory]:
-    """Class decorator: register an engine factory under ``name``.
+@dataclass(frozen=True)
+class EngineMeta:
+    """What a rollout engine records beside its factory.
+
+    Attributes:
+        device: where it runs, ``cpu`` or ``cuda``: the run's ``model.precision`` resolves
+            against it (:func:`create_engine`).
+    """
+
+    device: str = "cpu"
+
+
+#: Engine factories ``factory(model, pad_token_id=..., **options) -> RolloutEngine`` by name;
+#: the built-ins register when :mod:`rlvr.rollout` imports their modules.
+ENGINES: Registry[EngineFactory, EngineMeta] = Registry(
+    "rollout engine", EngineMeta, field="rollout.engine", error=UnknownEngineError)
+
+
+def register_engine(name: str, *, device: str = "cpu") -> Callable[[EngineFactory],
+                                                                    EngineFactory]:
+    """Decorator: register an engine factory (usually the engine class) under ``name``.
 
     The factory is called as ``factory(model, pad_token_id=..., **options)``.
 
+    Args:
+        device: :attr:`EngineMeta.device`.
+
     Raises:
-        ValueError: ``name`` is already registered.
+        ValueError: another factory is already registered under ``name``.
     """
-
-    def decorator(factory: EngineFactory) -> EngineFactory:
-        if name in _ENGINES:
-            raise ValueError(f"rollout engine {name!r} is already registered")
-        _ENGINES[name] = factory
-        return factory
-
-    return decorator
+    return ENGINES.register(name, device=device)
 
 
 def engine_names() -> list[str]:
     """Registered engine names, sorted."""
-    return sorted(_ENGINES)
+    return ENGINES.names()
 
 
 def create_engine(name: str, model, *, pad_token_id: int | None = None,
@@ -95,8 +112,8 @@ def create_engine(name: str, model, *, pad_token_id: int | None = None,
         pad_token_id: id used to right-pad completions; default ``model.config.pad_token_id``,
             then its ``eos_token_id``, then 0.
         precision: ``auto`` / ``bf16`` / ``fp32`` (:mod:`rlvr.models.precision`), resolved
-            against the engine's device (its class attribute ``device``: ``cpu`` unless it says
-            ``cuda``) and passed as the engine's ``dtype`` option (a ``torch.dtype``); None
+            against the engine's registered device (:attr:`EngineMeta.device`) and passed
+            as the engine's ``dtype`` option (a ``torch.dtype``); None
             leaves the engine's own default. An explicit ``dtype`` option wins.
         options: engine-specific keyword options (see each engine's class doc).
 
@@ -104,17 +121,11 @@ def create_engine(name: str, model, *, pad_token_id: int | None = None,
         UnknownEngineError: ``name`` is not registered (the message suggests the closest name).
         ValueError: an unknown precision.
     """
-    if name not in _ENGINES:
-        close = difflib.get_close_matches(name, list(_ENGINES), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise UnknownEngineError(
-            f"unknown rollout engine {name!r}{hint}; known: {', '.join(engine_names())}"
-        )
-    factory = _ENGINES[name]
+    entry = ENGINES.entry(name)
+    factory = entry.obj
     if precision is not None and "dtype" not in options:
         try:
-            options["dtype"] = resolve_precision(
-                precision, device=getattr(factory, "device", "cpu")).dtype
+            options["dtype"] = resolve_precision(precision, device=entry.meta.device).dtype
         except RuntimeError:  # no such device here: the engine's own check says so
             pass
     return factory(model, pad_token_id=pad_token_id, **options)

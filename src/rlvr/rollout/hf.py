@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import Tensor

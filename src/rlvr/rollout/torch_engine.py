@@ -67,8 +67,9 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -201,6 +202,7 @@ class TorchEngine:
         """
         if source is not None:
             load_weights_into(self.model, source)
+        self._decoder = None  # the old snapshot goes before the new one is built (peak: one)
         weights = snapshot_weights(self.model, self.dtype, self.max_batch_size, self.prepack_fp32,
                                    self.quantization)
         self._decoder = Decoder(weights, self._kernel_library(weights),

@@ -7,7 +7,8 @@ Pure Python over duck-typed objects: importing or using this module never import
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 

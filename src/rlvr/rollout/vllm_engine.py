@@ -64,7 +64,8 @@ import shutil
 import tempfile
 import time
 import warnings
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -129,7 +130,7 @@ def parse_version(text: str) -> tuple[int, int, int]:
     return tuple(numbers + [0] * (3 - len(numbers)))  # type: ignore[return-value]
 
 
-@register_engine("vllm")
+@register_engine("vllm", device="cuda")
 class VLLMEngine:
     """Rollouts through vLLM on a CUDA GPU (see the module doc for the API paths used).
 
@@ -165,7 +166,7 @@ class VLLMEngine:
     """
 
     name = "vllm"
-    device = "cuda"  # the run's precision resolves against the GPU (create_engine)
+    device = "cuda"  # as registered: the run's precision resolves against the GPU
 
     def __init__(self, model, *, pad_token_id: int | None = None,
                  gpu_memory_utilization: float = 0.3, enable_sleep_mode: bool = False,
@@ -222,7 +223,7 @@ class VLLMEngine:
                 from transformers import AutoConfig
 
                 config = AutoConfig.from_pretrained(model)
-            except Exception:  # noqa: BLE001 - vLLM reports a bad path itself
+            except Exception:
                 return None
         size = getattr(config, "vocab_size", None)
         return int(size) if size else None
@@ -383,6 +384,6 @@ class VLLMEngine:
     def __del__(self):  # best effort: the exported copy can be hundreds of MB
         try:
             self._remove_export()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 

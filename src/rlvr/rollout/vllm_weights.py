@@ -36,7 +36,7 @@ def _runner_model(runner: Any) -> Any:
     if callable(get_model):
         try:
             model = get_model()
-        except Exception:  # noqa: BLE001 - fall back to the attribute
+        except Exception:
             model = None
         if model is not None:
             return model

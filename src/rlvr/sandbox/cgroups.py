@@ -138,7 +138,7 @@ class RunCgroup:
         self.paths = {c: os.path.join(_base(c), self.name) for c in CONTROLLERS}
         made = []
         try:
-            for c, p in self.paths.items():
+            for p in self.paths.values():
                 os.mkdir(p, 0o700)
                 made.append(p)
             _write(os.path.join(self.paths["pids"], "pids.max"), str(int(max_processes)))

@@ -95,7 +95,8 @@ def _classify(
             if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= rlimit - 0.05):
                 why = f"CPU time limit: the program process reached RLIMIT_CPU ({rlimit} s)"
                 return S.timeout, why, fields
-            return S.runtime_error, f"program exited before the tests ({exit_info or rec.get('why')})", fields
+            why = f"program exited before the tests ({exit_info or rec.get('why')})"
+            return S.runtime_error, why, fields
         err = rec.get("error") or {}
         why = f"driver error: {err.get('type')}: {err.get('msg')}"[:300]
         if rec.get("handed"):

@@ -87,7 +87,8 @@ def _enc(x, depth: int, budget: list, ref=None) -> object:
         return {"#": "complex", "v": [_enc(x.real, d, budget), _enc(x.imag, d, budget)]}
     name = type(x).__name__
     if name == "Fraction":
-        return {"#": "fraction", "v": [_enc(x.numerator, d, budget), _enc(x.denominator, d, budget)]}
+        return {"#": "fraction",
+                "v": [_enc(x.numerator, d, budget), _enc(x.denominator, d, budget)]}
     if name == "Decimal":
         v = str(x)
         if len(v) > MAX_DECIMAL_CHARS:

@@ -58,10 +58,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The sibling files, bound read-only next to this one.
-import candidate  # noqa: E402
-import codec  # noqa: E402
-import procs  # noqa: E402
-from procs import CandidateGone, safe_str, text  # noqa: E402
+import candidate
+import codec
+import procs
+from procs import CandidateGone, safe_str, text
 
 # Encoded bytes of probe values, all probes together, passed on to the host (which decodes them
 # outside every sandbox limit); later values fail their probes. Far above what a test compares.

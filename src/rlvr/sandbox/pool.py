@@ -7,18 +7,17 @@ same machine therefore share one budget instead of each oversubscribing the CPUs
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import os
+import queue
 import tempfile
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Iterable, Iterator
-
-import atexit
-import queue
 import weakref
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from rlvr.sandbox.runner import Launched, execute, launch, launch_key
 from rlvr.sandbox.types import SandboxJob, SandboxResult, SandboxStatus, Tier
@@ -58,7 +57,8 @@ class SlotLimiter:
             delay = 0.001
             while True:
                 for i in range(self.slots):
-                    fd = os.open(os.path.join(self.directory, f"slot-{i}"), os.O_RDWR | os.O_CREAT, 0o600)
+                    fd = os.open(os.path.join(self.directory, f"slot-{i}"),
+                                 os.O_RDWR | os.O_CREAT, 0o600)
                     try:
                         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     except BlockingIOError:
@@ -142,7 +142,8 @@ class SandboxPool:
             if self._refills is None:
                 self._refills = queue.SimpleQueue()
                 self._launcher_thread = threading.Thread(
-                    target=self._launcher, args=(self._refills,), name="rlvr-sandbox-prestart", daemon=True
+                    target=self._launcher, args=(self._refills,), name="rlvr-sandbox-prestart",
+                    daemon=True,
                 )
                 self._launcher_thread.start()
             self._refills.put(job)
@@ -175,7 +176,8 @@ class SandboxPool:
                     sb = launch(job, tier=self.tier)
                 except OSError as e:
                     tier = self.tier or launch_key(job)[0]
-                    return SandboxResult(SandboxStatus.sandbox_error, tier, detail=f"launch failed: {e}")
+                    return SandboxResult(SandboxStatus.sandbox_error, tier,
+                                         detail=f"launch failed: {e}")
             if self.prestart:
                 self._refill(job)  # starts in the background while this job runs
             result = execute(sb, job)
@@ -218,14 +220,14 @@ class SandboxPool:
         if launcher is not None and launcher is not threading.current_thread():
             launcher.join(timeout=30)
 
-    def __enter__(self) -> "SandboxPool":
+    def __enter__(self) -> SandboxPool:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
 
-_live_pools: "weakref.WeakSet[SandboxPool]" = weakref.WeakSet()
+_live_pools: weakref.WeakSet[SandboxPool] = weakref.WeakSet()
 
 
 @atexit.register

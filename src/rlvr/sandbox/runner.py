@@ -268,6 +268,7 @@ def run_job(job: SandboxJob, *, tier: Tier | None = None) -> SandboxResult:
         sandbox = launch(job, tier=tier)
     except OSError as e:
         return SandboxResult(
-            SandboxStatus.sandbox_error, tier or tiers.environment().tier, detail=f"launch failed: {e}"
+            SandboxStatus.sandbox_error, tier or tiers.environment().tier,
+            detail=f"launch failed: {e}",
         )
     return execute(sandbox, job)

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-
 # Default CPU-time budget of one run, in CPU seconds (program + tests, all processes).
 #
 # Measured (src/rlvr/sandbox, 2 vCPU Intel Xeon with AVX2, Debian 12, bwrap tier, cgroup

@@ -71,18 +71,32 @@ Models and checkpoints (LoRA adapters merged) are loaded by
 
 from rlvr.serve.admission import Admission
 from rlvr.serve.app import create_app
-from rlvr.serve.errors import APIError, bad_field, validation_error
-from rlvr.serve.request_log import RequestLog, log_requests_to_stderr, request_line
-from rlvr.serve.runner import bind_socket, make_uvicorn_server, missing_dependencies, serve_forever
-from rlvr.serve.logprobs import TokenNames, chat_logprobs, completion_logprobs
-from rlvr.serve.responses import Rendering, chat_response, completion_response
-from rlvr.serve.schemas import (MAX_TOP_LOGPROBS, REFUSED_FIELDS, ChatMessage, ChatRequest,
-                                Choice, CompletionRequest, TextPart, stop_strings,
-                                unknown_fields)
-from rlvr.serve.server import (DEFAULT_MAX_QUEUE, DEFAULT_MAX_TOKENS, ENGINES, LOGPROBS_MODES,
-                               Job, ModelServer)
 from rlvr.serve.decoding import RequestRun
+from rlvr.serve.errors import APIError, bad_field, validation_error
 from rlvr.serve.logits_rules import LogitsRules
+from rlvr.serve.logprobs import TokenNames, chat_logprobs, completion_logprobs
+from rlvr.serve.request_log import RequestLog, log_requests_to_stderr, request_line
+from rlvr.serve.responses import Rendering, chat_response, completion_response
+from rlvr.serve.runner import bind_socket, make_uvicorn_server, missing_dependencies, serve_forever
+from rlvr.serve.schemas import (
+    MAX_TOP_LOGPROBS,
+    REFUSED_FIELDS,
+    ChatMessage,
+    ChatRequest,
+    Choice,
+    CompletionRequest,
+    TextPart,
+    stop_strings,
+    unknown_fields,
+)
+from rlvr.serve.server import (
+    DEFAULT_MAX_QUEUE,
+    DEFAULT_MAX_TOKENS,
+    ENGINES,
+    LOGPROBS_MODES,
+    Job,
+    ModelServer,
+)
 from rlvr.serve.stream import event_stream
 
 __all__ = [

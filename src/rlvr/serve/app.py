@@ -14,6 +14,7 @@ from rlvr.serve.errors import APIError, validation_error
 from rlvr.serve.logprobs import TokenNames
 from rlvr.serve.request_log import RequestLog, record_usage
 from rlvr.serve.responses import Rendering, chat_response, completion_response
+
 # Module level, not inside create_app: FastAPI resolves the endpoints' (string) annotations
 # through this module's globals.
 from rlvr.serve.schemas import BaseRequest, ChatRequest, CompletionRequest
@@ -69,7 +70,7 @@ def create_app(server: ModelServer, *, request_log=None):
 
     @app.exception_handler(Exception)
     async def _crash(_: Request, exc: Exception):
-        log.exception("request failed")
+        log.error("request failed", exc_info=exc)
         error = APIError(500, f"internal error: {type(exc).__name__}: {exc}",
                          type="server_error")
         return JSONResponse(error.body(), status_code=500)

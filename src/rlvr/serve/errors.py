@@ -3,7 +3,8 @@ from bad fields and from pydantic's validation errors."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 class APIError(Exception):

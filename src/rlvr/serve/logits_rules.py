@@ -18,8 +18,8 @@ vLLM's order through the engine's :meth:`~rlvr.rollout.hooks.DecodeHooks.process
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import torch
 from torch import Tensor

@@ -11,16 +11,17 @@ tokens of the same text collapse into one key, as a dict must). ``text_offset`` 
 token's text starts in the choice's ``text``.
 
 The values are the engine's own (:mod:`rlvr.rollout.reported_logprobs`), computed from the
-same logits as its training log-probs (the torch engine: the sampler's logits); a token string is ``tokenizer.decode([id])`` (special tokens
-kept), or ``"token_id:<id>"`` with vLLM's ``return_tokens_as_token_ids``. A log-prob of
-``-inf`` (a token the model rules out) is sent as -9999.0, as vLLM does, since JSON has no
-infinity.
+same logits as its training log-probs (the torch engine: the sampler's logits); a token
+string is ``tokenizer.decode([id])`` (special tokens kept), or ``"token_id:<id>"`` with
+vLLM's ``return_tokens_as_token_ids``. A log-prob of ``-inf`` (a token the model rules out)
+is sent as -9999.0, as vLLM does, since JSON has no infinity.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rlvr.serve.schemas import Choice
 

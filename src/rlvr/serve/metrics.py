@@ -15,7 +15,7 @@ Each server has its own registry, so several servers in one process (tests) do n
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 # the routes counted by name; any other path is counted as "other" (bounded label values)
 ROUTES = ("/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/version",

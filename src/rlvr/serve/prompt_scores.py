@@ -8,8 +8,9 @@ position 0 has no context and holds None, as in vLLM and OpenAI's legacy API.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 

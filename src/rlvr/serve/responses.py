@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from rlvr.serve.logprobs import TokenNames, chat_logprobs, completion_logprobs
 from rlvr.serve.prompt_scores import PromptScores, echo_logprobs, vllm_prompt_logprobs

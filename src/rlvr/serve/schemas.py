@@ -11,7 +11,7 @@ rendered by :mod:`rlvr.serve.logprobs`, their streamed form by :mod:`rlvr.serve.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -50,7 +50,7 @@ class BaseRequest(BaseModel):
     min_p: float = Field(0.0, ge=0.0, le=1.0, allow_inf_nan=False)
     max_tokens: int | None = Field(None, ge=0)
     min_tokens: int = Field(0, ge=0)
-    stop: Union[str, list[str], None] = None
+    stop: str | list[str] | None = None
     stop_token_ids: list[int] | None = None
     include_stop_str_in_output: bool = False
     ignore_eos: bool = False
@@ -101,7 +101,7 @@ class CompletionRequest(BaseRequest):
     log-prob and the k most likely tokens; ``echo`` puts the prompt before each choice's
     text (and its tokens' log-probs before the completion's)."""
 
-    prompt: Union[str, list[str], list[int], list[list[int]]]
+    prompt: str | list[str] | list[int] | list[list[int]]
     logprobs: int | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
     echo: bool | None = False
 
@@ -125,7 +125,7 @@ class ChatMessage(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore")
 
     role: Literal["system", "user", "assistant"]
-    content: Union[str, list[TextPart]]
+    content: str | list[TextPart]
 
     def text(self) -> str:
         """The content as one string."""
@@ -172,9 +172,9 @@ REFUSED_FIELDS: dict[str, tuple[tuple[Any, ...], str]] = {
     "function_call": ((None, "none"), "function calling is not supported by rlvr serve"),
     "response_format": ((None, {"type": "text"}), "only the text response format is "
                                                   "supported by rlvr serve"),
-    **{name: ((None,), _GUIDED) for name in (
-        "guided_json", "guided_regex", "guided_choice", "guided_grammar",
-        "guided_decoding_backend", "guided_whitespace_pattern", "structured_outputs")},
+    **dict.fromkeys(("guided_json", "guided_regex", "guided_choice", "guided_grammar",
+                     "guided_decoding_backend", "guided_whitespace_pattern",
+                     "structured_outputs"), ((None,), _GUIDED)),
     "use_beam_search": ((None, False), "beam search is not supported by rlvr serve"),
     "length_penalty": ((None, 1, 1.0), "length_penalty (beam search) is not supported by "
                                        "rlvr serve"),

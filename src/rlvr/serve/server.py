@@ -26,9 +26,9 @@ import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Sequence
 
 from rlvr.rollout import SamplingParams, create_auto_engine
 from rlvr.serve.admission import Admission
@@ -37,8 +37,14 @@ from rlvr.serve.errors import APIError, bad_field
 from rlvr.serve.logits_rules import LogitsRules
 from rlvr.serve.metrics import Metrics
 from rlvr.serve.prompt_scores import PromptScores, score_prompt
-from rlvr.serve.schemas import (BaseRequest, ChatRequest, CompletionRequest, refuse_unsupported,
-                                stop_strings, unknown_fields)
+from rlvr.serve.schemas import (
+    BaseRequest,
+    ChatRequest,
+    CompletionRequest,
+    refuse_unsupported,
+    stop_strings,
+    unknown_fields,
+)
 from rlvr.tasks.prompting import stop_token_ids
 
 log = logging.getLogger("rlvr.serve")

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 from rlvr.serve.decoding import Delta, RequestRun
 from rlvr.serve.errors import APIError
@@ -157,7 +158,7 @@ async def event_stream(kind: str, run: RequestRun, how: Rendering, include_usage
         yield sse_event(exc.body())
         yield DONE
         return
-    except Exception as exc:  # noqa: BLE001 - the status line is sent: report in the stream
+    except Exception as exc:
         error = APIError(500, f"internal error: {type(exc).__name__}: {exc}",
                          type="server_error")
         yield sse_event(error.body())

@@ -15,10 +15,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlvr import __version__
 from rlvr.serve.errors import bad_field
 from rlvr.serve.schemas import ChatMessage, ChatRequest
 from rlvr.serve.server import ModelServer
@@ -48,7 +49,7 @@ class DetokenizeRequest(BaseModel):
     tokens: list[int] = Field(default_factory=list)
 
 
-def tokenizer_info(server: ModelServer) -> dict[str, Union[str, int, bool, None]]:
+def tokenizer_info(server: ModelServer) -> dict[str, str | int | bool | None]:
     """What ``GET /tokenizer_info`` answers: ``tokenizer_class``, the special tokens
     (``eos_token``, ``bos_token``, ``pad_token``, ``unk_token``), ``chat_template`` and
     ``model_max_length`` (the served context)."""
@@ -86,8 +87,6 @@ def add_utility_routes(app, server: ModelServer) -> None:
     """Add the routes of the module doc to the FastAPI ``app``."""
     from fastapi.responses import Response
     from starlette.concurrency import run_in_threadpool
-
-    from rlvr import __version__
 
     @app.get("/health")
     def health():

@@ -13,22 +13,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlvr.records import Task
-from rlvr.rewards.registry import task_types
-from rlvr.tasks import registry
+from rlvr.tasks import gym, registry, tool_arithmetic, verifiers_source
 from rlvr.tasks.arithmetic.generator import generate as generate_arithmetic
 from rlvr.tasks.arithmetic.levels import parse_mixture as parse_arithmetic_mixture
 from rlvr.tasks.code import load_humaneval, load_mbpp
-from rlvr.tasks import gym, verifiers_source
 from rlvr.tasks.logic import generate_logic
 from rlvr.tasks.logic import parse_mixture as parse_logic_mixture
-from rlvr.tasks.sources import load_gsm8k, load_math500, load_task_file
-from rlvr.tasks import tool_arithmetic
+from rlvr.tasks.sources import load_gsm8k, load_math500, load_task_file, registered_task_types
 
 
 def _task_file(path: Path, task_type: str | None = None) -> list[Task]:
     if task_type is not None:
         return load_task_file(path, task_type)
-    return load_task_file(path, known_types=set(task_types()))
+    return load_task_file(path, known_types=registered_task_types())
 
 
 @registry.register_source

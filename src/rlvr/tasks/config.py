@@ -10,14 +10,20 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import (AfterValidator, ConfigDict, Field, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from rlvr.configio import ConfigModel
 from rlvr.io import DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_PROMPT_CHARS
 from rlvr.limits import MAX_COEF, MAX_INPUT_BYTES, MAX_ROWS
-from rlvr.tasks.registry import is_source, source_names, task_source
+from rlvr.tasks.registry import SOURCES, is_source, source_names, task_source
 
 DEFAULT_INSTRUCTION = (
     "Solve the problem. Write each calculation on its own line, then give the final answer "
@@ -117,7 +123,8 @@ class DataSource(ConfigSection):
 
 class DataConfig(ConfigSection):
     source: SourceName = Field(
-        "arithmetic", description="Task source. `arithmetic`, `logic` (countdown, knights "
+        "arithmetic", description=f"Task source, {SOURCES.one_of()}. `arithmetic`, `logic` "
+        "(countdown, knights "
         "and knaves) and `tool_arithmetic` (3-digit products, three operands, word problems: "
         "arithmetic for the calculator tool) are generated from `mixture`, and so are "
         "`reasoning_gym` (reasoning-gym's datasets, extra `gym`) and `verifiers` (the rows of "
@@ -183,7 +190,8 @@ class DataConfig(ConfigSection):
                              "Default: ask for a final `#### <answer>` line; for `humaneval` and "
                              "`mbpp` no tests or example calls in the code block; for `logic` and "
                              "`verifiers` none (their prompts state their own answer format); "
-                             "for `reasoning_gym` the answer between `<answer>` tags. Saved with every "
+                             "for `reasoning_gym` the answer between `<answer>` tags. Saved with "
+                             "every "
                              "checkpoint (`rlvr_prompt.json`), so `rlvr eval` prompts a "
                              "checkpoint as it was trained.")
     one_shot: bool = Field(False, description="Prepend one worked example (a user/assistant "
@@ -249,7 +257,7 @@ class DataConfig(ConfigSection):
                                 else "") + ")")
         return check_mixture(source, mixture)
 
-    def source_config(self, spec: DataSource | None = None) -> "DataConfig":
+    def source_config(self, spec: DataSource | None = None) -> DataConfig:
         """The single-source data section that loads ``spec`` (one entry of ``sources``), or
         this section itself for ``None``. ``path`` and ``val_path`` are the entry's own; unset
         sizes come from this section, ``mixture`` from it when it names the same source, else

@@ -295,12 +295,12 @@ def _case_line(statements: list[dict], knights: dict[str, bool]) -> str:
     case = _assignment_text({p: ROLES[0] if k else ROLES[1] for p, k in knights.items()})
     bad = first_contradiction(statements, knights)
     if bad is None:
-        return f"Suppose {case}. Every statement is true exactly when its speaker is a knight. " \
-            "Consistent."
+        return (f"Suppose {case}. Every statement is true exactly when its speaker is a knight. "
+                "Consistent.")
     speaker = bad["speaker"]
     role, truth = ("knight", "false") if knights[speaker] else ("knave", "true")
-    return f"Suppose {case}. Then {speaker} is a {role}, yet {speaker}'s statement is {truth}. " \
-        "Impossible."
+    return (f"Suppose {case}. Then {speaker} is a {role}, yet {speaker}'s statement is {truth}. "
+            "Impossible.")
 
 
 def _knights_knaves_solution(

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Sequence, TypeVar
+from collections.abc import Sequence
+from typing import TypeVar
 
 SPLITS = ("train", "validation")
 

@@ -5,18 +5,24 @@ A source is one :class:`TaskSource` subclass registered with :func:`register_sou
 declares what the rest of the code would otherwise check by name: whether it is generated
 in-process (and so needs no data path), how it reads a file of its format, whether a file has
 its own train / validation splits, its default instruction and generator levels. The config,
-the run and the CLI ask the registry; adding a source is one decorated class::
+the run and the CLI ask the registry (:data:`SOURCES`, a :class:`rlvr.registry.Registry`).
+Adding a generated source is one decorated generator function (its keywords are the
+:class:`TaskSource` attributes)::
 
-    from rlvr.tasks.registry import TaskSource, register_source
+    from rlvr.tasks.registry import register_source
+
+    @register_source("primes", default_mixture="small")
+    def primes(mixture, n, *, seed, split, unique=True):
+        return [...]  # rlvr.records.Task list
+
+and a source that reads files one decorated class::
 
     @register_source
-    class Primes(TaskSource):
-        name = "primes"
-        generated = True
-        default_mixture = "small"
+    class Lines(TaskSource):
+        name = "lines"
 
-        def generate(self, mixture, n, *, seed, split, unique=True):
-            return [...]  # rlvr.records.Task list
+        def read(self, path, split):
+            return [...]
 
 The built-in sources are registered by :mod:`rlvr.tasks.builtin_sources`, which the package
 :mod:`rlvr.tasks` imports, so every lookup sees them. This module imports no source, so
@@ -25,11 +31,12 @@ The built-in sources are registered by :mod:`rlvr.tasks.builtin_sources`, which 
 
 from __future__ import annotations
 
-import difflib
+from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rlvr.records import Task
+from rlvr.registry import Registry
 from rlvr.tasks.files import DataError
 
 
@@ -92,41 +99,77 @@ class TaskSource:
         names this source's generator levels. Nothing to check by default."""
 
 
-_SOURCES: dict[str, TaskSource] = {}
+#: The registered sources (an instance of each class), in registration order.
+SOURCES: Registry[TaskSource, Any] = Registry(
+    "task source", field="data.source", ordered=True,
+    # one source: the same class, or the same generator function (a module imported twice)
+    identity=lambda source: getattr(source, "_generator", None) or type(source))
+
+_ATTRIBUTES = ("generated", "own_splits", "splits_in_one_file", "empty_split",
+               "default_mixture", "instruction", "sft_mixture", "verifier_defaults",
+               "convert_splits")
 
 
-def register_source(cls: type[TaskSource]) -> type[TaskSource]:
-    """Class decorator: register an instance of ``cls`` under ``cls.name``; returns ``cls``.
+def register_source(cls: type[TaskSource] | str, /, **attributes: Any) -> Any:
+    """Register a task source; two forms.
+
+    - ``@register_source`` on a :class:`TaskSource` subclass: an instance of it under
+      ``cls.name``; returns the class.
+    - ``@register_source(name, **attributes)`` on a generator function ``fn(mixture, n, *,
+      seed, split, unique=True) -> list[Task]``: a generated source (``generated=True``)
+      whose :meth:`TaskSource.generate` is ``fn``; ``attributes`` are :class:`TaskSource`
+      attributes (``default_mixture``, ``instruction``, ...) and ``check_mixture``, a
+      function ``(mixture) -> None`` that raises for unknown levels. Returns ``fn``.
 
     Raises:
+        TypeError: an attribute :class:`TaskSource` does not have.
         ValueError: another class is already registered under that name.
     """
-    existing = _SOURCES.get(cls.name)
-    if existing is not None and type(existing) is not cls:
-        raise ValueError(f"task source {cls.name!r} is already registered "
-                         f"({type(existing).__name__})")
-    _SOURCES[cls.name] = cls()
-    return cls
+    if isinstance(cls, type):
+        if attributes:
+            raise TypeError("register_source on a class takes no keywords (set them as class "
+                            "attributes)")
+        SOURCES.add(cls.name, cls())
+        return cls
+    name = cls
+    unknown = sorted(set(attributes) - set(_ATTRIBUTES) - {"check_mixture"})
+    if unknown:
+        raise TypeError(f"task source {name!r}: a task source does not take "
+                        f"{', '.join(unknown)} (it takes: {', '.join(_ATTRIBUTES)}, "
+                        f"check_mixture)")
+
+    def decorator(fn: Callable[..., list[Task]]) -> Callable[..., list[Task]]:
+        body: dict[str, Any] = {"generated": True, **attributes, "name": name,
+                                "__doc__": fn.__doc__, "__module__": fn.__module__,
+                                "_generator": staticmethod(fn),
+                                "generate": lambda self, mixture, n, **kw: fn(mixture, n, **kw)}
+        check = attributes.get("check_mixture")
+        if check is not None:
+            body["check_mixture"] = lambda self, mixture: check(mixture)
+        register_source(type(f"{fn.__name__}_source", (TaskSource,), body))
+        return fn
+
+    return decorator
 
 
 def unregister_source(name: str) -> None:
     """Remove a registered source (tests, plugins that replace one); unknown names pass."""
-    _SOURCES.pop(name, None)
+    SOURCES.unregister(name)
 
 
 def source_names() -> list[str]:
     """The registered names, in registration order (the built-ins first)."""
-    return list(_SOURCES)
+    return SOURCES.names()
 
 
 def generated_names() -> list[str]:
     """The registered sources made in-process (:attr:`TaskSource.generated`)."""
-    return [name for name, source in _SOURCES.items() if source.generated]
+    return [entry.name for entry in SOURCES.entries() if entry.obj.generated]
 
 
 def is_source(name: object) -> bool:
     """``name`` is a registered source name (any value: config input not yet validated)."""
-    return isinstance(name, str) and name in _SOURCES
+    return name in SOURCES
 
 
 def task_source(name: str) -> TaskSource:
@@ -135,19 +178,13 @@ def task_source(name: str) -> TaskSource:
     Raises:
         KeyError: unknown name; the message lists the registered ones and the closest match.
     """
-    try:
-        return _SOURCES[name]
-    except KeyError:
-        close = difflib.get_close_matches(name, list(_SOURCES), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise KeyError(f"unknown task source {name!r}{hint} registered: "
-                       f"{', '.join(_SOURCES)}") from None
+    return SOURCES.get(name)
 
 
 def needs_data_path(name: str) -> bool:
     """Whether ``data.source: name`` must be given a ``data.path`` (every source that is not
     generated in-process). Unknown names need one (they are refused elsewhere)."""
-    return not (is_source(name) and _SOURCES[name].generated)
+    return not (is_source(name) and SOURCES.get(name).generated)
 
 
 def in_process(data) -> bool:
@@ -158,4 +195,4 @@ def in_process(data) -> bool:
 
 def splits_in_one_file(name: object) -> bool:
     """:attr:`TaskSource.splits_in_one_file` of ``name``; False for unknown names."""
-    return is_source(name) and _SOURCES[name].splits_in_one_file
+    return is_source(name) and SOURCES.get(name).splits_in_one_file

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from rlvr.io import InputError, check_prompt, input_limits
@@ -77,9 +79,33 @@ def load_math500(path: Path, split: str) -> list[Task]:
     return [Task(id=str(obj.get("unique_id", f"math500-{line}")),
                  prompt=_prompt(obj, "problem", path, line),
                  reference=_field(obj, "answer", path, line), task_type="math", source="math500",
-                 category=str(obj.get("subject", "math")), difficulty=str(obj.get("level", "")) or None,
+                 category=str(obj.get("subject", "math")),
+                 difficulty=str(obj.get("level", "")) or None,
                  solution=obj.get("solution"))
             for line, obj in _read_jsonl(path)]
+
+
+# The task types a verifier is registered for, while :func:`load_tasks` runs with them: a task
+# module never imports the reward registry (importing it registers the reward built-ins), so
+# the layer above (the run, ``rlvr eval``) passes the names down.
+_KNOWN_TYPES: ContextVar[frozenset[str] | None] = ContextVar("rlvr_known_task_types",
+                                                             default=None)
+
+
+@contextmanager
+def known_task_types(names: Collection[str] | None) -> Iterator[None]:
+    """Within the block, a task file a source reads with tasks of any type (``jsonl``) must
+    hold only tasks of these types (:func:`registered_task_types`); None: no check."""
+    token = _KNOWN_TYPES.set(None if names is None else frozenset(names))
+    try:
+        yield
+    finally:
+        _KNOWN_TYPES.reset(token)
+
+
+def registered_task_types() -> frozenset[str] | None:
+    """The task types set by the enclosing :func:`known_task_types`, or None outside one."""
+    return _KNOWN_TYPES.get()
 
 
 def load_task_file(path: Path, task_type: str | None = None,
@@ -178,17 +204,20 @@ def _without(train: list[Task], val: list[Task], data,
     kept = [t for t in train if t.id not in ids and t.prompt not in prompts]
     if len(kept) < len(train) and log is not None:
         dropped = len(train) - len(kept)
-        log(f"data: {dropped} training task{'s are' if dropped != 1 else ' is'} also in data.val_path "
-            f"{data.val_path}: left out of training")
+        log(f"data: {dropped} training task{'s are' if dropped != 1 else ' is'} also in "
+            f"data.val_path {data.val_path}: left out of training")
     return kept
 
 
-def load_tasks(data, seed: int, log: Callable[[str], None] | None = None
-               ) -> tuple[list[Task], list[Task]]:
+def load_tasks(data, seed: int, log: Callable[[str], None] | None = None, *,
+               known_types: Collection[str] | None = None) -> tuple[list[Task], list[Task]]:
     """:func:`_load_tasks` under the data section's input limits (``data.max_line_bytes``,
-    ``data.max_prompt_chars``: :func:`rlvr.io.input_limits`); its docstring says the rest."""
+    ``data.max_prompt_chars``: :func:`rlvr.io.input_limits`); its docstring says the rest.
+    ``known_types``: the registered task types (``rlvr.rewards.registry.VERIFIERS.names()``),
+    which every task of a file of any task type must have (:func:`known_task_types`)."""
     with input_limits(max_line_bytes=getattr(data, "max_line_bytes", None),
-                      max_prompt_chars=getattr(data, "max_prompt_chars", None)):
+                      max_prompt_chars=getattr(data, "max_prompt_chars", None)), \
+            known_task_types(known_types):
         return _load_tasks(data, seed, log)
 
 

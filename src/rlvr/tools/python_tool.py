@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import secrets
 
-from rlvr.rewards.code import extract_code
+from rlvr.rewards.code_extract import extract_code
 from rlvr.sandbox import SandboxJob, SandboxLimits, SandboxResult, SandboxStatus, default_pool
 from rlvr.tools.output import bound_text
 from rlvr.tools.registry import register_tool

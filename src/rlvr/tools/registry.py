@@ -11,20 +11,23 @@ A tool is a function from its arguments to text, registered with one decorator::
 
 The model calls it as ``<word_count>some text</word_count>`` (a tool whose one required
 parameter takes the tag's text) or ``<tool_call>{"name": "word_count", "arguments": {"text":
-"some text"}}</tool_call>`` (see :mod:`rlvr.envs.tool_calls`). The built-ins (``calculator``,
-``python``, :data:`BUILTIN_TOOLS`) register when a lookup first needs them; user tools
-register when their module is imported (``env.plugins``).
+"some text"}}</tool_call>`` (see :mod:`rlvr.envs.tool_calls`). The table is :data:`TOOLS` (a
+:class:`rlvr.registry.Registry` of :class:`Tool` records). The built-ins (``calculator``,
+``python``) register when the package :mod:`rlvr.tools` imports their modules (so any import of
+a ``rlvr.tools`` module registers them); user tools register when their module is imported
+(``env.plugins``).
 """
 
 from __future__ import annotations
 
-import difflib
-import importlib
 import inspect
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any
+
+from rlvr.registry import Registry
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
 #: Tags of the answer formats and of the JSON call form: never a tool's name.
@@ -60,7 +63,8 @@ class Tool:
         return default_s if self.timeout_s is None else min(self.timeout_s, default_s)
 
 
-TOOLS: dict[str, Tool] = {}
+#: Tools by name (``env.tools``); each entry's object is its :class:`Tool` record.
+TOOLS: Registry[Tool, Any] = Registry("tool", field="env.tools", identity=lambda tool: tool.fn)
 _AUTO = object()
 
 
@@ -100,11 +104,8 @@ def register_tool(name: str, *, description: str, argument: str | None | object 
         arg = _single_required(fn) if argument is _AUTO else argument
         if arg is not None and arg not in inspect.signature(fn).parameters:
             raise ValueError(f"tool {name!r}: argument {arg!r} is not a parameter of {fn!r}")
-        existing = TOOLS.get(name)
-        if existing is not None and existing.fn is not fn:
-            raise ValueError(f"tool {name!r} is already registered ({existing.fn!r})")
-        TOOLS[name] = Tool(name, fn, description.strip(), arg,
-                           None if timeout_s is None else float(timeout_s))
+        TOOLS.add(name, Tool(name, fn, description.strip(), arg,
+                             None if timeout_s is None else float(timeout_s)))
         return fn
 
     return decorator
@@ -112,58 +113,18 @@ def register_tool(name: str, *, description: str, argument: str | None | object 
 
 def unregister_tool(name: str) -> None:
     """Remove a registered tool (tests, plugins that replace one); unknown names pass."""
-    TOOLS.pop(name, None)
+    TOOLS.unregister(name)
 
 
 def get_tool(name: str) -> Tool:
-    """The tool registered under ``name`` (a built-in's module is imported on first use).
+    """The tool registered under ``name``.
 
     Raises:
         KeyError: unknown name; the message lists the registered ones and the closest match.
     """
-    if name not in TOOLS and name in BUILTIN_TOOLS:
-        importlib.import_module(BUILTIN_TOOLS[name])
-    if name not in TOOLS:
-        _load_builtins()  # the error lists every tool
-    return lookup(TOOLS, "tool", name)
-
-
-def require_tool(name: str) -> None:
-    """Check that ``name`` is a registered or built-in tool without importing a built-in (the
-    python tool imports the sandbox: config validation need not pay for it).
-
-    Raises:
-        KeyError: as :func:`get_tool` for an unknown name.
-    """
-    if name not in TOOLS and name not in BUILTIN_TOOLS:
-        lookup({**dict.fromkeys(BUILTIN_TOOLS), **TOOLS}, "tool", name)
-
-
-def lookup(table: dict, kind: str, name: str):
-    """``table[name]``, or a ``KeyError`` naming ``kind``, the closest registered name and all
-    of them (``unknown tool 'calculater'; did you mean 'calculator'? registered: ...``)."""
-    try:
-        return table[name]
-    except (KeyError, TypeError):
-        close = difflib.get_close_matches(str(name), [str(k) for k in table], n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise KeyError(f"unknown {kind} {name!r}{hint} registered: "
-                       f"{', '.join(sorted(table)) or 'none'}") from None
+    return TOOLS.get(name, field="")
 
 
 def tool_names() -> list[str]:
     """Names of all registered tools, sorted."""
-    _load_builtins()
-    return sorted(TOOLS)
-
-
-#: Built-in tool name -> the module that registers it.
-BUILTIN_TOOLS = {"calculator": "rlvr.tools.calculator", "python": "rlvr.tools.python_tool"}
-
-
-def _load_builtins() -> None:
-    # Importing the built-in modules runs their decorators; by name when a lookup needs them,
-    # so importing the registry stays cheap and free of cycles (the python tool imports the
-    # sandbox, ~40 ms).
-    for module in BUILTIN_TOOLS.values():
-        importlib.import_module(module)
+    return TOOLS.names()

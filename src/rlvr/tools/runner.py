@@ -27,8 +27,9 @@ from rlvr.tools.output import bound_text
 from rlvr.tools.registry import Tool
 from rlvr.tools.types import ToolError, ToolLimits, ToolOutcome, ToolStatus, ToolTimeout
 
-_LIMITS: contextvars.ContextVar[ToolLimits] = contextvars.ContextVar("rlvr_tool_limits",
-                                                                      default=ToolLimits())
+# ToolLimits is a frozen dataclass: the shared default cannot be mutated
+_LIMITS: contextvars.ContextVar[ToolLimits] = contextvars.ContextVar(
+    "rlvr_tool_limits", default=ToolLimits())  # noqa: B039
 
 
 def current_limits() -> ToolLimits:

@@ -33,6 +33,9 @@ from typing import TYPE_CHECKING
 import torch
 
 from rlvr.distributed.async_collector import AsyncCollector
+from rlvr.distributed.async_rollout import LocalRolloutPool
+from rlvr.distributed.ray_async import RayRolloutPool
+from rlvr.distributed.ray_cluster import LOCAL, init_ray, local_num_cpus
 from rlvr.distributed.rollout_jobs import RolloutJob
 from rlvr.models.lora import is_lora, merged_state_dict
 from rlvr.models.precision import resolve_precision
@@ -62,11 +65,7 @@ def rollout_pool(config, policy, pad_token_id: int, version: int):
     threads = config.threads or os.cpu_count() or 1
     half = max(1, threads // 2)
     trainer = max(1, threads - half)
-    if r.ray_address:
-        # optional dependency: ray (extra `ray`), imported by rlvr.distributed.ray_async
-        from rlvr.distributed.ray_async import RayRolloutPool
-        from rlvr.distributed.ray_cluster import LOCAL, init_ray, local_num_cpus
-
+    if r.ray_address:  # ray (extra `ray`) is imported by the calls below
         started = init_ray(r.ray_address, local_num_cpus(r.ray_rollout_workers
                                                          + r.ray_reward_workers))
         local = r.ray_address == LOCAL
@@ -79,8 +78,6 @@ def rollout_pool(config, policy, pad_token_id: int, version: int):
                               num_cpus_per_worker=0.0 if local else 1.0, version=version,
                               own_ray=started)
         return pool, trainer if local else None
-    from rlvr.distributed.async_rollout import LocalRolloutPool
-
     pool = LocalRolloutPool(model, engine=r.engine, pad_token_id=pad_token_id,
                             engine_options={"dtype": dtype}, threads=half, version=version)
     return pool, trainer

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 
 from torch import Tensor
 
+from rlvr.envs.runner import EpisodeBatch
 from rlvr.models.forward import SequenceBatch
 from rlvr.records import Task
 from rlvr.rewards.types import RewardResult
 from rlvr.rollout import RolloutOutput
-from rlvr.envs.runner import EpisodeBatch
 
 
 @dataclass

@@ -49,7 +49,8 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizer, sched
             write_prompt_settings(tmp, prompt)
 
     final = save_model(root / f"step-{step:06d}", model, tokenizer, write_extra=write_extra)
-    for old in sorted(p for p in root.glob("step-*") if p.is_dir() and p.name != "step-000000")[:-keep]:
+    steps = sorted(p for p in root.glob("step-*") if p.is_dir() and p.name != "step-000000")
+    for old in steps[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
         record_output(old, removed=True)
     return final

@@ -7,23 +7,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rlvr.envs import make_env
 from rlvr.io import json_text, record_output
 from rlvr.models import load_model_and_tokenizer
 from rlvr.models.loader import save_model
 from rlvr.models.lora import is_lora, merged_copy
 from rlvr.progress import Phase
-from rlvr.envs import make_env
 from rlvr.tasks.prompting import chat_messages, prompt_ids, write_prompt_settings
 from rlvr.tasks.registry import task_source
-from rlvr.train.demonstrations import (DemonstrationError, encode_demonstrations,
-                                       tool_demonstrations)
+from rlvr.train.demonstrations import DemonstrationError, encode_demonstrations, tool_demonstrations
 from rlvr.train.errors import RunInputError
 from rlvr.train.logs import console
 from rlvr.train.policy import sync_engine
 from rlvr.train.rundir import SFT_MODEL_DIR, SFT_REPORT, SFT_STATE, complete_model, plain_policy
-from rlvr.train.sft import (SFTInputError, no_examples_error, run_sft, sft_steps,
-                            verified_examples)
 from rlvr.train.setup import apply_lora, replace_policy
+from rlvr.train.sft import SFTInputError, no_examples_error, run_sft, sft_steps, verified_examples
 from rlvr.train.state import TrainingState
 
 

@@ -23,18 +23,32 @@ from rlvr.algo.registry import ADVANTAGE_ESTIMATORS
 from rlvr.configio import override_for
 from rlvr.envs.config import EnvConfig
 from rlvr.limits import MAX_SEED, MAX_WORKERS
-from rlvr.tasks.verifiers_source import verifiers_data
 from rlvr.monitor.config import HealthConfig
 from rlvr.monitor.sinks import LoggingConfig
+from rlvr.registry import load_plugins
 from rlvr.rewards.config import RewardConfig
-from rlvr.rewards.registry import load_plugins
-from rlvr.rollout import engine_names
-from rlvr.tasks.config import (DEFAULT_INSTRUCTION, ConfigSection, DataConfig,  # noqa: F401
-                               DataSource, SourceName, carry_instruction, check_mixture,
-                               default_instruction)
+from rlvr.rollout import ENGINES
+from rlvr.tasks.config import (  # noqa: F401
+    DEFAULT_INSTRUCTION,
+    ConfigSection,
+    DataConfig,
+    DataSource,
+    SourceName,
+    carry_instruction,
+    check_mixture,
+    default_instruction,
+)
 from rlvr.tasks.registry import in_process, needs_data_path, task_source
-from rlvr.train.sections import (AlgoConfig, CheckpointConfig, EvalConfig, GRPOConfig,
-                                 ModelConfig, RolloutConfig, SFTConfig)
+from rlvr.tasks.verifiers_source import verifiers_data
+from rlvr.train.sections import (
+    AlgoConfig,
+    CheckpointConfig,
+    EvalConfig,
+    GRPOConfig,
+    ModelConfig,
+    RolloutConfig,
+    SFTConfig,
+)
 
 
 def _trl(name: str, ours: str) -> str:
@@ -216,12 +230,9 @@ class RunConfig(ConfigSection):
         return data
 
     @model_validator(mode="after")
-    def _check_names(self) -> "RunConfig":
+    def _check_names(self) -> RunConfig:
         # (the algo names are checked by AlgoConfig against the rlvr.algo registries)
-        engines = engine_names()
-        if self.rollout.engine not in engines:
-            raise ValueError(f"rollout.engine: {self.rollout.engine!r} is unknown; choose from "
-                             f"{sorted(engines)}")
+        ENGINES.check(self.rollout.engine)
         self._check_quantization()
         self._check_async()
         if needs_data_path(self.data.source) and not self.data.path and not self.data.sources:

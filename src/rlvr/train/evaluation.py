@@ -10,9 +10,9 @@ from pathlib import Path
 
 from rlvr.eval.engine_sampler import sampled_pass_at_k
 from rlvr.progress import Phase
-from rlvr.train.rollouts import episode_runner
 from rlvr.train.logs import append_log, console
 from rlvr.train.policy import sync_engine
+from rlvr.train.rollouts import episode_runner
 from rlvr.train.state import TrainingState
 from rlvr.train.validate import validate, validate_episodes
 from rlvr.train.weight_average import averaged

@@ -206,7 +206,7 @@ class LoopHooks:
     checkpoint: CheckpointHook
 
     @classmethod
-    def build(cls, config, run_dir: Path, state: TrainingState, evaluator) -> "LoopHooks":
+    def build(cls, config, run_dir: Path, state: TrainingState, evaluator) -> LoopHooks:
         """Every hook over the same ``state``; ``evaluator``: the run's
         :class:`rlvr.train.evaluation.Evaluator`."""
         return cls(HealthHook(state), LoggingHook(config, run_dir, state),

@@ -76,7 +76,7 @@ class ScoredRollouts:
     seconds_reward: float
 
     @staticmethod
-    def concat(parts: list["ScoredRollouts"]) -> "ScoredRollouts":
+    def concat(parts: list[ScoredRollouts]) -> ScoredRollouts:
         """Several rounds as one: tasks and rows in order, each part's ``prompt_index``
         shifted by the tasks before it (:func:`rlvr.rollout.types.concat_rollouts`), seconds
         summed. One part is returned as it is.
@@ -265,13 +265,9 @@ def episode_runner(state: TrainingState, config, rewards) -> EpisodeRunner | Non
 
 
 def rollout_source(state: TrainingState, config, rewards) -> RolloutSource:
-    """The source of a run: with ``grpo.max_staleness`` >= 1 the asynchronous one
-    (:class:`rlvr.train.async_source.AsyncSource`, rollout workers in the background), else
-    synchronous: episodes with an ``env`` section, else single-turn completions."""
-    if config.grpo.max_staleness:
-        from rlvr.train.async_source import AsyncSource  # starts worker processes: on demand
-
-        return AsyncSource(config, state, rewards)
+    """The synchronous source of a run: episodes with an ``env`` section, else single-turn
+    completions (the asynchronous one, ``grpo.max_staleness`` >= 1, is
+    :class:`rlvr.train.async_source.AsyncSource`)."""
     runner = episode_runner(state, config, rewards)
     return SingleTurnSource(config, rewards) if runner is None else EpisodeSource(config,
                                                                                   runner)

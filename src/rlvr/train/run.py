@@ -22,7 +22,8 @@ from rich.table import Table
 from rlvr.eval.paired import paired_gain, parse_verdicts
 from rlvr.models.precision import resolve_precision
 from rlvr.rewards.pipeline import RewardPipeline
-from rlvr.train import cold_start, resume as resuming, setup, tool_table
+from rlvr.train import cold_start, setup, tool_table
+from rlvr.train import resume as resuming
 from rlvr.train.checkpoint import write_json_atomic
 from rlvr.train.config import RunConfig
 from rlvr.train.errors import RunInputError
@@ -31,8 +32,16 @@ from rlvr.train.hooks import LoopHooks
 from rlvr.train.logs import LOG_FILES, append_log, console
 from rlvr.train.loop import grpo_loop
 from rlvr.train.resume import remove_stale_temp, reset_logs_before_grpo, truncate_logs
-from rlvr.train.rundir import (LORA_BASE, REFERENCES_DIR, SFT_MODEL_DIR, SFT_REPORT, SFT_STATE,
-                               lora_base, run_dir_for, write_yaml_atomic)
+from rlvr.train.rundir import (
+    LORA_BASE,
+    REFERENCES_DIR,
+    SFT_MODEL_DIR,
+    SFT_REPORT,
+    SFT_STATE,
+    lora_base,
+    run_dir_for,
+    write_yaml_atomic,
+)
 from rlvr.train.sampler import TaskSampler, run_sampler
 from rlvr.train.state import TrainingState
 
@@ -73,7 +82,8 @@ class Run:
             self.rewards = RewardPipeline(config.reward)
         # Validation, pass@k, SFT data checks and the reward audit use each task type's own
         # verifier, even when `reward.verifiers` swaps in another one for the training reward.
-        self.eval_rewards = (RewardPipeline(config.reward.reference_config(), pool=self.rewards.pool)
+        self.eval_rewards = (RewardPipeline(config.reward.reference_config(),
+                                            pool=self.rewards.pool)
                              if config.reward.verifiers else self.rewards)
         self.state = TrainingState()
         self.evaluator = Evaluator(config, run_dir, self.state, self.eval_rewards)

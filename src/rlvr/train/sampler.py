@@ -40,13 +40,13 @@ class TaskSampler:
         self.names = sorted(pools)
         self.weights = [weights[name] / total for name in self.names]
         self.draws = 0
-        self.position = {name: 0 for name in self.names}
+        self.position = dict.fromkeys(self.names, 0)
         self.visits: dict[int, list[bool]] = {}
         self.counts: Counter = Counter()
         self.skipped = 0
 
     @classmethod
-    def single(cls, n: int, seed: int, skip_after: int = 0) -> "TaskSampler":
+    def single(cls, n: int, seed: int, skip_after: int = 0) -> TaskSampler:
         """One pool of all ``n`` tasks."""
         return cls({"all": list(range(n))}, {"all": 1.0}, seed, skip_after)
 

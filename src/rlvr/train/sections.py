@@ -16,11 +16,24 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from rlvr.algo import registry
-from rlvr.limits import (MAX_BATCH, MAX_BATCH_TOKENS, MAX_COEF, MAX_GROUP, MAX_LORA_RANK, MAX_LR,
-                         MAX_REPEATS, MAX_ROWS, MAX_STEPS, MAX_TEMPERATURE, MAX_TOKENS,
-                         MAX_WORKERS)
+from rlvr.algo.corrections import check_correction_fields
+from rlvr.limits import (
+    MAX_BATCH,
+    MAX_BATCH_TOKENS,
+    MAX_COEF,
+    MAX_GROUP,
+    MAX_LORA_RANK,
+    MAX_LR,
+    MAX_REPEATS,
+    MAX_ROWS,
+    MAX_STEPS,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    MAX_WORKERS,
+)
 from rlvr.models.loader import DEFAULT_MODEL
 from rlvr.models.precision import Precision, resolve_precision
+from rlvr.rollout import ENGINES
 from rlvr.tasks.config import ConfigSection
 
 
@@ -145,6 +158,22 @@ class GRPOConfig(ConfigSection):
         "preset (64 rows of ~17 tokens, one ~57; AVX2-only EPYC Zen 2, fp32): such a step's "
         "update 46 s in one micro-batch, 14-17 s with 1536; the run 27.2 -> 24.5 min. "
         "null: rows only (`micro_batch_size`).")
+    activation_checkpointing: bool = Field(
+        False, description="Keep only each decoder layer's input for the update's backward "
+        "and re-run the layer's forward there (Chen et al. 2016): activation memory per token "
+        "drops from ~15 hidden-sized and ~4 MLP-sized fp32 tensors per layer to one hidden-"
+        "sized one, for about one more forward pass of compute. Same loss and gradient up to "
+        "float rounding; the shared-prefix KV cache is kept (src/rlvr/models/"
+        "activation_memory.py). For long completions on bigger models: see the guide "
+        "'Bigger models and longer completions'.")
+    logprob_chunk_tokens: int | None = Field(
+        None, ge=1, le=MAX_BATCH_TOKENS,
+        description="Run the update's language-model head, log-softmax and gather over this "
+        "many completion positions at a time, each chunk recomputed in the backward, so the "
+        "[rows, tokens, vocabulary] fp32 logits (and their gradient) never exist whole: 2,048 "
+        "tokens of a 151,936-token vocabulary are 1.2 GB per row. Costs a second head matmul. "
+        "One update process only (with `update_processes > 1` the head runs whole). null: "
+        "the head over all positions at once.")
     shared_prefix: Literal["step", "micro_batch", "off"] = Field(
         "step", description="How the update runs the G completions' shared prompt. `step`: "
         "each distinct prompt once per optimizer step, its KV cache (with gradients) reused "
@@ -210,7 +239,7 @@ class GRPOConfig(ConfigSection):
 
 
     @model_validator(mode="after")
-    def _update_shards(self) -> "GRPOConfig":
+    def _update_shards(self) -> GRPOConfig:
         rows = self.prompts_per_step * self.group_size
         if self.update_processes > rows:
             # each process trains a contiguous shard of the step's rows: some would get none
@@ -225,7 +254,8 @@ class AlgoConfig(ConfigSection):
     """The GRPO-family choices (rlvr.algo registries; formulas and papers in each function's
     docstring and in docs/algorithms.md)."""
 
-    advantage: str = Field("grpo", description="Advantage estimator: grpo (Shao et al. 2024), "
+    advantage: str = Field("grpo", description="Advantage estimator, "
+                           f"{registry.ADVANTAGE_ESTIMATORS.one_of()}: grpo (Shao et al. 2024), "
                            "dr_grpo (Liu et al. 2025: no std scaling), rloo (leave-one-out "
                            "baseline, Ahmadian et al. 2024), reinforce_pp_baseline (Hu 2025).")
     std_scale: Literal["group", "batch", "none"] = Field("group", description="Std used by "
@@ -238,20 +268,25 @@ class AlgoConfig(ConfigSection):
         "the negatives. Penalising wrong answers moves their probability toward the model's "
         "current mode, which deepens a wrong mode; below 1 favours greedy pass@1 (Zhu et al. "
         "2025, arXiv:2506.01347: positive vs negative sample reinforcement).")
-    policy_loss: str = Field("clip", description="clip (PPO, symmetric eps), clip_higher "
-                             "(DAPO: eps_low / eps_high), dual_clip (Ye et al. 2020).")
+    policy_loss: str = Field("clip", description="Policy loss, "
+                             f"{registry.POLICY_LOSSES.one_of()}: clip (PPO, symmetric eps), "
+                             "clip_higher (DAPO: eps_low / eps_high), dual_clip (Ye et al. "
+                             "2020), cispo (MiniMax-M1: clipped importance weight, detached), "
+                             "gspo (Zheng et al. 2025: one clipped ratio per completion, "
+                             "`gspo_eps_low` / `gspo_eps_high`).")
     clip_eps: float = Field(0.2, gt=0, le=MAX_COEF,
         description="Clip epsilon (eps_low for clip_higher).")
     clip_eps_high: float = Field(0.28, gt=0, le=MAX_COEF,
         description="eps_high of clip_higher (DAPO) and of cispo's importance-weight clip.")
-    loss_agg: str = Field("grpo", description="grpo (per-sequence token mean, then mean), "
-                          "bnpo (token mean over the micro-batch), dapo (token mean over the "
-                          "step), dr_grpo (sum / constant max length).")
+    loss_agg: str = Field("grpo", description="Loss aggregation, "
+                          f"{registry.LOSS_AGGREGATIONS.one_of()}: grpo (per-sequence token "
+                          "mean, then mean), bnpo (token mean over the micro-batch), dapo "
+                          "(token mean over the step), dr_grpo (sum / constant max length).")
     kl_coef: float = Field(0.01, ge=0, le=MAX_COEF,
         description="beta of the KL penalty to the frozen reference (R15: sweep 0.001, 0.003, "
         "0.01, 0.03). 0 = no reference.")
-    kl_estimator: str = Field("k3", description="Schulman's KL "
-                              "estimators (k3: unbiased, >= 0).")
+    kl_estimator: str = Field("k3", description="Schulman's KL estimators, "
+                              f"{registry.KL_ESTIMATORS.one_of()} (k3: unbiased, >= 0).")
     kl_in: Literal["loss", "reward"] = Field("loss", description="`loss`: + beta * KL per "
                                              "token in the loss (GRPO); `reward`: R - beta * "
                                              "sum_t KL folded into the reward before the "
@@ -291,6 +326,38 @@ class AlgoConfig(ConfigSection):
         "(`rollout_logprob_gap` is logged always). Unset (default): no weight, except with "
         "`rollout.quantization: int8`, which sets it to 2.0 (the paper's cap; config.yaml records "
         "it). 0: off, also with int8.")
+    off_policy_correction: str = Field(
+        "auto", description="How the policy term weights a token the current policy did not "
+        "sample (a stale policy version, another engine or precision), by rho = pi_old / "
+        "pi_rollout, the trainer's policy before the update over the sampler "
+        "(docs/guides/async.md#off-policy-corrections), `auto` or "
+        f"{registry.OFF_POLICY_CORRECTIONS.one_of()}: `none` (w = 1), `tis` (min(rho, "
+        "tis_cap): truncated IS, Yao et al. 2025), `mis` (rho, and 0 above `mis_cap`: masked "
+        "IS), `icepop` (rho inside [`icepop_low`, `icepop_high`], else 0: IcePop), `decoupled` "
+        "(rho, and 0 above `decoupled_cap`: AReaL's decoupled PPO objective, Fu et al. 2025). "
+        "`auto` (default): `decoupled` with `grpo.max_staleness > 0`, `tis` when `tis_cap` is "
+        "set (int8 rollouts), else `none` (a synchronous run is exactly on-policy GRPO). Logs "
+        "`is_ratio_mean` / `is_ratio_max` always and, with a correction, `is_weight_mean`, "
+        "`is_weight_max`, `is_truncated_fraction`, `is_masked_fraction`.")
+    mis_cap: float = Field(2.0, gt=1, le=MAX_COEF,
+        description="`mis`: tokens with rho above this get no gradient (verl's default "
+        "threshold, 2.0).")
+    icepop_low: float = Field(0.5, gt=0, lt=1,
+        description="`icepop`: the band's lower edge alpha (the IcePop blog's 0.5).")
+    icepop_high: float = Field(5.0, gt=1, le=MAX_COEF,
+        description="`icepop`: the band's upper edge beta (the IcePop blog's 5.0).")
+    decoupled_cap: float | None = Field(5.0, gt=1, le=MAX_COEF,
+        description="`decoupled`: tokens whose behaviour weight pi_old / pi_rollout exceeds "
+        "this are dropped (AReaL's `behav_imp_weight_cap`, 5.0 in its asynchronous example "
+        "configs); null: no mask, the plain weight.")
+    gspo_eps_low: float = Field(3e-4, gt=0, lt=1,
+        description="`policy_loss: gspo`: lower clip of the sequence ratio s_i (1 - eps; the "
+        "GSPO paper's 3e-4: s_i is a per-token geometric mean, so it stays near 1).")
+    gspo_eps_high: float = Field(4e-4, gt=0, le=MAX_COEF,
+        description="`policy_loss: gspo`: upper clip of s_i (1 + eps; the paper's 4e-4).")
+    gspo_token: bool = Field(False, description="`policy_loss: gspo`: the GSPO-token form "
+                             "(sg[s_i] * pi_theta / sg[pi_theta] per token): the same value "
+                             "and, with one advantage per completion, the same gradient.")
 
     @field_validator("advantage", "policy_loss", "loss_agg", "kl_estimator")
     @classmethod
@@ -302,13 +369,14 @@ class AlgoConfig(ConfigSection):
                  "loss_agg": registry.LOSS_AGGREGATIONS,
                  "kl_estimator": registry.KL_ESTIMATORS}[info.field_name]
         if name not in table:
-            # a custom error type: its message is shown as is (no "Value error, " prefix)
+            # a custom error type: its message is shown as is (no "Value error, " prefix);
+            # the error's location already names the field
             raise PydanticCustomError("unregistered", "{message}",
-                                      {"message": table.unknown_message(name)})
+                                      {"message": table.unknown_message(name, field="")})
         return name
 
     @model_validator(mode="after")
-    def _clip_range(self) -> "AlgoConfig":
+    def _clip_range(self) -> AlgoConfig:
         # What the clip fields mean depends on the loss: its registered options say which it
         # reads as what (clip / dual_clip: eps = clip_eps; clip_higher: eps_low = clip_eps,
         # eps_high = clip_eps_high; cispo: eps_high = clip_eps_high alone, an importance-weight
@@ -333,7 +401,12 @@ class AlgoConfig(ConfigSection):
         return self
 
     @model_validator(mode="after")
-    def _kl_settings(self) -> "AlgoConfig":
+    def _correction_settings(self) -> AlgoConfig:
+        check_correction_fields(self)
+        return self
+
+    @model_validator(mode="after")
+    def _kl_settings(self) -> AlgoConfig:
         if self.kl_controller == "adaptive" and self.kl_coef <= 0:
             raise ValueError("kl_controller: adaptive needs kl_coef > 0 (its starting value)")
         if self.ref_refresh_every and self.kl_coef <= 0:
@@ -342,9 +415,9 @@ class AlgoConfig(ConfigSection):
 
 
 class RolloutConfig(ConfigSection):
-    engine: str = Field("torch", description="Rollout engine: `torch` (fast CPU decoder), "
-                        "`hf` (transformers generate) or `vllm` (CUDA GPU, `pip install "
-                        "rlvr[vllm]`).")
+    engine: str = Field("torch", description=f"Rollout engine, {ENGINES.one_of()}: `torch` "
+                        "(fast CPU decoder), `hf` (transformers generate), `vllm` (CUDA GPU, "
+                        "`pip install rlvr[vllm]`).")
     quantization: Literal["none", "int8"] = Field(
         "none", description="`int8`: the `torch` engine samples the GRPO rollouts with int8 "
         "weights (decode steps' q/k/v, o, gate/up and down matmuls; per-output-channel scales, "
@@ -405,7 +478,7 @@ class EvalConfig(ConfigSection):
 
 
     @model_validator(mode="after")
-    def _sampled_pass_at_k(self) -> "EvalConfig":
+    def _sampled_pass_at_k(self) -> EvalConfig:
         if self.temperature == 0 and self.pass_at_k_samples > 1:
             # greedy decoding gives n copies of one completion: pass@k = pass@1 at n times
             # the cost, a curve that means nothing

@@ -22,7 +22,7 @@ assigns a field.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 from rlvr.train.taskdata import RunData
 
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from rlvr.train.sampler import TaskSampler
     from rlvr.train.weight_average import PolicyAverage
 
-    KLController = Union[AdaptiveKLController, FixedKLController]
+    KLController = AdaptiveKLController | FixedKLController
 
 
 def _new_history() -> dict:

@@ -5,11 +5,12 @@ from, and each task's instruction."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from rlvr.data.check import drop_unverifiable
 from rlvr.records import Task
+from rlvr.rewards.registry import VERIFIERS
 from rlvr.tasks.prompting import prompt_ids
 from rlvr.tasks.registry import in_process
 from rlvr.tasks.sources import load_tasks
@@ -68,7 +69,8 @@ def load_run_data(config, eval_rewards, log: Callable[[str], None]) -> RunData:
     train, val, instructions = [], [], {}
     for i, spec in enumerate(specs):
         data = c.data.source_config(spec)
-        part_train, part_val = load_tasks(data, c.seed + 101 * i, log=log)
+        part_train, part_val = load_tasks(data, c.seed + 101 * i, log=log,
+                                          known_types=VERIFIERS.names())
         if c.data.check_references and not in_process(data):
             part_train = _verified(part_train, eval_rewards, log)
             part_val = _verified(part_val, eval_rewards, log)

@@ -6,8 +6,8 @@ directly comparable; a run with an ``env`` section validates greedy episodes
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from rlvr.envs.summary import episode_metrics
 from rlvr.eval.paired import verdict_string

@@ -27,10 +27,15 @@ from torch import Tensor
 from rlvr.algo.loss_agg import BatchCounts, micro_batch_weight
 from rlvr.algo.objective import policy_objective
 from rlvr.algo.registry import LOSS_AGGREGATIONS, POLICY_LOSSES
+from rlvr.models.activation_memory import checkpoint_layers
 from rlvr.models.forward import SequenceBatch, completion_log_probs
 from rlvr.models.step_prefix import StepPrefix
 from rlvr.update.backend import UpdateBackend
+from rlvr.update.corrections import correction_settings
 from rlvr.update.micro_batches import micro_batch_slices
+
+#: metrics reduced over micro-batches (and epochs) by their maximum, not their mean
+PEAK_METRICS = frozenset({"is_ratio_max", "is_weight_max", "rollout_logprob_gap_max"})
 
 
 def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
@@ -52,39 +57,51 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
         config: the run config (:class:`rlvr.train.config.RunConfig` or any object with the
             same attributes): ``grpo.micro_batch_size``, ``micro_batch_tokens`` (optional),
             ``temperature``, ``shared_prefix``,
-            ``max_grad_norm``; ``algo.policy_loss``, ``loss_agg``, ``kl_estimator``,
-            ``entropy_coef``, ``tis_cap`` and whatever their registry entries' options read;
-            ``model.bf16`` unless ``bf16`` is given.
+            ``max_grad_norm``, ``activation_checkpointing`` and ``logprob_chunk_tokens``
+            (optional; the latter ignored by a collective backend); ``algo.policy_loss``,
+            ``loss_agg``, ``kl_estimator``, ``entropy_coef``, ``off_policy_correction``
+            (:mod:`rlvr.update.corrections`), ``tis_cap`` and whatever their registry entries'
+            options read; ``model.bf16`` unless ``bf16`` is given.
         counts: the step's rows and completion tokens over all ranks and micro-batches
             (``backend.global_counts``).
         ref_log_probs: FloatTensor[n, >= T], log pi_ref, needed when ``kl_coef > 0``.
         kl_coef: beta of the per-token KL term in the loss.
         epochs: optimizer steps on the same rows (``grpo.mu``); stops after a skipped one.
         sampler_log_probs: FloatTensor[n, >= T], the rollout engine's log-probs of the
-            rows: logs ``rollout_logprob_gap`` (mean |train - sampler| log-prob over the first
-            epoch's tokens: same weights, two code paths, or an int8 sampler); with
-            ``algo.tis_cap`` the truncated importance weights of pi_old over the sampler
-            (:mod:`rlvr.algo.importance`) weight the policy term.
+            rows (pi_behav): logs ``rollout_logprob_gap`` (mean |train - sampler| log-prob
+            over the first epoch's tokens: same weights, two code paths, an int8 sampler, or
+            an older weight version) and ``rollout_logprob_gap_max``, and ``is_ratio_mean`` /
+            ``is_ratio_max`` of ``pi_old / pi_behav``; the configured off-policy correction
+            (:mod:`rlvr.algo.corrections`) weights the policy term with it, ``old_log_probs``
+            (or, with one epoch, the update's own detached forward) being the proximal
+            policy.
         bf16: compute in bf16 autocast; default ``config.model.bf16``.
 
     Returns:
         Means over the micro-batches (of all epochs) of the objective's metrics (``kl`` only
-        with a reference), ``grad_norm`` (mean over epochs, before clipping),
+        with a reference; the maxima in :data:`PEAK_METRICS` are maxima), ``grad_norm``
+        (mean over epochs, before clipping),
         ``nonfinite_log_probs`` (rows), ``nonfinite_loss`` (micro-batches),
         ``nonfinite_grad_norm`` (epochs), ``update_skipped_nonfinite`` (1.0 when an epoch
         was skipped for a non-finite value) and ``micro_batches`` (this process's micro-batches
         per epoch: more than rows / ``micro_batch_size`` when ``micro_batch_tokens`` cut).
 
     Raises:
-        ValueError: ``algo.tis_cap`` is set but ``sampler_log_probs`` is None.
+        ValueError: a correction (``algo.off_policy_correction``, or ``algo.tis_cap``) is on
+            but ``sampler_log_probs`` is None.
         ValueError / KeyError: from ``policy_objective`` (e.g. ``kl_coef > 0`` without
             ``ref_log_probs``) or the registries.
     """
     g, a = config.grpo, config.algo
-    tis_cap = getattr(a, "tis_cap", None) or None  # 0: off
-    if tis_cap is not None and sampler_log_probs is None and seqs is not None:
-        raise ValueError("algo.tis_cap is set but the rollout has no sampler log-probs "
-                         "(sampler_log_probs=None); unset algo.tis_cap or pass them")
+    correction, correction_options = correction_settings(config)
+    if correction != "none" and sampler_log_probs is None and seqs is not None:
+        named = getattr(a, "off_policy_correction", "auto")
+        field = (f"algo.off_policy_correction: {named}" if named != "auto"
+                 else "algo.tis_cap" if correction == "tis"
+                 else "algo.off_policy_correction: auto (with grpo.max_staleness > 0)")
+        raise ValueError(f"{field} is set but the rollout has no sampler log-probs "
+                         f"(sampler_log_probs=None): the {correction} correction weights the "
+                         f"loss with them; set algo.off_policy_correction: none or pass them")
     bf16 = config.model.bf16 if bf16 is None else bf16
     n = 0 if seqs is None else int(seqs.input_ids.shape[0])
     entropy_mode = "grad" if a.entropy_coef > 0 else "detached"
@@ -100,6 +117,11 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
         old_log_probs, ref_log_probs, sampler_log_probs = (
             None if t is None else t[order]
             for t in (old_log_probs, ref_log_probs, sampler_log_probs))
+    # the memory savers (rlvr.models.activation_memory); the chunked head calls the model's
+    # body and head directly, past a data-parallel wrapper's forward: one process only
+    chunk_tokens = None if backend.collective else getattr(g, "logprob_chunk_tokens", None)
+    restore_layers = (checkpoint_layers(backend.model)
+                      if getattr(g, "activation_checkpointing", False) else None)
     for epoch in range(epochs):
         optimizer.zero_grad(set_to_none=True)
         if n == 0:
@@ -114,11 +136,13 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
                 if prefix is not None:
                     logp, entropy = prefix.log_probs(backend.model, micro,
                                                      temperature=g.temperature,
-                                                     entropy=entropy_mode)
+                                                     entropy=entropy_mode,
+                                                     chunk_tokens=chunk_tokens)
                 else:
                     logp, entropy = completion_log_probs(
                         backend.model, micro, temperature=g.temperature, bf16=bf16,
-                        shared_prefix=g.shared_prefix != "off", entropy=entropy_mode)
+                        shared_prefix=g.shared_prefix != "off", entropy=entropy_mode,
+                        chunk_tokens=chunk_tokens)
                 out = policy_objective(
                     logp, logp.detach() if old_log_probs is None else old_log_probs[rows, :w],
                     advantages[rows], mask,
@@ -128,7 +152,7 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
                     loss_agg_options=agg_options, entropy=entropy, entropy_coef=a.entropy_coef,
                     rollout_log_probs=(None if sampler_log_probs is None
                                        else sampler_log_probs[rows, :w]),
-                    tis_cap=tis_cap)
+                    off_policy_correction=correction, correction_options=correction_options)
                 nonfinite_rows = int((~torch.isfinite(logp.detach()) & mask).any(dim=1).sum())
                 finite_loss = bool(torch.isfinite(out.loss))
                 bad["nonfinite_log_probs"] += nonfinite_rows
@@ -137,9 +161,11 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
                     skipped = True  # no backward: one bad row would poison every gradient
                     break
                 if sampler_log_probs is not None and epoch == 0:
-                    gap = (logp.detach() - sampler_log_probs[rows, :w]).abs()
-                    metrics.setdefault("rollout_logprob_gap", []).append(
-                        float(gap[mask].mean()))
+                    gap = (logp.detach() - sampler_log_probs[rows, :w]).abs()[mask]
+                    metrics.setdefault("rollout_logprob_gap", []).append(float(gap.mean()))
+                    if gap.numel():
+                        metrics.setdefault("rollout_logprob_gap_max", []).append(
+                            float(gap.max()))
                 weight = micro_batch_weight(a.loss_agg, mask, counts.rows, counts.tokens,
                                             backend.world_size)
                 backend.backward(out.loss * weight)
@@ -160,8 +186,10 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
             skipped = True
             break
         optimizer.step()
+    if restore_layers is not None:
+        restore_layers()
     optimizer.zero_grad(set_to_none=True)
-    result = {k: sum(v) / len(v) for k, v in metrics.items()}
+    result = {k: max(v) if k in PEAK_METRICS else sum(v) / len(v) for k, v in metrics.items()}
     if ref_log_probs is None:
         result.pop("kl", None)  # no KL term in the loss: nothing measured here
     result.update(bad, update_skipped_nonfinite=float(skipped), micro_batches=float(len(slices)))

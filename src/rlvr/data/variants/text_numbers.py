@@ -79,11 +79,10 @@ _PROSE_NUMBER_WORD = re.compile(
     + "|".join(_UNITS) + r")\b)", re.IGNORECASE)
 
 WORD_CONSTANTS: dict[str, tuple[int, ...]] = {
-    **{w: (2,) for w in ("half", "halves", "halved", "twice", "double", "doubled", "doubles",
-                         "pair", "pairs", "couple", "second", "other", "both", "weekend",
-                         "weekends")},
-    **{w: (3,) for w in ("third", "thirds", "triple", "tripled", "triples", "thrice")},
-    **{w: (4,) for w in ("fourth", "fourths", "quadruple", "quadrupled")},
+    **dict.fromkeys(("half", "halves", "halved", "twice", "double", "doubled", "doubles", "pair",
+                     "pairs", "couple", "second", "other", "both", "weekend", "weekends"), (2,)),
+    **dict.fromkeys(("third", "thirds", "triple", "tripled", "triples", "thrice"), (3,)),
+    **dict.fromkeys(("fourth", "fourths", "quadruple", "quadrupled"), (4,)),
     "quarter": (4, 25), "quarters": (4, 25),
     **{w: (n,) for n, w in enumerate(("fifth", "sixth", "seventh", "eighth", "ninth", "tenth"),
                                      start=5)},

@@ -119,4 +119,5 @@ def from_boxes(text: str, boxes: list[_Box]) -> Extraction:
     uniq = list(dict.fromkeys(contents))
     answer = uniq[0] if len(uniq) == 1 else ", ".join(uniq)
     cands = tuple(uniq) if len(uniq) > 1 else ()
-    return Extraction(Status.wrong, answer, "boxed", reasoning=text[:group[0].start], candidates=cands)
+    return Extraction(Status.wrong, answer, "boxed", reasoning=text[:group[0].start],
+                      candidates=cands)

@@ -41,20 +41,24 @@ class Clock:
 
 
 _MERIDIEM = r"(a\.?\s?m\.?|p\.?\s?m\.?|in the (?:morning|afternoon|evening)|at night)"
-_DIGITS_RE = re.compile(r"(?i)(上午|早上|凌晨|下午|晚上)?\s*([01]?\d|2[0-4]):([0-5]\d)(?::([0-5]\d))?"
+_DIGITS_RE = re.compile(r"(?i)(上午|早上|凌晨|下午|晚上)?\s*"
+                        r"([01]?\d|2[0-4]):([0-5]\d)(?::([0-5]\d))?"
                         r"\s*" + _MERIDIEM + "?")
 _UNIT_WORD = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
-_NUMBER_WORD = (r"(?:" + _UNIT_WORD[3:-1] + r"|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|"
-                r"nineteen|twenty|thirty|forty|fifty)(?:-" + _UNIT_WORD + ")?")
+_NUMBER_WORD = (r"(?:" + _UNIT_WORD[3:-1] + r"|thirteen|fourteen|fifteen|sixteen|seventeen|"
+                r"eighteen|nineteen|twenty|thirty|forty|fifty)(?:-" + _UNIT_WORD + ")?")
 _HOUR = r"(\d{1,2}|" + _UNIT_WORD + ")"
 _WORDS_RE = re.compile(r"(?i)(?:(a\s+)?quarter|half|(\d{1,2}|" + _NUMBER_WORD + r")\s+minutes?)\s+"
-                       r"(past|after|to|before)\s+" + _HOUR + r"(?:\s+o'?clock)?\s*" + _MERIDIEM + "?"
+                       r"(past|after|to|before)\s+" + _HOUR + r"(?:\s+o'?clock)?\s*"
+                       + _MERIDIEM + "?"
                        r"|" + _HOUR + r"\s+o'?clock\s*" + _MERIDIEM + "?")
 _NAMED = {"noon": (12, "pm"), "midday": (12, "pm"), "midnight": (12, "am"),
           "中午": (12, "pm"), "正午": (12, "pm"), "午夜": (12, "am"), "半夜": (12, "am")}
 # A time inside a sentence, for the answer extractor.
-FIND_RE = re.compile(r"(?i)(?<![\d:])(?:上午|下午|晚上|早上)?\d{1,2}:\d{2}(?::\d{2})?(?:\s*[ap]\.?\s?m\b\.?)?(?![\d:])"
-                     r"|\b(?:noon|midday|midnight)\b|中午|正午|午夜|半夜|" + _WORDS_RE.pattern.replace("(?i)", ""))
+FIND_RE = re.compile(r"(?i)(?<![\d:])(?:上午|下午|晚上|早上)?"
+                     r"\d{1,2}:\d{2}(?::\d{2})?(?:\s*[ap]\.?\s?m\b\.?)?(?![\d:])"
+                     r"|\b(?:noon|midday|midnight)\b|中午|正午|午夜|半夜|"
+                     + _WORDS_RE.pattern.replace("(?i)", ""))
 
 
 def _meridiem(word: str | None, zh: str | None = None) -> str:
@@ -96,7 +100,10 @@ def _from_words(m: re.Match) -> Clock | None:
         hour = _hour(oclock_hour)
         return None if hour is None or not 0 <= hour <= 24 else Clock(hour, 0, 0, _meridiem(mer2))
     text = m.group(0).lower()
-    minutes = 15 if "quarter" in text.split(direction.lower())[0] else 30 if text.startswith("half") else None
+    if "quarter" in text.split(direction.lower())[0]:
+        minutes = 15
+    else:
+        minutes = 30 if text.startswith("half") else None
     if minutes is None:
         minutes = _hour(count)
     hour = _hour(hour_w)

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import re
 
+from .clock import Clock
 from .matrices import compare_matrices, compare_matrix_values
 from .outcome import Outcome, Policy, no
 from .realsets import as_relation, compare_equations, compare_real_sets, compare_relations
 from .scalars import compare_scalars
 from .sequences import compare_seq
-from .structure import (Assign, Clock, Matrix, MatrixExpr, Relation, Scalar, Seq, SetExpr, Text,
-                        parse_answer, unit_reading)
+from .shapes import Assign, Matrix, MatrixExpr, Relation, Scalar, Seq, SetExpr, Text
+from .structure import parse_answer
+from .text_units import unit_reading
 
 
 def compare(ref, resp, policy: Policy = Policy()) -> Outcome:

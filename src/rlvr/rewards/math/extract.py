@@ -30,15 +30,23 @@ from rlvr.rewards.types import Extraction, Status
 from .boxes import find_boxes, from_boxes
 from .normalize import clean_latex, compact
 from .numbers import parse_number
-from .phrases import (SHORT_CHARS, from_bare, from_conclusion, from_last_sentence, from_markers,
-                      last_number, revised)
+from .phrases import (
+    SHORT_CHARS,
+    from_bare,
+    from_conclusion,
+    from_last_sentence,
+    from_markers,
+    last_number,
+    revised,
+)
 
 # Chat-template special tokens of any model family: <|im_end|>, <|eot_id|>, <|end|>,
 # <｜end▁of▁sentence｜> (full-width bars), </s>, <end_of_turn>, <eos>, [INST].
 _RESIDUE_RE = re.compile(r"<\|[A-Za-z_][\w.\-]{0,40}\|>|<｜[^｜<>\n]{1,40}｜>|</?s>|<eos>|<pad>|"
-                         r"<(?:start|end)_of_turn>|\[/?INST\]|\n[ \t]*(?:#{1,3}[ \t]*)?(?:User|Human|USER|HUMAN)[ \t]*:")
-_LEADING_RESIDUE_RE = re.compile(r"^(?:\s*(?:" + _RESIDUE_RE.pattern + r")\s*(?:assistant|model)?\b\s*)+",
-                                 re.I)
+                         r"<(?:start|end)_of_turn>|\[/?INST\]|"
+                         r"\n[ \t]*(?:#{1,3}[ \t]*)?(?:User|Human|USER|HUMAN)[ \t]*:")
+_LEADING_RESIDUE_RE = re.compile(
+    r"^(?:\s*(?:" + _RESIDUE_RE.pattern + r")\s*(?:assistant|model)?\b\s*)+", re.I)
 _HASH_RE = re.compile(r"####\s*([^\n]*)")
 
 
@@ -206,7 +214,8 @@ def reference_answer(reference: str) -> str:
         return ""
     t = reference.strip()
     if "####" in t:
-        return t.rsplit("####", 1)[1].strip().splitlines()[0].strip() if t.rsplit("####", 1)[1].strip() else ""
+        after = t.rsplit("####", 1)[1].strip()
+        return after.splitlines()[0].strip() if after else ""
     boxes = find_boxes(t)
     if boxes:
         contents = [b.content if b.content is not None else t[b.start:].split("{", 1)[-1]

@@ -11,7 +11,7 @@ import sympy
 
 from . import symbolic
 from .outcome import Compare, Outcome, Policy, no, yes
-from .structure import Matrix, MatrixExpr, Scalar, Seq
+from .shapes import Matrix, MatrixExpr, Scalar, Seq
 
 
 def compare_matrices(ref, resp, policy: Policy, compare: Compare) -> Outcome:
@@ -26,7 +26,8 @@ def compare_matrices(ref, resp, policy: Policy, compare: Compare) -> Outcome:
         ok = all(compare(x, y, policy).equal for x, y in zip(a, b))
         return Outcome(ok, "vector vs tuple: " + ("same entries" if ok else "entries differ"))
     ref, resp = ref_m, resp_m
-    if len(ref.rows) != len(resp.rows) or any(len(a) != len(b) for a, b in zip(ref.rows, resp.rows)):
+    if len(ref.rows) != len(resp.rows) or any(len(a) != len(b)
+                                              for a, b in zip(ref.rows, resp.rows)):
         return no("matrix shapes differ")
     for ra, rb in zip(ref.rows, resp.rows):
         for a, b in zip(ra, rb):

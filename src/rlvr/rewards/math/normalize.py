@@ -57,8 +57,8 @@ _ISO_INTERVAL_RE = re.compile(
     r"(?:(?<=^)|(?<=[\s({,=$:])|(?<=\\cup)|(?<=\\cap)|(?<=\\in))([\[\]])"
     r"([^\[\](),;]+),([^\[\](),;]+)([\[\]])(?=$|[\s)},;.$]|\\cup|\\cap|\\setminus)")
 
-_SPACING_RE = re.compile(r"(?<!\\)\\(?:[,;:! ]|quad|qquad|enspace|thinspace|hspace\{[^{}]*\}|displaystyle|"
-                         r"textstyle|scriptstyle|scriptscriptstyle|limits|nolimits)(?![a-zA-Z])")
+_SPACING_RE = re.compile(r"(?<!\\)\\(?:[,;:! ]|quad|qquad|enspace|thinspace|hspace\{[^{}]*\}|"
+                         r"displaystyle|textstyle|scriptstyle|scriptscriptstyle|limits|nolimits)(?![a-zA-Z])")
 _SIZING_RE = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|biggl|biggr|big|Big|bigg|Bigg)"
                         r"(?![a-zA-Z])\s*(\\?[()\[\]|.{}]|\\[lr]?[vV]ert|\\langle|\\rangle)?")
 # Plain-text maths ("pi/2", "sqrt(2)", "exp(16)", "2*pi"): function and constant names that

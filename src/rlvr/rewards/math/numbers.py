@@ -48,7 +48,8 @@ class Num:
 
 _PLAIN_RE = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
 _THOUSANDS_RE = re.compile(r"[+-]?[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?")
-_SCI_RE = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(?:[eE]\s*([+-]?\d+)|(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{?\s*([+-]?\d+)\s*\}?)")
+_SCI_RE = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*"
+                     r"(?:[eE]\s*([+-]?\d+)|(?:\\times|\\cdot|\*|x)\s*10\s*\^\s*\{?\s*([+-]?\d+)\s*\}?)")
 _FRAC_RE = re.compile(r"([+-]?)\\frac\{\s*([+-]?\d+)\s*\}\{\s*([+-]?\d+)\s*\}")
 _SLASH_RE = re.compile(r"([+-]?\d+)\s*/\s*([+-]?\d+)")
 _MIXED_RE = re.compile(r"([+-]?)(\d{1,3}(?:[ ,]\d{3})+|\d+)[ \t]+(\d+)\s*/\s*(\d+)")

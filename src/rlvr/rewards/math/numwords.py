@@ -30,8 +30,8 @@ _ARABIC_RE = re.compile(r"\d+(?:\.\d+)?")
 def chinese_number(t: str) -> Parsed | None:
     """Parse a number written in Chinese (digits 零..九, units 十 百 千 万 亿, decimal point 点,
     minus sign 负, fractions ``X分之Y`` = Y/X, mixed numbers ``A又X分之Y`` or ``1又1/2``); Arabic
-    digits may stand in for any part (``负5``, ``3分之2``). ``百分之`` (percent) is handled by the caller.
-    Returns ``None`` for anything else."""
+    digits may stand in for any part (``负5``, ``3分之2``). ``百分之`` (percent) is handled by
+    the caller. Returns ``None`` for anything else."""
     t = t.strip()
     if not t or not re.search(f"[{ZH_NUMERAL_CHARS}]", t):
         return None
@@ -107,7 +107,8 @@ def _zh_integer(t: str) -> int | None:
 _UNITS = {w: k for k, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
     "fifteen sixteen seventeen eighteen nineteen".split())}
-_TENS = {w: 10 * k for k, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if k >= 2}
+_TENS = {w: 10 * k for k, w in enumerate(
+    "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if k >= 2}
 _SCALES = {"hundred": 100, "thousand": 10 ** 3, "million": 10 ** 6, "billion": 10 ** 9,
            "trillion": 10 ** 12}
 _DENOMS = {"half": 2, "halves": 2, "third": 3, "quarter": 4, "fourth": 4, "fifth": 5,
@@ -197,9 +198,11 @@ def _integer(words: list[str]) -> int | None:
 
 
 _VOCAB = sorted(set(_UNITS) | set(_TENS) | set(_SCALES) | set(_DENOMS)
-                | {d + "s" for d in _DENOMS} | {"a", "an", "and", "dozen", "point", "negative", "minus"},
+                | {d + "s" for d in _DENOMS}
+                | {"a", "an", "and", "dozen", "point", "negative", "minus"},
                 key=len, reverse=True)
-_PHRASE_RE = re.compile(r"(?i)\b(?:" + "|".join(_VOCAB) + r")(?:[\s-]+(?:" + "|".join(_VOCAB) + r"))*\b")
+_PHRASE_RE = re.compile(r"(?i)\b(?:" + "|".join(_VOCAB) + r")(?:[\s-]+(?:" + "|".join(_VOCAB)
+                        + r"))*\b")
 _FILLER = {"a", "an", "and"}
 
 

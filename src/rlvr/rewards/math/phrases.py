@@ -13,8 +13,17 @@ from rlvr.rewards.types import Extraction, Status
 from .clock import FIND_RE as CLOCK_RE
 from .normalize import clean_latex, compact, currency_decimal_comma, strip_math_delims
 from .numbers import TooLarge, eval_arith, parse_number
-from .sentences import (NUMBER_RE, drop_justification, is_prose, looks_cut_off, math_spans,
-                        refine, sentence_end, strip_spans, trailing_assignment)
+from .sentences import (
+    NUMBER_RE,
+    drop_justification,
+    is_prose,
+    looks_cut_off,
+    math_spans,
+    refine,
+    sentence_end,
+    strip_spans,
+    trailing_assignment,
+)
 
 _MARKER_RE = re.compile(
     r"(?i)(?:\b(?:the\s+)?final\s+answer\b(?:\s+is\b|\s*[:：])?"
@@ -69,7 +78,8 @@ def from_markers(text: str) -> Extraction | None:
             continue
         head = seg[:sentence_end(seg.strip()) + (len(seg) - len(seg.lstrip()))]
         # a hedge in the answer sentence or right after it ("5. Or it might be 6.")
-        if _hedged(head) or _hedged(seg[:len(head) + 300]) and _HEDGE_RE.search(seg[len(head):len(head) + 300]):
+        if _hedged(head) or _hedged(seg[:len(head) + 300]) and _HEDGE_RE.search(
+                seg[len(head):len(head) + 300]):
             return Extraction(Status.multiple_answers, method="phrase", reasoning=text[:m.start()])
         if m is not matches[0] and _conditional_lead(text, m.start()):
             continue     # "42. If order matters, the answer is 84.": a hedge on the answer before
@@ -277,8 +287,8 @@ def _same_value(a: str, b: str) -> bool:
 
 
 _VALUE_RE = re.compile(CLOCK_RE.pattern + "|" + NUMBER_RE.pattern)
-_PLEASANTRY_RE = re.compile(r"(?:\s*(?:I hope\b|Hope this helps|Let me know\b|希望)[^.!?。！\n]*[.!?。！]*)+\s*$",
-                            re.I)
+_PLEASANTRY_RE = re.compile(
+    r"(?:\s*(?:I hope\b|Hope this helps|Let me know\b|希望)[^.!?。！\n]*[.!?。！]*)+\s*$", re.I)
 _SENTENCE_SPLIT_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\\$(])|(?<=[。！？])|\n+")
 _LAST_SENTENCE_CHARS = 600
 
@@ -319,7 +329,8 @@ def from_last_sentence(text: str) -> Extraction | None:
     if not pieces:
         return None
     last = pieces[-1].strip()
-    if len(pieces) == 1 and len(body) > len(tail) or looks_cut_off(last) or last.rstrip().endswith(("?", "？")):
+    if (len(pieces) == 1 and len(body) > len(tail) or looks_cut_off(last)
+            or last.rstrip().endswith(("?", "？"))):
         return None
     values = {v.group(0).replace(" ", "")
               for v in _VALUE_RE.finditer(strip_spans(currency_decimal_comma(last)))}
@@ -329,7 +340,8 @@ def from_last_sentence(text: str) -> Extraction | None:
         return None
     ans = refine(last)
     if ans and re.search(r"\d|\\|[\u4e00-\u9fff]", ans):
-        return Extraction(Status.wrong, ans, "last_sentence", reasoning=body[:len(body) - len(last)])
+        return Extraction(Status.wrong, ans, "last_sentence",
+                          reasoning=body[:len(body) - len(last)])
     return None
 
 

@@ -10,9 +10,11 @@ import sympy
 from sympy.core.relational import Relational
 
 from . import symbolic
+from .labels import has_variables, is_label
 from .normalize import compact
 from .outcome import Compare, Outcome, Policy, no, yes
-from .structure import Assign, Relation, Scalar, Seq, SetExpr, has_variables, is_label, parse_answer
+from .shapes import Assign, Relation, Scalar, Seq, SetExpr
+from .structure import parse_answer
 
 
 def as_relation(node: Assign) -> Relation:
@@ -28,7 +30,8 @@ def compare_relations(ref, resp, policy: Policy, compare: Compare) -> Outcome:
     s_ops = resp.ops if isinstance(resp, Relation) else ("=",)
     eq_r = all(o == "=" for o in r_ops)
     eq_s = all(o == "=" for o in s_ops)
-    if eq_r and eq_s and isinstance(ref, (Relation, Assign)) and isinstance(resp, (Relation, Assign)):
+    if (eq_r and eq_s and isinstance(ref, (Relation, Assign))
+            and isinstance(resp, (Relation, Assign))):
         ra = as_relation(ref) if isinstance(ref, Assign) else ref
         sa = as_relation(resp) if isinstance(resp, Assign) else resp
         return compare_equations(ra, sa, policy)
@@ -52,7 +55,8 @@ def _named_quantity_value(node):
     lhs, rhs = node.parts
     if has_variables(rhs) and r"\begin" not in rhs:
         return None
-    names = set(re.findall(r"(?<![\\A-Za-z])[A-Za-z](?![A-Za-z])", re.sub(r"\\[A-Za-z]+", " ", lhs)))
+    names = set(re.findall(r"(?<![\\A-Za-z])[A-Za-z](?![A-Za-z])",
+                           re.sub(r"\\[A-Za-z]+", " ", lhs)))
     if not names or not all(n.isupper() for n in names):
         return None
     return parse_answer(rhs)
@@ -159,7 +163,8 @@ def _relation_to_set(node: Relation):
 
 def _relation_text(node: Relation) -> str:
     parts = list(node.parts)
-    named = [k for k, p in enumerate(parts) if is_label(p) and re.fullmatch(r"[A-Za-z]\w*\(.+\)", compact(p))]
+    named = [k for k, p in enumerate(parts)
+             if is_label(p) and re.fullmatch(r"[A-Za-z]\w*\(.+\)", compact(p))]
     if len(named) == 1 and not any(re.search(r"[A-Za-z]", p) for k, p in enumerate(parts)
                                    if k != named[0]):
         parts[named[0]] = "x"        # "0 < f(x) < 1" is a statement about the value f(x)
@@ -203,7 +208,8 @@ def same_inequality(ref: Relation, resp: Relation) -> bool:
 def compare_real_sets(ref, resp, policy) -> Outcome:
     """Compare the sets of reals both sides describe (intervals, unions, inequalities, finite
     sets) with sympy; relations sympy cannot read are compared as written."""
-    if isinstance(ref, SetExpr) and isinstance(resp, SetExpr) and compact(ref.text) == compact(resp.text):
+    if (isinstance(ref, SetExpr) and isinstance(resp, SetExpr)
+            and compact(ref.text) == compact(resp.text)):
         return yes("string match")
     a, b = _real_set(ref), _real_set(resp)
     if a is None or b is None:

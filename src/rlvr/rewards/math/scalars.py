@@ -24,7 +24,7 @@ import sympy
 from . import symbolic
 from .numbers import Num, TooLarge, eval_arith, parse_number
 from .outcome import Outcome, Policy, no, yes
-from .structure import Scalar
+from .shapes import Scalar
 
 mpmath.mp.dps = 50
 
@@ -107,7 +107,8 @@ _BASE_RE = re.compile(r"^(\()?(?P<digits>[0-9A-Za-z]+)(?(1)\))_\{?(\()?(?P<base>
 _PLAIN_NUMBER_RE = re.compile(r"^[-+]?\\?\$?\s*(\d[\d,]*(\.\d*)?|\.\d+)\s*(\\?%)?$")
 _BINARY_OP_RE = re.compile(
     r"[\d)}]\s*(?:[+\-*×·÷^]|\\times|\\cdot|\\div)\s*[\d(\\{]")
-_SCIENTIFIC_RE = re.compile(r"^\s*[-+]?\d+(\.\d+)?\s*(?:\*|×|\\times|\\cdot)\s*10\s*\^\s*\{?\s*[-+]?\d+\s*\}?\s*$")
+_SCIENTIFIC_RE = re.compile(r"^\s*[-+]?\d+(\.\d+)?\s*(?:\*|×|\\times|\\cdot)\s*10\s*"
+                            r"\^\s*\{?\s*[-+]?\d+\s*\}?\s*$")
 
 
 def unevaluated_arithmetic(answer: str, reference: str) -> bool:
@@ -125,7 +126,8 @@ def unevaluated_arithmetic(answer: str, reference: str) -> bool:
     return bool(_BINARY_OP_RE.search(text)) and not _SCIENTIFIC_RE.match(text)
 
 
-_FRACTION_RE = re.compile(r"[-+]?\s*(?:(\d+)\s*/\s*(\d+)|\\[dt]?frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\})")
+_FRACTION_RE = re.compile(r"[-+]?\s*(?:(\d+)\s*/\s*(\d+)|"
+                          r"\\[dt]?frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\})")
 
 
 def _integer_fraction(text: str) -> bool:
@@ -188,8 +190,10 @@ def _compare_symbolic(ref: Scalar, resp: Scalar, rn: Num | None, sn: Num | None,
     va = rn.value if rn is not None else symbolic.numeric_value(a)
     vb = sn.value if sn is not None else symbolic.numeric_value(b)
     if va is not None and vb is not None:
-        ok = _match_with_percent(va, rn.decimals if rn else None, ref.percent or bool(rn and rn.percent),
-                                 vb, sn.decimals if sn else None, resp.percent or bool(sn and sn.percent),
+        ok = _match_with_percent(va, rn.decimals if rn else None,
+                                 ref.percent or bool(rn and rn.percent),
+                                 vb, sn.decimals if sn else None,
+                                 resp.percent or bool(sn and sn.percent),
                                  policy)
         if ok and _exact_pair(ref, resp, rn, sn) and symbolic.distinct_values(
                 _exact_sympy(a, rn), _exact_sympy(b, sn)):
@@ -222,6 +226,7 @@ def _exact_sympy(expr, num: Num | None):
 
 def _imag_j(resp: str, ref: str) -> str:
     # 3+4j for 3+4i: engineers' imaginary unit, only when the reference uses i.
-    if re.search(r"(?<![a-zA-Z\\])i(?![a-zA-Z])", ref) and re.search(r"\dj(?![a-zA-Z])|(?<![a-zA-Z\\])j$", resp):
+    if re.search(r"(?<![a-zA-Z\\])i(?![a-zA-Z])", ref) and re.search(
+            r"\dj(?![a-zA-Z])|(?<![a-zA-Z\\])j$", resp):
         return re.sub(r"(?<![a-zA-Z\\])j(?![a-zA-Z])", "i", resp)
     return resp

@@ -25,7 +25,8 @@ NUMBER_RE = re.compile(r"(?<![A-Za-z0-9_.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\
 _ZH_NUMERAL_RE = re.compile(f"(?:百分之)?[{ZH_NUMERAL_CHARS}]+")
 # Common words that contain numeral characters but are not numbers (一共 "altogether", 一样
 # "the same", 第一 "first", 万一 "in case" ...).
-_ZH_NOT_NUMBER_RE = re.compile(r"一共|一起|一样|一定|一下|一些|一直|一般|一边|一旦|一切|一致|一点儿|"
+_ZH_NOT_NUMBER_RE = re.compile(r"一共|一起|一样|一定|一下|一些|一直|一般|一边|一旦|"
+                               r"一切|一致|一点儿|"
                                r"唯一|统一|同一|每一|万一|之一|第[零〇一二两三四五六七八九十百千万]+|"
                                r"十分|万分|百分比|分之一秒")
 
@@ -53,7 +54,8 @@ _CURRENCY_SPAN_RE = re.compile(r"\d[\d,.]*\s+(?:[^\\$]*\s)?[A-Za-z]{3,}\s+[A-Za-
 
 def _prose_words(seg: str) -> list[str]:
     no_math = re.sub(_INLINE_RE + r"|\\\(.*?\\\)|\\text\{[^{}]*\}|\\[A-Za-z]+", " ", seg)
-    return [w for w in re.findall(r"(?<![A-Za-z])[A-Za-z]{3,}(?![A-Za-z])|[\u4e00-\u9fff]{2,}", no_math)
+    return [w for w in re.findall(r"(?<![A-Za-z])[A-Za-z]{3,}(?![A-Za-z])|[\u4e00-\u9fff]{2,}",
+                                  no_math)
             if w.lower() not in _FUNC_WORDS and not _ZH_NUMERAL_RE.fullmatch(w)]
 
 
@@ -61,7 +63,8 @@ def is_prose(seg: str) -> bool:
     """Whether ``seg`` is prose: two or more words outside maths (function names and numerals
     do not count), or one word of Chinese."""
     words = _prose_words(seg)
-    return len(words) >= 2 or (len(words) == 1 and re.search(r"[\u4e00-\u9fff]", words[0]) is not None)
+    return len(words) >= 2 or (len(words) == 1
+                               and re.search(r"[\u4e00-\u9fff]", words[0]) is not None)
 
 
 def sentence_end(seg: str) -> int:
@@ -128,7 +131,7 @@ def refine(seg: str) -> str | None:
     """
     # the rest of a bold marker ("**Final Answer**\n\n$$ 42 $$") is not part of the answer
     seg = _drop_discourse(re.sub(r"^[\s:：*]+", "", seg))
-    if seg.startswith("$$") or seg.startswith(r"\["):
+    if seg.startswith(("$$", r"\[")):
         close = seg.find("$$", 2) if seg.startswith("$$") else seg.find(r"\]")
         if close > 0:
             return seg[2:close].strip() or None
@@ -246,7 +249,8 @@ def drop_justification(seg: str) -> str:
 _CHOICE_SUBJECT_RE = re.compile(
     r"(?i:(?:the\s+)?(?:option|choice|answer)\s+)?\(?([A-J])\)?\s+(?i:is|would\s+be)\s+"
     r"(?i:the\s+)?(?i:correct|right|best|true)(?i:\s+(?:one|answer|choice|option))?\s*[.!]?$")
-_TRAILING_ASSIGN_RE = re.compile(r"(?:^|[\s,:;])([A-Za-z](?:_\{?\w+\}?)?(?:\([a-z]\))?\s*=\s*[^=]+?)\s*$")
+_TRAILING_ASSIGN_RE = re.compile(
+    r"(?:^|[\s,:;])([A-Za-z](?:_\{?\w+\}?)?(?:\([a-z]\))?\s*=\s*[^=]+?)\s*$")
 
 
 def trailing_assignment(seg: str) -> str | None:
@@ -267,7 +271,8 @@ def _math_token(seg: str, number: str) -> str:
     (``"a factor of e^16."`` -> ``"e^16"``, ``"about 3*pi"`` -> ``"3*pi"``), else ``number``."""
     for tok in re.findall(r"[^\s,;]+", seg):
         tok = tok.rstrip(".。!?")
-        if number in tok and tok != number and _TOKEN_OP_RE.search(tok) and not re.search(r"[A-Za-z]{5,}", tok):
+        if (number in tok and tok != number and _TOKEN_OP_RE.search(tok)
+                and not re.search(r"[A-Za-z]{5,}", tok)):
             return tok
     return number
 

@@ -13,7 +13,7 @@ import re
 from .normalize import compact
 from .outcome import Compare, Outcome, Policy, no, yes
 from .scalars import compare_scalars
-from .structure import Assign, Scalar, Seq
+from .shapes import Assign, Scalar, Seq
 
 
 def _distinct_count(items, policy, compare: Compare) -> int:

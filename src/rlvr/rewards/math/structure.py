@@ -7,96 +7,31 @@ between expressions or an inequality), a set expression (``\\cup``, ``\\setminus
 ``\\mathbb{R}``, ``\\emptyset``), a matrix, or a piece of text. The comparison rules in
 :mod:`.equivalence` depend on the shape, so it is decided once here, with caching.
 
-Units, currency, ``\\text{...}`` words and degree signs are removed here too, because
-whether a word is a unit depends on what surrounds it.
+Units, currency, ``\\text{...}`` words and degree signs are taken off first
+(:mod:`.text_units`); the shapes themselves are in :mod:`.shapes`.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 
-from .clock import Clock, parse_clock  # noqa: F401  (Clock is a parsed shape)
-from .numwords import english_number
-from .units import BOUND_WORDS_RE, canonical_unit
+from .clock import Clock, parse_clock
+from .labels import has_variables, is_label, variable_names
 from .normalize import clean_latex, find_group, split_top_level, unwrap_command
+from .numwords import english_number
+from .shapes import Assign, Matrix, MatrixExpr, Relation, Scalar, Seq, SetExpr, Text
+from .text_units import replace_text_groups, strip_units
+from .units import canonical_unit
+
+# The shapes parse_answer returns, importable from here beside it.
+__all__ = ["Assign", "Clock", "Matrix", "MatrixExpr", "Relation", "Scalar", "Seq", "SetExpr",
+           "Text", "has_variables", "is_label", "parse_answer"]
 
 
-@dataclass(frozen=True)
-class Scalar:
-    """A single number or expression (normalised LaTeX); ``percent`` if a % was attached."""
-
-    text: str
-    percent: bool = False
-    unit: str = ""       # canonical unit of measurement (``cm``, ``kg``; see .units) or ""
-
-
-@dataclass(frozen=True)
-class Seq:
-    """Several values. ``open``/``close`` are the brackets (``""`` for a bare list)."""
-
-    items: tuple
-    open: str = ""
-    close: str = ""
-    pm: bool = False
-    raw: str = ""
-
-
-@dataclass(frozen=True)
-class Assign:
-    """``label = value`` where the label is a name (``x``, ``f(x)``, ``|AB|``, ``A:B``)."""
-
-    label: str
-    value: object
-    rhs_text: str = ""
-
-
-@dataclass(frozen=True)
-class Relation:
-    """A chain ``parts[0] ops[0] parts[1] ...`` (equations that are not assignments,
-    inequalities)."""
-
-    parts: tuple
-    ops: tuple
-
-
-@dataclass(frozen=True)
-class SetExpr:
-    """A set of reals written with ``\\cup``, ``\\setminus``, ``\\mathbb{R}``, ``\\emptyset``."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class Matrix:
-    """A matrix or vector: rows of parsed entries."""
-
-    rows: tuple
-
-
-@dataclass(frozen=True)
-class MatrixExpr:
-    """An expression of matrices (``2\\begin{pmatrix}..\\end{pmatrix}``, a sum or product):
-    compared by its value."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class Text:
-    """A word answer (``yes``, ``Tuesday``, a sentence), lower-cased, spaces collapsed."""
-
-    text: str
-
-
-_SCALE = {"thousand": 3, "million": 6, "billion": 9, "trillion": 12}
-_SEPARATOR_WORDS = {"and", "or", "and/or", "或", "和", "或者"}
-_UNIT_WORDS_SHORT = {"cm", "mm", "km", "kg", "mg", "ml", "ft", "lb", "lbs", "oz", "mi", "yd",
-                     "hr", "hrs", "mph", "kph", "sec", "min", "rad", "deg", "sq", "cu", "pt",
-                     "m", "in", "s", "h", "g", "l", "mL", "L"}
-_EMPTY_RE = re.compile(r"^(?:there (?:are|is) )?no (?:real |integer |positive )?(?:solutions?|roots?|"
-                       r"values?)(?: exists?)?$|^(?:the )?empty set$|^\\emptyset$|^\\\{\s*\\\}$|^無解$|^无解$",
+_EMPTY_RE = re.compile(r"^(?:there (?:are|is) )?no (?:real |integer |positive )?"
+                       r"(?:solutions?|roots?|values?)(?: exists?)?$|^(?:the )?empty set$|"
+                       r"^\\emptyset$|^\\\{\s*\\\}$|^無解$|^无解$",
                        re.I)
 _REALS_RE = re.compile(r"(?:x (?:can be|is) )?(?:the set of |the )?(?:all |any |every )?"
                        r"real (?:numbers?|values?)(?: of x)?|all (?:the )?reals|"
@@ -104,143 +39,9 @@ _REALS_RE = re.compile(r"(?:x (?:can be|is) )?(?:the set of |the )?(?:all |any |
 _REL_OPS = re.compile(r"\\le(?![a-zA-Z])|\\ge(?![a-zA-Z])|\\ne(?![a-zA-Z])|\\in(?![a-zA-Z])|"
                       r"\\notin(?![a-zA-Z])|<|>|=")
 _THOUSANDS_RE = re.compile(r"(?<![\d.,(\[{])[1-9]\d{0,2}(?:,\d{3})+(?![\d,)\]}])")
-_TRIG_RE = re.compile(r"\\(?:sin|cos|tan|cot|sec|csc)(?![a-zA-Z])")
-_CJK_RE = re.compile(r"[\u4e00-\u9fff]")
 # Words that say "approximately": read like \approx (the value after them is the answer).
-_APPROX_WORDS_RE = re.compile(r"(?i)(?:^|(?<=[\s=]))(?:about|approximately|approx\.?|roughly|around|"
-                              r"circa)(?=\s)|(?:^|(?<=[\s=]))~(?=\s*\d)|大约|约为|约")
-
-
-def _replace_text_groups(s: str) -> tuple[str, str]:
-    """Resolve every ``\\text{...}``: separators become commas, scale words become powers of
-    ten, words that bound the value (``at least``) or hold a number stay, other words are units
-    (dropped) unless the whole answer is text. Returns the text and
-    the unit word that ended it (``5\\text{ cm}`` -> ``("5 ", "cm")``), if any."""
-    out, i, trailing = [], 0, ""
-    has_math = bool(re.search(r"[\d\\^=+]", re.sub(r"\\text\{[^{}]*\}", "", s)))
-    while True:
-        j = s.find(r"\text{", i)
-        if j < 0:
-            out.append(s[i:])
-            break
-        end = find_group(s, j + 5)
-        if end < 0:
-            out.append(s[i:])
-            break
-        out.append(s[i:j])
-        inner = s[j + 6:end - 1].strip()
-        low = inner.lower()
-        if low in _SEPARATOR_WORDS:
-            out.append(" , ")
-        elif low in _SCALE:
-            out.append(r" \times 10^{%d}" % _SCALE[low])
-        elif BOUND_WORDS_RE.search(inner) or re.search(r"\d", inner):
-            # "\text{at least } 12", "12 \text{ or more}", "3 \text{ (or 4)}": not a unit; kept,
-            # so the answer does not read as the bare value
-            out.append(f" {inner} ")
-        elif has_math and not re.fullmatch(r"[\d.,\s()+-]+", inner):
-            out.append(" ")
-            unit_power = re.match(r"\s*\^\s*\{?\s*[23]\s*\}?", s[end:])
-            word = inner
-            if unit_power:          # "5\text{ cm}^2": the square belongs to the unit
-                end += unit_power.end()
-                word += "^" + unit_power.group(0).strip(" ^{}")
-            trailing = word if not s[end:].strip(" .") else ""
-        else:
-            out.append(inner)
-        i = end
-    return "".join(out), trailing
-
-
-def _strip_units(s: str) -> tuple[str, bool, str]:
-    """Remove currency signs, trailing unit words and degree signs; detect percent. Returns
-    ``(text, percent, unit words removed from the end)``."""
-    percent, removed = False, []
-    s = re.sub(r"[€£¥元]|\\euro|\bUSD\b|\bdollars?\b|\bcents?\b", " ", s).strip()
-    # a Chinese note in brackets (（个）, （单位：米）) is dropped; a hedge (（或4）) is not a note
-    s = re.sub(r"[（(](?![^()（）]*(?:或|可能|也许|还是))[^()（）]*[\u4e00-\u9fff][^()（）]*[)）]",
-               " ", s).strip()
-    m = re.search(r"\s*(?:%|\bpercent\b|\bper cent\b|\bpct\b)\s*$", s)
-    if m:
-        percent, s = True, s[:m.start()].strip()
-    if _TRIG_RE.search(s):
-        s = re.sub(r"(\d+(?:\.\d+)?)\s*\^\s*\{?\s*\\circ\s*\}?", r"(\1\\pi/180)", s)
-    s = re.sub(r"\^\s*\{?\s*\\circ\s*\}?", "", s)
-    s = re.sub(r"\\circ(?![a-zA-Z])", "", s)
-    for _ in range(3):
-        m = re.search(r"(?<=[\d}).\s])\s*([A-Za-z]{2,}|[A-Za-z]+(?:\^\{?[23]\}?|\^\s*\d)|"
-                      r"[A-Za-z]+/[A-Za-z]+|[\u4e00-\u9fff]+)\s*$|(?<=\d)\s+([mshgLl])\s*$", s)
-        if not m or not re.search(r"\d", s[:m.start()]):
-            break
-        word = m.group(1) or m.group(2)     # group 2: a one-letter unit after "5 " (5 m, 3 s)
-        scale = re.match(r"万亿|亿|万", word)
-        if scale and re.search(r"\d$", s[:m.start(1)].rstrip()):
-            # "2万人": 万 belongs to the number (20000, read by .numbers), 人 is a counted noun
-            if word[scale.end():]:
-                removed.insert(0, word[scale.end():])
-            s = s[:m.start(1) + scale.end()].strip()
-            break
-        start = m.start(1) if m.group(1) else m.start(2)
-        if _is_unit_word(word, s[:m.start()], spaced=s[:start][-1:].isspace()):
-            if s[:m.start()].rstrip().endswith("\\"):
-                break
-            removed.insert(0, word)
-            s = s[:m.start()].strip()
-        else:
-            break
-    return s, percent, " ".join(removed)
-
-
-def _is_unit_word(word: str, before: str, spaced: bool) -> bool:
-    """Whether ``word``, ending an answer after ``before``, is a unit (or a counted noun such as
-    ``apples``) rather than algebra. A power or a single letter is algebra unless it spells a
-    unit of measurement: ``3R^2``, ``4x^2`` and ``\\pi r^2 h`` keep their letters, ``5 cm^2`` and
-    ``12 \\text{ft}^3`` do not. A one-letter unit (``5 m``, ``5 m^2``) needs a number without
-    variables before it, and a space unless the number is a decimal (``1,000.99m^2``): ``5m``
-    and ``5m^2`` are products. Written onto the number, a two-letter unit must be a common
-    abbreviation (``5cm``; ``2ms`` is a product) and a longer word a unit (``5abc`` is a
-    product). Words that bound or deny the value (``or more``, ``not``) are never units."""
-    base = re.sub(r"\^.*$", "", word)
-    if _CJK_RE.match(word):
-        return True
-    if BOUND_WORDS_RE.fullmatch(base.lower()) or base.lower() in _SEPARATOR_WORDS:
-        return False
-    known = canonical_unit(word) is not None
-    if "/" in word:
-        return known or min(len(p) for p in base.split("/")) >= 2
-    if len(base) == 1 or "^" in word:
-        measured = spaced or re.fullmatch(r"\s*-?[\d,]*\.\d+\s*", before)   # 2.5m^2: metres
-        return known and (len(base) > 1 or bool(measured and not has_variables(before)))
-    if len(base) >= 3:
-        return spaced or known
-    return base in _UNIT_WORDS_SHORT or (spaced and known)
-
-
-def unit_reading(node: Scalar, unit: str) -> Scalar:
-    """``node`` read with a one-letter unit written onto its number (``25m^2``, ``5m``) when
-    that spells ``unit``, the reference's unit: next to ``25 \\text{ m}^2`` the response
-    ``25m^2`` is square metres, where alone it is a product. ``node`` itself otherwise."""
-    m = re.fullmatch(r"\s*(-?\d[\d,]*(?:\.\d+)?)\s*([A-Za-z](?:\^\{?[23]\}?)?)\s*", node.text)
-    if node.unit or not m or canonical_unit(m.group(2)) != unit:
-        return node
-    return Scalar(m.group(1), node.percent, unit)
-
-
-def is_label(s: str) -> bool:
-    """Whether ``s`` names a quantity rather than computing one: ``x``, ``a_{37}``, ``f(x)``,
-    ``f^{-1}(x)``, ``A \\cup B``, ``|AB|``, ``A:B``, ``\\frac{NO}{BO}``, ``V_1:V_2``, ``P(A)``.
-    Sums, products with numbers and powers are not labels (``a + 3z``, ``x^2/4``)."""
-    t = s.replace(" ", "")
-    if not t or len(t) > 40:
-        return False
-    t = re.sub(r"_\{[^{}]*\}|_\\?[A-Za-z0-9]", "", t)
-    t = re.sub(r"\^\{?-1\}?(?=\()", "", t)     # f^{-1}(x): the inverse function, a name
-    t = re.sub(r"(?<=[A-Za-z}])\([^()]*\)", "", t)
-    t = re.sub(r"\\(?:frac|overline|angle|triangle|vec|mathbf|mathrm|operatorname|text|hat|bar)", "", t)
-    t = re.sub(r"[{}|:/'()]|\\prime|\\\|", "", t)
-    if not t or t in ("e", r"\pi", "i"):
-        return False
-    return bool(re.fullmatch(r"(?:[A-Za-z]|\\[A-Za-z]+)+", t))
+_APPROX_WORDS_RE = re.compile(r"(?i)(?:^|(?<=[\s=]))(?:about|approximately|approx\.?|roughly|"
+                              r"around|circa)(?=\s)|(?:^|(?<=[\s=]))~(?=\s*\d)|大约|约为|约")
 
 
 def _bracketed(s: str) -> tuple[str, str, str] | None:
@@ -330,9 +131,10 @@ def _parse(s: str, depth: int):
     text = _as_text(s)
     if text is not None:
         return text
-    s, trailing = _replace_text_groups(s)
-    s, percent, removed = _strip_units(s)
-    unit = canonical_unit(trailing) or canonical_unit(removed) or "" if (trailing or removed) else ""
+    s, trailing = replace_text_groups(s)
+    s, percent, removed = strip_units(s)
+    unit = (canonical_unit(trailing) or canonical_unit(removed) or ""
+            if (trailing or removed) else "")
     # "1, 2, 3, ..." goes on: keep the ellipsis as an element so it never equals a finite list
     s = re.sub(r",\s*(?:\.\.\.|…|\\ldots)\s*\.?$", r", \\ldots", s.strip())
     s = s.strip().rstrip(".").strip() if not s.endswith(r"\ldots") else s
@@ -466,7 +268,8 @@ def _parse_single(s: str, percent: bool, depth: int, unit: str = ""):
     br = _bracketed(s)
     if br is not None:
         open_, inner, close = br
-        if re.match(r"\s*\\begin\{", inner) and re.search(r"\\end\{[^{}]*\}\s*$", inner) and open_ in "([":
+        if (re.match(r"\s*\\begin\{", inner) and re.search(r"\\end\{[^{}]*\}\s*$", inner)
+                and open_ in "(["):
             return _parse(inner, depth + 1)   # \left[\begin{array}..\end{array}\right]
         items = split_top_level(inner, ",;")
         if len(items) >= 2 or open_ == "{":
@@ -484,13 +287,6 @@ def _parse_single(s: str, percent: bool, depth: int, unit: str = ""):
     if re.search(r"\\begin\{(?:[pbB]?matrix|array)\}", s):
         return MatrixExpr(_arrays_as_matrices(s))
     return Scalar(s, percent, unit)
-
-
-def _names_a_set(s: str) -> bool:
-    """``A \\cup B = \\{1, 2\\}``, ``x \\in \\mathbb{R}``: a name on the left of ``=`` or
-    ``\\in`` (read as a relation, whose right side is the answer), not a set expression."""
-    parts, ops = _split_relation(s)
-    return len(ops) == 1 and ops[0] in ("=", r"\in") and is_label(parts[0])
 
 
 def _relation(parts: list[str], ops: list[str], depth: int, unit: str = ""):
@@ -513,7 +309,7 @@ def _relation(parts: list[str], ops: list[str], depth: int, unit: str = ""):
             # counts. "7 = 11a + c" is a constraint on a and c, not a value: an equation.
             return Assign(parts[0], _with_unit(_parse(parts[1], depth + 1), unit), parts[1])
         if is_label(parts[1]) and (re.fullmatch(r"[-\d\s.]+", parts[0]) or not (
-                _names(parts[1]) & _names(parts[0]))):
+                variable_names(parts[1]) & variable_names(parts[0]))):
             # "12 = x"; "2x + 3 = y": the label on the right names the value on the left
             return Assign(parts[1], _parse(parts[0], depth + 1), parts[0])
     if ops == [r"\in"] and is_label(parts[0]):
@@ -529,14 +325,11 @@ def _with_unit(value, unit: str):
     return value
 
 
-def has_variables(s: str) -> bool:
-    """Whether ``s`` holds a variable letter outside LaTeX commands (``2x + 1``, not ``\\pi``)."""
-    return bool(re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", s)))
-
-
-def _names(s: str) -> set[str]:
-    """Letters and commands naming variables in ``s`` (``f(x)`` -> ``{f, x}``)."""
-    return set(re.findall(r"\\[A-Za-z]+|[A-Za-z]", re.sub(r"\\(?:frac|sqrt|cdot|times|left|right)", " ", s)))
+def _names_a_set(s: str) -> bool:
+    """``A \\cup B = \\{1, 2\\}``, ``x \\in \\mathbb{R}``: a name on the left of ``=`` or
+    ``\\in`` (read as a relation, whose right side is the answer), not a set expression."""
+    parts, ops = _split_relation(s)
+    return len(ops) == 1 and ops[0] in ("=", r"\in") and is_label(parts[0])
 
 
 def _arrays_as_matrices(s: str) -> str:

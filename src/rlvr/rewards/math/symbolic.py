@@ -15,11 +15,11 @@ from functools import lru_cache
 import sympy
 from latex2sympy2_extended import latex2sympy
 from latex2sympy2_extended.latex2sympy2 import ConversionConfig
-from sympy import I, Float, Rational, Symbol
+from sympy import Float, I, Rational, Symbol
 from sympy.solvers.inequalities import solve_rational_inequalities
 
-from .numbers import TooLarge, eval_arith
 from .normalize import brace_depth, find_group
+from .numbers import TooLarge, eval_arith
 
 MAX_SYMPY_CHARS = 1500
 MAX_DEPTH = 40
@@ -259,7 +259,7 @@ def _sample_equal(a, b, syms) -> bool | None:
         if values is None:
             continue
         va, vb = values
-        if any(map(lambda z: z != z or abs(z) == float("inf"), (va, vb))):
+        if any(z != z or abs(z) == float("inf") for z in (va, vb)):
             continue
         if abs(va - vb) > _SAMPLE_TOL * max(abs(va), abs(vb), 1e-12):
             return False

@@ -11,7 +11,6 @@ could explode), so it can run inside the training loop.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 
 from rlvr.rewards.types import Extraction, Status, Verdict
@@ -20,51 +19,11 @@ from .equivalence import compare
 from .extract import extract_answer as _extract
 from .extract import reference_answer
 from .normalize import clean_latex
+from .options import MathVerifyConfig
 from .outcome import Outcome, Policy
 from .structure import parse_answer
 
 __all__ = ["MathVerifyConfig", "extract_answer", "reference_answer", "verify_math"]
-
-
-@dataclass(frozen=True)
-class MathVerifyConfig:
-    """Settings of the math verifier. The defaults implement the project's labelling policy
-    (``shared/cases/README.md``); change them only deliberately.
-
-    Attributes:
-        allow_last_number: when the completion has no marked answer (no box, no ``####``, no
-            "the answer is", no answer tags) and is not a short answer-only response, credit
-            the last number in the text. Off by default: a value that merely occurs in long
-            reasoning is not an answer, and rewarding it teaches the model to hedge.
-        exact_sig_digits: a decimal response to an exact reference (integer, fraction,
-            radical, pi, e) counts only if its relative error is below ``5 * 10^-n``; with
-            9, ``0.333333333`` passes for ``1/3`` and ``3.14`` fails for ``\\pi``.
-        rounded_reference_tolerance: a reference written as a decimal with ``d`` decimals is
-            treated as rounded and accepts any response within ``0.5 * 10^-d`` of it
-            (``3.14`` accepts ``3.14159`` and ``\\pi``, rejects ``3.15`` and ``3.1``). When
-            False, decimal references are treated as exact values.
-        max_input_chars: completions longer than this are not searched at all and score
-            ``unparsed`` (guard against pathological outputs; 500k characters by default).
-        max_answer_chars: extracted answers longer than this are compared as strings only.
-        accept_unevaluated: a response that is arithmetic still to be done (``81 * 7``,
-            ``(9+1)``) equals a numeric reference of the same value. True by default, as in
-            Math-Verify and the shared cases; set False when training on tasks whose question
-            *is* the arithmetic (the arithmetic generator, GSM8K): there, repeating the
-            question's operation would otherwise earn the full reward. The training presets
-            set it False (``reward.verifier_options: {math: {accept_unevaluated: false}}``).
-    """
-
-    allow_last_number: bool = False
-    exact_sig_digits: int = 9
-    rounded_reference_tolerance: bool = True
-    max_input_chars: int = 500_000
-    max_answer_chars: int = 2_000
-    accept_unevaluated: bool = True
-
-    @property
-    def policy(self) -> Policy:
-        return Policy(self.exact_sig_digits, self.rounded_reference_tolerance,
-                      self.accept_unevaluated)
 
 
 _DEFAULT = MathVerifyConfig()
@@ -111,7 +70,8 @@ def _response_letters(answer: str) -> list[str]:
     if single:
         return [single.group(1).upper()]
     t = re.sub(r"(?i)\b(?:option|choice)\s+", "", t)
-    return list(dict.fromkeys(_LETTER_RE.findall(_ARTICLE_RE.sub(lambda m: "_" + m.group(0)[1:], t))))
+    marked = _ARTICLE_RE.sub(lambda m: "_" + m.group(0)[1:], t)
+    return list(dict.fromkeys(_LETTER_RE.findall(marked)))
 
 
 def _compare_choice(letter: str, answer: str) -> Outcome:
@@ -150,15 +110,17 @@ def verify_math(completion: str, reference: str, config: MathVerifyConfig = _DEF
 
     Returns a :class:`Verdict` with status ``correct``/``wrong``; ``unparsed`` when no final
     answer can be extracted (empty box, prose only, truncated) or the completion is longer than
-    ``config.max_input_chars`` characters (not searched; ``detail`` names the limit); ``multiple_answers`` when
-    several different answers are offered for a single-valued reference; ``error`` (with the
+    ``config.max_input_chars`` characters (not searched; ``detail`` names the limit);
+    ``multiple_answers`` when several different answers are offered for a single-valued
+    reference; ``error`` (with the
     exception in ``detail``) if something unexpected happens internally, or when the
     reference itself is empty. Never raises.
     """
     try:
         return _verify(completion, reference, config)
     except Exception as exc:  # the reward must never crash the trainer (R6)
-        return Verdict(Status.error, None, "none", f"internal error: {type(exc).__name__}: {exc}"[:200])
+        return Verdict(Status.error, None, "none",
+                       f"internal error: {type(exc).__name__}: {exc}"[:200])
 
 
 def _verify(completion: str, reference: str, config: MathVerifyConfig) -> Verdict:
@@ -179,7 +141,8 @@ def _verify(completion: str, reference: str, config: MathVerifyConfig) -> Verdic
             and len(completion) <= 200 else []
         if len(named) == 1:   # "Because B is valid": a short reply naming exactly one option
             out = _compare_choice(letter, named[0])
-            return Verdict(Status.correct if out.equal else Status.wrong, named[0], "choice", out.detail)
+            return Verdict(Status.correct if out.equal else Status.wrong, named[0], "choice",
+                           out.detail)
         return Verdict(Status.unparsed, None, ex.method, "no final answer found")
     out = _judge(ref.strip(), ex.answer.strip(), config.policy, config.max_answer_chars)
     if ex.method == "bare" and not out.equal and out.detail in _NOT_AN_ANSWER:

@@ -66,8 +66,9 @@ division, ranges (``Weeks 1-2 = 96 - 70``) and ``14 / 1 / 4 = 14 * 4``.
 Farming: a calculation repeated counts once, and steps after the end of the turn do not
 count (:func:`process_score`). Limits: only what is written is judged, and whether it is
 relevant is not (the score never sees the question): a completion may write one easy right
-step, or right but irrelevant arithmetic, and compute the rest in prose. Keep the ``process`` weight small (the outcome-dominance check of
-``RewardConfig.weights`` enforces outcome > format + process).
+step, or right but irrelevant arithmetic, and compute the rest in prose. Keep the ``process``
+weight small (the outcome-dominance check of ``RewardConfig.weights`` enforces
+outcome > format + process).
 
 Bounds (the score runs in the trainer's process, without the verifier pool's timeout): at most
 :data:`MAX_STEPS` steps per text, :data:`MAX_LINKS` ``=`` links examined, sides of at most
@@ -80,10 +81,16 @@ link bound stopped scores 0.0 (:func:`process_score`).
 
 from __future__ import annotations
 
-from .bounds import (MAX_ANNOTATION_CHARS, MAX_DEPTH, MAX_DIGITS, MAX_LINKS, MAX_SIDE_CHARS,
-                     MAX_STEPS)
 from rlvr.rewards.math.extract import end_of_turn
 
+from .bounds import (
+    MAX_ANNOTATION_CHARS,
+    MAX_DEPTH,
+    MAX_DIGITS,
+    MAX_LINKS,
+    MAX_SIDE_CHARS,
+    MAX_STEPS,
+)
 from .steps import Step, calculation_steps, scan_steps, step_key
 
 __all__ = [
@@ -115,8 +122,8 @@ def process_score(text: str) -> float | None:
 
     Returns:
         ``correct distinct steps / distinct steps`` over :func:`calculation_steps`, 0.0 past
-        the bounds, or None when the text writes no calculation (the reward pipeline scores that 0.0, so that
-        leaving the work out cannot earn the process reward).
+        the bounds, or None when the text writes no calculation (the reward pipeline scores
+        that 0.0, so that leaving the work out cannot earn the process reward).
 
     Raises:
         Nothing for any string.

@@ -15,8 +15,17 @@ from rlvr import exact
 
 from .arith import CANON, canonical, evaluate, matches
 from .bounds import MAX_ANNOTATION_CHARS, MAX_LINKS, MAX_STEPS
-from .tokens import (Tok, binary_ops, clean_after, clean_before, depth_ok, dollar_start,
-                     number_text, split_at_breaks, tokenize)
+from .tokens import (
+    Tok,
+    binary_ops,
+    clean_after,
+    clean_before,
+    depth_ok,
+    dollar_start,
+    number_text,
+    split_at_breaks,
+    tokenize,
+)
 
 
 @dataclass(frozen=True)

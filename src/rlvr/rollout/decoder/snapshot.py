@@ -28,7 +28,7 @@ from torch import Tensor
 
 from rlvr.rollout.decoder.int8 import QUANTIZATIONS, Int8Linear
 from rlvr.rollout.decoder.linear import Linear
-from rlvr.rollout.decoder.support import check_supported_model
+from rlvr.rollout.decoder.support import check_supported_model, merged_weight, unwrapped
 
 
 @dataclass
@@ -115,13 +115,16 @@ def snapshot_weights(model, dtype: torch.dtype, batch_hint: int = 64,
         snapshot) is the model's own tensor, detached, not a copy.
 
     Raises:
-        UnsupportedModelError: the architecture is not Llama-family, or the model is
-            LoRA-wrapped.
+        UnsupportedModelError: the architecture is not Llama-family, or the model has adapters
+            other than peft's plain LoRA (a LoRA model's layer weights are snapshot merged:
+            base + delta, :func:`~rlvr.rollout.decoder.support.merged_weight`; no merged copy
+            of the whole model is needed).
         ValueError: an unknown ``quantization``, or int8 with a compute dtype other than fp32.
         Int8Unavailable: int8 in a torch build without fbgemm.
     """
     check_supported_model(model)
     check_quantization(quantization, dtype)
+    model = unwrapped(model)  # peft LoRA: each layer's weight merged on the fly
     cfg = model.config
     inner = model.model
     heads = cfg.num_attention_heads
@@ -136,15 +139,16 @@ def snapshot_weights(model, dtype: torch.dtype, batch_hint: int = 64,
         att, mlp = block.self_attn, block.mlp
         projections = (att.q_proj, att.k_proj, att.v_proj)
         bias = None
-        if att.q_proj.bias is not None:
-            bias = cast(torch.cat([p.bias for p in projections]))
+        if getattr(att.q_proj, "base_layer", att.q_proj).bias is not None:
+            bias = cast(torch.cat([getattr(p, "base_layer", p).bias for p in projections]))
         return LayerWeights(
             ln1=cast(block.input_layernorm.weight),
-            qkv=linear(cast(torch.cat([p.weight for p in projections])), bias),
-            o=linear(cast(att.o_proj.weight), None),
+            qkv=linear(cast(torch.cat([merged_weight(p) for p in projections])), bias),
+            o=linear(cast(merged_weight(att.o_proj)), None),
             ln2=cast(block.post_attention_layernorm.weight),
-            gate_up=linear(cast(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])), None),
-            down=linear(cast(mlp.down_proj.weight), None),
+            gate_up=linear(cast(torch.cat([merged_weight(mlp.gate_proj),
+                                           merged_weight(mlp.up_proj)])), None),
+            down=linear(cast(merged_weight(mlp.down_proj)), None),
         )
 
     with torch.no_grad():

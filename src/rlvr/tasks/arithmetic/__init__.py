@@ -30,7 +30,6 @@ Modules: :mod:`~rlvr.tasks.arithmetic.expressions` (expression trees: evaluation
 """
 
 from rlvr.tasks.arithmetic.expressions import OPERATORS, Expr, ExpressionError, evaluate, render
-from rlvr.tasks.mixture import SPLITS
 from rlvr.tasks.arithmetic.generator import (
     DEFAULT_PROMPT_TEMPLATE,
     DEFAULT_SOLUTION_TEMPLATE,
@@ -46,6 +45,7 @@ from rlvr.tasks.arithmetic.generator import (
 )
 from rlvr.tasks.arithmetic.levels import PRESETS, Level, MixtureSpec, get_level, parse_mixture
 from rlvr.tasks.arithmetic.solutions import SolutionCheck, check_solution, solution_steps
+from rlvr.tasks.mixture import SPLITS
 
 __all__ = [
     "DEFAULT_PROMPT_TEMPLATE",

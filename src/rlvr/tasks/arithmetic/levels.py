@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from rlvr.tasks.arithmetic.expressions import OPERATORS
 from rlvr.tasks.mixture import check_weights, split_weighted
 
+
 @dataclass(frozen=True)
 class Level:
     """A difficulty level of the generator.

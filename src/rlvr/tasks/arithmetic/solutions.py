@@ -15,6 +15,7 @@ from rlvr.tasks.arithmetic.expressions import (
     number_text,
 )
 
+
 def _multiplication_steps(a: int, b: int) -> list[str]:
     """Place-value long multiplication of two positive numbers of >= 2 digits each:
     ``37 * 58 = 37 * 50 + 37 * 8``, the partial products, then their sum."""

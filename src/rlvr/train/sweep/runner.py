@@ -7,8 +7,9 @@ from __future__ import annotations
 import gc
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 from rich.console import Console
@@ -86,7 +87,7 @@ def run_sweep(config_path: str | Path | None, fixed: list[str], variants: list[d
         if summaries:
             try:
                 write_sweep_outputs(out_dir, summaries, {**meta, "complete": complete})
-            except Exception as exc:  # noqa: BLE001 - never hide the error that stopped us
+            except Exception as exc:
                 if complete:
                     raise
                 log(f"sweep: could not write the partial comparison ({exc})")
