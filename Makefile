@@ -50,6 +50,7 @@ bench: setup
 	$(PY) benchmarks/update_prefix.py --quick
 	$(PY) benchmarks/shared_prefill.py --quick
 	$(PY) benchmarks/sft_step.py --quick
+	$(PY) benchmarks/async_pipeline.py --quick
 	$(PY) benchmarks/scaling.py --quick
 
 clean:

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from rlvr.cli.common import EXIT_STOPPED, err, fail, load_run_config, output_errors
 from rlvr.cli.run_checks import check_run_inputs, prepare_run_dir, run_dir_option
+from rlvr.distributed.errors import RolloutWorkerError
 from rlvr.eval.paired import gain_summary
 from rlvr.eval.report import pass_at_k_table
 from rlvr.rewards.summary import accuracy_text
@@ -57,6 +58,9 @@ def train(
     except RunInputError as exc:
         target.discard()
         raise fail(str(exc)) from None
+    except RolloutWorkerError as exc:  # grpo.max_staleness: a rollout worker died or hung
+        raise fail(f"{exc}\nthe run stopped; `rlvr train --resume {run_dir}` continues it "
+                   f"from its last checkpoint", code=1) from None
     finally:
         target.close()
     Console(width=None if sys.stdout.isatty() else 120).print(results_table(results))

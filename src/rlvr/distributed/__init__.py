@@ -7,6 +7,12 @@
   :mod:`rlvr.distributed.sharding`. It imports ``ray``, an optional dependency
   (``pip install rlvr[ray]``).
 - :mod:`rlvr.distributed.ddp`: the data-parallel GRPO policy update (accelerate / DDP).
+- Asynchronous rollouts (rollout workers that keep generating while the trainer updates):
+  the staleness bound (:mod:`rlvr.distributed.staleness`), worker processes on this machine
+  (:mod:`rlvr.distributed.async_rollout`) or Ray actors (:mod:`rlvr.distributed.ray_async`)
+  exchanging :mod:`rlvr.distributed.rollout_jobs`, the trainer's side
+  (:mod:`rlvr.distributed.async_collector`) and a simulator of the pipeline
+  (:mod:`rlvr.distributed.pipeline_sim`).
 
 None of them is imported here, so ``import rlvr.distributed`` needs no optional dependency.
 """

@@ -1,15 +1,13 @@
 """Ray's lifetime for the scale-out workers (:mod:`rlvr.distributed.ray_workers`): start or
 connect to a cluster (:func:`init_ray`), size a local one (:func:`local_num_cpus`) and wait for
-actors to come up (:func:`wait_ready`). Imports ``ray``, an optional dependency
-(``pip install rlvr[ray]``).
+actors to come up (:func:`wait_ready`). Each function imports ``ray``, an optional
+dependency (``pip install rlvr[ray]``), so the module itself imports without it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-
-import ray
 
 LOCAL = "local"
 DEFAULT_STARTUP_TIMEOUT_S = 300.0
@@ -39,6 +37,8 @@ def init_ray(address: str = LOCAL, num_cpus: int | None = None) -> bool:
     Raises:
         ConnectionError / RuntimeError: from ``ray.init`` when the address cannot be reached.
     """
+    import ray  # optional dependency (extra `ray`)
+
     if ray.is_initialized():
         return False
     if address == LOCAL:
@@ -58,6 +58,8 @@ def local_num_cpus(actors: int) -> int:
 
 def wait_ready(futures: list, actors: list, what: str, timeout_s: float) -> list:
     """``ray.get`` the actors' first calls; kill them and raise if they do not start in time."""
+    import ray  # optional dependency (extra `ray`)
+
     try:
         return ray.get(futures, timeout=timeout_s)
     except ray.exceptions.GetTimeoutError:

@@ -38,8 +38,9 @@ Ray's lifetime. :func:`init_ray` starts or connects to Ray and says whether it s
 object that started it (in the trainer: the reward pipeline, created first) shuts it down in
 its ``close()``. Nothing here is imported unless ``rollout.ray_address`` is set.
 
-Not done here: one-step off-policy overlap (generating step t+1 while step t trains); every
-``generate`` call is synchronous like the local engines'.
+Every ``generate`` call here is synchronous like the local engines'. Generating the next
+steps' groups while the trainer updates (asynchronous rollouts under a staleness bound) is
+:mod:`rlvr.distributed.ray_async` over the same actor body.
 
 This module holds the driver-side drop-ins; the actor bodies are in
 :mod:`rlvr.distributed.ray_actors`, Ray's lifetime in :mod:`rlvr.distributed.ray_cluster` and

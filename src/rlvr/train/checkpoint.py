@@ -15,11 +15,13 @@ from rlvr.models.loader import save_model
 from rlvr.tasks.prompting import write_prompt_settings
 
 STATE_FILE = "trainer_state.pt"
+SOURCE_FILE = "rollout_source.pt"
 
 
 def save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizer, scheduler,
                     extra: dict, keep: int = 2, prompt: dict | None = None,
-                    policy_weights: dict | None = None) -> Path:
+                    policy_weights: dict | None = None,
+                    source_state: dict | None = None) -> Path:
     """Write ``run_dir/checkpoints/step-NNNNNN`` atomically; keep the newest ``keep``, plus
     step 0 (the model entering GRPO: the rollback anchor of last resort).
 
@@ -28,8 +30,9 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizer, sched
     one-shot, chat template) as ``rlvr_prompt.json``, so that ``rlvr eval`` prompts the
     checkpoint as it was trained. ``model`` is the run's output (with ``grpo.ema_decay``
     the weight average); ``policy_weights`` (then the policy's own trainable weights,
-    :func:`rlvr.train.weight_average.trainable_state`) go into the trainer state. Returns
-    the checkpoint directory.
+    :func:`rlvr.train.weight_average.trainable_state`) go into the trainer state.
+    ``source_state`` (an asynchronous rollout source's groups and jobs in flight, when not
+    empty) goes to ``rollout_source.pt``. Returns the checkpoint directory.
     """
     root = run_dir / "checkpoints"
     state = {"step": step, "optimizer": optimizer.state_dict(),
@@ -40,6 +43,8 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, optimizer, sched
 
     def write_extra(tmp: Path) -> None:
         torch.save(state, tmp / STATE_FILE)
+        if source_state:
+            torch.save(source_state, tmp / SOURCE_FILE)
         if prompt is not None:
             write_prompt_settings(tmp, prompt)
 
@@ -61,6 +66,13 @@ def latest_checkpoint(run_dir: Path, max_step: int | None = None) -> Path | None
     if max_step is not None:
         done = [p for p in done if int(p.name.split("-")[1]) <= max(max_step, 0)]
     return max(done, default=None)
+
+
+def load_source_state(checkpoint: Path) -> dict:
+    """The rollout source's state saved in ``checkpoint`` (``{}`` when none was saved: a
+    synchronous run)."""
+    path = checkpoint / SOURCE_FILE
+    return torch.load(path, weights_only=False) if path.is_file() else {}
 
 
 def load_trainer_state(checkpoint: Path, optimizer, scheduler, rng: bool = True) -> dict:

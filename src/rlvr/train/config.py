@@ -234,6 +234,7 @@ class RunConfig(ConfigSection):
         # (the algo names are checked by AlgoConfig against the rlvr.algo registries)
         ENGINES.check(self.rollout.engine)
         self._check_quantization()
+        self._check_async()
         if needs_data_path(self.data.source) and not self.data.path and not self.data.sources:
             raise ValueError(f"data.path: required for data.source={self.data.source!r}")
         for i, spec in enumerate(self.data.sources):
@@ -247,6 +248,26 @@ class RunConfig(ConfigSection):
                 for key, value in defaults.items():  # accept_unevaluated off)
                     options.setdefault(task_type, {}).setdefault(key, value)
         return self
+
+    def _check_async(self) -> None:
+        """``grpo.max_staleness`` >= 1 samples single-turn completions in worker processes or
+        Ray actors: no episodes, no int8 rollout engine in this process, no vLLM worker
+        process (vLLM samples on a GPU through Ray only)."""
+        if not self.grpo.max_staleness:
+            return
+        k = self.grpo.max_staleness
+        if self.env is not None:
+            raise ValueError(f"grpo.max_staleness: {k} (asynchronous rollouts) samples "
+                             f"single-turn completions; it cannot be combined with an env "
+                             f"section (multi-turn episodes); set grpo.max_staleness: 0")
+        if self.rollout.quantization != "none":
+            raise ValueError(f"grpo.max_staleness: {k} samples in rollout worker processes; "
+                             f"rollout.quantization: {self.rollout.quantization} runs in this "
+                             f"process only; set one of them to its default (0 / none)")
+        if self.rollout.engine not in ("torch", "hf") and not self.rollout.ray_address:
+            raise ValueError(f"grpo.max_staleness: {k}: the local rollout worker process runs "
+                             f"the torch or hf engine, not rollout.engine "
+                             f"{self.rollout.engine!r}; use rollout.ray_address for it")
 
     def _check_quantization(self) -> None:
         """``rollout.quantization: int8`` needs the torch engine in this process (no Ray) and

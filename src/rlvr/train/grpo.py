@@ -115,6 +115,9 @@ class GRPOStep:
             announce("update")
             update = self.update(state, train)
         update = {**metrics, **update, "kl_coef": state.optim.kl.value}
+        source_metrics = getattr(state.source, "step_metrics", None)
+        if source_metrics is not None:  # asynchronous rollouts: staleness, drops, idle time
+            update.update(source_metrics())
         if "kl" in update:
             state.optim.kl.update(update["kl"])
         batch = StepRollouts(scored.tasks, judged.advantages.zero_variance, scored.output,

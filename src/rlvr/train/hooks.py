@@ -160,6 +160,9 @@ class RollbackHook:
         o.scheduler = warmup_schedule(o.optimizer, g, o.lr_scale, o.scheduler.last_epoch)
         if o.update_group is not None:
             o.update_group.sync()  # the other ranks load the same state
+        discard = getattr(s.source, "discard", None)
+        if discard is not None:  # asynchronous rollouts sampled by the replaced weights
+            discard()
         lr = g.learning_rate * o.lr_scale
         s.monitor.after_rollback(step, check, target.name, step_of(target), lr)
         console.print(f"[bold magenta]rollback[/] at step {step} ({check or 'health check'}) "
@@ -187,7 +190,8 @@ class CheckpointHook:
         own = None if m.average is None else trainable_state(m.policy)
         save_checkpoint(self.run_dir, step, s.output_model, m.tokenizer, s.optim.optimizer,
                         s.optim.scheduler, s.trainer_extra(), keep=self.config.checkpoint.keep,
-                        prompt=s.prompt, policy_weights=own)
+                        prompt=s.prompt, policy_weights=own,
+                        source_state=s.source.state_dict() if s.source is not None else None)
 
 
 @dataclass

@@ -266,7 +266,8 @@ def episode_runner(state: TrainingState, config, rewards) -> EpisodeRunner | Non
 
 def rollout_source(state: TrainingState, config, rewards) -> RolloutSource:
     """The synchronous source of a run: episodes with an ``env`` section, else single-turn
-    completions."""
+    completions (the asynchronous one, ``grpo.max_staleness`` >= 1, is
+    :class:`rlvr.train.async_source.AsyncSource`)."""
     runner = episode_runner(state, config, rewards)
     return SingleTurnSource(config, rewards) if runner is None else EpisodeSource(config,
                                                                                   runner)

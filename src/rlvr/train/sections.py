@@ -222,6 +222,20 @@ class GRPOConfig(ConfigSection):
         "roll out and score another `prompts_per_step` prompts, at most this many extra rounds; "
         "the update trains the first `prompts_per_step` groups with variance (so its cost stays "
         "that of a full batch; `sampling_rounds`, `dropped_groups` logged). 0 = off.")
+    max_staleness: int = Field(0, ge=0, le=MAX_STEPS,
+        description="Asynchronous rollouts: with k >= 1 a rollout worker keeps generating the "
+        "next steps' groups with the newest weights it has while the trainer updates, and a "
+        "step trains only on groups sampled at most k updates ago (older ones are dropped, "
+        "`dropped_stale`); at most the groups of the next k + 1 steps are in flight. The "
+        "worker is a process on this machine with half of `threads` (the trainer keeps the "
+        "rest), or `rollout.ray_rollout_workers` Ray actors with `rollout.ray_address`. "
+        "Metrics per step: `staleness_mean`, `staleness_max`, `staleness_hist_<s>`, "
+        "`dropped_stale`, `seconds_trainer_idle`, `seconds_rollout_idle`, "
+        "`seconds_weight_sync`. A dead or silent worker stops the run with an error naming it. "
+        "Which weights sample a group depends on timing, so an asynchronous run is not "
+        "reproducible bit for bit. Single-turn rollouts only (no `env` section, no "
+        "`rollout.quantization`). 0 = the synchronous loop: every step samples with the "
+        "current weights (docs/guides/async.md).")
 
 
     @model_validator(mode="after")

@@ -21,6 +21,8 @@ from rlvr.monitor.sinks import SinkGroup, build_sinks
 from rlvr.progress import Phase
 from rlvr.rollout import create_engine
 from rlvr.tasks.prompting import prompt_settings, stop_token_ids
+from rlvr.train.async_source import AsyncSource
+from rlvr.train.checkpoint import load_source_state
 from rlvr.train.errors import RunInputError
 from rlvr.train.grpo import GRPOStep
 from rlvr.train.hooks import rollback_target
@@ -202,15 +204,21 @@ def step_runner(state: TrainingState, config, run_dir: Path, rewards, resume: bo
     """What GRPO's steps need, into ``state``, from ``state.progress.step`` on: the KL
     reference (``models.reference``, when ``algo.kl_coef`` > 0), the engine that samples the
     rollouts (``models.rollout_engine``, :func:`grpo_rollout_engine`), the rollout source
-    (``source``: :func:`rlvr.train.rollouts.rollout_source`; episodes with an ``env``
-    section, scoring with ``rewards``), the KL controller (``optim.kl``, unless a resume
-    restored it) and a data-parallel update group with ``grpo.update_processes`` > 1 (close
-    them with :func:`close_step_runner`). Returns the step runner."""
+    (``source``: :func:`rlvr.train.rollouts.rollout_source`, episodes with an ``env``
+    section, scoring with ``rewards``; with ``grpo.max_staleness`` >= 1 the asynchronous
+    :class:`rlvr.train.async_source.AsyncSource`, on resume with the state its checkpoint
+    saved), the KL controller (``optim.kl``, unless a resume restored it) and a data-parallel
+    update group with ``grpo.update_processes`` > 1 (close them with
+    :func:`close_step_runner`). Returns the step runner."""
     c, m, o = config, state.models, state.optim
     m.reference = (initial_reference(state, c, run_dir, resume, state.progress.step)
                    if c.algo.kl_coef > 0 else None)
     m.rollout_engine = grpo_rollout_engine(c, m.policy, m.tokenizer, m.engine)
-    state.source = rollout_source(state, c, rewards)
+    state.source = (AsyncSource(c, state, rewards) if c.grpo.max_staleness
+                    else rollout_source(state, c, rewards))
+    if resume and state.progress.step:  # an asynchronous source's groups and jobs in flight
+        saved = run_dir / "checkpoints" / f"step-{state.progress.step:06d}"
+        state.source.load_state_dict(load_source_state(saved))
     if o.kl is None:
         o.kl = kl_controller(c)
     if c.grpo.update_processes > 1:
