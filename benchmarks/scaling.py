@@ -70,7 +70,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _scaling_point import EMBEDDED, shape_of
+from _scaling_point import EMBEDDED, shape_of  # noqa: E402  (after the sys.path entry)
 
 
 def _p(pid, model, rows, prompt, length, lora=0, micro=8, ckpt=False, chunk=None, group=8,
@@ -186,8 +186,8 @@ def run_child(points: list[dict], timeout: float) -> list[dict]:
     error, lines = None, []
     try:
         done = subprocess.run([sys.executable, str(HERE / "_scaling_point.py"),
-                               json.dumps(points)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, timeout=timeout, env=env)
+                               json.dumps(points)], capture_output=True, text=True,
+                              timeout=timeout, env=env)
         lines = [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
         if done.returncode != 0:
             error = f"exit {done.returncode}: {(done.stderr.strip().splitlines() or ['?'])[-1]}"

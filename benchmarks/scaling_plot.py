@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _scaling_point import EMBEDDED, shape_of  # noqa: E402
+from _scaling_point import EMBEDDED, shape_of
 
 MODELS = {"smollm2-135m": "SmolLM2-135M", "smollm2-360m": "SmolLM2-360M",
           "qwen2.5-0.5b": "Qwen2.5-0.5B", "qwen2.5-1.5b": "Qwen2.5-1.5B"}

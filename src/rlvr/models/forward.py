@@ -15,6 +15,7 @@ and values through the gather, at (U * P + n * T) instead of n * (P + T) tokens 
 
 from __future__ import annotations
 
+from rlvr.models.activation_memory import head_log_probs, lm_parts
 from rlvr.models.sequences import (
     SequenceBatch,
     autocast,
@@ -65,8 +66,6 @@ def completion_log_probs(model, batch: SequenceBatch, *, temperature: float = 1.
             return log_probs_from_logits(logits, batch.completion_ids, temperature, entropy)
     width = batch.completion_ids.shape[1]
     if chunk_tokens is not None:
-        from rlvr.models.activation_memory import head_log_probs, lm_parts
-
         decoder, head = lm_parts(model)
         with autocast(bf16):
             hidden = decoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
