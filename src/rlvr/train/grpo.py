@@ -41,6 +41,7 @@ from rlvr.train.dynamic_sampling import Judged, collect_groups
 from rlvr.train.rollouts import ScoredRollouts, length_cap, sampled_lengths, truncated
 from rlvr.train.state import TrainingState
 from rlvr.update import LocalBackend, policy_update
+from rlvr.update.corrections import needs_sampler_log_probs
 from rlvr.update.micro_batches import micro_batch_slices
 
 
@@ -201,7 +202,8 @@ class GRPOStep:
         if kl_coef > 0:
             train.ref_log_probs = self._log_probs(m.reference, seqs)
         if o.update_group is not None:  # data parallel (grpo.update_processes > 1)
-            sampler = train.sampler_log_probs if a.tis_cap else None  # 0 / None: TIS off
+            # the sampler's log-probs only when a correction weights by them
+            sampler = train.sampler_log_probs if needs_sampler_log_probs(self.config) else None
             out_metrics = o.update_group.update(seqs, train.advantages, train.old_log_probs,
                                                 train.ref_log_probs, kl_coef, sampler)
         else:
