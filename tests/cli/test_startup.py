@@ -16,7 +16,7 @@ CLI = ROOT / "src" / "rlvr" / "cli"
 DEFERRED = ("rlvr.models", "rlvr.rollout", "rlvr.algo", "rlvr.update", "rlvr.train",
             "rlvr.eval.engine_sampler", "rlvr.serve", "rlvr.distributed", "rlvr.monitor")
 # ...but for these, which import without it (the first test proves it): at the module top.
-LIGHT = ("rlvr.models.loader",)
+LIGHT = ("rlvr.models.loader", "rlvr.distributed.errors")
 MARKS = ("# deferred:", "# optional dependency:")
 
 
