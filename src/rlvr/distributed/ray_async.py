@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from rlvr.distributed.ray_actors import RolloutWorker
-from rlvr.distributed.ray_cluster import LOCAL, init_ray, local_num_cpus, wait_ready
+from rlvr.distributed.ray_cluster import LOCAL, init_ray, kill_actors, local_num_cpus, wait_ready
 from rlvr.distributed.rollout_jobs import (
     DEFAULT_HEARTBEAT_S,
     DEFAULT_HEARTBEAT_TIMEOUT_S,
@@ -218,14 +218,8 @@ class RayRolloutPool:
 
     def close(self) -> None:
         """Kill the actors; shut Ray down if this pool owns it. Idempotent."""
-        import ray  # optional dependency (extra `ray`)
-
         actors, self._actors = self._actors, []
-        if ray.is_initialized():
-            for actor in actors:
-                ray.kill(actor)
-            if self.own_ray:
-                ray.shutdown()
+        kill_actors(actors, self.own_ray)
         self.own_ray = False
 
     # -- internals --------------------------------------------------------------------------

@@ -50,6 +50,18 @@ def init_ray(address: str = LOCAL, num_cpus: int | None = None) -> bool:
     return True
 
 
+def kill_actors(actors: list, own_ray: bool) -> None:
+    """Kill ``actors``; shut Ray down too when the caller started it (``own_ray``). Nothing
+    happens when Ray is not running."""
+    import ray  # optional dependency (extra `ray`)
+
+    if ray.is_initialized():
+        for actor in actors:
+            ray.kill(actor)
+        if own_ray:
+            ray.shutdown()
+
+
 def local_num_cpus(actors: int) -> int:
     """Logical CPUs for a ``"local"`` cluster: this machine's cores, but at least ``actors``
     (each actor asks for one CPU; fewer would leave some unscheduled forever)."""

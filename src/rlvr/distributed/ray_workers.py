@@ -63,6 +63,7 @@ from rlvr.distributed.ray_cluster import (
     DEFAULT_STARTUP_TIMEOUT_S,
     LOCAL,
     init_ray,
+    kill_actors,
     local_num_cpus,
     wait_ready,
 )
@@ -205,11 +206,7 @@ class RayRolloutEngine:
     def close(self) -> None:
         """Kill the actors; shut Ray down if this engine owns it. Idempotent."""
         workers, self._workers = self._workers, []
-        if ray.is_initialized():
-            for worker in workers:
-                ray.kill(worker)
-            if self.own_ray:
-                ray.shutdown()
+        kill_actors(workers, self.own_ray)
         self.own_ray = False
 
 
