@@ -33,12 +33,6 @@ TEXTS = ("12+34=", "hello world, what", "7 * 8 = ?")
 
 
 @pytest.fixture(scope="module")
-def tiny():
-    model, tokenizer = load_model_and_tokenizer("tiny-random")
-    return spread_weights(model).eval(), tokenizer
-
-
-@pytest.fixture(scope="module")
 def prompts(tiny):
     return [tiny[1].encode(t) for t in TEXTS]
 

@@ -25,8 +25,6 @@ pytest.importorskip("transformers")
 from rlvr.distributed.ray_actors import RolloutWorker  # noqa: E402
 from rlvr.distributed.ray_workers import RayRewardPipeline, RayRolloutEngine  # noqa: E402
 from rlvr.distributed.sharding import merge_outputs, shard_bounds, shard_seed  # noqa: E402
-from rlvr.models import load_model_and_tokenizer  # noqa: E402
-from rlvr.models.tiny import spread_weights  # noqa: E402
 from rlvr.rewards.config import RewardConfig  # noqa: E402
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest  # noqa: E402
 from rlvr.rollout import SamplingParams, create_engine  # noqa: E402
@@ -35,13 +33,6 @@ ROOT = Path(__file__).resolve().parents[2]
 SMOKE = str(ROOT / "configs" / "smoke.yaml")
 EOS = 2  # "<|im_end|>" in the tiny tokenizer
 TEXTS = ("12+34=", "hello world, what", "a", "7 * 8 = ?", "xyz", "the quick brown fox")
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    """The tiny model with weights scaled up (as tests/rollout) so samples are not degenerate."""
-    model, tokenizer = load_model_and_tokenizer("tiny-random")
-    return spread_weights(model).eval(), tokenizer
 
 
 @pytest.fixture(scope="module")
