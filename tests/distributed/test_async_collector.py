@@ -175,3 +175,35 @@ def test_discard_drops_waiting_and_running_groups_and_refills():
     assert [(g.meta, g.version) for g in groups] == [(4, 1), (5, 1)]
     m = collector.step_metrics()
     assert m["dropped_discarded"] == 2.0 and m["dropped_stale"] == 0.0
+
+
+def test_steps_with_extra_rounds_get_their_whole_consumption_sampled_ahead():
+    # dynamic sampling: every step collects three rounds of 2 groups at its version. The
+    # admission counts a step as what the recent steps took (6 groups), so during each
+    # update the workers sample the next step's 6 groups: from step 3 on every group trains
+    # at staleness 1 and the trainer finds them waiting
+    pool, drawn = ScriptedPool(), []
+    collector = AsyncCollector(pool, make_jobs(drawn), groups_per_step=2, max_staleness=1)
+    staleness = []
+    for version in range(6):
+        groups = [g for _ in range(3) for g in collector.collect(2, version, weights=dict)]
+        staleness.append([version - g.version for g in groups])
+        collector.step_metrics()
+        while pool.queue:  # the update is long enough for every admitted job
+            pool.run_one()
+    assert collector.step_groups == 6
+    # step 1 had no history (one round of 2 ahead: the first 2 groups of step 2 are stale by
+    # one, its other rounds are sampled after the update); from then on the whole step ahead
+    assert staleness[0] == [0] * 6
+    assert staleness[1] == [1, 1, 0, 0, 0, 0]
+    assert all(s == [1] * 6 for s in staleness[2:])
+    # never more than (k + 1) steps' groups admitted ahead of the trainer
+    assert len(drawn) <= 6 * 6 + 2 * 6
+
+
+def test_a_step_that_takes_only_its_groups_keeps_the_plain_bound():
+    pool, drawn = ScriptedPool(), []
+    collector = AsyncCollector(pool, make_jobs(drawn), groups_per_step=2, max_staleness=1)
+    run_steps(collector, pool, 6)
+    assert collector.step_groups == 2
+    assert collector.live <= 2 * 2

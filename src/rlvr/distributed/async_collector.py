@@ -12,6 +12,12 @@ groups and kept in a :class:`rlvr.distributed.staleness.StalenessBuffer`, which 
 groups with ``version >= current - k``. After the trainer took its groups the pipeline is
 topped up again, so the workers generate the next steps' groups while the trainer updates.
 
+A step may take more than ``groups_per_step`` groups: DAPO's dynamic sampling collects extra
+rounds when groups have no reward variance. The admission rule then counts a step as the
+groups the recent steps took (the mean of the last :data:`RECENT_STEPS`, at least B), so the
+workers sample a whole step's consumption ahead of time, not only its first round; the
+staleness bound does not depend on it (the buffer drops what is staler than k).
+
 Per-step metrics (:meth:`AsyncCollector.step_metrics`): the staleness histogram and drops of
 the buffer, and the time split ``seconds_trainer_idle`` (the trainer waiting for groups),
 ``seconds_rollout_idle`` (worker-seconds without a job, summed over workers) and
@@ -39,6 +45,7 @@ from rlvr.distributed.staleness import StalenessBuffer, may_submit
 from rlvr.rollout.types import RolloutOutput
 
 DEFAULT_WAIT_TIMEOUT_S = 3600.0
+RECENT_STEPS = 4  # steps whose consumption sets how many groups one step takes
 
 
 @dataclass
@@ -99,10 +106,19 @@ class AsyncCollector:
         self.jobs: dict[int, RolloutJob] = {}  # in flight
         self.next_job_id = 0
         self.taken_at_version = 0
+        self._recent: list[int] = []  # groups taken at each of the last versions
         self._ignored: set[int] = set()  # discarded jobs still running
         self._discarded = 0
         self._idle = self._sync = 0.0
         self._times = pool.times()
+
+    @property
+    def step_groups(self) -> int:
+        """Groups one step takes, as the admission rule counts it: the mean over the last
+        :data:`RECENT_STEPS` versions (rounded up), at least ``groups_per_step``."""
+        if not self._recent:
+            return self.groups_per_step
+        return max(self.groups_per_step, -(-sum(self._recent) // len(self._recent)))
 
     @property
     def live(self) -> int:
@@ -131,6 +147,8 @@ class AsyncCollector:
         if version > self.version:
             if weights is not None:
                 self._sync += self.pool.push_weights(weights(), version)
+            if self.taken_at_version:
+                self._recent = (self._recent + [self.taken_at_version])[-RECENT_STEPS:]
             self.version, self.taken_at_version = version, 0
         sync_done = time.perf_counter()
         got: list[Group] = []
@@ -186,7 +204,7 @@ class AsyncCollector:
         """What a checkpoint needs: version, job counter, the waiting groups (with their
         versions) and the jobs in flight (torch-saveable)."""
         return {"version": self.version, "next_job_id": self.next_job_id,
-                "taken_at_version": self.taken_at_version,
+                "taken_at_version": self.taken_at_version, "recent": list(self._recent),
                 "buffer": self.buffer.state_dict(),
                 "in_flight": [self.jobs[j] for j in sorted(self.jobs)]}
 
@@ -203,6 +221,7 @@ class AsyncCollector:
         self.next_job_id = int(state["next_job_id"])
         self.taken_at_version = (int(state["taken_at_version"])
                                  if int(state["version"]) == self.version else 0)
+        self._recent = [int(x) for x in state.get("recent", [])]
         self.buffer.load_state_dict(state["buffer"])
         for job in state["in_flight"]:
             self.jobs[job.job_id] = job
@@ -212,11 +231,10 @@ class AsyncCollector:
     def _admit(self, wanted_now: int) -> None:
         """Submit jobs while the admission rule allows, or while the pipeline holds fewer
         groups than the current collection still needs (dropped groups are replaced)."""
+        unit = self.step_groups
         while (self.live < wanted_now or
-               may_submit(self.live, self.job_groups, self.groups_per_step,
-                          self.max_staleness, min(self.taken_at_version,
-                                                  (self.max_staleness + 1)
-                                                  * self.groups_per_step))):
+               may_submit(self.live, self.job_groups, unit, self.max_staleness,
+                          min(self.taken_at_version, unit))):
             job = self.make_job(self.next_job_id, self.job_groups)
             if job.groups != self.job_groups or len(job.meta) != job.groups:
                 raise ValueError(f"make_job gave {job.groups} prompts and "
