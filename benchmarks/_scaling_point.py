@@ -1,7 +1,8 @@
 """Points of benchmarks/scaling.py, each run in a fresh process (its peak memory is its own;
 ``--quick`` runs its small points in one):
-build the model, one rollout with the ``torch`` engine and the same rollout with transformers
-``generate`` alone, then one GRPO update on the rollout's rows. Prints one JSON line."""
+build the model, one rollout with the ``torch`` engine (and, for the matmul bound, the same
+rollout with its matmuls timed) and the same rollout with transformers ``generate`` alone,
+then one GRPO update on the rollout's rows. Prints one JSON line."""
 
 from __future__ import annotations
 
@@ -147,6 +148,11 @@ def run_point(p: dict) -> dict:
     out["rollout_peak_mib"] = _kib("VmHWM") / 1024
     tokens = rollout.timing.tokens_generated
     out["rollout_tps"] = tokens / rollout.timing.total_seconds
+    if p.get("floor"):  # the same rollout once more, every engine matmul timed
+        from rollout_throughput import timed_matmuls
+
+        spent, _, timed_tokens = timed_matmuls(engine, prompts, params)
+        out["matmul_s"], out["matmul_bound_tps"] = spent, timed_tokens / spent
     if p.get("generate", True):
         # generate on a plain model (a LoRA policy merged into a copy, freed before the
         # update): transformers' own fastest path, not peft's adapter forward

@@ -102,10 +102,9 @@ def measure(engine, prompts, params) -> float:
     return out.timing.tokens_generated / out.timing.total_seconds
 
 
-def matmul_floor(engine, prompts, params, generate_rate: float) -> str:
-    """One more ``engine.generate`` call with each matmul timed: the matmuls' share of the
-    call (seconds) and the tokens/s bound they set (matmuls alone), also as a multiple of
-    ``generate_rate`` (tokens/s of ``generate`` alone). The timers add ~1 us per matmul."""
+def timed_matmuls(engine, prompts, params) -> tuple[float, float, int]:
+    """One more ``engine.generate`` call with each matmul timed: (seconds in the matmuls,
+    seconds of the call, tokens generated). The timers add ~1 us per matmul."""
     from rlvr.rollout.decoder import linear
 
     spent = 0.0
@@ -124,7 +123,14 @@ def matmul_floor(engine, prompts, params, generate_rate: float) -> str:
         out = engine.generate(prompts, params)
     finally:
         linear.Linear.__call__ = call
-    total, tokens = out.timing.total_seconds, out.timing.tokens_generated
+    return spent, out.timing.total_seconds, out.timing.tokens_generated
+
+
+def matmul_floor(engine, prompts, params, generate_rate: float) -> str:
+    """The matmuls' share of one more ``engine.generate`` call (:func:`timed_matmuls`) and
+    the tokens/s bound they set (matmuls alone), also as a multiple of ``generate_rate``
+    (tokens/s of ``generate`` alone)."""
+    spent, total, tokens = timed_matmuls(engine, prompts, params)
     bound = tokens / spent
     return (f"matmuls {spent:.1f} s of {total:.1f} s ({100 * spent / total:.0f}%), "
             f"matmuls alone <= {bound:.0f} tokens/s = {bound / generate_rate:.1f}x generate")

@@ -33,6 +33,11 @@ Figures per point:
   back through every frozen matmul, 2N per token; the adapters' own FLOPs, < 1% at rank 16,
   are left out). Floor seconds = floor FLOPs / F; activation checkpointing adds a forward
   (its points show that cost in the ratio);
+- the engine against the bound its own matmuls set (where the point runs ``generate``): one
+  more rollout with every matmul of the engine timed (``rollout_throughput.timed_matmuls``);
+  the bound is the tokens/s with everything but the matmuls (attention, norms, sampling,
+  Python) free, and the engine's share of it is what an AVX2-only CPU, where fp32 matmuls
+  bound both the engine and ``generate``, is measured by (target >= 80%);
 - peak resident memory (Linux ``VmHWM``, reset before each phase) of the rollout and of the
   update, in MiB, next to the memory model's prediction (``rlvr.models.memory_model``), and
   whether the step fits in 16 / 32 / 64 GB (GiB, the larger peak).
@@ -74,10 +79,13 @@ from _scaling_point import EMBEDDED, shape_of  # noqa: E402  (after the sys.path
 
 
 def _p(pid, model, rows, prompt, length, lora=0, micro=8, ckpt=False, chunk=None, group=8,
-       generate=True, rollout=True):
+       generate=True, rollout=True, floor=None):
+    # floor: time the engine's matmuls in one more rollout (default: where generate runs)
+    floor = generate if floor is None else floor
     return {"id": pid, "model": model, "rows": rows, "prompt": prompt, "length": length,
             "lora": lora, "micro_batch": micro, "checkpointing": ckpt, "chunk": chunk,
-            "group": min(group, rows), "generate": generate and rollout, "rollout": rollout}
+            "group": min(group, rows), "generate": generate and rollout, "rollout": rollout,
+            "floor": floor and rollout}
 
 
 #: The full sweep, cheapest first within each axis (ids: model-rows-prompt-length-mode).
@@ -175,7 +183,8 @@ def estimate_seconds(p: dict, flops: float, bandwidth: float) -> float:
     roof, _ = rollout_roofline(p, flops, bandwidth)
     rollout = 3 * p["rows"] * p["length"] / roof if p.get("rollout", True) else 0.0
     build = 25 if p["model"] == EMBEDDED else shape_of(p["model"]).params / 5e7
-    return build + rollout * (6 if p["generate"] else 1) + 2 * update_floor_flops(p) / flops
+    rollouts = 1 + (5 if p["generate"] else 0) + (1 if p.get("floor") else 0)
+    return build + rollout * rollouts + 2 * update_floor_flops(p) / flops
 
 
 def run_child(points: list[dict], timeout: float) -> list[dict]:
@@ -218,6 +227,8 @@ def figures(p: dict, r: dict, flops: float, bandwidth: float) -> dict:
     peak = max(r.get("rollout_peak_mib", 0.0), r["update_peak_mib"])
     return {
         "vs_generate": r["rollout_tps"] / r["generate_tps"] if "generate_tps" in r else None,
+        "vs_matmuls": (r["rollout_tps"] / r["matmul_bound_tps"] if "matmul_bound_tps" in r
+                       else None),
         "roofline_tps": roof, "bound": bound,
         "roofline_pct": 100 * r["rollout_tps"] / roof if measured else None,
         "floor_s": floor_s, "vs_floor": r["update_s"] / floor_s,
@@ -235,6 +246,8 @@ def _num(value, form: str, empty: str = "-") -> str:
 def summary_line(p: dict, r: dict) -> str:
     """One point's figures, for the log."""
     gen = f"{r['vs_generate']:.1f}x generate" if r["vs_generate"] else "generate not run"
+    if r.get("vs_matmuls"):
+        gen += f", {100 * r['vs_matmuls']:.0f}% of its matmul bound"
     rollout = ("no rollout (update alone)" if r.get("rollout_tps") is None else
                f"rollout {r['rollout_tps']:.0f} tok/s ({gen}, {r['roofline_pct']:.0f}% of "
                f"{r['bound']} roofline), peak {r['rollout_peak_mib']:.0f} MiB (pred "
@@ -250,20 +263,22 @@ def row_markdown(p: dict, r: dict) -> str:
     if p["chunk"]:
         mode += f" +chunk{p['chunk']}"
     gen = f"{r['vs_generate']:.1f}x" if r.get("vs_generate") else "not run"
+    mm = f"{100 * r['vs_matmuls']:.0f}%" if r.get("vs_matmuls") else "-"
     fits = "/".join(str(g) for g in r["fits"]) or "none"
     roof = ("-" if r.get("roofline_pct") is None
             else f"{r['roofline_pct']:.0f}% ({r['bound']})")
     return (f"| {p['id']} | {p['rows']} | {p['prompt']} | {p['length']} | {mode} | "
-            f"{_num(r.get('rollout_tps'), '.0f')} | {gen} | {roof} | "
+            f"{_num(r.get('rollout_tps'), '.0f')} | {gen} | {mm} | {roof} | "
             f"{r['update_s']:.1f} | {r['vs_floor']:.2f}x | "
             f"{_num(r.get('rollout_peak_mib'), '.0f')} / "
             f"{_num(r.get('pred_rollout_mib'), '.0f')} | {r['update_peak_mib']:.0f} / "
             f"{r['pred_update_mib']:.0f} | {fits} |")
 
 
-HEADER = ("| point | rows | prompt | length | mode | rollout tok/s | vs generate | roofline | "
-          "update s | vs floor | rollout MiB (meas / pred) | update MiB (meas / pred) | "
-          "fits GB |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+HEADER = ("| point | rows | prompt | length | mode | rollout tok/s | vs generate | "
+          "of matmul bound | roofline | update s | vs floor | rollout MiB (meas / pred) | "
+          "update MiB (meas / pred) | fits GB |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def write_outputs(args, flops: float, bandwidth: float, results: dict, lines: list[str]
@@ -365,6 +380,10 @@ def main(argv: list[str] | None = None) -> None:
     worst_floor = max(ok, key=lambda k: ok[k]["vs_floor"])
     top = max(ok, key=lambda k: ok[k]["peak_gib"])
     gen_text = f"{gens[worst_gen]:.1f}x generate ({worst_gen})" if gens else "generate not run"
+    shares = {k: v["vs_matmuls"] for k, v in ok.items() if v.get("vs_matmuls")}
+    if shares:
+        low = min(shares, key=shares.get)
+        gen_text += f", >= {100 * shares[low]:.0f}% of its matmul bound ({low})"
     print(f"scaling: {len(ok)} points, engine >= {gen_text}, update <= "
           f"{ok[worst_floor]['vs_floor']:.2f}x FLOP floor ({worst_floor}), peak "
           f"{ok[top]['peak_gib']:.1f} GiB ({top})")
