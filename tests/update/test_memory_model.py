@@ -64,13 +64,13 @@ def test_memory_settings_shrink_the_update_term():
         predict_step_memory(shape, **{**common, "micro_batch": 0})
 
 
-@pytest.mark.parametrize("lora, rollout", [(0, True), (8, True), (8, False)])
+@pytest.mark.parametrize("lora, rollout", [(0, True), (8, True), (0, False)])
 def test_prediction_matches_the_measured_peak(lora, rollout):
     """A reduced-size step in a fresh process (benchmarks/_scaling_point.py; peak RSS from
     Linux's VmHWM, reset before each phase): each phase's peak above the process baseline
     within 25% of the prediction (measured: -15% .. +13%). ``rollout=False``: the update
     alone, no engine built (so no engine allocator setting either), against the prediction
-    without the engine's snapshot."""
+    without the engine's snapshot (measured: -6%)."""
     if not Path("/proc/self/clear_refs").exists():
         pytest.skip("needs Linux's /proc/self/clear_refs")
     point = dict(id="t", model="qwen2.5-mini", rows=4, prompt=60, length=16, lora=lora,
