@@ -1,0 +1,87 @@
+"""The process's C allocator (glibc ``malloc``) set up for tensors that are allocated and freed
+over and over, two ways: the rollout engine's decode steps keep freed memory
+(:func:`keep_freed_memory`), the policy update maps its large blocks
+(:func:`mapped_large_blocks`).
+
+glibc's default serves a block of at least ``M_MMAP_THRESHOLD`` bytes (128 KiB at start) with
+its own ``mmap`` and unmaps it on free, but raises the threshold to the size of each such block
+freed (up to 32 MiB); blocks under the threshold come from the heap, whose freed holes stay
+resident and are reused only by requests that fit them, and whose top is returned to the OS
+only when free. An update allocates activations of MiB each, keeps some for the backward and
+frees the rest, so with its activations in the heap the heap can grow past what is live and
+stay there. Measured (SmolLM2-135M, LoRA r16, one update of 4 rows x 316 tokens, fp32, in a
+process that had run no rollout engine): live bytes (``mallinfo2``) peaked at 2.2 GiB in every
+run, while the heap reached 1.7 GiB in some runs and 2.8 GiB in most, as the forward grew it
+~1.6x faster than the live bytes; peak resident memory 3.1 or 4.2 GiB. Fixing the threshold at
+32 MiB (the engine's setting) did not stop it (3.1 / 4.2 GiB). With the threshold fixed at
+128 KiB every activation is its own mapping, so resident memory is what is live: 3.0 GiB.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+#: glibc's ``mallopt`` parameters (malloc.h).
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+#: The decode regime: blocks under 32 MiB (glibc's dynamic maximum) from the heap.
+KEEP_MMAP_THRESHOLD = 32 << 20
+#: Free memory at the heap's top kept for the next decode step instead of returned to the OS.
+KEEP_TRIM_THRESHOLD = 1 << 30
+#: The update regime: blocks of 128 KiB or more (glibc's initial threshold) mapped on their own.
+MAPPED_MMAP_THRESHOLD = 128 << 10
+
+_state = {"keep": False}  # whether keep_freed_memory is this process's regime
+
+
+@functools.cache
+def libc():
+    """glibc through ctypes, or None off glibc (the settings here are then no-ops)."""
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
+def _mallopt(param: int, value: int) -> bool:
+    lib = libc()
+    if lib is None or not hasattr(lib, "mallopt"):
+        return False
+    return bool(lib.mallopt(param, value))
+
+
+def keep_freed_memory() -> bool:
+    """Serve blocks up to 32 MiB from the heap and keep up to 1 GiB of freed memory at its top,
+    process-wide (the regime stays until changed; :func:`mapped_large_blocks` puts it back).
+
+    By default glibc returns large blocks to the OS on free and maps fresh, zeroed pages on the
+    next allocation, so every decode step page-faults through its activations and fp32 logits
+    (measured: softmax over [64, 49152] 8 ms -> 1.6 ms).
+
+    Returns:
+        True if glibc accepted both settings; False off glibc (nothing changed).
+    """
+    ok = _mallopt(M_MMAP_THRESHOLD, KEEP_MMAP_THRESHOLD) and _mallopt(M_TRIM_THRESHOLD,
+                                                                       KEEP_TRIM_THRESHOLD)
+    _state["keep"] = _state["keep"] or ok
+    return ok
+
+
+@contextmanager
+def mapped_large_blocks() -> Iterator[bool]:
+    """Inside: every block of 128 KiB or more gets its own mapping, unmapped on free, so the
+    resident memory is the live memory (module doc: the heap fragmentation it avoids). On
+    exit the :func:`keep_freed_memory` regime is put back if this process had it; otherwise
+    the threshold stays fixed at 128 KiB (glibc's own starting value, no longer raised).
+
+    Yields:
+        True if glibc accepted the setting; False off glibc (nothing changed).
+    """
+    ok = _mallopt(M_MMAP_THRESHOLD, MAPPED_MMAP_THRESHOLD)
+    try:
+        yield ok
+    finally:
+        if ok and _state["keep"]:
+            _mallopt(M_MMAP_THRESHOLD, KEEP_MMAP_THRESHOLD)
