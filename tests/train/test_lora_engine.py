@@ -30,7 +30,13 @@ from rlvr.train.async_source import worker_weights  # noqa: E402
 from rlvr.train.config import RunConfig  # noqa: E402
 from rlvr.train.policy import sync_engine  # noqa: E402
 from rlvr.train.rundir import plain_policy  # noqa: E402
-from rlvr.train.setup import apply_lora, make_engine, open_engine, replace_policy  # noqa: E402
+from rlvr.train.setup import (  # noqa: E402
+    apply_lora,
+    grpo_rollout_engine,
+    make_engine,
+    open_engine,
+    replace_policy,
+)
 from rlvr.train.state import TrainingState  # noqa: E402
 
 SMOKE = Path(__file__).resolve().parents[2] / "configs" / "smoke.yaml"
@@ -107,7 +113,7 @@ def test_engine_samples_what_the_merged_copy_sampled_and_each_update():
     assert engine.model is policy  # made over the plain policy, it follows the wrapped one
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=0.05)
     first = None
-    for update in range(4):  # 0: the adapters as initialised (B = 0), then 3 AdamW steps
+    for update in range(3):  # 0: the adapters as initialised (B = 0), then 2 AdamW steps
         if update:
             _update(policy, optimizer, update)
         sync_engine(engine, policy)
@@ -225,5 +231,25 @@ def test_async_rollout_workers_load_the_merged_weights_of_a_lora_policy():
     sync_engine(m.engine, m.policy)
     for params in PARAMS.values():
         ours, theirs = m.engine.generate(PROMPTS, params), worker.generate(PROMPTS, params)
+        assert torch.equal(ours.completion_ids, theirs.completion_ids)
+        torch.testing.assert_close(ours.logprobs, theirs.logprobs, rtol=0, atol=1e-6)
+
+
+def test_the_int8_rollout_engine_samples_the_lora_policy_as_its_merged_copy():
+    if not any(e in torch.backends.quantized.supported_engines for e in ("x86", "fbgemm")):
+        pytest.skip("int8 rollouts need fbgemm (x86-64 torch builds)")
+    config = _config("rollout.quantization=int8")
+    state = _state(config)
+    apply_lora(state, config, "GRPO")
+    m = state.models
+    optimizer = torch.optim.AdamW([p for p in m.policy.parameters() if p.requires_grad], lr=0.05)
+    _update(m.policy, optimizer, 1)
+    engine = grpo_rollout_engine(config, m.policy, m.tokenizer, m.engine)
+    assert engine is not m.engine and engine.model is m.policy and engine.quantization == "int8"
+    sync_engine(engine, m.policy)
+    merged = create_engine("torch", merged_copy(m.policy), dtype=torch.float32,
+                           quantization="int8")
+    for params in PARAMS.values():
+        ours, theirs = engine.generate(PROMPTS, params), merged.generate(PROMPTS, params)
         assert torch.equal(ours.completion_ids, theirs.completion_ids)
         torch.testing.assert_close(ours.logprobs, theirs.logprobs, rtol=0, atol=1e-6)
