@@ -1,9 +1,11 @@
 """LoRA (Hu et al. 2021, arXiv:2106.09685) through peft: W' = W + (alpha / r) * B A on every
 linear layer of the decoder, the base weights frozen.
 
-The rollout engines snapshot plain weights, so a LoRA policy is handed to them as *merged*
-weights (:func:`merged_state_dict`), never as the adapter-wrapped module (whose ``.weight``
-lacks the delta).
+The ``torch`` rollout engine samples the adapter-wrapped policy itself: its snapshot merges each
+layer's weight (base + delta) as it copies it, so a run needs no merged copy of the model. The
+engines that run a plain module (``hf``, ``vllm``, Ray's actors, the asynchronous rollout
+workers) are handed a LoRA policy as *merged* weights (:func:`merged_state_dict`,
+:func:`merged_copy`), never as the adapter-wrapped module (whose ``.weight`` lacks the delta).
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ def merged_state_dict(model) -> dict[str, torch.Tensor]:
 
 def merged_copy(model):
     """A plain transformers model (no adapters) with ``model``'s merged weights: what a rollout
-    engine, ``save_pretrained`` for later full-model use, or a KL reference should see."""
+    engine that runs a plain module (not ``torch``), ``save_pretrained`` for later full-model
+    use, or a KL reference should see."""
     with _quiet_peft():
         return copy.deepcopy(model).merge_and_unload()
 

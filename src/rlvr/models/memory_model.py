@@ -9,8 +9,9 @@ tokens; m rows per update micro-batch):
   gradient of the trained weights,
   ``3 x 4 N_t`` (the moments exist from the first optimizer step on);
 - with LoRA and ``engine_copy``, a plain merged copy of the policy for the rollout engine
-  (``N b``, what :func:`rlvr.train.setup.make_engine` builds); the ``torch`` engine can
-  instead snapshot the LoRA policy itself, merging each layer on the fly (no copy);
+  (``N b``, what :func:`rlvr.train.setup.make_engine` builds for an engine that runs a plain
+  module: ``hf``, ``vllm``, Ray's actors); the ``torch`` engine snapshots the LoRA policy
+  itself, merging each layer on the fly (no copy; a run's default);
 - the ``torch`` engine's weight snapshot: every decoder matmul weight and the LM head,
   prepacked (``(N_layers + V H) b``; the embedding and norms are shared, not copied);
 - rollout: the KV cache, one copy per prompt plus one per row of its completion
@@ -136,7 +137,8 @@ def predict_step_memory(shape: Shape, *, prompts: int, group: int, prompt_tokens
         micro_batch: m, rows per update micro-batch (``grpo.micro_batch_size``).
         lora_rank: 0 for full fine-tuning, else LoRA's rank (frozen base weights).
         activation_checkpointing, logprob_chunk_tokens: the update's memory settings.
-        engine_copy: with LoRA, the engine samples from a plain merged copy of the policy.
+        engine_copy: with LoRA, the engine samples from a plain merged copy of the policy
+            (an engine other than ``torch``).
         engine: the rollout engine's snapshot is resident (False: an update alone, as a
             process that only trains holds it).
         value_bytes: bytes per value of the compute dtype (4: fp32, 2: bf16).

@@ -12,6 +12,8 @@ policy update is visible to the next ``generate``. Engines that keep their own c
 ``torch`` engine's bf16 weights, the ``hf`` engine with a ``dtype``) refresh it automatically
 when the model's parameters changed in place (detected through tensor version counters), and
 ``update_weights`` forces a refresh or loads a ``state_dict`` / another model's weights.
+A LoRA policy (peft) is sampled by the ``torch`` engine itself (:func:`samples_lora`); the
+others are given a plain merged copy.
 """
 
 from __future__ import annotations
@@ -268,6 +270,15 @@ def build_output(
         pad_token_id=pad_token_id,
         **(report.output_fields(width, mask) if report is not None else {}),
     )
+
+
+def samples_lora(engine) -> bool:
+    """Whether ``engine`` (an engine, or the factory registered for it) samples a peft LoRA
+    model given as its model itself, merging each layer's adapters as it snapshots the weights
+    (its class attribute ``samples_lora``: the ``torch`` engine). The others (``hf``,
+    ``vllm``, Ray's actors) run a plain module: a LoRA policy reaches them as a merged copy or
+    merged weights (:func:`rlvr.models.lora.merged_state_dict`)."""
+    return bool(getattr(engine, "samples_lora", False))
 
 
 def params_version(model) -> int:

@@ -127,8 +127,10 @@ class TorchEngine:
     """Batched CPU decoder (see the module doc).
 
     Args:
-        model: a transformers Llama-family causal LM (any parameter dtype); the engine keeps a
-            reference and snapshots its weights in ``dtype``.
+        model: a transformers Llama-family causal LM (any parameter dtype), plain or wrapped by
+            peft with plain LoRA adapters; the engine keeps a reference and snapshots its
+            weights in ``dtype`` (a LoRA model's layer weights merged as the snapshot is
+            built: :attr:`samples_lora`).
         pad_token_id: completion padding id (default from the model config).
         dtype: compute dtype, ``torch.bfloat16`` (fast with AVX512-BF16 / AMX) or
             ``torch.float32`` (for CPUs without native bf16, where torch emulates bf16 matmuls
@@ -165,6 +167,9 @@ class TorchEngine:
     """
 
     name = "torch"
+    #: The engine samples a peft LoRA model given as ``model`` itself, no merged copy needed
+    #: (:func:`rlvr.rollout.engine.samples_lora`).
+    samples_lora = True
 
     def __init__(self, model, *, pad_token_id: int | None = None,
                  dtype: torch.dtype | None = None, max_batch_size: int = 256,
@@ -208,6 +213,19 @@ class TorchEngine:
         self._decoder = Decoder(weights, self._kernel_library(weights),
                                 shared_prefill=self.shared_prefix)
         self._version = params_version(self.model)
+
+    def set_model(self, model) -> None:
+        """Sample from ``model`` from now on (kept by reference, like the constructor's: a
+        plain or LoRA-wrapped causal LM). The old snapshot is dropped at once; the next
+        generation snapshots ``model``.
+
+        Raises:
+            UnsupportedModelError: as the constructor.
+        """
+        check_supported_model(model)
+        self.model = model
+        self._decoder = None
+        self._version = -1
 
     def _current_decoder(self) -> Decoder:
         if self._decoder is None or params_version(self.model) != self._version:

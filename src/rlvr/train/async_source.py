@@ -49,8 +49,11 @@ if TYPE_CHECKING:
     from rlvr.train.state import TrainingState
 
 
-def _weights(policy):
-    """What the workers load: the policy, or a LoRA policy's merged weights."""
+def worker_weights(policy):
+    """What the rollout workers load at a weight push: the policy, or a LoRA policy's merged
+    weights (:func:`rlvr.models.lora.merged_state_dict`). The workers run a plain model of
+    the base architecture (:func:`rollout_pool` builds theirs from a merged copy); only the
+    run's own ``torch`` engine samples the LoRA policy itself."""
     return merged_state_dict(policy) if is_lora(policy) else policy
 
 
@@ -139,7 +142,7 @@ class AsyncSource:
         announce("rollout")
         policy = state.models.policy
         taken = self.collector.collect(groups, state.progress.step,
-                                       weights=lambda: _weights(policy))
+                                       weights=lambda: worker_weights(policy))
         idx = [g.meta for g in taken]
         tasks = [state.data.train_tasks[i] for i in idx]
         out = concat_rollouts([g.output for g in taken], [1] * len(taken))

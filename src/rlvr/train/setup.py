@@ -20,6 +20,7 @@ from rlvr.monitor.health import HealthMonitor
 from rlvr.monitor.sinks import SinkGroup, build_sinks
 from rlvr.progress import Phase
 from rlvr.rollout import create_engine
+from rlvr.rollout.engine import ENGINES, samples_lora
 from rlvr.tasks.prompting import prompt_settings, stop_token_ids
 from rlvr.train.async_source import AsyncSource
 from rlvr.train.checkpoint import load_source_state
@@ -70,15 +71,26 @@ def load(state: TrainingState, config, eval_rewards) -> None:
 
 
 def make_engine(config, policy, tokenizer):
-    """The rollout engine of ``rollout.engine`` (Ray actors with ``rollout.ray_address``). A
-    LoRA policy is sampled from a plain merged copy, re-synced before every rollout."""
-    model = plain_policy(policy)
+    """The rollout engine of ``rollout.engine`` (Ray actors with ``rollout.ray_address``).
+
+    The local ``torch`` engine keeps a reference to ``policy`` itself, LoRA-wrapped or not
+    (:func:`rlvr.rollout.engine.samples_lora`: its snapshot merges each layer's adapters;
+    :func:`rlvr.train.policy.sync_engine` re-snapshots it before a rollout). The engines that
+    run a plain module (``hf``, ``vllm``, Ray's actors) get a LoRA policy as a plain merged
+    copy, loaded with merged weights at every sync; a plain policy itself.
+
+    Raises:
+        UnknownEngineError: ``rollout.engine`` is not registered.
+    """
     if config.rollout.ray_address:  # R22: rollout actors (rlvr.distributed)
         # optional dependency: ray (extra `ray`), imported by rlvr.distributed.ray_workers
         from rlvr.distributed.ray_workers import RayRolloutEngine
 
-        return RayRolloutEngine.from_run_config(config, model, tokenizer.pad_token_id)
-    return create_engine(config.rollout.engine, model, pad_token_id=tokenizer.pad_token_id,
+        return RayRolloutEngine.from_run_config(config, plain_policy(policy),
+                                                tokenizer.pad_token_id)
+    name = config.rollout.engine
+    model = policy if samples_lora(ENGINES.get(name)) else plain_policy(policy)
+    return create_engine(name, model, pad_token_id=tokenizer.pad_token_id,
                          precision=config.model.precision)
 
 
@@ -88,20 +100,40 @@ def open_engine(state: TrainingState, config) -> None:
     state.models.engine = make_engine(config, state.models.policy, state.models.tokenizer)
 
 
+def follow_policy(state: TrainingState) -> None:
+    """Point the state's engines that sample the policy object itself (``engine``,
+    ``rollout_engine``: :func:`rlvr.rollout.engine.samples_lora`) at the current
+    ``state.models.policy``, once it was replaced or wrapped in adapters, so that they
+    neither sample a stale model nor keep it alive; the next rollout snapshots the policy."""
+    m = state.models
+    for engine in (m.engine, m.rollout_engine):
+        if samples_lora(engine) and engine.model is not m.policy:
+            engine.set_model(m.policy)
+
+
 def replace_policy(state: TrainingState, policy) -> None:
     """``state.models.policy`` <- ``policy`` (a checkpoint's, SFT's saved or merged model);
-    everything that uses the policy reads it from the state."""
+    everything that uses the policy reads it from the state, and an engine that samples the
+    policy object itself follows it (:func:`follow_policy`)."""
     state.models.policy = policy
+    follow_policy(state)
 
 
 def apply_lora(state: TrainingState, config, stage: str) -> None:
     """Wrap the policy in fresh LoRA adapters (``model.lora_rank``); only they train from
     here on. ``stage`` names what they are for in the log line (GRPO, or SFT with
-    ``sft.full_finetune: false``). The adapters go on a copy when a rollout engine exists:
-    the engine keeps the plain module it was given and is synced with merged weights."""
+    ``sft.full_finetune: false``).
+
+    peft wraps the model in place. With no engine yet, or an engine that samples the policy
+    itself (the ``torch`` engine: :func:`follow_policy` points it at the wrapped policy, whose
+    layers it merges as it snapshots them), that is all: no second copy of the model. An
+    engine that runs a plain module (``hf``, ``vllm``, Ray's actors) keeps the one it was
+    given: the adapters then go on a copy, and the engine is synced with merged weights."""
     c, m = config, state.models
-    plain = copy.deepcopy(m.policy) if m.engine is not None else m.policy
+    keeps_plain = m.engine is not None and not samples_lora(m.engine)
+    plain = copy.deepcopy(m.policy) if keeps_plain else m.policy
     m.policy = wrap_lora(plain, c.model.lora_rank, c.model.lora_alpha)
+    follow_policy(state)
     trainable = sum(p.numel() for p in m.policy.parameters() if p.requires_grad)
     console.print(f"LoRA rank {c.model.lora_rank}: {trainable:,} trainable parameters "
                   f"({stage})")
@@ -122,7 +154,8 @@ def grpo_rollout_engine(config, policy, tokenizer, engine):
     pass@k's too), or, with ``rollout.quantization: int8``, a second ``torch`` engine over the
     same policy whose decode steps run int8 weights in fp32 compute
     (:mod:`rlvr.rollout.decoder.int8`; re-quantised at every step's weight sync), so that
-    validation and pass@k keep measuring the policy itself.
+    validation and pass@k keep measuring the policy itself. That engine samples the policy
+    object itself, a LoRA one too (no merged copy).
 
     Raises:
         Int8Unavailable: this torch build has no fbgemm quantized engine.
@@ -130,7 +163,7 @@ def grpo_rollout_engine(config, policy, tokenizer, engine):
     quantization = config.rollout.quantization
     if quantization == "none":
         return engine
-    return create_engine("torch", plain_policy(policy), pad_token_id=tokenizer.pad_token_id,
+    return create_engine("torch", policy, pad_token_id=tokenizer.pad_token_id,
                          dtype=torch.float32, quantization=quantization)
 
 
