@@ -9,10 +9,14 @@ find a failure and how to fail (close itself and raise the error naming the work
 
 The interruption: the thread records the failure and calls
 ``_thread.interrupt_main(SIGUSR1)``, which runs the handler installed by
-:meth:`Watchdog.start` in the main thread at its next Python instruction; the handler calls
-the pool's ``fail``, which raises there. A handler that lands inside a C call that swallows
-it (a blocking call of an extension) still closed the pool, which keeps the error and raises
-it again from its next call.
+:meth:`Watchdog.start` in the main thread at its next Python instruction (or inside a
+blocking call that checks for signals); the handler calls the pool's ``fail``, which raises
+there. Ray's blocking calls (``ray.get``, ``ray.wait``) run signal handlers but cannot pass
+on an exception raised by one (it comes out later as a ``SystemError``), so a handler that
+finds the main thread inside the ``ray`` package returns without raising, and the thread
+interrupts again every ``RETRY_S`` until the error lands outside it (at the latest when the
+Ray call returns). A pool that failed keeps its error and raises it again from its next call,
+in case it was swallowed where it landed.
 """
 
 from __future__ import annotations
@@ -21,8 +25,20 @@ import _thread
 import signal
 import threading
 from collections.abc import Callable
+from types import FrameType
 
 Failure = tuple[str, str]  # (worker name, message)
+RETRY_S = 0.1  # seconds between interruptions while the main thread is inside Ray
+
+
+def in_ray_call(frame: FrameType | None) -> bool:
+    """Whether ``frame`` or one of its callers runs code of the ``ray`` package."""
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module == "ray" or module.startswith("ray."):
+            return True
+        frame = frame.f_back
+    return False
 
 
 class Watchdog:
@@ -51,11 +67,6 @@ class Watchdog:
         self._stop = threading.Event()
         self._previous = None
         self._thread: threading.Thread | None = None
-
-    @property
-    def running(self) -> bool:
-        """Started and not stopped."""
-        return self._thread is not None and not self._stop.is_set()
 
     def start(self) -> None:
         """Install the ``SIGUSR1`` handler (the previous one comes back at :meth:`stop`) and
@@ -86,19 +97,21 @@ class Watchdog:
             thread.join(timeout=timeout_s)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                found = self.check()
-            except Exception as exc:  # reported, never lost in this thread
-                if self._stop.is_set():
-                    return
-                found = (self.name, f"the rollout workers could not be checked: "
-                                    f"{type(exc).__name__}: {exc}")
-            if found is not None and not self._stop.is_set():
+        while not self._stop.wait(self.interval_s if self.pending is None else RETRY_S):
+            if self.pending is None:
+                try:
+                    found = self.check()
+                except Exception as exc:  # reported, never lost in this thread
+                    if self._stop.is_set():
+                        return
+                    found = (self.name, f"the rollout workers could not be checked: "
+                                        f"{type(exc).__name__}: {exc}")
+                if found is None or self._stop.is_set():
+                    continue
                 self.pending = found
-                _thread.interrupt_main(signal.SIGUSR1)
-                return
+            _thread.interrupt_main(signal.SIGUSR1)  # again until the handler raises
 
     def _on_interrupt(self, signum, frame) -> None:
-        if self.pending is not None and not self._stop.is_set():
-            self.fail(*self.pending)
+        if self.pending is None or self._stop.is_set() or in_ray_call(frame):
+            return  # nothing found yet, stopped, or inside Ray: the thread comes back
+        self.fail(*self.pending)
