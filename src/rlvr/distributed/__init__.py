@@ -10,7 +10,8 @@
 - Asynchronous rollouts (rollout workers that keep generating while the trainer updates):
   the staleness bound (:mod:`rlvr.distributed.staleness`), worker processes on this machine
   (:mod:`rlvr.distributed.async_rollout`) or Ray actors (:mod:`rlvr.distributed.ray_async`)
-  exchanging :mod:`rlvr.distributed.rollout_jobs`, the trainer's side
+  exchanging :mod:`rlvr.distributed.rollout_jobs` and watched by
+  :mod:`rlvr.distributed.watchdog`, the trainer's side
   (:mod:`rlvr.distributed.async_collector`) and a simulator of the pipeline
   (:mod:`rlvr.distributed.pipeline_sim`).
 

@@ -22,14 +22,14 @@ what it is doing. :meth:`LocalRolloutPool.poll` (and every other call) raises
 how it ended and what it was doing, as soon as a worker process has exited, or once no
 message came from it for ``heartbeat_timeout_s`` seconds (stopped, deadlocked, swapped out);
 the pool then stops all its workers. With :meth:`LocalRolloutPool.watch` a watchdog thread
-raises that error in the trainer's main thread even while it is busy elsewhere (an update).
+(:class:`rlvr.distributed.watchdog.Watchdog`) raises that error in the trainer's main thread
+even while it is busy elsewhere (an update).
 A worker exits by itself when the trainer's process is gone, so a killed run leaves no
 rollout processes behind.
 """
 
 from __future__ import annotations
 
-import _thread
 import os
 import queue
 import signal
@@ -55,6 +55,7 @@ from rlvr.distributed.rollout_jobs import (
     RolloutWorkerError,
     WorkerTimes,
 )
+from rlvr.distributed.watchdog import Watchdog
 from rlvr.rollout.engine import as_state_dict, default_pad_token_id
 
 
@@ -152,8 +153,7 @@ class LocalRolloutPool:
         self.version = int(version)
         self._weight_sync = 0.0
         self._closed = False
-        self._pending: tuple[str, str] | None = None  # a failure the watchdog found
-        self._previous_handler = None
+        self._watchdog: Watchdog | None = None
         self._failed: RolloutWorkerError | None = None
         context = mp.get_context("spawn")
         self._outbox = context.Queue()
@@ -268,12 +268,8 @@ class LocalRolloutPool:
         if self._closed:
             return
         self._closed = True
-        if self._previous_handler is not None:
-            try:
-                signal.signal(signal.SIGUSR1, self._previous_handler)
-            except ValueError:  # not the main thread: the handler is a no-op once closed
-                pass
-            self._previous_handler = None
+        if self._watchdog is not None:
+            self._watchdog.stop()
         for handle in self._handles:
             if handle.process.is_alive():
                 try:
@@ -396,30 +392,15 @@ class LocalRolloutPool:
         failure, raise the :class:`RolloutWorkerError` in the main thread wherever it is (a
         long update, a validation): the error comes within about a second of a worker's death
         (heartbeat timeout for a silent one) instead of at the next :meth:`poll`. Uses
-        ``SIGUSR1`` (the previous handler comes back at :meth:`close`); call it from the main
-        thread.
+        ``SIGUSR1`` (:class:`rlvr.distributed.watchdog.Watchdog`; the previous handler comes
+        back at :meth:`close`); call it from the main thread.
 
         Raises:
             ValueError: not called from the main thread.
         """
-        if threading.current_thread() is not threading.main_thread():
-            raise ValueError("LocalRolloutPool.watch must be called from the main thread")
-        self._previous_handler = signal.signal(signal.SIGUSR1, self._on_interrupt)
-        self._watchdog = threading.Thread(target=self._watch, daemon=True,
-                                          name=f"{self.names[0]}-watchdog")
+        self._watchdog = Watchdog(self._failure, self._fail, interval_s=0.5,
+                                  name=", ".join(self.names))
         self._watchdog.start()
-
-    def _watch(self) -> None:
-        while not self._closed and not self._stop_pump.wait(0.5):
-            found = self._failure()
-            if found is not None and self._pending is None and not self._closed:
-                self._pending = found
-                _thread.interrupt_main(signal.SIGUSR1)
-                return
-
-    def _on_interrupt(self, signum, frame) -> None:
-        if self._pending is not None and not self._closed:
-            self._fail(*self._pending)
 
     def _fail(self, name: str, message: str) -> None:
         self._failed = RolloutWorkerError(name, message)

@@ -10,16 +10,20 @@ into the object store, one reference per actor) are loaded after the job it is r
 before any job submitted later, so every job is sampled by the newest weights pushed before
 it and its result says which version that was.
 
-No silent waits: every ``ray.wait`` has a timeout; an actor that dies raises
-:class:`rlvr.distributed.rollout_jobs.RolloutWorkerError` naming it (label, pid, Ray actor id)
-from the first poll after Ray notices; an actor answers ``ping`` from a concurrency group of
-its own while it generates, and one that leaves a ping unanswered for
-``heartbeat_timeout_s`` is reported as not answering. Its functions import ``ray``, an optional
-dependency (``pip install rlvr[ray]``); the module itself imports without it.
+No silent waits: every ``ray.wait`` has a timeout; an actor answers ``ping`` from a
+concurrency group of its own while it generates, and is pinged every ``heartbeat_s``. An
+actor that dies (its ping or a call fails with ``RayActorError``) or leaves a ping unanswered
+for ``heartbeat_timeout_s`` raises :class:`rlvr.distributed.rollout_jobs.RolloutWorkerError`
+naming it (name, pid, Ray actor id) from the next call, and the pool kills its actors. With
+:meth:`RayRolloutPool.watch` a watchdog thread (:class:`rlvr.distributed.watchdog.Watchdog`,
+as for the local worker processes) pings the actors and raises that error in the trainer's
+main thread even while it is busy elsewhere (an update). Its functions import ``ray``, an
+optional dependency (``pip install rlvr[ray]``); the module itself imports without it.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -37,6 +41,7 @@ from rlvr.distributed.rollout_jobs import (
     RolloutWorkerError,
     WorkerTimes,
 )
+from rlvr.distributed.watchdog import Failure, Watchdog
 from rlvr.rollout.engine import as_state_dict, default_pad_token_id
 
 
@@ -105,8 +110,12 @@ class RayRolloutPool:
         startup_timeout_s: how long the actors may take to start.
         own_ray: :meth:`close` shuts Ray down (also when this pool had to start it).
 
+    Attributes:
+        names, pids, actor_ids: each actor's name (``rlvr-rollout-<i>``), process id and
+            Ray actor id (hex).
+
     Raises:
-        ValueError: ``workers < 1``.
+        ValueError: ``workers < 1`` or a timeout not above the heartbeat.
         RuntimeError: the actors did not start in time.
     """
 
@@ -120,6 +129,9 @@ class RayRolloutPool:
 
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
+        if heartbeat_timeout_s <= heartbeat_s:
+            raise ValueError(f"heartbeat_timeout_s ({heartbeat_timeout_s}) must exceed "
+                             f"heartbeat_s ({heartbeat_s})")
         if not ray.is_initialized():
             own_ray = init_ray(LOCAL, local_num_cpus(workers)) or own_ray
         self.own_ray = own_ray
@@ -138,6 +150,10 @@ class RayRolloutPool:
         info = wait_ready([a.info.remote() for a in self._actors], self._actors, "rollout",
                           startup_timeout_s)
         self.pids = [i["pid"] for i in info]
+        self.actor_ids = [a._actor_id.hex() for a in self._actors]
+        self._lock = threading.RLock()  # the pings, shared with the watchdog's thread
+        self._watchdog: Watchdog | None = None
+        self._failed: RolloutWorkerError | None = None
         self._jobs: dict[Any, tuple[int, RolloutJob]] = {}  # future -> (actor, job)
         self._loads: dict[Any, int] = {}  # load futures -> actor
         self._pings: dict[int, tuple[Any, float]] = {}  # actor -> (future, sent at)
@@ -150,7 +166,12 @@ class RayRolloutPool:
         return sum(job.groups for _, job in self._jobs.values())
 
     def submit(self, job: RolloutJob) -> None:
-        """Run a job on the actor with the fewest groups in flight."""
+        """Run a job on the actor with the fewest groups in flight.
+
+        Raises:
+            RolloutWorkerError: the pool stopped on a failed actor (the same error again).
+        """
+        self._check_open()
         load = [0] * len(self._actors)
         for index, queued in self._jobs.values():
             load[index] += queued.groups
@@ -163,12 +184,14 @@ class RayRolloutPool:
 
         Raises:
             ValueError: ``version`` is older than the last one pushed.
+            RolloutWorkerError: the pool stopped on a failed actor (the same error again).
         """
         import ray  # optional dependency (extra `ray`)
 
         if version < self.version:
             raise ValueError(f"policy version {version} is older than the workers' "
                              f"{self.version}")
+        self._check_open()
         start = time.perf_counter()
         ref = ray.put(_cpu_state(source))
         for index, actor in enumerate(self._actors):
@@ -190,6 +213,7 @@ class RayRolloutPool:
 
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
+            self._check_open()
             self._heartbeat()
             pending = list(self._jobs) + list(self._loads)
             wait = min(self.heartbeat_s, max(0.0, deadline - time.monotonic()))
@@ -217,15 +241,43 @@ class RayRolloutPool:
                          workers=workers)
 
     def close(self) -> None:
-        """Kill the actors; shut Ray down if this pool owns it. Idempotent."""
-        actors, self._actors = self._actors, []
-        kill_actors(actors, self.own_ray)
-        self.own_ray = False
+        """Stop the watchdog, kill the actors; shut Ray down if this pool owns it.
+        Idempotent."""
+        if self._watchdog is not None:
+            self._watchdog.stop()
+        with self._lock:
+            actors, self._actors = self._actors, []
+            kill_actors(actors, self.own_ray)
+            self.own_ray = False
+
+    # -- the watchdog: a failure interrupts the trainer even while it is not waiting ---------
+    def watch(self) -> None:
+        """Ping the actors every ``heartbeat_s`` from a thread of this process and, when one is
+        dead or leaves a ping unanswered for ``heartbeat_timeout_s``, raise the
+        :class:`RolloutWorkerError` naming it in the main thread wherever it is (a long
+        update, a validation), not only at the next :meth:`poll`. Uses ``SIGUSR1``
+        (:class:`rlvr.distributed.watchdog.Watchdog`; the previous handler comes back at
+        :meth:`close`); call it from the main thread.
+
+        Raises:
+            ValueError: not called from the main thread.
+        """
+        self._watchdog = Watchdog(self._failure, self._fail, interval_s=self.heartbeat_s,
+                                  name=", ".join(self.names))
+        self._watchdog.start()
 
     # -- internals --------------------------------------------------------------------------
     def _label(self, index: int) -> str:
-        actor_id = self._actors[index]._actor_id.hex() if self._actors else "?"
-        return f"rollout worker {self.names[index]} (pid {self.pids[index]}, Ray actor {actor_id})"
+        return (f"rollout worker {self.names[index]} (pid {self.pids[index]}, Ray actor "
+                f"{self.actor_ids[index]})")
+
+    def _check_open(self) -> None:
+        """Raise the failure that closed the pool (again: it may have been swallowed where it
+        first landed), or a RuntimeError when it was closed."""
+        if not self._actors:
+            if self._failed is not None:
+                raise self._failed
+            raise RuntimeError("the rollout pool is closed")
 
     def _get(self, future, index: int, what: str):
         import ray  # optional dependency (extra `ray`)
@@ -233,43 +285,60 @@ class RayRolloutPool:
         try:
             return ray.get(future, timeout=self.heartbeat_timeout_s)
         except ray.exceptions.RayActorError as exc:
-            self._fail(index, f"{self._label(index)} died while {what}: "
+            self._fail(self.names[index], f"{self._label(index)} died while {what}: "
                        f"{str(exc).splitlines()[0]}")
         except ray.exceptions.RayTaskError as exc:
-            self._fail(index, f"{self._label(index)} failed while {what}:\n{exc}")
+            self._fail(self.names[index], f"{self._label(index)} failed while {what}:\n{exc}")
         except ray.exceptions.GetTimeoutError:
-            self._fail(index, f"{self._label(index)} did not hand over a finished result "
-                       f"within {self.heartbeat_timeout_s:.0f} s while {what}")
+            self._fail(self.names[index], f"{self._label(index)} did not hand over a finished "
+                       f"result within {self.heartbeat_timeout_s:.0f} s while {what}")
         return None
 
     def _heartbeat(self) -> None:
+        """:meth:`_failure`, raised here."""
+        found = self._failure()
+        if found is not None:
+            self._fail(*found)
+
+    def _failure(self) -> Failure | None:
         """One ping outstanding per actor at most: record an answered one, send the next
-        ``heartbeat_s`` after the previous, report one unanswered for longer than
-        ``heartbeat_timeout_s``."""
+        ``heartbeat_s`` after the previous; ``(name, message)`` of the first actor whose ping
+        failed (dead: ``RayActorError``) or stayed unanswered for longer than
+        ``heartbeat_timeout_s``, else None. Called by the trainer's calls and by the
+        watchdog's thread (under a lock)."""
         import ray  # optional dependency (extra `ray`)
 
-        now = time.monotonic()
-        for index, actor in enumerate(self._actors):
-            future, sent = self._pings.get(index, (None, -float("inf")))
-            if future is not None:
-                done, _ = ray.wait([future], timeout=0)
-                if done:
-                    self._doing[index], self._times[index] = self._get(future, index,
-                                                                       "answering a ping")
-                    future = None
-                elif now - sent > self.heartbeat_timeout_s:
-                    self._fail(index, f"{self._label(index)} stopped answering: no reply to "
-                               f"a ping for {now - sent:.0f} s (timeout "
-                               f"{self.heartbeat_timeout_s:.0f} s); last seen "
-                               f"{self._doing[index]}")
-            if future is None and now - sent >= self.heartbeat_s:
-                future, sent = actor.ping.options(concurrency_group="ping").remote(), now
-            self._pings[index] = (future, sent)
+        with self._lock:
+            now = time.monotonic()
+            for index, actor in enumerate(self._actors):
+                future, sent = self._pings.get(index, (None, -float("inf")))
+                if future is not None:
+                    done, _ = ray.wait([future], timeout=0)
+                    if done:
+                        try:
+                            self._doing[index], self._times[index] = ray.get(future, timeout=5)
+                        except ray.exceptions.RayActorError as exc:
+                            return self.names[index], (
+                                f"{self._label(index)} died while {self._doing[index]}: "
+                                f"{str(exc).splitlines()[0]}")
+                        except (ray.exceptions.RayError, TimeoutError) as exc:
+                            return self.names[index], (f"{self._label(index)} failed to "
+                                                       f"answer a ping: {exc}")
+                        future = None
+                    elif now - sent > self.heartbeat_timeout_s:
+                        return self.names[index], (
+                            f"{self._label(index)} stopped answering: no reply to a ping for "
+                            f"{now - sent:.0f} s (timeout {self.heartbeat_timeout_s:.0f} s); "
+                            f"last seen {self._doing[index]}")
+                if future is None and now - sent >= self.heartbeat_s:
+                    future, sent = actor.ping.options(concurrency_group="ping").remote(), now
+                self._pings[index] = (future, sent)
+        return None
 
-    def _fail(self, index: int, message: str) -> None:
-        name = self.names[index]
+    def _fail(self, name: str, message: str) -> None:
+        self._failed = RolloutWorkerError(name, message)
         self.close()
-        raise RolloutWorkerError(name, message)
+        raise self._failed
 
 
 def _cpu_state(source: Any) -> dict:

@@ -109,8 +109,7 @@ class AsyncSource:
                                                   state.progress.step)
         if trainer_threads is not None:
             torch.set_num_threads(trainer_threads)
-        if hasattr(self.pool, "watch") and threading.current_thread() is \
-                threading.main_thread():
+        if threading.current_thread() is threading.main_thread():
             self.pool.watch()  # a dead worker interrupts an update, not only a wait
         pids = ", ".join(f"{n} (pid {p})" for n, p in zip(self.pool.names, self.pool.pids))
         console.print(f"asynchronous rollouts (grpo.max_staleness {self.max_staleness}): "
