@@ -23,11 +23,11 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from train_process import Started
 
 pytest.importorskip("ray")
 torch = pytest.importorskip("torch")
@@ -125,50 +125,14 @@ def test_ray_async_run_trains_within_the_bound_and_its_counts_add_up(tmp_path):
     assert saved["version"] == steps - 1  # the version of the last collection
 
 
-class Started:
-    """A ``rlvr train`` subprocess whose stderr (the run's console) is read by a thread."""
-
-    def __init__(self, args: list[str]):
-        self.proc = subprocess.Popen(args, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
-        self.lines: list[str] = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stderr:
-            self.lines.append(line)
-
-    def worker_pid(self, within: float = 600.0) -> int:
-        """The pid of the rollout actor the run names when it starts it."""
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            found = WORKER.search("".join(self.lines))
-            if found:
-                return int(found.group(1))
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        raise AssertionError("no rollout actor named:\n" + "".join(self.lines))
-
-    def stderr(self) -> str:
-        self.reader.join(timeout=10)
-        return "".join(self.lines)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_killing_the_ray_rollout_actor_stops_the_run_with_its_name(tmp_path):
     run_dir = tmp_path / "run"
     run = Started([*RLVR, *RAY_RUN, "--set", "grpo.steps=400", "--set", "checkpoint.every=0",
-                   "-o", str(run_dir)])
+                   "-o", str(run_dir)], _env())
     try:
-        pid = run.worker_pid()
+        pid = run.worker_pid(within=600.0)
         deadline = time.monotonic() + 300
         while len(_rows(run_dir)) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)

@@ -19,11 +19,11 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
+from train_process import Started
 
 pytest.importorskip("transformers")
 
@@ -54,43 +54,6 @@ def _rows(run_dir: Path) -> list[dict]:
 
 def _untimed(rows: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if not TIMING.search(k)} for r in rows]
-
-
-class Started:
-    """A ``rlvr train`` subprocess whose stderr (the run's console) is read by a thread."""
-
-    def __init__(self, args: list[str]):
-        self.proc = subprocess.Popen(args, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
-        self.lines: list[str] = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stderr:
-            self.lines.append(line)
-
-    def worker_pid(self, within: float = 300.0) -> int:
-        """The pid of the rollout worker the run names when it starts it."""
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            for line in list(self.lines):
-                found = WORKER.search(line)
-                if found:
-                    return int(found.group(1))
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        raise AssertionError("no rollout worker named:\n" + "".join(self.lines))
-
-    def stderr(self) -> str:
-        self.reader.join(timeout=10)
-        return "".join(self.lines)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def _wait_rows(run_dir: Path, count: int, within: float = 300.0) -> None:
@@ -169,7 +132,7 @@ def test_async_run_trains_within_the_bound_and_logs_staleness_and_idle_time(tmp_
 def test_killing_the_rollout_worker_stops_the_run_with_its_name(tmp_path):
     run_dir = tmp_path / "run"
     run = Started([*RLVR, *SMALL, "--set", "grpo.steps=400", "--set", "grpo.max_staleness=1",
-                   "--set", "checkpoint.every=0", "-o", str(run_dir)])
+                   "--set", "checkpoint.every=0", "-o", str(run_dir)], _env())
     try:
         pid = run.worker_pid()
         _wait_rows(run_dir, 2)
@@ -190,7 +153,7 @@ def test_sigkill_then_resume_never_trains_staler_than_k(tmp_path):
     run_dir, k, steps = tmp_path / "run", 2, 8
     run = Started([*RLVR, *SMALL, "--set", f"grpo.steps={steps}", "--set",
                    f"grpo.max_staleness={k}", "--set", "checkpoint.every=1", "-o",
-                   str(run_dir)])
+                   str(run_dir)], _env())
     try:
         pid = run.worker_pid()
         _wait_rows(run_dir, 3)
