@@ -45,6 +45,7 @@ from rlvr.update.micro_batches import micro_batch_slices
 PEAK_METRICS = frozenset({"is_ratio_max", "is_weight_max", "rollout_logprob_gap_max"})
 
 
+@mapped_large_blocks()  # module doc: the update's large blocks mapped on their own
 def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
                   advantages: Tensor, old_log_probs: Tensor | None, config,
                   counts: BatchCounts, *, ref_log_probs: Tensor | None = None,
@@ -99,18 +100,6 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
         ValueError / KeyError: from ``policy_objective`` (e.g. ``kl_coef > 0`` without
             ``ref_log_probs``) or the registries.
     """
-    with mapped_large_blocks():  # module doc
-        return _policy_update(backend, optimizer, seqs, advantages, old_log_probs, config,
-                              counts, ref_log_probs=ref_log_probs, kl_coef=kl_coef,
-                              epochs=epochs, sampler_log_probs=sampler_log_probs, bf16=bf16)
-
-
-def _policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
-                   advantages: Tensor, old_log_probs: Tensor | None, config,
-                   counts: BatchCounts, *, ref_log_probs: Tensor | None, kl_coef: float,
-                   epochs: int, sampler_log_probs: Tensor | None, bf16: bool | None
-                   ) -> dict[str, float]:
-    """:func:`policy_update`'s body (same arguments)."""
     g, a = config.grpo, config.algo
     correction, correction_options = correction_settings(config)
     if correction != "none" and sampler_log_probs is None and seqs is not None:
