@@ -12,6 +12,9 @@ import sys
 import time
 from pathlib import Path
 
+import rlvr  # noqa: F401  (before torch: it sets torch's huge-page allocation, rlvr/__init__)
+
+# isort: split
 import torch
 
 MIB = 2**20
@@ -94,8 +97,9 @@ def _imports():
     from rlvr.rollout import HFEngine, SamplingParams, TorchEngine
     from rlvr.train.config import RunConfig
     from rlvr.update import LocalBackend, policy_update
+    from rlvr.update.optimizer import adamw
 
-    return (grpo_advantages, make_group_ids, BatchCounts, build_sequences, apply_lora,
+    return (adamw, grpo_advantages, make_group_ids, BatchCounts, build_sequences, apply_lora,
             merged_copy, HFEngine, SamplingParams, TorchEngine, RunConfig, LocalBackend,
             policy_update)
 
@@ -103,7 +107,7 @@ def _imports():
 def run_point(p: dict) -> dict:
     """Measure one point (keys as ``scaling.PLAN`` entries). Returns the figures (seconds,
     tokens/s, MiB)."""
-    (grpo_advantages, make_group_ids, BatchCounts, build_sequences, apply_lora, merged_copy,
+    (adamw, grpo_advantages, make_group_ids, BatchCounts, build_sequences, apply_lora, merged_copy,
      HFEngine, SamplingParams, TorchEngine, RunConfig, LocalBackend, policy_update) = _imports()
     import gc
 
@@ -129,7 +133,7 @@ def run_point(p: dict) -> dict:
         "activation_checkpointing": p["checkpointing"],
         "logprob_chunk_tokens": p["chunk"]}})
     trained = [q for q in policy.parameters() if q.requires_grad]
-    optimizer = torch.optim.AdamW(trained, lr=1e-7)
+    optimizer = adamw(trained, lr=1e-7)
     backend = LocalBackend(policy)
     policy.train()
     short = min(8, p["length"])

@@ -12,6 +12,7 @@ from rlvr.algo import (
     next_token_log_probs,
     token_entropy,
     token_log_probs,
+    token_log_probs_and_entropy,
 )
 
 LN3 = math.log(3.0)
@@ -64,6 +65,52 @@ def test_entropy_by_hand_and_chunked():
     assert token_entropy(logits, temperature=1e6)[0, 1].item() == pytest.approx(
         math.log(4), abs=1e-3
     )
+
+
+def test_log_probs_and_entropy_by_hand():
+    # logits [0, ln 3] -> p = [1/4, 3/4]: H = -(1/4 ln 1/4 + 3/4 ln 3/4) = ln 4 - 3/4 ln 3
+    logits = torch.tensor([[[0.0, LN3], [0.0, LN3]]])
+    logp, h = token_log_probs_and_entropy(logits, torch.tensor([[1, 0]]))
+    assert logp.tolist()[0] == pytest.approx([math.log(0.75), math.log(0.25)], abs=1e-6)
+    assert h.tolist()[0] == pytest.approx([math.log(4) - 0.75 * LN3] * 2, abs=1e-6)
+    # temperature 2: p1 = sqrt3 / (1 + sqrt3)
+    p1 = math.sqrt(3) / (1 + math.sqrt(3))
+    _, h = token_log_probs_and_entropy(logits, torch.tensor([[1, 1]]), temperature=2.0)
+    expected = -(p1 * math.log(p1) + (1 - p1) * math.log(1 - p1))
+    assert h.tolist()[0] == pytest.approx([expected] * 2, abs=1e-6)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_log_probs_and_entropy_match_float64_reference(temperature):
+    g = torch.Generator().manual_seed(3)
+    logits = torch.randn(3, 4, 50, generator=g) * 3
+    ids = torch.randint(0, 50, (3, 4), generator=g)
+    z = logits.double() / temperature
+    ref_p = torch.softmax(z, -1)
+    ref_h = -(ref_p * torch.log_softmax(z, -1)).sum(-1)
+    ref_logp = torch.log_softmax(z, -1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+    x = logits.clone().requires_grad_(True)
+    logp, h = token_log_probs_and_entropy(x, ids, temperature=temperature, entropy="grad",
+                                          chunk_bytes=4 * 50 * 5)  # 5 positions per chunk
+    torch.testing.assert_close(logp.double(), ref_logp, atol=1e-5, rtol=0)
+    torch.testing.assert_close(h.double(), ref_h, atol=1e-5, rtol=0)
+    # dH/dz_v = -p_v (log p_v + H) / tau, summed over positions
+    grad = torch.autograd.grad(h.sum(), x)[0]
+    expected = -ref_p * (torch.log_softmax(z, -1) + ref_h.unsqueeze(-1)) / temperature
+    torch.testing.assert_close(grad.double(), expected, atol=1e-5, rtol=0)
+    # detached: the log-probs carry the gradient, the entropy none
+    logp, h = token_log_probs_and_entropy(x, ids, temperature=temperature)
+    assert logp.requires_grad and not h.requires_grad
+
+
+def test_log_probs_and_entropy_refuse_bad_input():
+    logits, ids = torch.zeros(1, 2, 3), torch.zeros(1, 2, dtype=torch.long)
+    with pytest.raises(ValueError, match="entropy must be"):
+        token_log_probs_and_entropy(logits, ids, entropy="none")
+    with pytest.raises(ValueError, match="temperature"):
+        token_log_probs_and_entropy(logits, ids, temperature=0.0)
+    with pytest.raises(ValueError, match="do not align"):
+        token_log_probs_and_entropy(logits, ids[:, :1])
 
 
 def test_completion_mask_excludes_prompt_and_padding():

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlvr.algo.entropy import token_entropy
-from rlvr.algo.logprobs import token_log_probs
+from rlvr.algo.logprobs import token_log_probs, token_log_probs_and_entropy
 from rlvr.algo.loss_agg import BatchCounts
 from rlvr.models.activation_memory import checkpoint_layers, decoder_layers, head_log_probs
 from rlvr.models.forward import build_sequences, completion_log_probs
@@ -32,7 +31,8 @@ def test_head_log_probs_equal_the_whole_head(chunk, entropy):
 
     logits = head(hidden)
     reference = token_log_probs(logits, ids, temperature=0.7)
-    ref_out = (reference, token_entropy(logits, temperature=0.7)) if entropy else reference
+    ref_out = (token_log_probs_and_entropy(logits, ids, temperature=0.7, entropy=entropy)
+               if entropy else reference)
     ref_loss, ref_logp, ref_ent = loss_of(ref_out)
     ref_grads = torch.autograd.grad(ref_loss, [hidden, head.weight])
     loss, logp, ent = loss_of(head_log_probs(hidden, head, ids, temperature=0.7,

@@ -1,5 +1,5 @@
 """The policy update maps its large blocks (rlvr.models.allocator.mapped_large_blocks): inside
-it a 1 MiB tensor is its own glibc mapping (freed back to the OS), so resident memory follows
+it a 4 MiB tensor is its own glibc mapping (freed back to the OS), so resident memory follows
 the live tensors; after it the rollout engine's keep-freed-memory setting is back (the same
 tensor from the heap). Runs in a fresh process: the settings are process-wide."""
 
@@ -34,10 +34,10 @@ libc = ctypes.CDLL("libc.so.6")
 libc.mallinfo2.restype = Info
 
 
-def mapped_bytes_of_a_1mib_tensor():
+def mapped_bytes_of_a_4mib_tensor():
     # hblkhd: bytes in blocks that glibc mapped on their own (not in the heap)
     before = libc.mallinfo2().hblkhd
-    t = torch.empty(1 << 18)  # 1 MiB of fp32
+    t = torch.empty(1 << 20)  # 4 MiB of fp32: over the update's 2 MiB threshold
     grown = libc.mallinfo2().hblkhd - before
     del t
     return grown
@@ -45,18 +45,18 @@ def mapped_bytes_of_a_1mib_tensor():
 
 seen = {"engine": None, "update": []}
 keep_freed_memory()  # as the torch rollout engine does when it is built
-seen["engine"] = mapped_bytes_of_a_1mib_tensor()
+seen["engine"] = mapped_bytes_of_a_4mib_tensor()
 torch.manual_seed(0)
 model = tiny_model(tiny_tokenizer())
 model.model.layers[0].register_forward_hook(
-    lambda *_: seen["update"].append(mapped_bytes_of_a_1mib_tensor()))
+    lambda *_: seen["update"].append(mapped_bytes_of_a_4mib_tensor()))
 config = RunConfig.model_validate({"model": {"name": "tiny-random", "precision": "fp32"}})
 ids = torch.randint(40, 90, (2, 4))
 seqs = build_sequences([[11, 12, 13]] * 2, ids, torch.ones(2, 4, dtype=torch.bool), 0)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 policy_update(LocalBackend(model), optimizer, seqs, torch.tensor([1.0, -1.0]), None, config,
               BatchCounts(2, 8), bf16=False)
-seen["after"] = mapped_bytes_of_a_1mib_tensor()
+seen["after"] = mapped_bytes_of_a_4mib_tensor()
 print(json.dumps(seen))
 """
 
@@ -73,9 +73,9 @@ def test_update_maps_large_blocks_and_puts_the_engine_setting_back():
     mib = 1 << 20
     # the engine's setting: blocks under 32 MiB from the heap, none mapped
     assert seen["engine"] == 0
-    # inside the update (each layer-0 forward): the 1 MiB block is its own mapping, i.e.
-    # 1 MiB of data plus glibc's chunk header rounded up to 4 KiB pages
+    # inside the update (each layer-0 forward): the 4 MiB block is its own mapping, i.e.
+    # 4 MiB of data plus glibc's chunk header rounded up to 4 KiB pages
     assert seen["update"], "the update ran no forward through layer 0"
-    assert all(mib <= grown <= mib + 4096 for grown in seen["update"]), seen["update"]
+    assert all(4 * mib <= grown <= 4 * mib + 4096 for grown in seen["update"]), seen["update"]
     # after: the engine's setting again
     assert seen["after"] == 0

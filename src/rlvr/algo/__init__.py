@@ -69,6 +69,7 @@ from rlvr.algo.logprobs import (
     mask_after_eos,
     next_token_log_probs,
     token_log_probs,
+    token_log_probs_and_entropy,
 )
 from rlvr.algo.loss_agg import (
     BatchCounts,
@@ -156,6 +157,7 @@ __all__ = [
     "seq_mean_token_mean",
     "token_entropy",
     "token_log_probs",
+    "token_log_probs_and_entropy",
     "token_mean",
     "truncated_importance_weights",
     "zero_variance_groups",

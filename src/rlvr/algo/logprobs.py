@@ -58,10 +58,72 @@ def token_log_probs(
     step = rows_per_chunk(v, chunk_bytes)
     parts = []
     for i in range(0, n * t, step):
-        logp = torch.log_softmax(flat_logits[i : i + step].float() / temperature, dim=-1)
+        logp = torch.log_softmax(_tempered(flat_logits[i : i + step], temperature), dim=-1)
         parts.append(logp.gather(-1, flat_ids[i : i + step]).squeeze(-1))
     out = torch.cat(parts) if parts else flat_logits.new_zeros(0, dtype=torch.float32)
     return out.reshape(n, t)
+
+
+def _tempered(logits: Tensor, temperature: float) -> Tensor:
+    # at temperature 1 the division is skipped: one pass over a vocabulary-wide block (and
+    # its backward) fewer, bit for bit the same values
+    z = logits.float()
+    return z if temperature == 1.0 else z / temperature
+
+
+def token_log_probs_and_entropy(
+    logits: Tensor,
+    token_ids: Tensor,
+    *,
+    temperature: float = 1.0,
+    entropy: str = "detached",
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+) -> tuple[Tensor, Tensor]:
+    """:func:`token_log_probs` and each position's entropy (nats) from the same log-softmax.
+
+    Formula: ``log p = log_softmax(z / tau)``; ``H = -sum_v p_v log p_v`` (Shannon entropy of
+    the tempered distribution, the same value as :func:`rlvr.algo.entropy.token_entropy` up to
+    fp32 rounding). One log-softmax per chunk serves both, instead of a second pass of
+    logsumexp and softmax over the ``[N, T, V]`` block for the entropy.
+
+    Args:
+        logits: FloatTensor[N, T, V] (any float dtype; fp32 inside), aligned with ``token_ids``.
+        token_ids: LongTensor[N, T], values in [0, V).
+        temperature: > 0.
+        entropy: ``"detached"`` (no gradient through the entropy: for logging) or ``"grad"``
+            (differentiable: an entropy bonus).
+        chunk_bytes: memory budget of one fp32 chunk of logits.
+
+    Returns:
+        ``(log_probs, entropy)``, both FloatTensor[N, T] (fp32).
+
+    Raises:
+        ValueError: on shape mismatch, ``temperature <= 0`` or an unknown ``entropy``.
+    """
+    if entropy not in ("detached", "grad"):
+        raise ValueError(f"entropy must be 'detached' or 'grad', got {entropy!r}")
+    check_ndim("logits", logits, 3)
+    check_ndim("token_ids", token_ids, 2)
+    if tuple(logits.shape[:2]) != tuple(token_ids.shape):
+        raise ValueError(
+            f"logits {list(logits.shape)} do not align with token_ids {list(token_ids.shape)}"
+        )
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    n, t, v = logits.shape
+    flat_logits = logits.reshape(n * t, v)
+    flat_ids = token_ids.reshape(n * t, 1).long()
+    step = rows_per_chunk(v, chunk_bytes)
+    logps, entropies = [], []
+    for i in range(0, n * t, step):
+        full = torch.log_softmax(_tempered(flat_logits[i : i + step], temperature), dim=-1)
+        logps.append(full.gather(-1, flat_ids[i : i + step]).squeeze(-1))
+        source = full if entropy == "grad" else full.detach()
+        entropies.append(-(source.exp() * source).sum(-1))
+    if not logps:
+        empty = flat_logits.new_zeros(n, t, dtype=torch.float32)
+        return empty, empty.clone()
+    return torch.cat(logps).reshape(n, t), torch.cat(entropies).reshape(n, t)
 
 
 def next_token_log_probs(logits: Tensor, input_ids: Tensor, **options) -> Tensor:

@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
-from rlvr.algo.entropy import token_entropy
+from rlvr.algo.logprobs import token_log_probs, token_log_probs_and_entropy
 
 
 def decoder_layers(model) -> list[torch.nn.Module]:
@@ -108,12 +108,13 @@ def lm_parts(model):
 
 
 def _chunk(hidden: Tensor, ids: Tensor, head, temperature: float, entropy: str | None):
-    logits = head(hidden).float() / temperature
-    logp = torch.log_softmax(logits, dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+    logits, ids = head(hidden).unsqueeze(0), ids.unsqueeze(0)  # one row of the chunk's positions
+    chunk = logits.shape[1] * logits.shape[2] * 4  # one fp32 pass over the whole chunk
     if entropy is None:
-        return (logp,)
-    source = logits if entropy == "grad" else logits.detach()
-    return logp, token_entropy(source.unsqueeze(0)).squeeze(0)
+        return (token_log_probs(logits, ids, temperature=temperature, chunk_bytes=chunk)[0],)
+    logp, h = token_log_probs_and_entropy(logits, ids, temperature=temperature,
+                                          entropy=entropy, chunk_bytes=chunk)
+    return logp[0], h[0]
 
 
 def head_log_probs(hidden: Tensor, head, token_ids: Tensor, *, temperature: float = 1.0,

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from rlvr.algo.entropy import token_entropy
-from rlvr.algo.logprobs import token_log_probs
+from rlvr.algo.logprobs import token_log_probs, token_log_probs_and_entropy
 
 
 @dataclass
@@ -136,13 +135,12 @@ def log_probs_from_logits(logits: Tensor, completion_ids: Tensor, temperature: f
     Raises:
         ValueError: ``entropy`` is none of the three.
     """
-    log_probs = token_log_probs(logits, completion_ids, temperature=temperature)
     if entropy is None:
-        return log_probs
+        return token_log_probs(logits, completion_ids, temperature=temperature)
     if entropy not in ("detached", "grad"):
         raise ValueError(f"entropy must be None, 'detached' or 'grad', got {entropy!r}")
-    source = logits if entropy == "grad" else logits.detach()
-    return log_probs, token_entropy(source, temperature=temperature)
+    return token_log_probs_and_entropy(logits, completion_ids, temperature=temperature,
+                                       entropy=entropy)
 
 
 class RowGather:
