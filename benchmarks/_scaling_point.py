@@ -6,6 +6,7 @@ then one GRPO update on the rollout's rows. Prints one JSON line."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import sys
@@ -139,12 +140,14 @@ def run_point(p: dict) -> dict:
     short = min(8, p["length"])
     warm = build_sequences(prompts[:1], torch.randint(100, 1000, (1, short), generator=g),
                            torch.ones(1, short, dtype=torch.bool), 0)
+    bf16 = p.get("precision") == "bf16"  # the engine in bf16, the update under bf16 autocast
+    dtype = torch.bfloat16 if bf16 else torch.float32
     policy_update(backend, optimizer, warm, torch.ones(1), None, config, BatchCounts(1, short),
-                  bf16=False)
+                  bf16=bf16)
     if not p.get("rollout", True):  # the update alone, on random completions of full length
-        return _update_only(p, out, policy, prompts, g, backend, optimizer, config)
+        return _update_only(p, out, policy, prompts, g, backend, optimizer, config, bf16)
     # the engine snapshots the policy itself (a LoRA policy's layers merged on the fly)
-    engine = TorchEngine(policy, dtype=torch.float32)
+    engine = TorchEngine(policy, dtype=dtype)
     engine.generate(prompts[:1], SamplingParams(temperature=1.0, max_new_tokens=2, n=2, seed=0))
     _reset_peak()
     rollout = engine.generate(prompts, params)
@@ -161,6 +164,8 @@ def run_point(p: dict) -> dict:
         # generate on a plain model (a LoRA policy merged into a copy, freed before the
         # update): transformers' own fastest path, not peft's adapter forward
         plain = merged_copy(policy) if p["lora"] else policy
+        if bf16:  # generate in the same precision as the engine: a bf16 copy
+            plain = copy.deepcopy(plain).to(torch.bfloat16)
         hf = HFEngine(plain, compute_logprobs=False)
         hf.generate(prompts[:1], SamplingParams(temperature=1.0, max_new_tokens=2, n=2, seed=0))
         alone = hf.generate(prompts, params)
@@ -177,7 +182,7 @@ def run_point(p: dict) -> dict:
     _reset_peak()
     t0 = time.perf_counter()
     metrics = policy_update(backend, optimizer, seqs, advantages, None, config,
-                            BatchCounts(len(rows), int(seqs.loss_mask.sum())), bf16=False)
+                            BatchCounts(len(rows), int(seqs.loss_mask.sum())), bf16=bf16)
     out["update_s"] = time.perf_counter() - t0
     out["update_peak_mib"] = _kib("VmHWM") / 1024
     out["micro_batches"] = metrics["micro_batches"]
@@ -186,7 +191,7 @@ def run_point(p: dict) -> dict:
     return out
 
 
-def _update_only(p, out, policy, prompts, g, backend, optimizer, config) -> dict:
+def _update_only(p, out, policy, prompts, g, backend, optimizer, config, bf16) -> dict:
     """The point's update without a rollout (no engine resident): every row a random
     completion of the point's length, the even-id reward."""
     from rlvr.algo.advantages import grpo_advantages, make_group_ids
@@ -202,7 +207,7 @@ def _update_only(p, out, policy, prompts, g, backend, optimizer, config) -> dict
     _reset_peak()
     t0 = time.perf_counter()
     metrics = policy_update(backend, optimizer, seqs, advantages, None, config,
-                            BatchCounts(rows, rows * p["length"]), bf16=False)
+                            BatchCounts(rows, rows * p["length"]), bf16=bf16)
     out["update_s"] = time.perf_counter() - t0
     out["update_peak_mib"] = _kib("VmHWM") / 1024
     out["micro_batches"] = metrics["micro_batches"]

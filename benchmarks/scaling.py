@@ -11,8 +11,13 @@ token), the same rollout with transformers ``generate`` alone (no log-probs; the
 figure includes them), then one GRPO update of those rows (reward: each row's share of even
 token ids, which varies inside every group; AdamW; ``shared_prefix: step``; the point's
 micro-batch, LoRA rank, ``grpo.activation_checkpointing`` and ``grpo.logprob_chunk_tokens``),
-after a warm-up update on one short row. Precision: fp32 (bf16 only where the CPU computes it
-natively; on an AVX2-only CPU it is emulated ~85x slower and skipped, the header says why).
+after a warm-up update on one short row. Precision (``--variants``): fp32 everywhere; where the
+CPU computes bf16 natively, by default also every point in bf16 (engine and update autocast;
+ids ``-bf16``) and in fp32 with every library capped to AVX2 (``ATEN_CPU_CAPABILITY=avx2``,
+``ONEDNN_MAX_CPU_ISA=AVX2``, ``MKL_ENABLE_INSTRUCTIONS=AVX2``, rlvr's kernels built with
+``-march=haswell``; ids ``-capped``), the stand-in for an AVX2-only CPU, each against the matmul
+rate measured in its own precision and cap. On an AVX2-only CPU bf16 is emulated ~85x slower
+and skipped (the header says why).
 
 Figures per point:
 
@@ -48,7 +53,7 @@ floor; it prints the plan first, then runs the points in order while the estimat
 of its roofline, ``generate`` at 1/5 of the engine and the update at 2x its floor.
 
 Usage: python benchmarks/scaling.py [--quick] [--points ID,ID] [--max-seconds 3600]
-  [--json out.json] [--markdown out.md]
+  [--variants fp32,bf16,fp32-capped] [--json out.json] [--markdown out.md]
 (--quick: two points of a reduced Qwen2.5-shaped model, 151,936-token vocabulary on a
 2-layer, 128-wide body, 8 rows x 16 tokens: full fine-tuning, and LoRA with checkpointing and
 a chunked head, in one child process (the second point's peaks include what the first left
@@ -128,11 +133,44 @@ QUICK = [
 ]
 
 
-def machine_rates(quick: bool) -> tuple[float, float]:
-    """(F, B): matmul FLOP/s (fp32) and memory bandwidth (bytes/s) of this machine, now."""
+#: Every library capped to AVX2 (and rlvr's kernels built for it): an AVX2-only CPU's code
+#: paths on a CPU that has more.
+AVX2_CAP = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+            "MKL_ENABLE_INSTRUCTIONS": "AVX2", "RLVR_KERNEL_CFLAGS": "-march=haswell"}
+#: variant -> (id suffix, compute precision, capped to AVX2)
+VARIANTS = {"fp32": ("", "fp32", False), "bf16": ("-bf16", "bf16", False),
+            "fp32-capped": ("-capped", "fp32", True)}
+
+
+def expand(plan: list[dict], variants: list[str]) -> list[dict]:
+    """Every point of ``plan`` once per variant (fp32 points keep their ids)."""
+    out = []
+    for name in variants:
+        suffix, precision, capped = VARIANTS[name]
+        out += [dict(p, id=p["id"] + suffix, precision=precision, capped=capped) for p in plan]
+    return out
+
+
+def variant_rates(p: dict, rates: dict, quick: bool) -> tuple[float, float]:
+    """(F, B) for the point's precision and cap, measured once per kind (a capped rate in a
+    child process under :data:`AVX2_CAP`: the cap is read when torch loads)."""
+    key = (p.get("precision", "fp32"), p.get("capped", False))
+    if key not in rates:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--rates", key[0],
+               "--threads", str(torch.get_num_threads())]  # the points' threads
+        cmd += ["--quick"] if quick else []
+        env = {**os.environ, **(AVX2_CAP if key[1] else {})}
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+        rates[key] = tuple(json.loads(done.stdout.strip().splitlines()[-1]))
+    return rates[key]
+
+
+def machine_rates(quick: bool, dtype: torch.dtype = torch.float32) -> tuple[float, float]:
+    """(F, B): matmul FLOP/s (in ``dtype``) and memory bandwidth (bytes/s) of this machine,
+    now."""
     from rollout_throughput import matmul_flops
 
-    flops = matmul_flops(torch.float32, (1024, 1536) if quick else (1024, 1536, 2048),
+    flops = matmul_flops(dtype, (1024, 1536) if quick else (1024, 1536, 2048),
                          seconds=0.2 if quick else 0.5)
     data = torch.ones(64 * 2**20)  # 256 MiB
     data.sum()
@@ -148,11 +186,12 @@ def rollout_roofline(p: dict, flops: float, bandwidth: float) -> tuple[float, st
     s = shape_of(p["model"])
     n = s.body_params + s.vocab * s.hidden
     rows, prompts = p["rows"], p["rows"] // p["group"]
-    weights = (s.body_params + s.vocab * s.hidden) * 4
+    value = 2 if p.get("precision") == "bf16" else 4  # bytes per weight / cache value
+    weights = (s.body_params + s.vocab * s.hidden) * value
     memory_s = compute_s = 0.0
     for step in range(p["length"]):
         c = p["prompt"] + step
-        memory_s += (weights + rows * c * 2 * s.layers * s.kv_width * 4) / bandwidth
+        memory_s += (weights + rows * c * 2 * s.layers * s.kv_width * value) / bandwidth
         compute_s += (2 * n * rows + 4 * s.layers * s.hidden * c * rows) / flops
     total = max(memory_s, compute_s) + 2 * n * prompts * p["prompt"] / flops
     return rows * p["length"] / total, "memory" if memory_s >= compute_s else "compute"
@@ -175,7 +214,8 @@ def predicted(p: dict):
         shape_of(p["model"]), prompts=p["rows"] // p["group"], group=p["group"],
         prompt_tokens=p["prompt"], completion_tokens=p["length"], micro_batch=p["micro_batch"],
         lora_rank=p["lora"], activation_checkpointing=p["checkpointing"],
-        logprob_chunk_tokens=p["chunk"], engine=p.get("rollout", True))
+        logprob_chunk_tokens=p["chunk"], engine=p.get("rollout", True),
+        value_bytes=2 if p.get("precision") == "bf16" else 4)
 
 
 def estimate_seconds(p: dict, flops: float, bandwidth: float) -> float:
@@ -190,7 +230,7 @@ def estimate_seconds(p: dict, flops: float, bandwidth: float) -> float:
 def run_child(points: list[dict], timeout: float) -> list[dict]:
     """Run ``points`` in one fresh process; their JSON figures, or ``{"error": ...}`` for
     each point that did not report."""
-    env = dict(os.environ)
+    env = {**os.environ, **(AVX2_CAP if any(p.get("capped") for p in points) else {})}
     env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent / "src"), env.get("PYTHONPATH", "")])
     error, lines = None, []
     try:
@@ -309,7 +349,16 @@ def main(argv: list[str] | None = None) -> None:
                              "cores; --quick: 1, which a busy machine slows least)")
     parser.add_argument("--json", default=None, help="write every point's figures here")
     parser.add_argument("--markdown", default=None, help="write the table here")
+    parser.add_argument("--variants", default=None,
+                        help="comma-separated, of fp32, bf16, fp32-capped (default: fp32; where "
+                             "bf16 is native, all three; --quick: fp32)")
+    parser.add_argument("--rates", choices=("fp32", "bf16"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.rates:  # a child measuring the matmul rate under its environment's cap
+        torch.set_num_threads(args.threads or torch.get_num_threads())
+        dtype = torch.bfloat16 if args.rates == "bf16" else torch.float32
+        print(json.dumps(machine_rates(args.quick, dtype)))
+        return
     from _machine import machine_line
 
     from rlvr.models.precision import probe_cpu
@@ -323,19 +372,32 @@ def main(argv: list[str] | None = None) -> None:
                          f"{[p['id'] for p in plan]}")
         by_id = {p["id"]: p for p in plan}
         plan = [by_id[w] for w in wanted]  # in the order given
+    native = probe_cpu().native_bf16
+    default = "fp32,bf16,fp32-capped" if native and not args.quick else "fp32"
+    variants = (args.variants or default).split(",")
+    if unknown := [v for v in variants if v not in VARIANTS]:
+        parser.error(f"--variants: unknown {unknown}; choose from {list(VARIANTS)}")
+    plan = expand(plan, variants)
     threads = args.threads or (1 if args.quick else torch.get_num_threads())
     torch.set_num_threads(threads)
     for p in plan:
         p["threads"] = threads
     print(machine_line("fp32") + f", load average {os.getloadavg()[0]:.1f}")
-    if not probe_cpu().native_bf16:
-        print("bf16: skipped (no native bf16 on this CPU: torch emulates it ~85x slower)")
+    if not native:
+        print("bf16: " + ("emulated (no native bf16 on this CPU: ~85x slower)" if "bf16" in
+                          variants else "skipped (no native bf16 on this CPU: torch emulates it "
+                                        "~85x slower)"))
     flops, bandwidth = machine_rates(args.quick)
+    rates = {("fp32", False): (flops, bandwidth)}
     print(f"machine now: fp32 matmul {flops / 1e9:.0f} GFLOP/s, memory {bandwidth / 1e9:.1f} "
           f"GB/s")
+    for kind in {(p["precision"], p["capped"]) for p in plan} - set(rates):
+        f = variant_rates({"precision": kind[0], "capped": kind[1]}, rates, args.quick)[0]
+        print(f"machine now: {kind[0]}{' capped to AVX2' if kind[1] else ''} matmul "
+              f"{f / 1e9:.0f} GFLOP/s")
     budget, planned = args.max_seconds, []
     for p in plan:
-        est = estimate_seconds(p, flops, bandwidth)
+        est = estimate_seconds(p, *variant_rates(p, rates, args.quick))
         run = est <= budget
         budget -= est if run else 0
         planned.append((p, est, run))
@@ -343,9 +405,11 @@ def main(argv: list[str] | None = None) -> None:
               f"{p['prompt']}, est {est:.0f} s{'' if run else ' -> skipped (over budget)'}")
     results, lines = {}, []
     todo = [(p, est) for p, est, run in planned if run]
-    # quick: its small points share one process (one import of the libraries); full: a
-    # fresh process per point, so each peak is the point's own
-    batches = [todo] if args.quick else [[x] for x in todo]
+    # quick: its small points share one process per variant (one import of the libraries);
+    # full: a fresh process per point, so each peak is the point's own
+    batches = ([[x for x in todo if (x[0]["precision"], x[0]["capped"]) == VARIANTS[v][1:]]
+                for v in variants] if args.quick else [[x] for x in todo])
+    batches = [b for b in batches if b]  # a variant whose points are all over the budget
     for batch in batches:
         t0 = time.perf_counter()
         need = max(predicted(p).peak for p, _ in batch) / 2**30 + 1.0
@@ -364,7 +428,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{p['id']}: {r['error']}", flush=True)
                 results[p["id"]] = {"point": p, **r}
                 continue
-            r.update(figures(p, r, flops, bandwidth))
+            r.update(figures(p, r, *variant_rates(p, rates, args.quick)))
             results[p["id"]] = {"point": p, **r}
             print(summary_line(p, r), flush=True)
             lines.append(row_markdown(p, r))

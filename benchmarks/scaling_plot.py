@@ -2,7 +2,7 @@
 completion length per model (the memory model's prediction as lines, measured peaks as
 points) and seconds per step (rollout + update) against model size for the measured points.
 
-Usage: python benchmarks/scaling_plot.py OUT.png RESULTS.json [RESULTS.json ...]
+Usage: python benchmarks/scaling_plot.py OUT.png RESULTS.json [RESULTS.json ...] [--title TEXT]
 (RESULTS: ``scaling.py --json`` files). Lines: 2 prompts x G = 8 rows, 60-token prompts, fp32;
 full fine-tuning with 4-row micro-batches, and LoRA r16 with activation checkpointing, a
 512-position chunked head and 1-row micro-batches.
@@ -10,6 +10,7 @@ full fine-tuning with 4-row micro-batches, and LoRA r16 with activation checkpoi
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -36,9 +37,13 @@ def predicted_gib(model: str, length: int, lora: bool) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) < 2:
-        raise SystemExit(__doc__)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("out", help="the PNG to write")
+    parser.add_argument("results", nargs="+", help="scaling.py --json files")
+    parser.add_argument("--title", default="fp32, 2 cores",
+                        help="the figure's title: the machine and precision of the sweep")
+    opts = parser.parse_args(argv)
+    args = [opts.out, *opts.results]
     import matplotlib
 
     matplotlib.use("Agg")
@@ -75,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     mem.legend(fontsize=6, ncol=2, loc="upper left", bbox_to_anchor=(0.0, -0.18))
     sec.set(xscale="log", yscale="log", xlabel="parameters (M)",
             ylabel="seconds (rollout + update)", title="Measured step seconds")
-    fig.suptitle("fp32, AVX2-only AMD EPYC, 2 cores (shared with other jobs)", fontsize=9)
+    fig.suptitle(opts.title, fontsize=9)
     fig.tight_layout()
     fig.savefig(args[0], dpi=110)
     print(f"wrote {args[0]} ({len(measured)} measured points)")
