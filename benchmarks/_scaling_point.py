@@ -98,9 +98,8 @@ def _imports():
     from rlvr.rollout import HFEngine, SamplingParams, TorchEngine
     from rlvr.train.config import RunConfig
     from rlvr.update import LocalBackend, policy_update
-    from rlvr.update.optimizer import adamw
 
-    return (adamw, grpo_advantages, make_group_ids, BatchCounts, build_sequences, apply_lora,
+    return (grpo_advantages, make_group_ids, BatchCounts, build_sequences, apply_lora,
             merged_copy, HFEngine, SamplingParams, TorchEngine, RunConfig, LocalBackend,
             policy_update)
 
@@ -108,7 +107,7 @@ def _imports():
 def run_point(p: dict) -> dict:
     """Measure one point (keys as ``scaling.PLAN`` entries). Returns the figures (seconds,
     tokens/s, MiB)."""
-    (adamw, grpo_advantages, make_group_ids, BatchCounts, build_sequences, apply_lora, merged_copy,
+    (grpo_advantages, make_group_ids, BatchCounts, build_sequences, apply_lora, merged_copy,
      HFEngine, SamplingParams, TorchEngine, RunConfig, LocalBackend, policy_update) = _imports()
     import gc
 
@@ -134,7 +133,7 @@ def run_point(p: dict) -> dict:
         "activation_checkpointing": p["checkpointing"],
         "logprob_chunk_tokens": p["chunk"]}})
     trained = [q for q in policy.parameters() if q.requires_grad]
-    optimizer = adamw(trained, lr=1e-7)
+    optimizer = torch.optim.AdamW(trained, lr=1e-7)
     backend = LocalBackend(policy)
     policy.train()
     short = min(8, p["length"])

@@ -1,11 +1,14 @@
 """The policy update maps its large blocks (rlvr.models.allocator.mapped_large_blocks): inside
 it a 4 MiB tensor is its own glibc mapping (freed back to the OS), so resident memory follows
 the live tensors; after it the rollout engine's keep-freed-memory setting is back (the same
-tensor from the heap). Runs in a fresh process: the settings are process-wide."""
+tensor from the heap). Runs in a fresh process: the settings are process-wide. Importing rlvr
+before torch asks torch for huge-page-backed large tensors (THP_MEM_ALLOC_ENABLE), keeping a
+value already set."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +82,22 @@ def test_update_maps_large_blocks_and_puts_the_engine_setting_back():
     assert all(4 * mib <= grown <= 4 * mib + 4096 for grown in seen["update"]), seen["update"]
     # after: the engine's setting again
     assert seen["after"] == 0
+
+
+def _thp_setting(code: str, env: dict) -> str:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, check=True)
+    return out.stdout.strip()
+
+
+@pytest.mark.parametrize(("code", "given", "expected"), [
+    ("import rlvr, os; print(os.environ.get('THP_MEM_ALLOC_ENABLE'))", None, "1"),
+    ("import rlvr, os; print(os.environ.get('THP_MEM_ALLOC_ENABLE'))", "0", "0"),
+    # torch imported first has already read its setting: rlvr leaves the environment alone
+    ("import torch, rlvr, os; print(os.environ.get('THP_MEM_ALLOC_ENABLE'))", None, "None"),
+])
+def test_importing_rlvr_first_asks_torch_for_huge_pages(code, given, expected):
+    env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
+    if given is not None:
+        env["THP_MEM_ALLOC_ENABLE"] = given
+    assert _thp_setting(code, env) == expected

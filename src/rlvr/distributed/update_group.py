@@ -34,7 +34,6 @@ import torch.multiprocessing as mp
 from rlvr.distributed.ddp import ddp_update, shard_rows
 from rlvr.models import load_model_and_tokenizer
 from rlvr.models.lora import apply_lora
-from rlvr.update.optimizer import adamw
 
 _ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
@@ -262,8 +261,8 @@ def _worker_main(rank: int, world: int, port: int, config_type, config_json: str
     if config.model.lora_rank:
         policy = apply_lora(policy, config.model.lora_rank, config.model.lora_alpha)
     g = config.grpo
-    optimizer = adamw([p for p in policy.parameters() if p.requires_grad],
-                      lr=g.learning_rate, weight_decay=g.weight_decay)
+    optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad],
+                                  lr=g.learning_rate, weight_decay=g.weight_decay)
     ready.set()
     accelerator = join_process_group(rank, world, port, timeout_s)
     model = accelerator.prepare(policy)

@@ -9,14 +9,11 @@ import math
 
 import torch
 
-from rlvr.update.optimizer import adamw
-
 
 def grpo_optimizer(policy, grpo) -> torch.optim.Optimizer:
-    """AdamW (fused where it can be, :func:`rlvr.update.optimizer.adamw`) over ``policy``'s
-    trainable parameters at ``grpo.learning_rate``."""
+    """AdamW over ``policy``'s trainable parameters at ``grpo.learning_rate``."""
     trainable = [p for p in policy.parameters() if p.requires_grad]
-    return adamw(trainable, lr=grpo.learning_rate, weight_decay=grpo.weight_decay)
+    return torch.optim.AdamW(trainable, lr=grpo.learning_rate, weight_decay=grpo.weight_decay)
 
 
 def lr_factor(step: int, warmup_steps: int, total_steps: int, schedule: str) -> float:

@@ -23,7 +23,6 @@ from rlvr.models.step_prefix import expand_prefix, prefix_cache
 from rlvr.progress import format_seconds, step_eta
 from rlvr.records import Task
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
-from rlvr.update.optimizer import adamw
 
 
 class SFTInputError(ValueError):
@@ -192,7 +191,7 @@ def run_sft(model, tokenizer, examples: list[Task], prompts: list[list[int]], co
     steps_per_epoch = math.ceil(len(data) / config.batch_size)
     total = sft_steps(len(data), config)
     trainable = [p for p in model.parameters() if p.requires_grad]  # LoRA: adapters only
-    optimizer = adamw(trainable, lr=config.learning_rate)
+    optimizer = torch.optim.AdamW(trainable, lr=config.learning_rate, weight_decay=0.0)
     warmup = max(1, total // 20)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / max(total - warmup, 1))))
