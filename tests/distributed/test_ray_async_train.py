@@ -17,53 +17,28 @@ Each run is a subprocess (niced like its parent), so the Ray cluster it starts e
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-from train_process import Started
+from train_process import RLVR, SMALL, WORKER, Started, metrics_rows, process_gone
 
 pytest.importorskip("ray")
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 ROOT = Path(__file__).resolve().parents[2]
-RLVR = [sys.executable, "-m", "rlvr.cli", "train"]
 GROUPS = 4  # grpo.prompts_per_step of configs/smoke.yaml
 K = 1
-RAY_RUN = ["--config", str(ROOT / "configs" / "smoke.yaml"), "--set", "sft.examples=64",
-           "--set", "sft.epochs=1", "--set", "eval.pass_at_k_samples=0", "--set",
-           "eval.every=0", "--set", "model.precision=fp32", "--set", "data.val_size=4",
-           "--set", "logging.tensorboard=false", "--set", "rollout.ray_address=local",
+RAY_RUN = [*SMALL, "--set", "logging.tensorboard=false", "--set", "rollout.ray_address=local",
            "--set", "rollout.ray_rollout_workers=1", "--set", "rollout.ray_reward_workers=1",
            "--set", f"grpo.max_staleness={K}"]
-WORKER = re.compile(r"rollout worker rlvr-rollout-0 \(pid (\d+)\)")
 
 
 def _env() -> dict:
     return dict(os.environ, PYTHONHASHSEED="0", RAY_USAGE_STATS_ENABLED="0")
-
-
-def _rows(run_dir: Path) -> list[dict]:
-    path = run_dir / "metrics.jsonl"
-    return [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
-
-
-def _gone(pid: int, within: float = 30.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def _versions(row: dict) -> list[int]:
@@ -83,9 +58,9 @@ def test_ray_async_run_trains_within_the_bound_and_its_counts_add_up(tmp_path):
     assert done.returncode == 0, done.stderr
     worker = WORKER.search(done.stderr)
     assert worker, done.stderr
-    assert _gone(int(worker.group(1))), "the Ray rollout actor outlived the run"
+    assert process_gone(int(worker.group(1))), "the Ray rollout actor outlived the run"
 
-    rows = _rows(run_dir)
+    rows = metrics_rows(run_dir)
     assert [r["step"] for r in rows] == list(range(1, steps + 1))
     for r in rows:
         hist = [r[f"staleness_hist_{s}"] for s in range(K + 1)]
@@ -131,19 +106,10 @@ def test_killing_the_ray_rollout_actor_stops_the_run_with_its_name(tmp_path):
     run_dir = tmp_path / "run"
     run = Started([*RLVR, *RAY_RUN, "--set", "grpo.steps=400", "--set", "checkpoint.every=0",
                    "-o", str(run_dir)], _env())
-    try:
-        pid = run.worker_pid(within=600.0)
-        deadline = time.monotonic() + 300
-        while len(_rows(run_dir)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert len(_rows(run_dir)) >= 2, run.stderr()
-        os.kill(pid, signal.SIGKILL)
-        code = run.proc.wait(timeout=60)  # the bound the error must come within
-    finally:
-        run.stop()
+    pid, code = run.kill_worker_after(run_dir, rows=2, name_within=600.0)
     err = run.stderr()
     assert code == 1, err
     assert re.search(rf"error: rollout worker rlvr-rollout-0 \(pid {pid}, Ray actor "
                      rf"[0-9a-f]{{32}}\) died while", err), err
     assert f"rlvr train --resume {run_dir}" in err
-    assert len(_rows(run_dir)) < 400
+    assert len(metrics_rows(run_dir)) < 400

@@ -13,28 +13,18 @@ model through the CLI:
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-from train_process import Started
+from train_process import RLVR, SMALL, WORKER, Started, metrics_rows, process_gone, wait_rows
 
 pytest.importorskip("transformers")
 
 ROOT = Path(__file__).resolve().parents[2]
-RLVR = [sys.executable, "-m", "rlvr.cli", "train"]
-# the smoke preset, cut to what these tests need: a short cold start, no pass@k
-SMALL = ["--config", str(ROOT / "configs" / "smoke.yaml"), "--set", "sft.examples=64",
-         "--set", "sft.epochs=1", "--set", "eval.pass_at_k_samples=0", "--set",
-         "eval.every=0", "--set", "model.precision=fp32", "--set", "data.val_size=4"]
 TIMING = re.compile(r"^seconds|tokens_per_second|^time$")
-WORKER = re.compile(r"rollout worker rlvr-rollout-0 \(pid (\d+)\)")
 
 
 def _env() -> dict:
@@ -47,31 +37,8 @@ def _run(run_dir: Path, *sets: str, timeout: float = 600) -> subprocess.Complete
                           timeout=timeout)
 
 
-def _rows(run_dir: Path) -> list[dict]:
-    path = run_dir / "metrics.jsonl"
-    return [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
-
-
 def _untimed(rows: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if not TIMING.search(k)} for r in rows]
-
-
-def _wait_rows(run_dir: Path, count: int, within: float = 300.0) -> None:
-    deadline = time.monotonic() + within
-    while len(_rows(run_dir)) < count and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert len(_rows(run_dir)) >= count
-
-
-def _gone(pid: int, within: float = 30.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.2)
-    return False
 
 
 @pytest.mark.parametrize(("sets", "message"), [
@@ -105,7 +72,7 @@ def test_max_staleness_zero_is_the_synchronous_run_bit_for_bit(tmp_path):
     assert plain.returncode == 0, plain.stderr
     zero = _run(tmp_path / "zero", "grpo.steps=3", "grpo.max_staleness=0")
     assert zero.returncode == 0, zero.stderr
-    a, b = _rows(tmp_path / "plain"), _rows(tmp_path / "zero")
+    a, b = metrics_rows(tmp_path / "plain"), metrics_rows(tmp_path / "zero")
     assert len(a) == 3 and _untimed(a) == _untimed(b)
     assert not any(k.startswith("staleness") for k in a[0])
 
@@ -115,7 +82,7 @@ def test_async_run_trains_within_the_bound_and_logs_staleness_and_idle_time(tmp_
     done = _run(tmp_path / "run", "grpo.steps=5", "grpo.max_staleness=2")
     assert done.returncode == 0, done.stderr
     assert WORKER.search(done.stdout + done.stderr)
-    rows = _rows(tmp_path / "run")
+    rows = metrics_rows(tmp_path / "run")
     assert [r["step"] for r in rows] == [1, 2, 3, 4, 5]
     for r in rows:
         hist = [r[f"staleness_hist_{s}"] for s in range(3)]
@@ -133,19 +100,13 @@ def test_killing_the_rollout_worker_stops_the_run_with_its_name(tmp_path):
     run_dir = tmp_path / "run"
     run = Started([*RLVR, *SMALL, "--set", "grpo.steps=400", "--set", "grpo.max_staleness=1",
                    "--set", "checkpoint.every=0", "-o", str(run_dir)], _env())
-    try:
-        pid = run.worker_pid()
-        _wait_rows(run_dir, 2)
-        os.kill(pid, signal.SIGKILL)
-        code = run.proc.wait(timeout=60)  # the bound the error must come within
-    finally:
-        run.stop()
+    pid, code = run.kill_worker_after(run_dir, rows=2)
     err = run.stderr()
     assert code == 1, err
     assert re.search(rf"error: rollout worker rlvr-rollout-0 \(pid {pid}\) died \(killed by "
                      rf"SIGKILL\) while", err), err
     assert f"rlvr train --resume {run_dir}" in err
-    assert len(_rows(run_dir)) < 400
+    assert len(metrics_rows(run_dir)) < 400
 
 
 @pytest.mark.timeout(900)
@@ -156,18 +117,18 @@ def test_sigkill_then_resume_never_trains_staler_than_k(tmp_path):
                    str(run_dir)], _env())
     try:
         pid = run.worker_pid()
-        _wait_rows(run_dir, 3)
+        wait_rows(run_dir, 3)
         run.proc.kill()  # SIGKILL: no cleanup runs in the trainer
         run.proc.wait()
     finally:
         run.stop()
-    killed_at = len(_rows(run_dir))
+    killed_at = len(metrics_rows(run_dir))
     assert 3 <= killed_at < steps
-    assert _gone(pid), f"the rollout worker {pid} outlived its trainer"
+    assert process_gone(pid), f"the rollout worker {pid} outlived its trainer"
     resumed = subprocess.run([*RLVR, "--resume", str(run_dir)], cwd=ROOT, env=_env(),
                              capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr
-    rows = _rows(run_dir)
+    rows = metrics_rows(run_dir)
     assert [r["step"] for r in rows] == list(range(1, steps + 1))
     for r in rows:
         assert r["staleness_max"] <= k

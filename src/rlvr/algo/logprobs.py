@@ -44,6 +44,13 @@ def token_log_probs(
     Raises:
         ValueError: on shape mismatch or ``temperature <= 0``.
     """
+    return _chunked(logits, token_ids, temperature, chunk_bytes, entropy=None)[0]
+
+
+def _chunked(logits: Tensor, token_ids: Tensor, temperature: float, chunk_bytes: int,
+             entropy: str | None) -> tuple[Tensor, Tensor | None]:
+    """The log-probs (and, with ``entropy``, the entropies) of :func:`token_log_probs` and
+    :func:`token_log_probs_and_entropy`, one fp32 log-softmax per chunk of positions."""
     check_ndim("logits", logits, 3)
     check_ndim("token_ids", token_ids, 2)
     if tuple(logits.shape[:2]) != tuple(token_ids.shape):
@@ -56,19 +63,21 @@ def token_log_probs(
     flat_logits = logits.reshape(n * t, v)
     flat_ids = token_ids.reshape(n * t, 1).long()
     step = rows_per_chunk(v, chunk_bytes)
-    parts = []
+    logps, entropies = [], []
     for i in range(0, n * t, step):
-        logp = torch.log_softmax(_tempered(flat_logits[i : i + step], temperature), dim=-1)
-        parts.append(logp.gather(-1, flat_ids[i : i + step]).squeeze(-1))
-    out = torch.cat(parts) if parts else flat_logits.new_zeros(0, dtype=torch.float32)
-    return out.reshape(n, t)
-
-
-def _tempered(logits: Tensor, temperature: float) -> Tensor:
-    # at temperature 1 the division is skipped: one pass over a vocabulary-wide block (and
-    # its backward) fewer, bit for bit the same values
-    z = logits.float()
-    return z if temperature == 1.0 else z / temperature
+        z = flat_logits[i : i + step].float()
+        # at temperature 1 the division is skipped: one pass over a vocabulary-wide block
+        # (and its backward) fewer, bit for bit the same values
+        full = torch.log_softmax(z if temperature == 1.0 else z / temperature, dim=-1)
+        logps.append(full.gather(-1, flat_ids[i : i + step]).squeeze(-1))
+        if entropy is not None:
+            source = full if entropy == "grad" else full.detach()
+            entropies.append(-(source.exp() * source).sum(-1))
+    empty = flat_logits.new_zeros(0, dtype=torch.float32)
+    logp = (torch.cat(logps) if logps else empty).reshape(n, t)
+    if entropy is None:
+        return logp, None
+    return logp, (torch.cat(entropies) if entropies else empty.clone()).reshape(n, t)
 
 
 def token_log_probs_and_entropy(
@@ -102,28 +111,7 @@ def token_log_probs_and_entropy(
     """
     if entropy not in ("detached", "grad"):
         raise ValueError(f"entropy must be 'detached' or 'grad', got {entropy!r}")
-    check_ndim("logits", logits, 3)
-    check_ndim("token_ids", token_ids, 2)
-    if tuple(logits.shape[:2]) != tuple(token_ids.shape):
-        raise ValueError(
-            f"logits {list(logits.shape)} do not align with token_ids {list(token_ids.shape)}"
-        )
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
-    n, t, v = logits.shape
-    flat_logits = logits.reshape(n * t, v)
-    flat_ids = token_ids.reshape(n * t, 1).long()
-    step = rows_per_chunk(v, chunk_bytes)
-    logps, entropies = [], []
-    for i in range(0, n * t, step):
-        full = torch.log_softmax(_tempered(flat_logits[i : i + step], temperature), dim=-1)
-        logps.append(full.gather(-1, flat_ids[i : i + step]).squeeze(-1))
-        source = full if entropy == "grad" else full.detach()
-        entropies.append(-(source.exp() * source).sum(-1))
-    if not logps:
-        empty = flat_logits.new_zeros(n, t, dtype=torch.float32)
-        return empty, empty.clone()
-    return torch.cat(logps).reshape(n, t), torch.cat(entropies).reshape(n, t)
+    return _chunked(logits, token_ids, temperature, chunk_bytes, entropy)
 
 
 def next_token_log_probs(logits: Tensor, input_ids: Tensor, **options) -> Tensor:

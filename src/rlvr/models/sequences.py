@@ -133,12 +133,11 @@ def log_probs_from_logits(logits: Tensor, completion_ids: Tensor, temperature: f
         FloatTensor[n, T] log-probs, or ``(log_probs, entropy)`` when ``entropy`` is set.
 
     Raises:
-        ValueError: ``entropy`` is none of the three.
+        ValueError: ``entropy`` is none of the three (from
+            :func:`rlvr.algo.logprobs.token_log_probs_and_entropy`).
     """
     if entropy is None:
         return token_log_probs(logits, completion_ids, temperature=temperature)
-    if entropy not in ("detached", "grad"):
-        raise ValueError(f"entropy must be None, 'detached' or 'grad', got {entropy!r}")
     return token_log_probs_and_entropy(logits, completion_ids, temperature=temperature,
                                        entropy=entropy)
 
