@@ -42,6 +42,7 @@ from rlvr.train.rollouts import ScoredRollouts, length_cap, sampled_lengths, tru
 from rlvr.train.state import TrainingState
 from rlvr.update import LocalBackend, policy_update
 from rlvr.update.corrections import needs_sampler_log_probs
+from rlvr.update.fused_layers import fused_layer_ops
 from rlvr.update.micro_batches import micro_batch_slices
 
 
@@ -225,10 +226,11 @@ class GRPOStep:
         g = self.config.grpo
         slices = micro_batch_slices(seqs.completion_mask.sum(1).tolist(), g.micro_batch_size,
                                     g.micro_batch_tokens)
-        parts = [completion_log_probs(model, seqs.rows(rows).trimmed(),
-                                      temperature=g.temperature, bf16=self.bf16,
-                                      shared_prefix=g.shared_prefix != "off")
-                 for rows in slices]
+        with fused_layer_ops(model):  # the update's arithmetic (rlvr.update.fused_layers)
+            parts = [completion_log_probs(model, seqs.rows(rows).trimmed(),
+                                          temperature=g.temperature, bf16=self.bf16,
+                                          shared_prefix=g.shared_prefix != "off")
+                     for rows in slices]
         return torch.cat([torch.nn.functional.pad(p, (0, width - p.shape[1])) for p in parts])
 
     def _metrics(self, state: TrainingState, batch: StepRollouts, update: dict, phases) -> dict:

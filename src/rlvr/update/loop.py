@@ -39,6 +39,7 @@ from rlvr.models.forward import SequenceBatch, completion_log_probs
 from rlvr.models.step_prefix import StepPrefix
 from rlvr.update.backend import UpdateBackend
 from rlvr.update.corrections import correction_settings
+from rlvr.update.fused_layers import fused_layer_ops
 from rlvr.update.micro_batches import micro_batch_slices
 
 #: metrics reduced over micro-batches (and epochs) by their maximum, not their mean
@@ -130,70 +131,71 @@ def policy_update(backend: UpdateBackend, optimizer, seqs: SequenceBatch | None,
     chunk_tokens = None if backend.collective else getattr(g, "logprob_chunk_tokens", None)
     restore_layers = (checkpoint_layers(backend.model)
                       if getattr(g, "activation_checkpointing", False) else None)
-    for epoch in range(epochs):
-        optimizer.zero_grad(set_to_none=True)
-        if n == 0:
-            backend.without_rows()
-        prefix = (StepPrefix(backend.model, seqs.prompts, bf16=bf16, chunk=g.micro_batch_size)
-                  if step_prefix else None)
-        for i, rows in enumerate(slices):
-            with backend.micro_batch(last=i == len(slices) - 1):
-                micro = seqs.rows(rows).trimmed()
-                # the assistant's tokens (multi-turn: observation tokens are not trained)
-                mask, w = micro.loss_mask, micro.completion_mask.shape[1]
-                if prefix is not None:
-                    logp, entropy = prefix.log_probs(backend.model, micro,
-                                                     temperature=g.temperature,
-                                                     entropy=entropy_mode,
-                                                     chunk_tokens=chunk_tokens)
-                else:
-                    logp, entropy = completion_log_probs(
-                        backend.model, micro, temperature=g.temperature, bf16=bf16,
-                        shared_prefix=g.shared_prefix != "off", entropy=entropy_mode,
-                        chunk_tokens=chunk_tokens)
-                out = policy_objective(
-                    logp, logp.detach() if old_log_probs is None else old_log_probs[rows, :w],
-                    advantages[rows], mask,
-                    ref_log_probs=None if ref_log_probs is None else ref_log_probs[rows, :w],
-                    kl_coef=kl_coef, kl_estimator=a.kl_estimator, policy_loss=a.policy_loss,
-                    policy_loss_options=loss_options, loss_agg=a.loss_agg,
-                    loss_agg_options=agg_options, entropy=entropy, entropy_coef=a.entropy_coef,
-                    rollout_log_probs=(None if sampler_log_probs is None
-                                       else sampler_log_probs[rows, :w]),
-                    off_policy_correction=correction, correction_options=correction_options)
-                nonfinite_rows = int((~torch.isfinite(logp.detach()) & mask).any(dim=1).sum())
-                finite_loss = bool(torch.isfinite(out.loss))
-                bad["nonfinite_log_probs"] += nonfinite_rows
-                bad["nonfinite_loss"] += float(not finite_loss)
-                if (nonfinite_rows or not finite_loss) and not backend.collective:
-                    skipped = True  # no backward: one bad row would poison every gradient
-                    break
-                if sampler_log_probs is not None and epoch == 0:
-                    gap = (logp.detach() - sampler_log_probs[rows, :w]).abs()[mask]
-                    metrics.setdefault("rollout_logprob_gap", []).append(float(gap.mean()))
-                    if gap.numel():
-                        metrics.setdefault("rollout_logprob_gap_max", []).append(
-                            float(gap.max()))
-                weight = micro_batch_weight(a.loss_agg, mask, counts.rows, counts.tokens,
-                                            backend.world_size)
-                backend.backward(out.loss * weight)
-            for k, v in out.metrics.items():
-                metrics.setdefault(k, []).append(float(v))
-        if prefix is not None and skipped:
-            prefix.release()
-        elif prefix is not None:  # the prompts' part of the gradient, once for the step
-            prefix.backward()
-        if skipped:
-            break
-        grad_norm = backend.clip_grad_norm(g.max_grad_norm)
-        if grad_norm is not None:
-            metrics.setdefault("grad_norm", []).append(float(grad_norm))
-        finite = grad_norm is None or bool(torch.isfinite(torch.as_tensor(grad_norm)))
-        bad["nonfinite_grad_norm"] += float(not finite)
-        if not finite:
-            skipped = True
-            break
-        optimizer.step()
+    with fused_layer_ops(backend.model):  # rlvr.update.fused_layers
+        for epoch in range(epochs):
+            optimizer.zero_grad(set_to_none=True)
+            if n == 0:
+                backend.without_rows()
+            prefix = (StepPrefix(backend.model, seqs.prompts, bf16=bf16, chunk=g.micro_batch_size)
+                      if step_prefix else None)
+            for i, rows in enumerate(slices):
+                with backend.micro_batch(last=i == len(slices) - 1):
+                    micro = seqs.rows(rows).trimmed()
+                    # the assistant's tokens (multi-turn: observation tokens are not trained)
+                    mask, w = micro.loss_mask, micro.completion_mask.shape[1]
+                    if prefix is not None:
+                        logp, entropy = prefix.log_probs(backend.model, micro,
+                                                         temperature=g.temperature,
+                                                         entropy=entropy_mode,
+                                                         chunk_tokens=chunk_tokens)
+                    else:
+                        logp, entropy = completion_log_probs(
+                            backend.model, micro, temperature=g.temperature, bf16=bf16,
+                            shared_prefix=g.shared_prefix != "off", entropy=entropy_mode,
+                            chunk_tokens=chunk_tokens)
+                    out = policy_objective(
+                        logp, logp.detach() if old_log_probs is None else old_log_probs[rows, :w],
+                        advantages[rows], mask,
+                        ref_log_probs=None if ref_log_probs is None else ref_log_probs[rows, :w],
+                        kl_coef=kl_coef, kl_estimator=a.kl_estimator, policy_loss=a.policy_loss,
+                        policy_loss_options=loss_options, loss_agg=a.loss_agg,
+                        loss_agg_options=agg_options, entropy=entropy, entropy_coef=a.entropy_coef,
+                        rollout_log_probs=(None if sampler_log_probs is None
+                                           else sampler_log_probs[rows, :w]),
+                        off_policy_correction=correction, correction_options=correction_options)
+                    nonfinite_rows = int((~torch.isfinite(logp.detach()) & mask).any(dim=1).sum())
+                    finite_loss = bool(torch.isfinite(out.loss))
+                    bad["nonfinite_log_probs"] += nonfinite_rows
+                    bad["nonfinite_loss"] += float(not finite_loss)
+                    if (nonfinite_rows or not finite_loss) and not backend.collective:
+                        skipped = True  # no backward: one bad row would poison every gradient
+                        break
+                    if sampler_log_probs is not None and epoch == 0:
+                        gap = (logp.detach() - sampler_log_probs[rows, :w]).abs()[mask]
+                        metrics.setdefault("rollout_logprob_gap", []).append(float(gap.mean()))
+                        if gap.numel():
+                            metrics.setdefault("rollout_logprob_gap_max", []).append(
+                                float(gap.max()))
+                    weight = micro_batch_weight(a.loss_agg, mask, counts.rows, counts.tokens,
+                                                backend.world_size)
+                    backend.backward(out.loss * weight)
+                for k, v in out.metrics.items():
+                    metrics.setdefault(k, []).append(float(v))
+            if prefix is not None and skipped:
+                prefix.release()
+            elif prefix is not None:  # the prompts' part of the gradient, once for the step
+                prefix.backward()
+            if skipped:
+                break
+            grad_norm = backend.clip_grad_norm(g.max_grad_norm)
+            if grad_norm is not None:
+                metrics.setdefault("grad_norm", []).append(float(grad_norm))
+            finite = grad_norm is None or bool(torch.isfinite(torch.as_tensor(grad_norm)))
+            bad["nonfinite_grad_norm"] += float(not finite)
+            if not finite:
+                skipped = True
+                break
+            optimizer.step()
     if restore_layers is not None:
         restore_layers()
     optimizer.zero_grad(set_to_none=True)

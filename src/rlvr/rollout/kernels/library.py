@@ -25,7 +25,7 @@ from pathlib import Path
 import torch  # noqa: F401
 
 _SOURCES = ("decode_attention.c", "fused_ops.c", "sampling.c", "decode_attention_f32.c",
-            "fused_ops_f32.c")
+            "fused_ops_f32.c", "update_ops_f32.c")
 _HEADERS = ("bf16.h", "simd_f32.h")
 _FLAGS = ("-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-shared", "-fPIC")
 # What native() found, once per process: the library, whether it tried, why it is None.
@@ -145,6 +145,9 @@ def load(path: Path | str) -> ctypes.CDLL:
     signatures = {f"{name}_{dtype}": sig for name, sig in per_dtype.items()
                   for dtype in ("bf16", "f32")}
     signatures["simd_f32_width"] = ([], i32)
+    signatures["silu_mul_flat_f32"] = ([ptr, ptr, ptr, i64, i32], None)
+    signatures["silu_mul_backward_f32"] = ([ptr, ptr, ptr, ptr, ptr, i64, i32], None)
+    signatures["rms_norm_backward_f32"] = ([ptr, ptr, ptr, f32, ptr, ptr, i64, i64, i32], None)
     for name, (args, result) in signatures.items():
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = args, result
