@@ -181,7 +181,7 @@ def main() -> None:
     warm = SamplingParams(temperature=1.0, max_new_tokens=4, n=2, seed=0)
     for engine in engines.values():  # weight snapshots, allocator and kernel warm-up
         engine.generate(make_prompts(tokenizer, 2), warm)
-    from rlvr.rollout.kernels import unavailable_reason, vector_width
+    from rlvr.kernels import unavailable_reason, vector_width
 
     library = engines["torch"]._current_decoder().library
     lanes = None if library is None else vector_width(library)

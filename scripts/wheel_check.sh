@@ -26,9 +26,9 @@ echo "wheel_check: built $(basename "$WHEEL") and $(basename "$(ls "$WORK"/dist/
 import sys, zipfile
 names = set(zipfile.ZipFile(sys.argv[1]).namelist())
 need = ["rlvr/presets/arithmetic.yaml", "rlvr/presets/smoke.yaml", "rlvr/cli/__init__.py"]
-need += [n for n in names if n.startswith("rlvr/rollout/kernels/") and n.endswith(".c")][:1]
+need += [n for n in names if n.startswith("rlvr/kernels/") and n.endswith(".c")][:1]
 missing = [n for n in need if n not in names]
-kernels = [n for n in names if n.startswith("rlvr/rollout/kernels/") and n.endswith(".c")]
+kernels = [n for n in names if n.startswith("rlvr/kernels/") and n.endswith(".c")]
 if missing or not kernels:
     sys.exit(f"wheel_check: missing from the wheel: {missing or 'the kernels C sources'}")
 print(f"wheel_check: the wheel carries {len(kernels)} kernel C sources and the presets")

@@ -63,7 +63,7 @@ def kernel_variants(*names: str) -> list[str]:
 
 def have_compiler() -> bool:
     """Whether the kernels can be compiled here at all: a C compiler on PATH and a platform
-    :func:`rlvr.rollout.kernels.native` builds for. Where this holds, a failed build is a test
+    :func:`rlvr.kernels.native` builds for. Where this holds, a failed build is a test
     failure, never a skip."""
     supported = platform.machine().lower() in ("x86_64", "amd64", "aarch64", "arm64")
     return supported and shutil.which(os.environ.get("CC") or "cc") is not None
@@ -71,8 +71,8 @@ def have_compiler() -> bool:
 
 def build_variant(name: str):
     """The loaded kernel library built with ``KERNEL_VARIANTS[name]``'s flags (raises
-    :class:`rlvr.rollout.kernels.KernelBuildError` on a failed build)."""
-    from rlvr.rollout import kernels
+    :class:`rlvr.kernels.KernelBuildError` on a failed build)."""
+    from rlvr import kernels
 
     return kernels.load(kernels.build(KERNEL_VARIANTS[name]))
 

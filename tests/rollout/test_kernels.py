@@ -5,9 +5,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rlvr.rollout import TorchEngine, kernels
+from rlvr import kernels
+from rlvr.kernels import block_keys, decode_attention, native, pair_values
+from rlvr.rollout import TorchEngine
 from rlvr.rollout.decoder.caches import FusedPrefixCache, SharedPrefixCache
-from rlvr.rollout.kernels import block_keys, decode_attention, native, pair_values
 
 from .conftest import attention_case, build_variant, have_compiler, kernel_variants
 

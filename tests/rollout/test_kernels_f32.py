@@ -6,9 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from rlvr.rollout import SamplingParams, TorchEngine, kernels
+from rlvr import kernels
+from rlvr.kernels import block_keys, decode_attention, kernel_values
+from rlvr.rollout import SamplingParams, TorchEngine
 from rlvr.rollout.decoder.caches import FusedPrefixCache, SharedPrefixCache
-from rlvr.rollout.kernels import block_keys, decode_attention, kernel_values
 
 from .conftest import (
     KERNEL_VARIANTS,

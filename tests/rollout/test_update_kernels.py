@@ -1,10 +1,12 @@
 """The policy update's fused fp32 ops (rlvr.update.fused_layers: RMSNorm, SwiGLU, rotary
-embedding), forward and backward, against float64 autograd of the textbook formulas, in each
-build of the native kernels (AVX-512 where the CPU has it, AVX2, portable)."""
+embedding) and the vocabulary log-softmax (rlvr.algo.logprobs), forward and backward, against
+float64 autograd of the textbook formulas, in each build of the native kernels (AVX-512 where
+the CPU has it, AVX2, portable)."""
 
 import pytest
 import torch
 
+from rlvr.algo.logprobs import LogSoftmaxGather, token_log_probs
 from rlvr.update.fused_layers import RMSNormFunction, RotaryFunction, SiluMulFunction
 
 from .conftest import build_variant, have_compiler, kernel_variants
@@ -86,3 +88,37 @@ def test_rotary_forward_and_backward_equal_the_float64_formula(lib, dim):
     assert out.shape == (b, heads, s, dim)
     torch.testing.assert_close(out.double(), out64, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(dx.double(), dx64, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("vocab", [50, 67])
+@pytest.mark.parametrize("entropy", [None, "detached", "grad"])
+def test_log_softmax_gather_and_its_gradient_equal_the_float64_formula(lib, vocab, entropy):
+    """log p = x_id - logsumexp(x), H = -sum p log p at x = z / 0.7, and the logits' gradient
+    of a loss weighting both (the entropy's only where it is differentiable)."""
+    g = torch.Generator().manual_seed(vocab)
+    z = (4 * torch.randn(9, vocab, generator=g)).requires_grad_()
+    ids = torch.randint(0, vocab, (9,), generator=g)
+    w_logp, w_ent = torch.randn(9, generator=g), torch.randn(9, generator=g)
+    out = LogSoftmaxGather.apply(z, ids, 1 / 0.7, entropy, lib)
+    logp, ent = out if entropy else (out, None)
+    loss = (w_logp * logp).sum() + (0 if entropy != "grad" else (w_ent * ent).sum())
+    (dz,) = torch.autograd.grad(loss, [z])
+
+    z64 = z.detach().double().requires_grad_()
+    full = torch.log_softmax(z64 / 0.7, -1)
+    logp64, ent64 = full.gather(-1, ids[:, None]).squeeze(-1), -(full.exp() * full).sum(-1)
+    loss64 = (w_logp.double() * logp64).sum()
+    if entropy == "grad":
+        loss64 = loss64 + (w_ent.double() * ent64).sum()
+    (dz64,) = torch.autograd.grad(loss64, [z64])
+    torch.testing.assert_close(logp.double(), logp64, rtol=1e-5, atol=1e-5)
+    if entropy:
+        torch.testing.assert_close(ent.double(), ent64.detach(), rtol=1e-5, atol=1e-5)
+        assert ent.requires_grad == (entropy == "grad")
+    torch.testing.assert_close(dz.double(), dz64, rtol=1e-5, atol=1e-6)
+
+
+def test_log_probs_refuse_token_ids_outside_the_vocabulary():
+    logits = torch.randn(1, 3, 10)
+    with pytest.raises(ValueError, match=r"token ids must lie in \[0, 10\)"):
+        token_log_probs(logits, torch.tensor([[1, 10, 2]]))

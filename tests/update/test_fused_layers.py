@@ -9,9 +9,9 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 from transformers.models.llama import modeling_llama
 
+from rlvr import kernels
 from rlvr.models.lora import apply_lora
 from rlvr.models.tiny import spread_weights, tiny_model, tiny_tokenizer
-from rlvr.rollout import kernels
 from rlvr.update import fused_layers
 from rlvr.update.fused_layers import fused_layer_ops
 

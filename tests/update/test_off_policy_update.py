@@ -14,6 +14,7 @@ from rlvr.models.tiny import tiny_model, tiny_tokenizer
 from rlvr.train.config import RunConfig
 from rlvr.update import LocalBackend, policy_update
 from rlvr.update.corrections import correction_settings, resolve_correction
+from rlvr.update.fused_layers import fused_layer_ops
 
 
 def _config(**algo):
@@ -57,11 +58,12 @@ def _batch():
 
 def _step(config, sampler_shift=None):
     """One update of a fresh tiny policy; the sampler's log-probs are the policy's own (the
-    same forward), shifted by ``sampler_shift`` where given."""
+    same forward as the update's, fused layer ops included), shifted by ``sampler_shift``
+    where given."""
     torch.manual_seed(0)
     policy = tiny_model(tiny_tokenizer(), seed=3, hidden_size=32, layers=2).float()
     seqs = _batch()
-    with torch.no_grad():
+    with torch.no_grad(), fused_layer_ops(policy):
         sampler = completion_log_probs(policy, seqs, bf16=False)
     if sampler_shift is not None:
         sampler = sampler + sampler_shift

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
+from rlvr import kernels
 from rlvr.algo.entropy import DEFAULT_CHUNK_BYTES, rows_per_chunk
 from rlvr.algo.utils import as_bool_mask, check_ndim
 
@@ -50,7 +51,8 @@ def token_log_probs(
 def _chunked(logits: Tensor, token_ids: Tensor, temperature: float, chunk_bytes: int,
              entropy: str | None) -> tuple[Tensor, Tensor | None]:
     """The log-probs (and, with ``entropy``, the entropies) of :func:`token_log_probs` and
-    :func:`token_log_probs_and_entropy`, one fp32 log-softmax per chunk of positions."""
+    :func:`token_log_probs_and_entropy`, one fp32 log-softmax per chunk of positions (the
+    native kernels' :class:`LogSoftmaxGather` for fp32 CPU chunks where they are available)."""
     check_ndim("logits", logits, 3)
     check_ndim("token_ids", token_ids, 2)
     if tuple(logits.shape[:2]) != tuple(token_ids.shape):
@@ -61,15 +63,26 @@ def _chunked(logits: Tensor, token_ids: Tensor, temperature: float, chunk_bytes:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     n, t, v = logits.shape
     flat_logits = logits.reshape(n * t, v)
-    flat_ids = token_ids.reshape(n * t, 1).long()
-    step = rows_per_chunk(v, chunk_bytes)
+    flat_ids = token_ids.reshape(n * t).long()
+    lib = _native_for(flat_logits, flat_ids)
+    # the native kernel keeps no [N T, V] block: the logits in one piece (their gradient, the
+    # one block it writes, is needed whole by the head's backward anyway)
+    step = max(1, n * t) if lib is not None else rows_per_chunk(v, chunk_bytes)
     logps, entropies = [], []
-    for i in range(0, n * t, step):
-        z = flat_logits[i : i + step].float()
+    # split, not slicing: the chunks' gradients are joined by one concatenation, where each
+    # slice's backward would zero-fill a whole [N T, V] gradient and add it up
+    for z, ids in zip(flat_logits.split(step), flat_ids.split(step), strict=True):
+        z = z.float()
+        if lib is not None:
+            out = LogSoftmaxGather.apply(z, ids, 1.0 / temperature, entropy, lib)
+            logps.append(out[0] if entropy is not None else out)
+            if entropy is not None:
+                entropies.append(out[1])
+            continue
         # at temperature 1 the division is skipped: one pass over a vocabulary-wide block
         # (and its backward) fewer, bit for bit the same values
         full = torch.log_softmax(z if temperature == 1.0 else z / temperature, dim=-1)
-        logps.append(full.gather(-1, flat_ids[i : i + step]).squeeze(-1))
+        logps.append(full.gather(-1, ids.unsqueeze(-1)).squeeze(-1))
         if entropy is not None:
             source = full if entropy == "grad" else full.detach()
             entropies.append(-(source.exp() * source).sum(-1))
@@ -78,6 +91,64 @@ def _chunked(logits: Tensor, token_ids: Tensor, temperature: float, chunk_bytes:
     if entropy is None:
         return logp, None
     return logp, (torch.cat(entropies) if entropies else empty.clone()).reshape(n, t)
+
+
+def _native_for(logits: Tensor, ids: Tensor):
+    """The native kernel library when it computes these fp32 CPU logits, else None.
+
+    Raises:
+        ValueError: a token id outside [0, V) (the kernel indexes rows with them unchecked).
+    """
+    if logits.device.type != "cpu" or logits.dtype != torch.float32 or not ids.numel():
+        return None
+    lib = kernels.native()
+    if lib is not None and (int(ids.min()) < 0 or int(ids.max()) >= logits.shape[-1]):
+        raise ValueError(f"token ids must lie in [0, {logits.shape[-1]}), got "
+                         f"[{int(ids.min())}, {int(ids.max())}]")
+    return lib
+
+
+class LogSoftmaxGather(torch.autograd.Function):
+    """``log_softmax(z / tau)[ids]`` (and the entropy) of fp32 rows in two native passes,
+    and a backward that writes the logits' gradient in one (no ``[N, V]`` log-softmax kept,
+    no zero-filled gradient to scatter into).
+
+    ``apply(z, ids, inv_t, entropy, lib)``: z FloatTensor[N, V] (CPU), ids LongTensor[N],
+    ``inv_t = 1 / tau``, entropy ``None`` / ``"detached"`` / ``"grad"``. Returns log-probs
+    FloatTensor[N], or ``(log_probs, entropy)`` with entropy FloatTensor[N] (nats).
+
+    Gradient (x = z / tau, p = softmax(x), H the entropy): ``d logp / d x_j = 1[j = id] -
+    p_j`` and ``d H / d x_j = -p_j (log p_j + H)``; both times 1 / tau for z.
+    """
+
+    @staticmethod
+    def forward(ctx, z: Tensor, ids: Tensor, inv_t: float, entropy: str | None, lib):
+        z, ids = z.detach().contiguous(), ids.contiguous()
+        rows, vocab = z.shape
+        logp, lse = torch.empty(rows), torch.empty(rows)
+        ent = torch.empty(rows) if entropy is not None else None
+        lib.log_softmax_gather_f32(z.data_ptr(), ids.data_ptr(), inv_t, logp.data_ptr(),
+                                   lse.data_ptr(), None if ent is None else ent.data_ptr(),
+                                   rows, vocab, torch.get_num_threads())
+        ctx.save_for_backward(z, ids, lse, lse if ent is None else ent)
+        ctx.inv_t, ctx.lib, ctx.entropy_grad = inv_t, lib, entropy == "grad"
+        if ent is None:
+            return logp
+        if entropy != "grad":
+            ctx.mark_non_differentiable(ent)
+        return logp, ent
+
+    @staticmethod
+    def backward(ctx, grad_logp: Tensor, grad_ent: Tensor | None = None):
+        z, ids, lse, ent = ctx.saved_tensors
+        grad_ent = grad_ent.contiguous() if ctx.entropy_grad and grad_ent is not None else None
+        grad_logp = torch.zeros_like(lse) if grad_logp is None else grad_logp.contiguous()
+        dz = torch.empty_like(z)
+        ctx.lib.log_softmax_gather_backward_f32(
+            z.data_ptr(), ids.data_ptr(), ctx.inv_t, lse.data_ptr(), ent.data_ptr(),
+            grad_logp.data_ptr(), None if grad_ent is None else grad_ent.data_ptr(),
+            dz.data_ptr(), z.shape[0], z.shape[1], torch.get_num_threads())
+        return dz, None, None, None, None
 
 
 def token_log_probs_and_entropy(

@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from rlvr.rollout.kernels import sample as native_sample
+from rlvr.kernels import sample as native_sample
 from rlvr.rollout.types import SamplingParams
 
 BLOCK = 128
@@ -40,9 +40,9 @@ def sample_next(logits: Tensor, params: SamplingParams, generator: torch.Generat
         logits: FloatTensor[N, V], any float dtype (softmax runs in fp32).
         params: temperature / top_p / top_k (``temperature == 0``: argmax).
         generator: source of the one uniform draw per row (unused when greedy).
-        library: the native kernel library (:func:`rlvr.rollout.kernels.native`) or None. With
+        library: the native kernel library (:func:`rlvr.kernels.native`) or None. With
             it, plain sampling (no top-k / top-p) of contiguous bf16 or fp32 logits is one
-            kernel call (:func:`rlvr.rollout.kernels.sample`) on the same uniforms: the same
+            kernel call (:func:`rlvr.kernels.sample`) on the same uniforms: the same
             algorithm, fp32 sums in another order.
 
     Returns:

@@ -20,7 +20,7 @@ not the matmuls, dominates transformers' ``generate`` on a 2-core CPU:
   stored once; a prefix common to all prompts of a bucket (a system message, few-shot
   examples; :mod:`rlvr.models.common_prefix`) is prefilled once for all of them. Decode
   attention is one call per layer of a native kernel of the compute dtype
-  (:class:`FusedPrefixCache`, :mod:`rlvr.rollout.kernels`, compiled on first use for the
+  (:class:`FusedPrefixCache`, :mod:`rlvr.kernels`, compiled on first use for the
   machine's SIMD: AVX-512, AVX2 + FMA or portable): each row attends over its prompt's keys
   and its own completion keys in one fp32 softmax (in bf16 the probabilities are rounded to
   bf16 for the product with the values, as torch's CPU flash attention does), the G query
@@ -74,8 +74,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from rlvr import kernels
 from rlvr.models.precision import resolve_precision
-from rlvr.rollout import kernels
 from rlvr.rollout.decoder.caches import FusedPrefixCache, KVCache, SharedPrefixCache
 from rlvr.rollout.decoder.forward import Decoder
 from rlvr.rollout.decoder.int8 import check_int8_available

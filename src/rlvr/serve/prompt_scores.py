@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 
-from rlvr.algo.logprobs import token_log_probs
 from rlvr.serve.logprobs import TokenNames, json_logprob
 
 
@@ -43,8 +42,9 @@ def score_prompt(model, ids: Sequence[int], k: int) -> PromptScores:
     finally:
         model.train(was_training)
     target = torch.tensor(ids[1:])
-    values = token_log_probs(logits.unsqueeze(0), target.unsqueeze(0))[0]
     dist = torch.log_softmax(logits, dim=-1)
+    # the token's value from the same distribution its rank and the top k are read from
+    values = dist.gather(-1, target.unsqueeze(1)).squeeze(1)
     ranks = (dist > values.unsqueeze(1)).sum(1) + 1
     tops: list = [None]
     if k:

@@ -7,7 +7,7 @@ keeps ``silu(gate)`` for its backward. On a CPU every pass is a trip through mem
 SmolLM2-135M (16 rows x 256 tokens, AVX2 fp32), these chains were about a fifth of the
 update's time, the matmuls most of the rest. Here each op is one ``torch.autograd.Function``
 whose forward and backward are one native pass each (``update_ops_f32.c`` and
-``fused_ops_f32.c`` of :mod:`rlvr.rollout.kernels`), the CPU counterpart of what
+``fused_ops_f32.c`` of :mod:`rlvr.kernels`), the CPU counterpart of what
 Liger-Kernel's Triton kernels do on GPUs. The arithmetic is the eager ops' up to fp32
 summation order and fused multiply-adds (~1e-7 relative).
 
@@ -29,7 +29,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor
 
-from rlvr.rollout import kernels
+from rlvr import kernels
 
 #: RMSNorm classes computing ``weight * (x * rsqrt(mean(x^2) + eps))`` (``variance_epsilon``)
 NORMS = frozenset({"LlamaRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm", "MistralRMSNorm"})

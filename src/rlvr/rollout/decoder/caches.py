@@ -14,10 +14,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from rlvr.rollout import kernels
+from rlvr import kernels
+from rlvr.kernels import block_keys, kernel_values
 from rlvr.rollout.decoder.memory import advise_huge_pages
 from rlvr.rollout.decoder.snapshot import DecoderWeights
-from rlvr.rollout.kernels import block_keys, kernel_values
 
 
 def _decode_attention(queries: Tensor, keys: Tensor, values: Tensor, visible: Tensor | None
@@ -188,7 +188,7 @@ class SharedPrefixCache:
 
 class FusedPrefixCache:
     """:class:`SharedPrefixCache` whose decode attention is one native kernel call per layer
-    (:func:`rlvr.rollout.kernels.decode_attention`): each row's prompt part and completion part
+    (:func:`rlvr.kernels.decode_attention`): each row's prompt part and completion part
     in a single softmax, instead of two flash-attention calls and a log-sum-exp merge.
     bf16 or fp32 (the weights' dtype), each in its kernel's layouts (16 key columns per block):
 
@@ -276,7 +276,7 @@ class FusedPrefixCache:
                key_mask: Tensor | None) -> Tensor:
         """As :meth:`KVCache.attend` (``key_mask`` is unused: prompt padding is in
         ``prompt_start``). The layouts were fixed at construction, so the kernel is launched
-        without :func:`~rlvr.rollout.kernels.decode_attention`'s per-call checks."""
+        without :func:`~rlvr.kernels.decode_attention`'s per-call checks."""
         rows, heads, dim = queries.shape
         out = torch.empty(rows, heads * dim, dtype=queries.dtype)
         kernels.launch_decode_attention(

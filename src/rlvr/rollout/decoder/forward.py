@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from rlvr import kernels
 from rlvr.models.common_prefix import MIN_SHARED_PREFILL, common_prefix_length, split_prefix
-from rlvr.rollout import kernels
 from rlvr.rollout.decoder.caches import FusedPrefixCache, KVCache
 from rlvr.rollout.decoder.ops import rms_norm, rope, signed_sin, swiglu
 from rlvr.rollout.decoder.snapshot import DecoderWeights
@@ -32,7 +32,7 @@ class Decoder:
 
     Args:
         weights: the snapshot.
-        library: the native kernel library (:func:`rlvr.rollout.kernels.native`) for the fused
+        library: the native kernel library (:func:`rlvr.kernels.native`) for the fused
             bf16 / fp32 decode path (:meth:`step` with a :class:`FusedPrefixCache`), or None.
         shared_prefill: run a prefix common to every prompt of a prefill once (default True;
             see :meth:`prefill`). False keeps transformers' prefill arithmetic for every row.
@@ -175,7 +175,7 @@ class Decoder:
                     cache: FusedPrefixCache) -> Tensor:
         """:meth:`step` through the native kernels (bf16 or fp32, by the weights' dtype):
         residual add + RMSNorm, rotary embedding, attention and SwiGLU are one call each (the
-        torch ops' arithmetic up to summation order, see :mod:`rlvr.rollout.kernels`); the
+        torch ops' arithmetic up to summation order, see :mod:`rlvr.kernels`); the
         matmuls stay :class:`~rlvr.rollout.decoder.linear.Linear`'s."""
         w, lib = self.w, cache.library
         rows = tokens.numel()

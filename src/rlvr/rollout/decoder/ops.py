@@ -1,6 +1,6 @@
 """The pure-torch elementwise ops of the decoder's forward passes, with transformers' Llama
 arithmetic in the compute dtype: RMSNorm, rotary embedding, SwiGLU MLP. (The native kernels
-in :mod:`rlvr.rollout.kernels` reproduce them on the fused decode path.)"""
+in :mod:`rlvr.kernels` reproduce them on the fused decode path.)"""
 
 from __future__ import annotations
 

@@ -79,3 +79,68 @@ void rms_norm_backward_f32(const float *x, const float *w, const float *dy, floa
         }
     }
 }
+
+/* Per row of z (N rows of V logits, row stride V) at inverse temperature inv_t, with
+ * x = z * inv_t: lse = logsumexp(x), logp = x[id] - lse and, when ent is not NULL, the
+ * entropy H = lse - sum(softmax(x) x) (= -sum p log p). Two passes per row (the maximum, then
+ * the sums), no [N, V] output. */
+void log_softmax_gather_f32(const float *z, const int64_t *ids, float inv_t, float *logp,
+                            float *lse, float *ent, int64_t N, int64_t V, int threads) {
+    #pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t r = 0; r < N; r++) {
+        const float *zr = z + r * V;
+        const vf it = vf_set1(inv_t);
+        vf mx = vf_set1(-INFINITY);
+        for (int64_t i = 0; i < V; i += VW) {
+            const int64_t k = V - i < VW ? V - i : VW;
+            mx = vf_max(mx, vf_mul(vf_load_part(zr + i, k, -INFINITY), it));
+        }
+        const float m = vf_hmax(mx);
+        const vf mv = vf_set1(m);
+        vf s = vf_zero(), w = vf_zero();
+        for (int64_t i = 0; i < V; i += VW) {
+            const int64_t k = V - i < VW ? V - i : VW;
+            /* padded lanes: a finite logit far below the rest (exp flushes it to 0, and
+             * 0 * (x - m) stays 0 where -inf would give 0 * inf) */
+            const vf x = vf_mul(vf_load_part(zr + i, k, -1e30f), it);
+            const vf e = vf_exp_flush(vf_sub(x, mv));
+            s = vf_add(s, e);
+            if (ent)
+                w = vf_fmadd(e, vf_sub(x, mv), w);
+        }
+        const float sum = vf_hsum(s), l = m + logf(sum);
+        lse[r] = l;
+        logp[r] = zr[ids[r]] * inv_t - l;
+        if (ent)  /* H = lse - E_p[x] = log(sum) - E_p[x - m] */
+            ent[r] = logf(sum) - vf_hsum(w) / sum;
+    }
+}
+
+/* The gradient of log_softmax_gather_f32's outputs with respect to z, written whole (no
+ * zero-filled buffer, no scatter): with p = softmax(x), x = z inv_t,
+ * dz_j = inv_t (g_logp (1[j = id] - p_j) - g_ent p_j (log p_j + H)) (d H / d x_j =
+ * -p_j (log p_j + H)). g_ent and ent may be NULL (no entropy gradient). */
+void log_softmax_gather_backward_f32(const float *z, const int64_t *ids, float inv_t,
+                                     const float *lse, const float *ent, const float *g_logp,
+                                     const float *g_ent, float *dz, int64_t N, int64_t V,
+                                     int threads) {
+    #pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t r = 0; r < N; r++) {
+        const float *zr = z + r * V;
+        float *dr = dz + r * V;
+        const vf it = vf_set1(inv_t), lv = vf_set1(lse[r]);
+        const float ge = g_ent ? g_ent[r] : 0.0f;
+        const vf gl = vf_set1(-g_logp[r] * inv_t), gev = vf_set1(-ge * inv_t);
+        const vf hv = vf_set1(g_ent ? ent[r] : 0.0f);
+        for (int64_t i = 0; i < V; i += VW) {
+            const int64_t k = V - i < VW ? V - i : VW;
+            const vf lp = vf_sub(vf_mul(vf_load_part(zr + i, k, 0.0f), it), lv);
+            const vf p = vf_exp_flush(lp);
+            vf d = vf_mul(p, gl);
+            if (g_ent)
+                d = vf_fmadd(vf_mul(p, vf_add(lp, hv)), gev, d);
+            vf_store_part(dr + i, d, k);
+        }
+        dr[ids[r]] += g_logp[r] * inv_t;
+    }
+}

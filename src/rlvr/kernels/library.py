@@ -1,4 +1,4 @@
-"""Building and loading the native kernel library (see :mod:`rlvr.rollout.kernels`).
+"""Building and loading the native kernel library (see :mod:`rlvr.kernels`).
 
 :func:`build` compiles the ``*.c`` sources beside this file with the system C compiler into a
 shared library cached under :func:`cache_dir`, keyed by a hash of the sources, the compiler,
@@ -148,6 +148,9 @@ def load(path: Path | str) -> ctypes.CDLL:
     signatures["silu_mul_flat_f32"] = ([ptr, ptr, ptr, i64, i32], None)
     signatures["silu_mul_backward_f32"] = ([ptr, ptr, ptr, ptr, ptr, i64, i32], None)
     signatures["rms_norm_backward_f32"] = ([ptr, ptr, ptr, f32, ptr, ptr, i64, i64, i32], None)
+    signatures["log_softmax_gather_f32"] = ([ptr, ptr, f32, ptr, ptr, ptr, i64, i64, i32], None)
+    signatures["log_softmax_gather_backward_f32"] = (
+        [ptr, ptr, f32, ptr, ptr, ptr, ptr, ptr, i64, i64, i32], None)
     for name, (args, result) in signatures.items():
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = args, result
@@ -177,7 +180,7 @@ def native() -> ctypes.CDLL | None:
             _REASON = str(err)
     if _REASON is not None:
         warnings.warn(f"rlvr native kernels unavailable ({_REASON}); the torch rollout engine "
-                      f"runs its pure-torch path (slower)", stacklevel=2)
+                      f"and the policy update run their pure-torch paths (slower)", stacklevel=2)
     return _LIBRARY
 
 

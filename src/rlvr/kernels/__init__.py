@@ -1,4 +1,6 @@
-"""Native CPU kernels of the ``torch`` rollout engine, compiled on first use.
+"""Native CPU kernels, compiled on first use: the ``torch`` rollout engine's decode step
+(attention, fused elementwise ops, sampler) and the policy update's fused layer ops and
+vocabulary log-softmax (:mod:`rlvr.update.fused_layers`, :mod:`rlvr.algo.logprobs`).
 
 The kernels are plain C (``*.c`` beside this file) built with the system C compiler
 (``$CC``, else ``cc``) at ``-O3 -march=native -fopenmp``, then the flags in
@@ -25,16 +27,16 @@ loaded, so both use one thread pool and ``torch.set_num_threads`` applies to bot
 
 Nothing here is required: with no compiler, a failed build or a non-x86/ARM platform,
 :func:`native` returns None (with a warning that names the reason, once per process), and so
-it does, silently, when ``RLVR_NATIVE_KERNELS=0`` is set; the engine then runs its pure-torch
-path. :func:`unavailable_reason` says why.
+it does, silently, when ``RLVR_NATIVE_KERNELS=0`` is set; the engine and the update then run
+their pure-torch paths. :func:`unavailable_reason` says why.
 
-Modules: :mod:`~rlvr.rollout.kernels.library` (compiling, caching and loading the library),
-:mod:`~rlvr.rollout.kernels.layouts` (shape limits and the cache layouts the attention kernels
-read), :mod:`~rlvr.rollout.kernels.ops` (the checked Python wrappers of each kernel). Their
+Modules: :mod:`~rlvr.kernels.library` (compiling, caching and loading the library),
+:mod:`~rlvr.kernels.layouts` (shape limits and the cache layouts the attention kernels
+read), :mod:`~rlvr.kernels.ops` (the checked Python wrappers of each kernel). Their
 public names are this package's API: callers use ``kernels.<name>``.
 """
 
-from rlvr.rollout.kernels.layouts import (
+from rlvr.kernels.layouts import (
     HEAD_DIM_MULTIPLE,
     KEY_BLOCK,
     MAX_GROUP,
@@ -43,7 +45,7 @@ from rlvr.rollout.kernels.layouts import (
     pair_values,
     supports,
 )
-from rlvr.rollout.kernels.library import (
+from rlvr.kernels.library import (
     ENV_FLAGS,
     KernelBuildError,
     build,
@@ -54,7 +56,7 @@ from rlvr.rollout.kernels.library import (
     unavailable_reason,
     vector_width,
 )
-from rlvr.rollout.kernels.ops import (
+from rlvr.kernels.ops import (
     add_rms_norm,
     decode_attention,
     launch_decode_attention,

@@ -16,7 +16,7 @@ KEY_BLOCK = 16
 
 
 def supports(heads: int, kv_heads: int, head_dim: int) -> bool:
-    """Whether :func:`~rlvr.rollout.kernels.ops.decode_attention` handles this attention shape
+    """Whether :func:`~rlvr.kernels.ops.decode_attention` handles this attention shape
     (either dtype)."""
     return (heads % kv_heads == 0 and heads // kv_heads <= MAX_GROUP
             and head_dim % HEAD_DIM_MULTIPLE == 0)
@@ -72,7 +72,7 @@ def kernel_values(values):
 
 def check_attention_layouts(dtype, dim: int, prompt_keys, prompt_values, keys, values) -> None:
     """Raise ValueError unless the caches are in
-    :func:`~rlvr.rollout.kernels.ops.decode_attention`'s layouts of ``dtype``."""
+    :func:`~rlvr.kernels.ops.decode_attention`'s layouts of ``dtype``."""
     prompts, kv_heads = prompt_values.shape[:2]
     if dtype == torch.bfloat16:
         width, tmax = 2 * prompt_values.shape[2], 2 * values.shape[2]

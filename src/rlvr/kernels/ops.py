@@ -1,5 +1,5 @@
 """Python wrappers of the native kernels (ctypes calls into the library of
-:func:`rlvr.rollout.kernels.native`): decode attention, the fused elementwise ops of a decode
+:func:`rlvr.kernels.native`): decode attention, the fused elementwise ops of a decode
 step (residual add + RMSNorm, rotary embedding, SwiGLU) and the temperature sampler. Each
 checks its arguments and picks the bf16 or the fp32 kernel by the tensors' dtype.
 """
@@ -10,7 +10,7 @@ import ctypes
 
 import torch
 
-from rlvr.rollout.kernels.layouts import check_attention_layouts
+from rlvr.kernels.layouts import check_attention_layouts
 
 
 def _kernel_dtype(name: str, *tensors):
@@ -34,14 +34,14 @@ def decode_attention(lib: ctypes.CDLL, queries, prompt_keys, prompt_values, prom
     exact softmax per query head (bf16 or fp32, by the tensors' dtype).
 
     Args:
-        lib: from :func:`~rlvr.rollout.kernels.library.native`.
+        lib: from :func:`~rlvr.kernels.library.native`.
         queries: Tensor[R, Hq, D] (bf16 or fp32: every tensor below has this dtype), rows
             contiguous in (head, dim) (any row stride).
         prompt_keys: [P, Hkv, ...] prompt keys in the blocked layout of
-            :func:`~rlvr.rollout.kernels.layouts.block_keys`
+            :func:`~rlvr.kernels.layouts.block_keys`
             (bf16 ``[P, Hkv, ceil(W / 16), D / 2, 16, 2]``, fp32 ``[P, Hkv, ceil(W / 16), D,
             16]``); prompt_values: [P, Hkv, ...] in the layout of
-            :func:`~rlvr.rollout.kernels.layouts.kernel_values` (bf16
+            :func:`~rlvr.kernels.layouts.kernel_values` (bf16
             ``[P, Hkv, W / 2, D, 2]`` with W even: left-pad a prompt by one column if needed;
             fp32 ``[P, Hkv, W, D]``, any W).
         prompt_start: LongTensor[P], first real (unpadded) column of each prompt.
