@@ -1,12 +1,20 @@
 """fused_layer_ops: the update's forward and backward with fused RMSNorm, rotary embedding and
-SwiGLU equal transformers' eager ones (Llama and Qwen2 shapes, full and LoRA), the fused ops do
-run inside the block, and everything is put back after it (also on an error)."""
+SwiGLU equal transformers' eager ones (Llama, Qwen2, Qwen3 and Mistral layers, full and LoRA),
+the fused ops do run inside the block, and everything is put back after it (also on an
+error)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from transformers import Qwen2Config, Qwen2ForCausalLM
+from transformers import (
+    MistralConfig,
+    MistralForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
 from transformers.models.llama import modeling_llama
 
 from rlvr import kernels
@@ -22,12 +30,19 @@ def _llama():
     return spread_weights(tiny_model(tiny_tokenizer(), hidden_size=64, layers=2), std=0.1)
 
 
-def _qwen2():
-    config = Qwen2Config(vocab_size=97, hidden_size=48, intermediate_size=80,
-                         num_hidden_layers=2, num_attention_heads=6, num_key_value_heads=2,
-                         max_position_embeddings=128, tie_word_embeddings=True)
-    torch.manual_seed(3)
-    return Qwen2ForCausalLM(config)
+def _small(config_cls, model_cls, **extra):
+    def build():
+        config = config_cls(vocab_size=97, hidden_size=48, intermediate_size=80,
+                            num_hidden_layers=2, num_attention_heads=6, num_key_value_heads=2,
+                            max_position_embeddings=128, tie_word_embeddings=True, **extra)
+        torch.manual_seed(3)
+        return model_cls(config)
+    return build
+
+
+_qwen2 = _small(Qwen2Config, Qwen2ForCausalLM)
+_qwen3 = _small(Qwen3Config, Qwen3ForCausalLM, head_dim=8)  # RMSNorm on q and k heads too
+_mistral = _small(MistralConfig, MistralForCausalLM)
 
 
 def _batch(vocab: int):
@@ -59,7 +74,8 @@ def _backward_names(loss) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("build", [_llama, _qwen2], ids=["llama", "qwen2"])
+@pytest.mark.parametrize("build", [_llama, _qwen2, _qwen3, _mistral],
+                         ids=["llama", "qwen2", "qwen3", "mistral"])
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_fused_forward_and_gradients_equal_eager(build, lora):
     model = build()

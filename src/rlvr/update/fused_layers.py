@@ -172,7 +172,8 @@ def _rotary(original, lib):
     def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
         if (unsqueeze_dim != 1 or q.dim() != 4 or k.dim() != 4 or cos.dim() != 3
                 or q.shape[-1] % 2 or not _fits(q, k, cos, sin)
-                or cos.shape[1:] != (q.shape[2], q.shape[3]) or sin.shape != cos.shape
+                or cos.shape[0] not in (1, q.shape[0]) or sin.shape != cos.shape
+                or cos.shape[1:] != (q.shape[2], q.shape[3])
                 or q.shape[0] != k.shape[0] or q.shape[2] != k.shape[2]):
             return original(q, k, cos, sin, unsqueeze_dim)
         b, _, s, d = q.shape
