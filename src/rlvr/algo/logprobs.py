@@ -51,8 +51,9 @@ def token_log_probs(
 def _chunked(logits: Tensor, token_ids: Tensor, temperature: float, chunk_bytes: int,
              entropy: str | None) -> tuple[Tensor, Tensor | None]:
     """The log-probs (and, with ``entropy``, the entropies) of :func:`token_log_probs` and
-    :func:`token_log_probs_and_entropy`, one fp32 log-softmax per chunk of positions (the
-    native kernels' :class:`LogSoftmaxGather` for fp32 CPU chunks where they are available)."""
+    :func:`token_log_probs_and_entropy`: the native kernels' :class:`LogSoftmaxGather` over
+    fp32 CPU logits where they are available, else one fp32 log-softmax per chunk of
+    positions."""
     check_ndim("logits", logits, 3)
     check_ndim("token_ids", token_ids, 2)
     if tuple(logits.shape[:2]) != tuple(token_ids.shape):
@@ -65,20 +66,19 @@ def _chunked(logits: Tensor, token_ids: Tensor, temperature: float, chunk_bytes:
     flat_logits = logits.reshape(n * t, v)
     flat_ids = token_ids.reshape(n * t).long()
     lib = _native_for(flat_logits, flat_ids)
-    # the native kernel keeps no [N T, V] block: the logits in one piece (their gradient, the
-    # one block it writes, is needed whole by the head's backward anyway)
-    step = max(1, n * t) if lib is not None else rows_per_chunk(v, chunk_bytes)
+    if lib is not None:
+        # the native kernel keeps no [N T, V] block: the logits in one piece (their gradient,
+        # the one block it writes, is needed whole by the head's backward anyway)
+        out = LogSoftmaxGather.apply(flat_logits, flat_ids, 1.0 / temperature, entropy, lib)
+        if entropy is None:
+            return out.reshape(n, t), None
+        return out[0].reshape(n, t), out[1].reshape(n, t)
+    step = rows_per_chunk(v, chunk_bytes)
     logps, entropies = [], []
     # split, not slicing: the chunks' gradients are joined by one concatenation, where each
     # slice's backward would zero-fill a whole [N T, V] gradient and add it up
     for z, ids in zip(flat_logits.split(step), flat_ids.split(step), strict=True):
         z = z.float()
-        if lib is not None:
-            out = LogSoftmaxGather.apply(z, ids, 1.0 / temperature, entropy, lib)
-            logps.append(out[0] if entropy is not None else out)
-            if entropy is not None:
-                entropies.append(out[1])
-            continue
         # at temperature 1 the division is skipped: one pass over a vocabulary-wide block
         # (and its backward) fewer, bit for bit the same values
         full = torch.log_softmax(z if temperature == 1.0 else z / temperature, dim=-1)
@@ -141,8 +141,9 @@ class LogSoftmaxGather(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_logp: Tensor, grad_ent: Tensor | None = None):
         z, ids, lse, ent = ctx.saved_tensors
-        grad_ent = grad_ent.contiguous() if ctx.entropy_grad and grad_ent is not None else None
-        grad_logp = torch.zeros_like(lse) if grad_logp is None else grad_logp.contiguous()
+        # autograd passes zeros for an unused output (materialized grads): never None here
+        grad_ent = grad_ent.contiguous() if ctx.entropy_grad else None
+        grad_logp = grad_logp.contiguous()
         dz = torch.empty_like(z)
         ctx.lib.log_softmax_gather_backward_f32(
             z.data_ptr(), ids.data_ptr(), ctx.inv_t, lse.data_ptr(), ent.data_ptr(),

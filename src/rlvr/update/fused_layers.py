@@ -57,9 +57,7 @@ class RMSNormFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor, eps: float, lib) -> Tensor:
         rows = x.detach().reshape(-1, x.shape[-1]).contiguous()
-        out = torch.empty_like(rows)
-        lib.add_rms_norm_f32(rows.data_ptr(), None, weight.data_ptr(), eps, out.data_ptr(),
-                             rows.shape[0], rows.shape[1], torch.get_num_threads())
+        out = kernels.add_rms_norm(lib, rows, None, weight.detach(), eps)
         ctx.save_for_backward(rows, weight)
         ctx.eps, ctx.lib, ctx.shape = eps, lib, x.shape
         return out.view(x.shape)
@@ -105,13 +103,6 @@ class SiluMulFunction(torch.autograd.Function):
         return dg, du, None
 
 
-def _token_major(x: Tensor) -> Tensor:
-    """[B, heads, S, D] -> [B S, heads, D] rows of tokens (a view when x is the usual transpose
-    of a [B, S, heads, D] projection, else one copy)."""
-    b, h, s, d = x.shape
-    return x.transpose(1, 2).reshape(b * s, h, d)
-
-
 class RotaryFunction(torch.autograd.Function):
     """Rotary embedding ``x cos + rotate_half(x) sin`` (Su et al. 2021, RoFormer,
     arXiv:2104.09864, eq. 34) of one [B, heads, S, D] tensor.
@@ -125,7 +116,7 @@ class RotaryFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: Tensor, cos: Tensor, signed_sin: Tensor, back_sin: Tensor, lib):
         ctx.save_for_backward(cos, back_sin)
-        ctx.lib, ctx.shape = lib, x.shape
+        ctx.lib = lib
         return _rotate(lib, x.detach(), cos, signed_sin)
 
     @staticmethod
@@ -135,14 +126,13 @@ class RotaryFunction(torch.autograd.Function):
 
 
 def _rotate(lib, x: Tensor, cos: Tensor, signed_sin: Tensor) -> Tensor:
+    """The engine's rotary kernel on x [B, heads, S, D] as [B S, heads, D] token rows (a view
+    when x is the usual transpose of a [B, S, heads, D] projection, else one copy)."""
     b, h, s, d = x.shape
-    rows = _token_major(x)
+    rows = x.transpose(1, 2).reshape(b * s, h, d)
     if rows.stride(1) != d or rows.stride(2) != 1:
         rows = rows.contiguous()
-    out = torch.empty(b * s, h, d)
-    lib.rope_f32(rows.data_ptr(), rows.stride(0), cos.data_ptr(), signed_sin.data_ptr(),
-                 out.data_ptr(), b * s, h, d, torch.get_num_threads())
-    return out.view(b, s, h, d).transpose(1, 2)
+    return kernels.rope(lib, rows, cos, signed_sin).view(b, s, h, d).transpose(1, 2)
 
 
 def _rms_norm_forward(module, lib):
