@@ -1,6 +1,7 @@
 """The policy update maps its large blocks (rlvr.models.allocator.mapped_large_blocks): inside
-it a 4 MiB tensor is its own glibc mapping (freed back to the OS), so resident memory follows
-the live tensors; after it the rollout engine's keep-freed-memory setting is back (the same
+it a 4 MiB tensor is a block of the caching allocator (rlvr.kernels.block_cache), or with the
+native code off its own glibc mapping (freed back to the OS), so resident memory follows the
+live tensors; after it the rollout engine's keep-freed-memory setting is back (the same
 tensor from the heap). Runs in a fresh process: the settings are process-wide. Importing rlvr
 before torch asks torch for huge-page-backed large tensors (THP_MEM_ALLOC_ENABLE), keeping a
 value already set."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +23,7 @@ CHILD = r"""
 import ctypes, json
 import torch
 from rlvr.algo.loss_agg import BatchCounts
+from rlvr.kernels import block_cache
 from rlvr.models.allocator import keep_freed_memory
 from rlvr.models.forward import build_sequences
 from rlvr.models.tiny import tiny_model, tiny_tokenizer
@@ -38,10 +41,11 @@ libc.mallinfo2.restype = Info
 
 
 def mapped_bytes_of_a_4mib_tensor():
-    # hblkhd: bytes in blocks that glibc mapped on their own (not in the heap)
-    before = libc.mallinfo2().hblkhd
+    # hblkhd: bytes in blocks that glibc mapped on their own (not in the heap); live: bytes
+    # of the caching allocator's blocks in use
+    before, cached = libc.mallinfo2().hblkhd, block_cache.stats().live
     t = torch.empty(1 << 20)  # 4 MiB of fp32: over the update's 2 MiB threshold
-    grown = libc.mallinfo2().hblkhd - before
+    grown = [libc.mallinfo2().hblkhd - before, block_cache.stats().live - cached]
     del t
     return grown
 
@@ -64,24 +68,32 @@ print(json.dumps(seen))
 """
 
 
-def test_update_maps_large_blocks_and_puts_the_engine_setting_back():
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_update_maps_large_blocks_and_puts_the_engine_setting_back(native):
+    if native == "1" and shutil.which("c++") is None:
+        pytest.skip("no C++ compiler: the caching allocator cannot be built")
     if not Path("/proc/self/maps").exists() or "glibc" not in " ".join(
             __import__("platform").libc_ver()):
         pytest.skip("needs Linux with glibc (mallopt / mallinfo2)")
-    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1",
+           "RLVR_NATIVE_KERNELS": native, "HOME": os.environ.get("HOME", "/tmp")}
+    if "RLVR_KERNEL_CACHE" in os.environ:
+        env["RLVR_KERNEL_CACHE"] = os.environ["RLVR_KERNEL_CACHE"]
     done = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
                           env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     mib = 1 << 20
     # the engine's setting: blocks under 32 MiB from the heap, none mapped
-    assert seen["engine"] == 0
-    # inside the update (each layer-0 forward): the 4 MiB block is its own mapping, i.e.
-    # 4 MiB of data plus glibc's chunk header rounded up to 4 KiB pages
+    assert seen["engine"] == [0, 0]
     assert seen["update"], "the update ran no forward through layer 0"
-    assert all(4 * mib <= grown <= 4 * mib + 4096 for grown in seen["update"]), seen["update"]
+    for glibc, cache in seen["update"]:  # inside the update (each layer-0 forward)
+        if native == "1":  # a 4 MiB block of the caching allocator, none from glibc
+            assert (glibc, cache) == (0, 4 * mib), seen["update"]
+        else:  # its own glibc mapping: 4 MiB of data plus a chunk header, in 4 KiB pages
+            assert 4 * mib <= glibc <= 4 * mib + 4096 and cache == 0, seen["update"]
     # after: the engine's setting again
-    assert seen["after"] == 0
+    assert seen["after"] == [0, 0]
 
 
 def _thp_setting(code: str, env: dict) -> str:

@@ -40,8 +40,11 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from rlvr.kernels import block_cache
 
 #: glibc's ``mallopt`` parameters (malloc.h).
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
@@ -89,19 +92,49 @@ def keep_freed_memory() -> bool:
 
 
 @contextmanager
-def mapped_large_blocks() -> Iterator[bool]:
-    """Inside: every block of 2 MiB or more gets its own mapping, unmapped on free, so the
-    resident memory is the live memory (module doc: the heap fragmentation it avoids; blocks
-    under 2 MiB still come from the heap). On exit the :func:`keep_freed_memory` regime is
-    put back if this process had it; otherwise the threshold stays fixed at 2 MiB (no longer
-    raised by glibc).
+def mapped_large_blocks(cache: bool = True) -> Iterator[bool]:
+    """Inside: every block of 2 MiB or more gets its own mapping, so the resident memory is
+    the live memory (module doc: the heap fragmentation it avoids; blocks under 2 MiB still
+    come from the heap).
+
+    With ``cache`` and the native caching allocator available
+    (:mod:`rlvr.kernels.block_cache`), torch's tensors of 2 MiB or more come from it: a freed
+    block stays mapped for the next tensor of its size, within the largest live total seen
+    (no zero-filled fresh pages each micro-batch: 135M full fine-tuning, 16 rows x 256 tokens,
+    33.5-35.6 s -> 27.8 s at the same peak), and every kept block is unmapped on exit.
+    Otherwise glibc maps each block on its own and unmaps it on free. On exit the
+    :func:`keep_freed_memory` regime is put back if this process had it; otherwise glibc's
+    threshold stays fixed at 2 MiB (no longer raised by glibc). Nested and concurrent uses
+    (threads) share one cache, released when the last one exits.
 
     Yields:
         True if glibc accepted the setting; False off glibc (nothing changed).
     """
     ok = _mallopt(M_MMAP_THRESHOLD, MAPPED_MMAP_THRESHOLD)
+    cached = cache and _enter_cache()
     try:
         yield ok
     finally:
+        if cached:
+            _exit_cache()
         if ok and _state["keep"]:
             _mallopt(M_MMAP_THRESHOLD, KEEP_MMAP_THRESHOLD)
+
+
+_CACHE_USERS = {"depth": 0}
+_CACHE_LOCK = threading.Lock()
+
+
+def _enter_cache() -> bool:
+    with _CACHE_LOCK:
+        if _CACHE_USERS["depth"] == 0 and not block_cache.enable(MAPPED_MMAP_THRESHOLD, 0.0):
+            return False
+        _CACHE_USERS["depth"] += 1
+        return True
+
+
+def _exit_cache() -> None:
+    with _CACHE_LOCK:
+        _CACHE_USERS["depth"] -= 1
+        if _CACHE_USERS["depth"] == 0:
+            block_cache.disable()
