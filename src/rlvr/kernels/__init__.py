@@ -30,6 +30,10 @@ Nothing here is required: with no compiler, a failed build or a non-x86/ARM plat
 it does, silently, when ``RLVR_NATIVE_KERNELS=0`` is set; the engine and the update then run
 their pure-torch paths. :func:`unavailable_reason` says why.
 
+One more native piece is C++: :mod:`~rlvr.kernels.block_cache`, the policy update's caching
+allocator for torch's large CPU tensors (a ``c10::Allocator``, so it is compiled with ``$CXX``,
+else ``c++``, against the installed torch's headers; cached beside the kernels).
+
 Modules: :mod:`~rlvr.kernels.library` (compiling, caching and loading the library),
 :mod:`~rlvr.kernels.layouts` (shape limits and the cache layouts the attention kernels
 read), :mod:`~rlvr.kernels.ops` (the checked Python wrappers of each kernel). Their

@@ -1,15 +1,16 @@
 // A caching CPU allocator for torch's large tensors, installed around the policy update
 // (rlvr/kernels/block_cache.py has the why and the measurements).
 //
-// Every tensor of at least min_bytes gets its own anonymous mapping, 2 MiB aligned and
-// rounded up to whole 2 MiB huge pages (madvise MADV_HUGEPAGE). A freed block is kept, its
-// pages resident, and handed to the next request of its size (up to 1/8 larger), so a
-// micro-batch's activations and gradients reuse the pages the one before faulted in instead
-// of the kernel zero-filling fresh ones. Resident memory stays bounded: before a miss maps a
-// new block, the least recently freed blocks are unmapped until everything mapped fits in
-// (1 + slack) x the largest live total seen since enable. disable() puts the previous
-// allocator back and unmaps every free block; a block still live then is unmapped when freed.
-// Smaller tensors go to the allocator that was installed before.
+// Every tensor of at least min_bytes gets its own anonymous mapping, 2 MiB aligned (so huge
+// pages can back it: madvise MADV_HUGEPAGE) and rounded up to whole 4 KiB pages. A freed
+// block is kept, its pages resident, and handed to the next request of its size (up to 1/8
+// larger), so a micro-batch's activations and gradients reuse the pages the one before
+// faulted in instead of the kernel zero-filling fresh ones. Resident memory stays bounded:
+// before a miss maps a new block, the least recently freed blocks are unmapped until
+// everything mapped fits in (1 + slack) x the largest live total seen since enable, plus
+// headroom bytes. disable() puts the previous allocator back and unmaps every free block; a
+// block still live then is unmapped when freed. Smaller tensors go to the allocator that was
+// installed before.
 
 #include <c10/core/CPUAllocator.h>
 #include <sys/mman.h>
@@ -58,12 +59,13 @@ class BlockCache final : public c10::Allocator {
     default_copy_data(dest, src, count);
   }
 
-  bool enable(size_t min_bytes, double slack) {
+  bool enable(size_t min_bytes, double slack, size_t headroom) {
     std::lock_guard<std::mutex> guard(mu_);
     if (on_.load()) return true;
     base_ = c10::GetCPUAllocator();
     min_bytes_ = std::max(min_bytes, kHugePage);
     slack_ = std::max(slack, 0.0);
+    headroom_ = headroom;
     peak_live_ = live_;
     on_.store(true, std::memory_order_release);
     c10::SetCPUAllocator(this, 0);
@@ -126,7 +128,7 @@ class BlockCache final : public c10::Allocator {
       }
       ++misses_;
       const double limit = (1.0 + slack_) * static_cast<double>(
-          std::max(peak_live_, live_ + size));
+          std::max(peak_live_, live_ + size)) + static_cast<double>(headroom_);
       while (!lru_.empty() && static_cast<double>(mapped_ + size) > limit) {
         const FreeBlock b = lru_.front();
         remove_index(b);
@@ -198,7 +200,8 @@ class BlockCache final : public c10::Allocator {
   std::atomic<bool> on_{false};
   c10::Allocator* base_ = nullptr;
   size_t min_bytes_ = kHugePage;
-  double slack_ = 0.25;
+  double slack_ = 0.0;
+  size_t headroom_ = 0;
   Lru lru_;                                         // free blocks, least recently freed first
   std::multimap<size_t, Lru::iterator> by_size_;    // the same blocks by size
   std::unordered_map<void*, size_t> owned_;         // every mapped block, live or free
@@ -210,8 +213,8 @@ class BlockCache final : public c10::Allocator {
 
 extern "C" {
 
-int rlvr_block_cache_enable(uint64_t min_bytes, double slack) {
-  return BlockCache::instance().enable(min_bytes, slack) ? 1 : 0;
+int rlvr_block_cache_enable(uint64_t min_bytes, double slack, uint64_t headroom) {
+  return BlockCache::instance().enable(min_bytes, slack, headroom) ? 1 : 0;
 }
 
 void rlvr_block_cache_disable() { BlockCache::instance().disable(); }

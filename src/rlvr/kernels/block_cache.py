@@ -11,9 +11,9 @@ most. Glibc's heap reuses freed memory but fragments: resident memory up to 3x t
 tensor of at least ``min_bytes`` gets its own 2 MiB-aligned mapping backed by huge pages, a
 freed one is kept and handed to the next request of its size (up to 1/8 larger), and before a
 new block is mapped the least recently freed ones are unmapped until everything mapped fits in
-``(1 + slack)`` times the largest live total seen since :func:`enable`, so resident memory
-stays at what the live tensors needed at their peak. The same kind of allocator as the CUDA
-caching allocator in torch, bounded for a machine whose memory is shared with everything else.
+``(1 + slack)`` times the largest live total seen since :func:`enable` plus ``headroom`` bytes,
+so resident memory stays at what the live tensors needed at their peak, plus that margin: the
+kind of allocator torch uses for CUDA, bounded for a machine whose memory is shared.
 
 Measured (2-core AMD EPYC, AVX2 only, fp32, the update alone, ``slack`` 0; each large tensor
 mapped on its own before): SmolLM2-135M, 16 rows x 256 tokens, full fine-tuning 33.5-35.6 s ->
@@ -117,7 +117,8 @@ def _library() -> ctypes.CDLL | None:
         return None
     try:
         lib = ctypes.CDLL(str(build()))
-        lib.rlvr_block_cache_enable.argtypes = [ctypes.c_uint64, ctypes.c_double]
+        lib.rlvr_block_cache_enable.argtypes = [ctypes.c_uint64, ctypes.c_double,
+                                                 ctypes.c_uint64]
         lib.rlvr_block_cache_enable.restype = ctypes.c_int
         lib.rlvr_block_cache_disable.argtypes, lib.rlvr_block_cache_disable.restype = [], None
         lib.rlvr_block_cache_stats.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
@@ -140,7 +141,7 @@ def unavailable_reason() -> str | None:
     return _STATE["reason"]
 
 
-def enable(min_bytes: int = 2 << 20, slack: float = 0.0) -> bool:
+def enable(min_bytes: int = 2 << 20, slack: float = 0.0, headroom: int = 0) -> bool:
     """Install the caching allocator as torch's CPU allocator (process-wide, every thread).
 
     Args:
@@ -149,13 +150,16 @@ def enable(min_bytes: int = 2 << 20, slack: float = 0.0) -> bool:
         slack: the bound on mapped memory, as a fraction above the largest live total (bytes
             of its blocks in use) seen since this call: 0 maps no more than the live tensors
             needed at their peak.
+        headroom: bytes allowed above that bound (freed temporaries stay reusable while the
+            live total is at its peak, as it is through a forward pass).
 
     Returns:
         True if installed (or already on); False if unavailable or another allocator was
         installed with a higher priority (nothing changed).
     """
     lib = _library()
-    return bool(lib is not None and lib.rlvr_block_cache_enable(int(min_bytes), float(slack)))
+    return bool(lib is not None and lib.rlvr_block_cache_enable(int(min_bytes), float(slack),
+                                                               int(headroom)))
 
 
 def disable() -> None:

@@ -1,7 +1,9 @@
-"""The process's C allocator (glibc ``malloc``) set up for tensors that are allocated and freed
-over and over, two ways: the rollout engine's decode steps keep freed memory
-(:func:`keep_freed_memory`), the policy update maps its large blocks
-(:func:`mapped_large_blocks`).
+"""The process's allocators set up for tensors that are allocated and freed over and over, two
+ways: the rollout engine's decode steps keep freed memory in glibc's heap
+(:func:`keep_freed_memory`), the policy update maps its large blocks on their own
+(:func:`mapped_large_blocks`), through rlvr's caching allocator where it builds
+(:mod:`rlvr.kernels.block_cache`: freed blocks reused within a bound, the measurements there),
+else through glibc (``malloc``), which the rest of this page is about.
 
 glibc's default serves a block of at least ``M_MMAP_THRESHOLD`` bytes (128 KiB at start) with
 its own ``mmap`` and unmaps it on free, but raises the threshold to the size of each such block
@@ -54,6 +56,11 @@ KEEP_MMAP_THRESHOLD = 32 << 20
 KEEP_TRIM_THRESHOLD = 1 << 30
 #: The update regime: blocks of 2 MiB or more (a huge page) mapped on their own (module doc).
 MAPPED_MMAP_THRESHOLD = 2 << 20
+#: Freed blocks the caching allocator may keep beyond the update's live peak: without it a
+#: forward pass, whose live total is at its running peak throughout, evicts every freed
+#: temporary at each new activation (135M LoRA, one micro-batch of 4 x 256: 7.1-7.9 s with
+#: none, 6.8-6.9 s with 512 MiB, +55 MiB peak; full fine-tuning: no change in time).
+CACHE_HEADROOM = 256 << 20
 
 _state = {"keep": False}  # whether keep_freed_memory is this process's regime
 
@@ -99,9 +106,10 @@ def mapped_large_blocks(cache: bool = True) -> Iterator[bool]:
 
     With ``cache`` and the native caching allocator available
     (:mod:`rlvr.kernels.block_cache`), torch's tensors of 2 MiB or more come from it: a freed
-    block stays mapped for the next tensor of its size, within the largest live total seen
-    (no zero-filled fresh pages each micro-batch: 135M full fine-tuning, 16 rows x 256 tokens,
-    33.5-35.6 s -> 27.8 s at the same peak), and every kept block is unmapped on exit.
+    block stays mapped for the next tensor of its size while everything mapped stays within
+    the largest live total seen plus :data:`CACHE_HEADROOM` (no zero-filled fresh pages each
+    micro-batch: 135M full fine-tuning, 16 rows x 256 tokens, 33.5-35.6 s -> 27.8 s at the
+    same peak), and every kept block is unmapped on exit.
     Otherwise glibc maps each block on its own and unmaps it on free. On exit the
     :func:`keep_freed_memory` regime is put back if this process had it; otherwise glibc's
     threshold stays fixed at 2 MiB (no longer raised by glibc). Nested and concurrent uses
@@ -127,7 +135,8 @@ _CACHE_LOCK = threading.Lock()
 
 def _enter_cache() -> bool:
     with _CACHE_LOCK:
-        if _CACHE_USERS["depth"] == 0 and not block_cache.enable(MAPPED_MMAP_THRESHOLD, 0.0):
+        if _CACHE_USERS["depth"] == 0 and not block_cache.enable(MAPPED_MMAP_THRESHOLD, 0.0,
+                                                                        CACHE_HEADROOM):
             return False
         _CACHE_USERS["depth"] += 1
         return True
