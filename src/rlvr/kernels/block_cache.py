@@ -8,17 +8,29 @@ on a 2-core VM, an update of SmolLM2-135M (16 rows x 256 tokens, fp32) spent 16-
 time in the kernel and ran at 1.8x its FLOP floor, its matmuls' fresh outputs slowing them
 most. Glibc's heap reuses freed memory but fragments: resident memory up to 3x the live memory
 (:mod:`rlvr.models.allocator`). This allocator keeps both properties: while enabled, every
-tensor of at least ``min_bytes`` gets its own 2 MiB-aligned mapping backed by huge pages, a
-freed one is kept and handed to the next request of its size (up to 1/8 larger), and before a
-new block is mapped the least recently freed ones are unmapped until everything mapped fits in
-``(1 + slack)`` times the largest live total seen since :func:`enable` plus ``headroom`` bytes,
-so resident memory stays at what the live tensors needed at their peak, plus that margin: the
-kind of allocator torch uses for CUDA, bounded for a machine whose memory is shared.
+tensor of at least ``min_bytes`` gets its own mapping, a freed one is kept and handed to the
+next request of its size (up to 1/8 larger), and before a new block is mapped the least
+recently freed ones are unmapped until everything mapped fits in ``(1 + slack)`` times the
+largest live total seen since :func:`enable` plus ``headroom`` bytes, so resident memory stays
+at what the live tensors needed at their peak, plus that margin: the kind of allocator torch
+uses for CUDA, bounded for a machine whose memory is shared.
 
-Measured (2-core AMD EPYC, AVX2 only, fp32, the update alone, ``slack`` 0; each large tensor
-mapped on its own before): SmolLM2-135M, 16 rows x 256 tokens, full fine-tuning 33.5-35.6 s ->
-27.8 s at 4.42 -> 4.39 GiB peak; LoRA r16 with activation checkpointing, 4 rows x 1,024 tokens
-47.4 -> 36.9 s at 2.43 -> 2.52 GiB.
+Measured (2-core AMD EPYC VM, AVX2 only, fp32, the update alone, each pair back to back):
+
+| update | each block mapped on its own | cached, huge pages | cached, 4 KiB pages |
+|---|---|---|---|
+| 135M full, 16 x 256 (4 micro-batches) | 35.5 s | 29.9 / 30.2 s | 32.0 s |
+| 135M LoRA r16, 4 x 256 (1 micro-batch) | 8.2 s | 8.4 / 7.3 s | 6.1 s |
+| 135M LoRA + checkpointing, 4 x 256 | 12.0 s | 9.5 / 8.2 s | 7.9 s |
+| 360M full, 16 x 256 | 85.9 s | 70.4 / 69.9 s | 69.0 s |
+| 0.5B LoRA + checkpointing, 8 x 256 | 58.2 s | 48.8 / 48.8 s | 45.9 s |
+| 135M LoRA, 16 x 256, 600-token prompt | 48.4 s | 39.9 / 36.4 s | 36.5 s |
+
+(two sessions of pairs: the first two columns, then the last two; peaks within 2% in every
+pair). Blocks get the system's default page size: reused blocks fault nothing whatever their
+pages, but the activations an update keeps are fresh memory, and on this VM, which hands freed
+memory back to its host, a fresh 2 MiB huge page took ~2.3 ms a MiB to fault in against ~0.56
+ms for 4 KiB pages (recycled huge pages: ~0.2 ms).
 
 The allocator is C++ (it implements torch's ``c10::Allocator``), built on first use with the
 system C++ compiler (``$CXX``, else ``c++``) against the installed torch's headers and cached
@@ -145,7 +157,7 @@ def enable(min_bytes: int = 2 << 20, slack: float = 0.0, headroom: int = 0) -> b
     """Install the caching allocator as torch's CPU allocator (process-wide, every thread).
 
     Args:
-        min_bytes: tensors of at least this many bytes (at least 2 MiB, one huge page) are
+        min_bytes: tensors of at least this many bytes (raised to 2 MiB if smaller) are
             its blocks; smaller ones go to the allocator installed before.
         slack: the bound on mapped memory, as a fraction above the largest live total (bytes
             of its blocks in use) seen since this call: 0 maps no more than the live tensors
