@@ -20,10 +20,11 @@ every rank, so all skip together.
 
 Memory: the update runs inside :func:`~rlvr.models.allocator.mapped_large_blocks` (each
 tensor of 2 MiB or more its own mapping, a freed one kept for the next tensor of its size only
-while everything mapped stays within the largest live total), so its peak resident memory stays near its live memory, which :mod:`rlvr.models.memory_model`
-predicts, not a glibc heap grown past it (measured at 135M: 4.2 GiB instead of 3.0), and its
-micro-batches reuse warm pages instead of zero-filling fresh ones; the rollout engine's
-allocator setting is put back afterwards.
+while everything mapped stays within the largest live total), so its peak resident memory
+stays near its live memory, which :mod:`rlvr.models.memory_model` predicts, not a glibc heap
+grown past it (measured at 135M: 4.2 GiB instead of 3.0), and its micro-batches reuse warm
+pages instead of zero-filling fresh ones; the rollout engine's allocator setting is put back
+afterwards.
 """
 
 from __future__ import annotations
