@@ -2,8 +2,8 @@
 # The wheel works outside the checkout: build the wheel and sdist, install the wheel with its
 # dependencies (from the package index) into a fresh virtual environment, and run
 # `rlvr --help`, `rlvr --version` and `rlvr verify` there, from a directory with no configs/.
-# The package data rlvr needs must be inside the wheel: the rollout kernels' C sources and the
-# preset configs (rlvr/presets/, the default of `rlvr train`).
+# The package data rlvr needs must be inside the wheel: the native kernels' C sources, the
+# update's C++ allocator and the preset configs (rlvr/presets/, the default of `rlvr train`).
 #
 #   bash scripts/wheel_check.sh [PYTHON]     # PYTHON: one with `build` installed (.venv/bin/python)
 #
@@ -25,7 +25,8 @@ echo "wheel_check: built $(basename "$WHEEL") and $(basename "$(ls "$WORK"/dist/
 "$PYTHON" - "$WHEEL" <<'PY'
 import sys, zipfile
 names = set(zipfile.ZipFile(sys.argv[1]).namelist())
-need = ["rlvr/presets/arithmetic.yaml", "rlvr/presets/smoke.yaml", "rlvr/cli/__init__.py"]
+need = ["rlvr/presets/arithmetic.yaml", "rlvr/presets/smoke.yaml", "rlvr/cli/__init__.py",
+        "rlvr/kernels/block_cache.cpp"]
 need += [n for n in names if n.startswith("rlvr/kernels/") and n.endswith(".c")][:1]
 missing = [n for n in need if n not in names]
 kernels = [n for n in names if n.startswith("rlvr/kernels/") and n.endswith(".c")]
