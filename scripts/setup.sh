@@ -10,6 +10,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 PIP="$VENV/bin/python -m pip"
+echo "setup: installing torch and rlvr's dependencies into $VENV (a few minutes when fresh)"
 $PIP install --quiet --upgrade pip
 
 if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
@@ -36,6 +37,12 @@ fi
 if ! command -v cc >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && apt-get install -y -qq gcc libc6-dev) >/dev/null 2>&1 \
     || echo "setup: could not install a C compiler; the torch rollout engine will be slower" >&2
+fi
+# A C++ compiler builds the policy update's caching allocator on first use
+# (rlvr.kernels.block_cache); without it each large tensor is its own mapping (slower).
+if ! command -v c++ >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && apt-get install -y -qq g++) >/dev/null 2>&1 \
+    || echo "setup: could not install a C++ compiler; the policy update will be slower" >&2
 fi
 # chromium renders `rlvr report` pages headless in the tests; without it that test skips.
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
