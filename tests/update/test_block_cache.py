@@ -35,7 +35,7 @@ def fields():
 
 REUSE = PRELUDE + r"""
 out = {}
-assert bc.enable(2 * MIB, 0.0)
+assert bc.enable(2 * MIB)
 base = bc.stats().live
 t = torch.empty(MIB)                     # 4 MiB of fp32
 out["aligned"] = t.data_ptr() % PAGE
@@ -58,7 +58,7 @@ print(json.dumps(out))
 
 BOUND = PRELUDE + r"""
 random.seed(0)
-assert bc.enable(2 * MIB, 0.0)
+assert bc.enable(2 * MIB)
 base = bc.stats().live
 live, peak = {}, 0
 for step in range(400):
@@ -72,7 +72,7 @@ print(json.dumps({"peak_live": peak, "base": base, "stats": fields()}))
 """
 
 VALUES = PRELUDE + r"""
-assert bc.enable(2 * MIB, 0.0)
+assert bc.enable(2 * MIB)
 g = torch.Generator().manual_seed(0)
 kept = torch.randn(MIB, generator=g)     # lives across disable
 copy = kept.clone()

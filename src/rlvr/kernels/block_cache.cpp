@@ -6,8 +6,8 @@
 // request of its size (up to 1/8 larger), so a micro-batch's activations and gradients reuse
 // the pages the one before faulted in instead of the kernel zero-filling fresh ones. Resident
 // memory stays bounded: before a miss maps a new block, the least recently freed blocks are
-// unmapped until everything mapped fits in (1 + slack) x the largest live total seen since
-// enable, plus headroom bytes. disable() puts the previous allocator back and unmaps every
+// unmapped until everything mapped fits in the largest live total seen since enable plus
+// headroom bytes. disable() puts the previous allocator back and unmaps every
 // free block; a block still live then is unmapped when freed. Smaller tensors go to the
 // allocator that was installed before.
 
@@ -58,12 +58,11 @@ class BlockCache final : public c10::Allocator {
     default_copy_data(dest, src, count);
   }
 
-  bool enable(size_t min_bytes, double slack, size_t headroom) {
+  bool enable(size_t min_bytes, size_t headroom) {
     std::lock_guard<std::mutex> guard(mu_);
     if (on_.load()) return true;
     base_ = c10::GetCPUAllocator();
     min_bytes_ = std::max(min_bytes, kMinBytes);
-    slack_ = std::max(slack, 0.0);
     headroom_ = headroom;
     peak_live_ = live_;
     on_.store(true, std::memory_order_release);
@@ -126,9 +125,8 @@ class BlockCache final : public c10::Allocator {
         return b.ptr;
       }
       ++misses_;
-      const double limit = (1.0 + slack_) * static_cast<double>(
-          std::max(peak_live_, live_ + size)) + static_cast<double>(headroom_);
-      while (!lru_.empty() && static_cast<double>(mapped_ + size) > limit) {
+      const size_t limit = std::max(peak_live_, live_ + size) + headroom_;
+      while (!lru_.empty() && mapped_ + size > limit) {
         const FreeBlock b = lru_.front();
         remove_index(b);
         lru_.pop_front();
@@ -194,7 +192,6 @@ class BlockCache final : public c10::Allocator {
   std::atomic<bool> on_{false};
   c10::Allocator* base_ = nullptr;
   size_t min_bytes_ = kMinBytes;
-  double slack_ = 0.0;
   size_t headroom_ = 0;
   Lru lru_;                                         // free blocks, least recently freed first
   std::multimap<size_t, Lru::iterator> by_size_;    // the same blocks by size
@@ -207,8 +204,8 @@ class BlockCache final : public c10::Allocator {
 
 extern "C" {
 
-int rlvr_block_cache_enable(uint64_t min_bytes, double slack, uint64_t headroom) {
-  return BlockCache::instance().enable(min_bytes, slack, headroom) ? 1 : 0;
+int rlvr_block_cache_enable(uint64_t min_bytes, uint64_t headroom) {
+  return BlockCache::instance().enable(min_bytes, headroom) ? 1 : 0;
 }
 
 void rlvr_block_cache_disable() { BlockCache::instance().disable(); }

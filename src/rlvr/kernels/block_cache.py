@@ -10,8 +10,8 @@ most. Glibc's heap reuses freed memory but fragments: resident memory up to 3x t
 (:mod:`rlvr.models.allocator`). This allocator keeps both properties: while enabled, every
 tensor of at least ``min_bytes`` gets its own mapping, a freed one is kept and handed to the
 next request of its size (up to 1/8 larger), and before a new block is mapped the least
-recently freed ones are unmapped until everything mapped fits in ``(1 + slack)`` times the
-largest live total seen since :func:`enable` plus ``headroom`` bytes, so resident memory stays
+recently freed ones are unmapped until everything mapped fits in the largest live total seen
+since :func:`enable` plus ``headroom`` bytes, so resident memory stays
 at what the live tensors needed at their peak, plus that margin: the kind of allocator torch
 uses for CUDA, bounded for a machine whose memory is shared.
 
@@ -41,18 +41,15 @@ with ``RLVR_NATIVE_KERNELS=0``, :func:`available` is False and callers keep thei
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import shutil
 import subprocess
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from rlvr.kernels.library import KernelBuildError, cache_dir
+from rlvr.kernels.library import KernelBuildError, cached_build, check_compiler, find_compiler
 
 SOURCE = "block_cache.cpp"
 _FLAGS = ("-O2", "-std=c++17", "-shared", "-fPIC")
@@ -72,13 +69,6 @@ class CacheStats:
     evictions: int  #: kept blocks unmapped to stay inside the bound
 
 
-def _compiler() -> str:
-    compiler = os.environ.get("CXX") or "c++"
-    if shutil.which(compiler) is None:
-        raise KernelBuildError(f"no C++ compiler ({compiler!r} not on PATH)")
-    return compiler
-
-
 def _torch_flags() -> tuple[str, ...]:
     root = Path(torch.__file__).parent
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
@@ -96,28 +86,17 @@ def build(force: bool = False) -> Path:
     Raises:
         KernelBuildError: no C++ compiler, or the compiler failed (its stderr in the message).
     """
-    compiler = _compiler()
+    compiler = find_compiler("CXX", "c++", "C++")
     flags = (*_FLAGS, *_torch_flags())
     source = Path(__file__).with_name(SOURCE)
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
-    key = hashlib.sha256()
-    for part in (source.read_bytes(), version.encode(), " ".join(flags).encode(),
-                 torch.__version__.encode()):
-        key.update(part)
-    folder = cache_dir()
-    target = folder / f"rlvr_block_cache_{key.hexdigest()[:16]}.so"
-    if target.exists() and not force:
-        return target
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder) as work:
-        tmp = str(Path(work) / target.name)
-        done = subprocess.run([compiler, str(source), "-o", tmp, *flags],
+
+    def compile_into(_work: Path, output: str) -> None:
+        done = subprocess.run([compiler, str(source), "-o", output, *flags],
                               capture_output=True, text=True)
-        if done.returncode != 0:
-            raise KernelBuildError(f"{compiler} failed ({done.returncode}): "
-                                   f"{done.stderr.strip()[-2000:]}")
-        os.replace(tmp, target)
-    return target
+        check_compiler(compiler, done.returncode, done.stderr)
+
+    parts = [source.read_bytes(), " ".join(flags).encode(), torch.__version__.encode()]
+    return cached_build("rlvr_block_cache", compiler, parts, compile_into, force)
 
 
 def _library() -> ctypes.CDLL | None:
@@ -129,8 +108,7 @@ def _library() -> ctypes.CDLL | None:
         return None
     try:
         lib = ctypes.CDLL(str(build()))
-        lib.rlvr_block_cache_enable.argtypes = [ctypes.c_uint64, ctypes.c_double,
-                                                 ctypes.c_uint64]
+        lib.rlvr_block_cache_enable.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
         lib.rlvr_block_cache_enable.restype = ctypes.c_int
         lib.rlvr_block_cache_disable.argtypes, lib.rlvr_block_cache_disable.restype = [], None
         lib.rlvr_block_cache_stats.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
@@ -153,25 +131,23 @@ def unavailable_reason() -> str | None:
     return _STATE["reason"]
 
 
-def enable(min_bytes: int = 2 << 20, slack: float = 0.0, headroom: int = 0) -> bool:
+def enable(min_bytes: int = 2 << 20, headroom: int = 0) -> bool:
     """Install the caching allocator as torch's CPU allocator (process-wide, every thread).
 
     Args:
         min_bytes: tensors of at least this many bytes (raised to 2 MiB if smaller) are
             its blocks; smaller ones go to the allocator installed before.
-        slack: the bound on mapped memory, as a fraction above the largest live total (bytes
-            of its blocks in use) seen since this call: 0 maps no more than the live tensors
-            needed at their peak.
-        headroom: bytes allowed above that bound (freed temporaries stay reusable while the
-            live total is at its peak, as it is through a forward pass).
+        headroom: bytes mapped beyond the largest live total (bytes of its blocks in use)
+            seen since this call: 0 maps no more than the live tensors needed at their peak;
+            more keeps freed temporaries reusable while the live total is at its peak, as it
+            is through a forward pass.
 
     Returns:
         True if installed (or already on); False if unavailable or another allocator was
         installed with a higher priority (nothing changed).
     """
     lib = _library()
-    return bool(lib is not None and lib.rlvr_block_cache_enable(int(min_bytes), float(slack),
-                                                               int(headroom)))
+    return bool(lib is not None and lib.rlvr_block_cache_enable(int(min_bytes), int(headroom)))
 
 
 def disable() -> None:

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 # Imported before any kernel library is loaded: the library's libgomp.so.1 dependency then
@@ -54,11 +55,44 @@ def _cpu_flags() -> str:
     return platform.processor() or platform.machine()
 
 
-def _compiler() -> str:
-    compiler = os.environ.get("CC") or "cc"
+def find_compiler(variable: str = "CC", default: str = "cc", language: str = "C") -> str:
+    """``$variable``, else ``default``: the compiler a native build runs.
+
+    Raises:
+        KernelBuildError: it is not on PATH.
+    """
+    compiler = os.environ.get(variable) or default
     if shutil.which(compiler) is None:
-        raise KernelBuildError(f"no C compiler ({compiler!r} not on PATH)")
+        raise KernelBuildError(f"no {language} compiler ({compiler!r} not on PATH)")
     return compiler
+
+
+def cached_build(prefix: str, compiler: str, key_parts: list[bytes],
+                 compile_into: Callable[[Path, str], None], force: bool = False) -> Path:
+    """The shared library ``<prefix>_<hash>.so`` in :func:`cache_dir`, built if missing.
+
+    The hash covers ``key_parts`` and the compiler's ``--version``. ``compile_into(work,
+    output)`` builds the library at ``output`` inside the temporary folder ``work`` (in the
+    cache folder), which is then renamed into place, so concurrent builds never load a
+    half-written file.
+
+    Raises:
+        KernelBuildError: from ``compile_into``.
+    """
+    version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
+    key = hashlib.sha256()
+    for part in [*key_parts, version.encode()]:
+        key.update(part)
+    folder = cache_dir()
+    target = folder / f"{prefix}_{key.hexdigest()[:16]}.so"
+    if target.exists() and not force:
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder) as work:
+        tmp = str(Path(work) / target.name)
+        compile_into(Path(work), tmp)
+        os.replace(tmp, target)
+    return target
 
 
 def compiler_flags(extra_flags: tuple[str, ...] = ()) -> tuple[str, ...]:
@@ -92,36 +126,29 @@ def build(extra_flags: tuple[str, ...] = (), force: bool = False) -> Path:
         KernelBuildError: no compiler, unparsable ``$RLVR_KERNEL_CFLAGS``, or the compiler
             failed (its stderr is in the message).
     """
-    compiler = _compiler()
+    compiler = find_compiler()
     here = Path(__file__).parent
     flags = compiler_flags(extra_flags)
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
-    key = hashlib.sha256()
-    for part in [*((here / name).read_bytes() for name in _SOURCES + _HEADERS),
-                 version.encode(), _cpu_flags().encode(), " ".join(flags).encode()]:
-        key.update(part)
-    folder = cache_dir()
-    target = folder / f"rlvr_kernels_{key.hexdigest()[:16]}.so"
-    if target.exists() and not force:
-        return target
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder) as work:
-        objects = [str(Path(work) / f"{Path(name).stem}.o") for name in _SOURCES]
+
+    def compile_into(work: Path, output: str) -> None:
+        objects = [str(work / f"{Path(name).stem}.o") for name in _SOURCES]
         jobs = [subprocess.Popen([compiler, *flags, "-c", str(here / name), "-o", obj],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
                 for name, obj in zip(_SOURCES, objects)]
         errors = [job.communicate()[1] for job in jobs]  # every job finishes before a raise
         for job, err in zip(jobs, errors):
-            _check_compiler(compiler, job.returncode, err)
-        tmp = str(Path(work) / target.name)
-        result = subprocess.run([compiler, *flags, *objects, "-o", tmp, "-lm"],
+            check_compiler(compiler, job.returncode, err)
+        result = subprocess.run([compiler, *flags, *objects, "-o", output, "-lm"],
                                 capture_output=True, text=True)
-        _check_compiler(compiler, result.returncode, result.stderr)
-        os.replace(tmp, target)
-    return target
+        check_compiler(compiler, result.returncode, result.stderr)
+
+    parts = [*((here / name).read_bytes() for name in _SOURCES + _HEADERS),
+             _cpu_flags().encode(), " ".join(flags).encode()]
+    return cached_build("rlvr_kernels", compiler, parts, compile_into, force)
 
 
-def _check_compiler(compiler: str, code: int, stderr: str) -> None:
+def check_compiler(compiler: str, code: int, stderr: str) -> None:
+    """Raise :class:`KernelBuildError` with the compiler's stderr if it exited non-zero."""
     if code != 0:
         raise KernelBuildError(f"{compiler} failed ({code}): {stderr.strip()[-2000:]}")
 

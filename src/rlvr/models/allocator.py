@@ -135,8 +135,8 @@ _CACHE_LOCK = threading.Lock()
 
 def _enter_cache() -> bool:
     with _CACHE_LOCK:
-        if _CACHE_USERS["depth"] == 0 and not block_cache.enable(MAPPED_MMAP_THRESHOLD, 0.0,
-                                                                        CACHE_HEADROOM):
+        first = _CACHE_USERS["depth"] == 0
+        if first and not block_cache.enable(MAPPED_MMAP_THRESHOLD, CACHE_HEADROOM):
             return False
         _CACHE_USERS["depth"] += 1
         return True
