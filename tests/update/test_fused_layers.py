@@ -90,6 +90,7 @@ def test_fused_forward_and_gradients_equal_eager(build, lora):
     names = _backward_names(loss)
     assert {"RMSNormFunctionBackward", "SiluMulFunctionBackward",
             "RotaryFunctionBackward"} <= names
+    assert ("LoRALinearFunctionBackward" in names) == lora
     torch.testing.assert_close(logp, eager_logp, rtol=1e-5, atol=1e-5)
     for fused, eager in zip(grads, eager_grads, strict=True):
         torch.testing.assert_close(fused, eager, rtol=1e-4, atol=1e-6)

@@ -13,11 +13,14 @@ summation order and fused multiply-adds (~1e-7 relative).
 
 :func:`fused_layer_ops` swaps them in for one block of code (the update, the old and
 reference log-probs), for the architectures whose ops are exactly Llama's (:data:`NORMS`,
-:data:`MLPS`): each RMSNorm and MLP module of the model gets an instance ``forward``, and the
-modeling module's ``apply_rotary_pos_emb`` is replaced; everything is put back on exit. Each
-fused op checks its inputs at every call and runs the original code for anything else (bf16
-or autocast, another device, a layout it does not take), so a forward that does not fit loses
-nothing but the speed. Off with ``RLVR_NATIVE_KERNELS=0``, as the rollout engine's kernels.
+:data:`MLPS`): each RMSNorm and MLP module of the model gets an instance ``forward``, the
+modeling module's ``apply_rotary_pos_emb`` is replaced, each peft LoRA linear it can fuse gets
+:mod:`rlvr.update.fused_lora`'s single-node forward, and transformers' ``sdpa`` attention runs
+long completions causally (:mod:`rlvr.update.causal_attention`); everything is put back on
+exit. Each fused op checks its inputs at every call and runs the original code for anything
+else (bf16 or autocast, another device, a layout it does not take), so a forward that does not
+fit loses nothing but the speed. Off with ``RLVR_NATIVE_KERNELS=0``, as the rollout engine's
+kernels.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ import torch
 from torch import Tensor
 
 from rlvr import kernels
+from rlvr.update.causal_attention import causal_sdpa
+from rlvr.update.fused_lora import fusable, fused_lora_forward
 
 #: RMSNorm classes computing ``weight * (x * rsqrt(mean(x^2) + eps))`` (``variance_epsilon``)
 NORMS = frozenset({"LlamaRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm", "MistralRMSNorm"})
@@ -177,9 +182,10 @@ def _rotary(original, lib):
     return apply_rotary_pos_emb
 
 
-def _patch_targets(model) -> tuple[list, list, set]:
-    """The model's fusable norm modules, MLP modules and modeling modules (by class name)."""
-    norms, mlps, modules = [], [], set()
+def _patch_targets(model) -> tuple[list, list, list, set]:
+    """The model's fusable norm modules, MLP modules, peft LoRA linears and modeling modules
+    (by class name)."""
+    norms, mlps, loras, modules = [], [], [], set()
     for m in model.modules():
         name = type(m).__name__
         if name in NORMS and hasattr(m, "variance_epsilon"):
@@ -187,12 +193,34 @@ def _patch_targets(model) -> tuple[list, list, set]:
         elif name in MLPS and type(getattr(m, "act_fn", None)).__name__ in _SILU:
             mlps.append(m)
             modules.add(sys.modules.get(type(m).__module__))
-    return norms, mlps, {m for m in modules if hasattr(m, "apply_rotary_pos_emb")}
+        elif fusable(m):
+            loras.append(m)
+    return norms, mlps, loras, {m for m in modules if hasattr(m, "apply_rotary_pos_emb")}
+
+
+def _patch_sdpa():
+    """Point transformers' ``sdpa`` attention entry at :func:`causal_sdpa`; returns the
+    function that puts the entry back (and drops the converted mask it keeps)."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS as table
+
+    had = "sdpa" in table._local_mapping
+    previous = table._local_mapping.get("sdpa")
+    patched = causal_sdpa(table["sdpa"], _fits)
+    table["sdpa"] = patched
+
+    def restore():
+        patched.clear()
+        if had:
+            table["sdpa"] = previous
+        else:
+            del table["sdpa"]
+    return restore
 
 
 @contextmanager
 def fused_layer_ops(model):
-    """Run the block with ``model``'s RMSNorm, rotary embedding and SwiGLU fused (module doc).
+    """Run the block with ``model``'s RMSNorm, rotary embedding, SwiGLU and LoRA linears fused
+    and long completions' attention causal (module doc).
 
     Args:
         model: the policy (an ``nn.Module``, wrapped or not, or an object whose
@@ -210,19 +238,25 @@ def fused_layer_ops(model):
             or getattr(model, "_rlvr_fused_layer_ops", False) or not _LOCK.acquire(False)):
         yield
         return
-    norms, mlps, modules = _patch_targets(model)
+    norms, mlps, loras, modules = _patch_targets(model)
     originals = {mod: mod.apply_rotary_pos_emb for mod in modules}
-    own = [(m, m.__dict__.get("forward")) for m in norms + mlps]  # instance forwards to keep
+    own = [(m, m.__dict__.get("forward")) for m in norms + mlps + loras]  # to put back
+    attention = None
     try:
         model._rlvr_fused_layer_ops = True
         for m in norms:
             m.forward = _rms_norm_forward(m, lib)
         for m in mlps:
             m.forward = _mlp_forward(m, lib)
+        for m in loras:
+            m.forward = fused_lora_forward(m, _fits)
         for mod, fn in originals.items():
             mod.apply_rotary_pos_emb = _rotary(fn, lib)
+        attention = _patch_sdpa() if modules else None
         yield
     finally:
+        if attention is not None:
+            attention()
         for m, forward in own:
             if forward is None:
                 m.__dict__.pop("forward", None)
