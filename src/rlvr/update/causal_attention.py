@@ -85,24 +85,28 @@ def causal_sdpa(original, fits):
     recomputation, share one mask); :meth:`clear` on the returned function drops it."""
     from transformers.integrations.sdpa_attention import repeat_kv
 
-    last: list = [None, None]  # [the mask object, its square form or None]
+    # (the mask object, its square form or None), replaced as one tuple: a thread that calls
+    # in meanwhile (the table entry is global) never pairs one mask with another's form
+    last: list = [None]
 
     def attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
                   is_causal=None, **kwargs):
-        if not _applies(module, query, key, attention_mask, dropout, is_causal, kwargs, fits):
-            return original(module, query, key, value, attention_mask, dropout=dropout,
-                            scaling=scaling, is_causal=is_causal, **kwargs)
-        if last[0] is not attention_mask:
-            last[:] = [attention_mask, square_causal_mask(attention_mask)]
-        if last[1] is None:
+        square = None
+        if _applies(module, query, key, attention_mask, dropout, is_causal, kwargs, fits):
+            cached = last[0]
+            if cached is None or cached[0] is not attention_mask:
+                cached = (attention_mask, square_causal_mask(attention_mask))
+                last[0] = cached
+            square = cached[1]
+        if square is None:
             return original(module, query, key, value, attention_mask, dropout=dropout,
                             scaling=scaling, is_causal=is_causal, **kwargs)
         groups = getattr(module, "num_key_value_groups", 1)
         key, value = repeat_kv(key, groups), repeat_kv(value, groups)
-        out = square_causal_attention(query, key, value, last[1], scaling)
+        out = square_causal_attention(query, key, value, square, scaling)
         return out.transpose(1, 2).contiguous(), None
 
-    attention.clear = lambda: last.__setitem__(slice(None), [None, None])
+    attention.clear = lambda: last.__setitem__(0, None)
     return attention
 
 
