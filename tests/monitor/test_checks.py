@@ -86,6 +86,33 @@ def test_reward_collapse_expects_the_steps_categories():
         finding.message
 
 
+def _two_prompt_steps(low_steps: int):
+    """Six steps of 2 prompts x 8 completions, one prompt solved 2 times in 8 and the other 6
+    (group means 0.25 and 0.75, step mean 0.5), then ``low_steps`` steps scoring 0."""
+    rows = [rec(step=s, prompt=q, reward=float(i < solved)) for s in range(1, 7)
+            for q, solved in (("easy?", 6), ("hard?", 2)) for i in range(8)]
+    rows += [rec(step=s, prompt=q) for s in range(7, 7 + low_steps) for q in ("a?", "b?")
+             for _ in range(8)]
+    return [{"reward_mean": 0.5}] * 6 + [{"reward_mean": 0.0}] * low_steps, rows
+
+
+def test_reward_collapse_needs_a_fall_beyond_the_luck_of_the_draw():
+    # the earlier groups' means 0.25 / 0.75: sample sd 0.25 * sqrt(12 / 11) = 0.2611
+    spread = 0.25 * (12 / 11) ** 0.5
+    history, rows = _two_prompt_steps(1)
+    # one step of 2 groups at 0 after 0.5: 0.5 / (0.2611 / sqrt 2) = 2.71 standard errors < 3
+    assert 0.5 / (spread / 2 ** 0.5) == pytest.approx(2.708, abs=1e-3)
+    assert run("reward_collapse", ctx(history, rows)) is None
+    assert run("reward_collapse", ctx(history, rows), min_z=0.0) is not None  # the plain rule
+    # a second step at 0: base (6 x 0.5 + 0) / 7, its fall over the 4 groups of both low steps
+    history, rows = _two_prompt_steps(2)
+    base = 3 / 7
+    assert base / (spread / 4 ** 0.5) == pytest.approx(3.283, abs=1e-3)
+    finding = run("reward_collapse", ctx(history, rows))
+    assert finding is not None and finding.threshold == pytest.approx(base / 2)
+    assert run("reward_collapse", ctx(history, rows), min_z=3.5) is None
+
+
 @pytest.mark.parametrize("kls, fires", [
     ([0.01] * 6 + [0.08], True),    # > 5 x 0.01 and > min_kl 0.05
     ([0.01] * 6 + [0.04], False),   # 4x and below min_kl
@@ -177,13 +204,28 @@ def test_entropy_jump(entropies, fires):
     ({"pass_at_1": 0.5}, {"pass_at_1": 0.1}, True),   # rows without format_rate (old state)
 ])
 def test_validation_collapse(before, now, fires):
-    vals = [dict(before, step=0, label="before_grpo"), dict(now, step=2, label="grpo")]
+    vals = [dict(before, step=0, label="before_grpo", n=200),
+            dict(now, step=2, label="grpo", n=200)]
     finding = run("validation_collapse", ctx([{"reward_mean": 0.1}] * 2, validation=vals))
     assert (finding is not None) == fires
     if fires:
         assert "collapsed to" in finding.message and "before GRPO (step 0)" in finding.message
     # judged at a validation step only
     assert run("validation_collapse", ctx([{"reward_mean": 0.1}] * 3, validation=vals)) is None
+
+
+def test_validation_collapse_needs_enough_tasks_to_tell_a_fall_from_chance():
+    # 2 held-out tasks, both right before GRPO and both wrong now: adjusted shares 3/4 and 1/4,
+    # standard error sqrt(2 x 3/16 / 4) = 0.306, a fall of 1.63 standard errors (< 3)
+    vals = [{"step": 0, "label": "before_grpo", "n": 2, "pass_at_1": 1.0},
+            {"step": 2, "label": "grpo", "n": 2, "pass_at_1": 0.0}]
+    history = [{"reward_mean": 0.1}] * 2
+    assert run("validation_collapse", ctx(history, validation=vals)) is None
+    assert run("validation_collapse", ctx(history, validation=vals), min_z=0.0) is not None
+    # 20 tasks from 60% to 0%: adjusted 13/22 and 1/22, 4.79 standard errors
+    vals = [dict(vals[0], n=20, pass_at_1=0.6), dict(vals[1], n=20, pass_at_1=0.0)]
+    assert run("validation_collapse", ctx(history, validation=vals)) is not None
+    assert run("validation_collapse", ctx(history, validation=vals), min_z=4.8) is None
 
 
 @pytest.mark.parametrize("errors, timeouts, fires", [(3, 1, True), (2, 1, False), (0, 0, False)])

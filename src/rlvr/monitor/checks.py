@@ -22,6 +22,11 @@ from rlvr.monitor.degeneration import (
     repetition_rate,
     script_mix_share,
 )
+from rlvr.monitor.reward_fall import (
+    category_expected_reward,
+    fall_in_standard_errors,
+    proportion_fall_in_standard_errors,
+)
 from rlvr.rewards.summary import is_measured
 
 
@@ -150,7 +155,8 @@ def nonfinite(ctx: CheckContext, cfg) -> Finding | None:
 
 @health_check("reward_collapse")
 def reward_collapse(ctx: CheckContext, cfg) -> Finding | None:
-    """R21: reward_mean < (1 - drop) x the previous window's mean, by at least min_drop.
+    """R21: reward_mean < (1 - drop) x the previous window's mean, by at least min_drop and
+    by at least min_z standard errors of the fall (:mod:`rlvr.monitor.reward_fall`).
 
     When the window's completions span several categories, "the previous window's mean" is
     what the previous steps scored *on this step's categories* (each of this step's
@@ -163,31 +169,18 @@ def reward_collapse(ctx: CheckContext, cfg) -> Finding | None:
     base, cur = _mean(prev), ctx.current.get("reward_mean")
     if cur is None:
         return None
-    expected = _category_expected_reward(ctx)
+    expected = category_expected_reward(ctx.rows, ctx.step)
     what = f"mean of the previous {len(prev)} steps"
     if expected is not None:
         base = expected
         what = f"what the previous {len(prev)} steps scored on this step's categories"
-    if cur < (1 - cfg.drop) * base and base - cur >= cfg.min_drop:
-        return Finding(f"mean reward fell to {cur:.3f} from {base:.3f} ({what})", value=cur,
-                       threshold=(1 - cfg.drop) * base)
-    return None
-
-
-def _category_expected_reward(ctx: CheckContext) -> float | None:
-    """Mean over the current step's completions of their category's mean reward in the
-    window's earlier steps (a category not seen there counts the earlier overall mean); None
-    when the window holds a single category or lacks the earlier or the current completions."""
-    before = [r for r in ctx.rows if r.step < ctx.step]
-    now = [r for r in ctx.rows if r.step == ctx.step]
-    if not before or not now or len({r.category for r in ctx.rows}) < 2:
+    if cur >= (1 - cfg.drop) * base or base - cur < cfg.min_drop:
         return None
-    by_category: dict[str, list[float]] = defaultdict(list)
-    for r in before:
-        by_category[r.category].append(r.reward)
-    overall = _mean([r.reward for r in before])
-    return _mean([_mean(by_category[r.category]) if r.category in by_category else overall
-                  for r in now])
+    errors = fall_in_standard_errors(ctx.rows, ctx.history, base, (1 - cfg.drop) * base)
+    if errors is not None and errors < cfg.min_z:  # the luck of the draw (reward_fall)
+        return None
+    return Finding(f"mean reward fell to {cur:.3f} from {base:.3f} ({what})", value=cur,
+                   threshold=(1 - cfg.drop) * base)
 
 
 @health_check("kl_spike")
@@ -468,7 +461,9 @@ def _reward_vs_validation(ctx: CheckContext, cfg) -> Finding | None:
 @health_check("validation_collapse")
 def validation_collapse(ctx: CheckContext, cfg) -> Finding | None:
     """At a validation of this step: pass@1 or the format rate < (1 - drop) x its value in
-    the validation before GRPO (the first one recorded), by at least min_drop."""
+    the validation before GRPO (the first one recorded), by at least min_drop and by at least
+    min_z standard errors (:func:`~rlvr.monitor.reward_fall.proportion_fall_in_standard_errors`
+    over the two validations' task counts)."""
     vals = ctx.validation
     if len(vals) < 2 or vals[-1]["step"] != ctx.step or not is_measured(
             vals[-1].get("verifier_errors") or 0, vals[-1].get("n") or 1):
@@ -478,7 +473,9 @@ def validation_collapse(ctx: CheckContext, cfg) -> Finding | None:
         base, now = first.get(key), cur.get(key)
         if base is None or now is None:
             continue
-        if now < (1 - cfg.drop) * base and base - now >= cfg.min_drop:
+        if (now < (1 - cfg.drop) * base and base - now >= cfg.min_drop
+                and proportion_fall_in_standard_errors(
+                    base, now, first.get("n") or 1, cur.get("n") or 1) >= cfg.min_z):
             return Finding(f"validation {what} collapsed to {now:.1%} from {base:.1%} before "
                            f"GRPO (step {first['step']})", value=now,
                            threshold=min((1 - cfg.drop) * base, base - cfg.min_drop))

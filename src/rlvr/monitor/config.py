@@ -45,7 +45,12 @@ class RewardCollapseCheck(CheckConfig):
                         "the mean of the previous `health.window` steps ...")
     min_drop: float = Field(0.15, ge=0, le=MAX_COEF,
         description="... and the fall is at least this much reward (absolute), so a noisy "
-        "low-reward start does not alert.")
+        "low-reward start does not alert ...")
+    min_z: float = Field(3.0, ge=0, le=MAX_COEF,
+        description="... and the fall is at least this many standard errors of the mean of "
+        "the fallen steps' groups (the spread of the earlier steps' per-prompt mean rewards "
+        "over the square root of the groups in this step and the low steps right before it), "
+        "so a step that drew few prompts does not alert on the luck of the draw. 0: off.")
 
 
 class KLSpikeCheck(CheckConfig):
@@ -123,7 +128,11 @@ class ValidationCollapseCheck(CheckConfig):
     drop: float = Field(0.5, gt=0, le=1, description="Alert when pass@1 (or the format rate) "
                         "< (1 - drop) x its value before GRPO ...")
     min_drop: float = Field(0.2, gt=0, le=1, description="... and the fall is at least this "
-                            "much (absolute), so a weak baseline's noise does not alert.")
+                            "much (absolute), so a weak baseline's noise does not alert ...")
+    min_z: float = Field(3.0, ge=0, le=MAX_COEF, description="... and the fall is at least this "
+                         "many standard errors of the difference of the two shares (each "
+                         "adjusted by one success and one failure, Agresti-Caffo), so a "
+                         "validation on a handful of tasks does not alert on chance. 0: off.")
 
 
 class VerifierErrorCheck(CheckConfig):
