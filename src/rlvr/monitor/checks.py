@@ -25,6 +25,7 @@ from rlvr.monitor.degeneration import (
 from rlvr.monitor.reward_fall import (
     category_expected_reward,
     fall_in_standard_errors,
+    mean,
     proportion_fall_in_standard_errors,
 )
 from rlvr.rewards.summary import is_measured
@@ -125,10 +126,6 @@ def health_check(name: str, *, cooldown: bool = True) -> Callable[[Check], Check
     return decorator
 
 
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
-
-
 def _clip(text: str, n: int = 300) -> str:
     return text if len(text) <= n else text[:n] + " ..."
 
@@ -166,7 +163,7 @@ def reward_collapse(ctx: CheckContext, cfg) -> Finding | None:
     prev = ctx.previous("reward_mean")
     if len(prev) < ctx.min_history:
         return None
-    base, cur = _mean(prev), ctx.current.get("reward_mean")
+    base, cur = mean(prev), ctx.current.get("reward_mean")
     if cur is None:
         return None
     expected = category_expected_reward(ctx.rows, ctx.step)
@@ -194,7 +191,7 @@ def kl_spike(ctx: CheckContext, cfg) -> Finding | None:
                        value=kl, threshold=cfg.max_kl)
     prev = ctx.previous("kl")
     if len(prev) >= ctx.min_history:
-        base = _mean(prev)
+        base = mean(prev)
         if kl > cfg.factor * base and kl > cfg.min_kl:
             return Finding(f"KL jumped to {kl:.4f} from a recent mean of {base:.4f} nats/token",
                            value=kl, threshold=cfg.factor * base)
@@ -205,7 +202,7 @@ def _slope(values: list[float]) -> float:
     n = len(values)
     if n < 2:
         return 0.0
-    x_mean, y_mean = (n - 1) / 2, _mean(values)
+    x_mean, y_mean = (n - 1) / 2, mean(values)
     num = sum((i - x_mean) * (v - y_mean) for i, v in enumerate(values))
     return num / sum((i - x_mean) ** 2 for i in range(n))
 
@@ -219,15 +216,15 @@ def length_inflation(ctx: CheckContext, cfg) -> Finding | None:
     if len(hist) < w + ctx.min_history:
         return None
     first, recent = hist[:w], hist[max(w, len(hist) - w):]
-    base = _mean([r["length_mean"] for r in first])
+    base = mean([r["length_mean"] for r in first])
     lengths = [r["length_mean"] for r in recent]
-    if _mean(lengths) > cfg.ratio * base and _slope(lengths) > 0:
-        return Finding(f"completions are growing: mean length {_mean(lengths):.1f} tokens over "
+    if mean(lengths) > cfg.ratio * base and _slope(lengths) > 0:
+        return Finding(f"completions are growing: mean length {mean(lengths):.1f} tokens over "
                        f"the last {len(recent)} steps vs {base:.1f} in the first {w} (still "
-                       f"rising {_slope(lengths):+.1f} tokens/step)", value=_mean(lengths),
+                       f"rising {_slope(lengths):+.1f} tokens/step)", value=mean(lengths),
                        threshold=cfg.ratio * base, examples=_longest(ctx))
-    trunc = _mean([r.get("truncation_rate", 0.0) for r in hist[-3:]])
-    trunc_base = _mean([r.get("truncation_rate", 0.0) for r in first])
+    trunc = mean([r.get("truncation_rate", 0.0) for r in hist[-3:]])
+    trunc_base = mean([r.get("truncation_rate", 0.0) for r in first])
     if trunc > cfg.max_truncation and trunc > trunc_base + 0.1:
         return Finding(f"{trunc:.0%} of completions hit the length cap (first {w} steps: "
                        f"{trunc_base:.0%})", value=trunc, threshold=cfg.max_truncation,
@@ -252,14 +249,14 @@ def zero_variance(ctx: CheckContext, cfg) -> Finding | None:
                        value=0.0, threshold=0.0)
     recent = [r["zero_variance_fraction"] for r in ctx.history[-3:]
               if r.get("zero_variance_fraction") is not None]
-    if len(recent) == 3 and _mean(recent) >= cfg.max_fraction:
+    if len(recent) == 3 and mean(recent) >= cfg.max_fraction:
         tiers = {k.split("/", 1)[1]: v for k, v in ctx.current.items()
                  if k.startswith("zero_variance_fraction/")}
         by_tier = ("; by tier: " + ", ".join(f"{t} {v:.0%}" for t, v in sorted(tiers.items()))
                    if tiers else "")
-        return Finding(f"{_mean(recent):.0%} of groups had zero reward variance over the last 3 "
+        return Finding(f"{mean(recent):.0%} of groups had zero reward variance over the last 3 "
                        f"steps (all right or all wrong: no learning signal){by_tier}",
-                       value=_mean(recent), threshold=cfg.max_fraction)
+                       value=mean(recent), threshold=cfg.max_fraction)
     return None
 
 
@@ -269,7 +266,7 @@ def format_errors(ctx: CheckContext, cfg) -> Finding | None:
     prev = ctx.previous("format_error_rate")
     if len(prev) < ctx.min_history:
         return None
-    cur, base = ctx.current.get("format_error_rate"), _mean(prev)
+    cur, base = ctx.current.get("format_error_rate"), mean(prev)
     if cur is None:
         return None
     if cur > base + cfg.rise and cur >= cfg.min_rate:
@@ -287,7 +284,7 @@ def format_collapse(ctx: CheckContext, cfg) -> Finding | None:
     cur = ctx.current.get("format_error_rate")
     if not prev or cur is None:
         return None
-    base = _mean(prev)
+    base = mean(prev)
     if cur >= cfg.max_rate and cur - base >= cfg.rise:
         bad = [_clip(r.text) for r in ctx.rows if r.step == ctx.step and r.status == "unparsed"]
         return Finding(f"the answer format collapsed: {cur:.0%} of completions miss it (mean "
@@ -305,7 +302,7 @@ def entropy_jump(ctx: CheckContext, cfg) -> Finding | None:
     cur = ctx.current.get("rollout_entropy")
     if not prev or cur is None:
         return None
-    base = _mean(prev)
+    base = mean(prev)
     if cur > cfg.factor * base and cur - base >= cfg.min_rise:
         rows = [r for r in ctx.rows if r.step == ctx.step]
         return Finding(f"the policy's entropy jumped to {cur:.2f} nats/token from {base:.2f} "
@@ -370,8 +367,8 @@ def category_bias(ctx: CheckContext, cfg) -> Finding | None:
             continue
         for label, pred, gap in (("parse-failure", lambda r: r.status == "unparsed", cfg.parse_gap),
                                  ("zero-reward", lambda r: r.outcome <= 0, cfg.zero_reward_gap)):
-            rate = _mean([float(pred(r)) for r in rows])
-            rest = _mean([float(pred(r)) for r in others])
+            rate = mean([float(pred(r)) for r in rows])
+            rest = mean([float(pred(r)) for r in others])
             if rate - rest >= gap and (worst is None or rate - rest > worst[0]):
                 examples = [f"[{r.status}] {_clip(r.text, 200)}" for r in rows if pred(r)][:3]
                 worst = (rate - rest, Finding(
@@ -424,7 +421,7 @@ def reward_hacking(ctx: CheckContext, cfg) -> Finding | None:
         return finding
     gaming = [r["gaming_rate"] for r in ctx.history if "gaming_rate" in r]
     if len(gaming) >= ctx.window + ctx.min_history:
-        base, recent = _mean(gaming[:ctx.window]), _mean(gaming[-ctx.min_history:])
+        base, recent = mean(gaming[:ctx.window]), mean(gaming[-ctx.min_history:])
         if recent - base > cfg.max_gaming_rise:
             return Finding(f"multiple-answer and format-only rewards grew to {recent:.0%} of "
                            f"completions from {base:.0%}", value=recent,
@@ -441,7 +438,7 @@ def _reward_vs_validation(ctx: CheckContext, cfg) -> Finding | None:
 
     def window_mean(end: int) -> float | None:
         got = [steps[s] for s in range(end - ctx.window + 1, end + 1) if s in steps]
-        return _mean(got) if got else None
+        return mean(got) if got else None
 
     first = min(steps) if steps else None
     r0 = window_mean(v0["step"]) if v0["step"] in steps else (

@@ -25,19 +25,15 @@ from rlvr.monitor.alerts import Alert, AlertLog
 from rlvr.monitor.checks import HEALTH_CHECKS, NO_COOLDOWN, CheckContext, CompletionRecord
 from rlvr.monitor.config import HealthConfig
 from rlvr.monitor.degeneration import degeneration_metrics
+from rlvr.monitor.reward_fall import mean
 from rlvr.rewards.pipeline import RewardPipeline, ScoreRequest
-
-
-def _mean(values) -> float:
-    values = list(values)
-    return sum(values) / len(values) if values else 0.0
 
 
 def _std(values) -> float:
     values = list(values)
     if len(values) < 2:
         return 0.0
-    m = _mean(values)
+    m = mean(values)
     return (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5
 
 
@@ -103,14 +99,14 @@ class HealthMonitor:
                    for t, text, r, a in zip(tasks, batch.texts, batch.results, audit)]
         self.rows = [r for r in self.rows if r.step > step - self.config.window] + records
         metrics = degeneration_metrics(batch.texts, [t.prompt for t in tasks])
-        metrics["gaming_rate"] = _mean(r.status == "multiple_answers" or
+        metrics["gaming_rate"] = mean(r.status == "multiple_answers" or
                                        (r.reward > 0 and r.outcome <= 0) for r in records)
         metrics.update(_by_category(records))
         metrics.update(_zero_variance_by_tier(batch.tasks, batch.zero_variance.tolist()))
         credited = [a for a in audit if a is not None]
         if credited:
             metrics["audit_credited"] = float(len(credited))
-            metrics["audit_rejected_rate"] = _mean(a != "correct" for a in credited)
+            metrics["audit_rejected_rate"] = mean(a != "correct" for a in credited)
         return metrics
 
     def observe_validation(self, row: dict) -> None:
@@ -243,9 +239,9 @@ def _by_category(records: list[CompletionRecord]) -> dict[str, float]:
         return {}
     out = {}
     for cat, rows in sorted(groups.items()):
-        out[f"reward_mean/{cat}"] = _mean(r.reward for r in rows)
+        out[f"reward_mean/{cat}"] = mean(r.reward for r in rows)
         out[f"reward_std/{cat}"] = _std([r.reward for r in rows])
-        out[f"parse_failure_rate/{cat}"] = _mean(r.status == "unparsed" for r in rows)
+        out[f"parse_failure_rate/{cat}"] = mean(r.status == "unparsed" for r in rows)
     return out
 
 
@@ -255,4 +251,4 @@ def _zero_variance_by_tier(tasks, zero_variance: list[bool]) -> dict[str, float]
         tiers[task.difficulty or "-"].append(zero)
     if len(tiers) < 2:
         return {}
-    return {f"zero_variance_fraction/{t}": _mean(v) for t, v in sorted(tiers.items())}
+    return {f"zero_variance_fraction/{t}": mean(v) for t, v in sorted(tiers.items())}

@@ -30,13 +30,15 @@ def category_expected_reward(rows, step: int) -> float | None:
     by_category: dict[str, list[float]] = defaultdict(list)
     for r in before:
         by_category[r.category].append(r.reward)
-    overall = _mean([r.reward for r in before])
-    return _mean([_mean(by_category[r.category]) if r.category in by_category else overall
+    overall = mean([r.reward for r in before])
+    return mean([mean(by_category[r.category]) if r.category in by_category else overall
                   for r in now])
 
 
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values)
+def mean(values) -> float:
+    """Arithmetic mean of ``values`` (any iterable of numbers or bools); 0.0 when empty."""
+    values = list(values)
+    return sum(values) / len(values) if values else 0.0
 
 
 def group_means(rows, steps) -> list[float]:
@@ -46,7 +48,7 @@ def group_means(rows, steps) -> list[float]:
     for r in rows:
         if r.step in steps:
             groups[(r.step, r.prompt)].append(r.reward)
-    return [_mean(v) for v in groups.values()]
+    return [mean(v) for v in groups.values()]
 
 
 def low_run(history: list[dict], threshold: float) -> list[dict]:
@@ -79,7 +81,7 @@ def fall_in_standard_errors(rows, history: list[dict], base: float,
     if len(before) < 2 or not low:
         return None
     spread = statistics.stdev(before)
-    fall = base - _mean([row["reward_mean"] for row in run])
+    fall = base - mean([row["reward_mean"] for row in run])
     if spread == 0:
         return math.inf if fall > 0 else 0.0
     return fall / (spread / math.sqrt(len(low)))
